@@ -1,0 +1,51 @@
+# Two commands matter: `make demo` and `make test`. Both run `make setup` first, which installs
+# what is missing (Debian packages, the venv, the project) and is quiet when everything is there.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO_DIR ?= var/demo
+APT_PACKAGES := mariadb-server mariadb-client
+
+.PHONY: apt setup demo stop test test-fast lint bench clean
+
+setup: apt $(STAMP)
+
+# Debian packages: installed only when a binary is missing (root on Debian 12 is assumed).
+apt:
+	@if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ] || ! command -v mariadb-binlog >/dev/null 2>&1; then \
+		echo "setup: installing $(APT_PACKAGES)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES) >/dev/null; \
+	fi
+	@if ! command -v java >/dev/null 2>&1; then \
+		echo "setup: installing a JRE (for the Spark backfill)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless >/dev/null; \
+	fi
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	@$(BIN)/pip install -q --disable-pip-version-check -e '.[test]'
+	@touch $@
+
+demo: setup
+	$(BIN)/cdc demo --dir $(DEMO_DIR)
+
+stop:
+	@if [ -x $(BIN)/cdc ]; then $(BIN)/cdc cluster down --dir $(DEMO_DIR); fi
+
+test: setup
+	$(BIN)/python -m pytest -q -ra
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -ra -m "not slow"
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: setup
+	$(BIN)/cdc bench all
+
+clean: stop
+	rm -rf $(VENV) var

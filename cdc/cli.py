@@ -1,0 +1,55 @@
+"""The `cdc` command line: one sub-command group per module in `cdc/commands/`.
+
+The CLI is the one place in `cdc/` allowed to reach the stage packages (lazily, inside the
+command that needs them): it is the top of the dependency graph, not a library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from cdc.cluster import ClusterError, ServerError
+from cdc.commands import cluster as cluster_cmd
+from cdc.commands import demo as demo_cmd
+from cdc.config import ConfigError
+
+# User-facing failures: printed as one line, exit code 1. Anything else is a bug: traceback.
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    ClusterError,
+    ServerError,
+    ConfigError,
+    TimeoutError,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cdc", description="Global binlog server for a sharded MariaDB cluster."
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in (cluster_cmd, demo_cmd):
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.func(args) or 0)
+    except USER_ERRORS as exc:
+        print(f"cdc: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

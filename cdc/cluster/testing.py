@@ -1,0 +1,26 @@
+"""Helpers for test suites: a throw-away cluster on free ports (like asyncpg's cluster module)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from cdc.cluster.local_cluster import LocalCluster
+from cdc.cluster.mariadb_server import port_is_free
+
+
+def free_base_port(span: int, low: int = 30000, high: int = 60000, tries: int = 200) -> int:
+    """A base port P such that P..P+span are all free right now."""
+    rng = random.Random()
+    for _ in range(tries):
+        base = rng.randrange(low, high - span)
+        if all(port_is_free(p) for p in range(base, base + span + 1)):
+            return base
+    raise RuntimeError(f"no {span + 1} consecutive free ports found in {low}..{high}")
+
+
+def throwaway_cluster(directory: Path, dns: int = 3, spare_dns: int = 4) -> LocalCluster:
+    """Start GMS + `dns` DNs in `directory`, leaving room for `spare_dns` more (add-dn)."""
+    cluster = LocalCluster(directory)
+    cluster.up(dns=dns, base_port=free_base_port(dns + spare_dns + 1))
+    return cluster

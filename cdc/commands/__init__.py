@@ -1,0 +1,1 @@
+"""Sub-command groups of the `cdc` CLI; each module has `register(subparsers)`."""

@@ -1,0 +1,140 @@
+"""The one typed configuration object, loaded from `cdc.toml` (stdlib tomllib).
+
+Every package receives the parts it needs from here; nothing reads the file twice. Unknown keys
+are an error, not a silent default: a typo in `cdc.toml` should never change behaviour quietly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import tomli_w
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """`cdc.toml` is missing, unreadable or has a wrong key or value."""
+
+
+@dataclass(slots=True)
+class NodeConfig:
+    """One MariaDB server: the meta database (GMS) or a data node (DN)."""
+
+    id: int
+    host: str = "127.0.0.1"
+    port: int = 3306
+    user: str = "root"
+    password: str = ""
+    server_id: int = 0
+    name: str = ""
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(slots=True)
+class ClusterConfig:
+    """Where the local cluster tooling keeps its state (data dirs, pids, logs)."""
+
+    dir: str = "var/cluster"
+
+
+@dataclass(slots=True)
+class CnConfig:
+    """The reference compute node."""
+
+    server_id: int = 1
+    heartbeat_interval_ms: int = 200
+    # TSOs persisted ahead in GMS: a restart skips at most this many milliseconds of TSO space.
+    tso_window_ms: int = 3000
+    meta_database: str = "cdc_meta"
+    # Where the CN writes its ground-truth commit log (tests only); empty: off.
+    ground_truth_log: str = ""
+
+
+@dataclass(slots=True)
+class Config:
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    gms: NodeConfig = field(default_factory=lambda: NodeConfig(id=0, name="gms"))
+    dn: list[NodeConfig] = field(default_factory=list)
+    cn: CnConfig = field(default_factory=CnConfig)
+
+    def dn_by_id(self, dn_id: int) -> NodeConfig:
+        for node in self.dn:
+            if node.id == dn_id:
+                return node
+        raise ConfigError(
+            f"no DN with id {dn_id} in the configuration (have {[d.id for d in self.dn]})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def dump(self, path: str | Path) -> None:
+        Path(path).write_text(
+            "# Written by `cdc cluster up`, which rewrites [cluster], [gms] and [[dn]] and keeps the\n"
+            "# rest. Unknown keys are rejected.\n" + tomli_w.dumps(self.to_dict())
+        )
+
+
+def load(path: str | Path) -> Config:
+    """Read `cdc.toml`; errors name the file and the offending key."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: not found (run `cdc cluster up` to create one)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        return from_dict(Config, raw)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def from_dict(cls: type[T], data: Any, where: str = "") -> T:
+    """Build dataclass `cls` from plain TOML data, checking keys and types recursively."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where or 'top level'}: expected a table, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(data) - names
+    if unknown:
+        raise ConfigError(f"unknown key(s) {sorted(unknown)} in [{where or 'top level'}]")
+    kwargs = {}
+    for name, value in data.items():
+        kwargs[name] = _convert(hints[name], value, f"{where}.{name}" if where else name)
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"[{where or 'top level'}]: {exc}") from None
+
+
+def _convert(hint: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    if dataclasses.is_dataclass(hint):
+        return from_dict(hint, value, where)
+    if origin is list:
+        (item,) = typing.get_args(hint)
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list")
+        return [_convert(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin in (typing.Union, types.UnionType):
+        return value
+    if hint is float and isinstance(value, int):
+        return float(value)
+    if (
+        isinstance(hint, type)
+        and not isinstance(value, hint)
+        or (hint is int and isinstance(value, bool))
+    ):
+        raise ConfigError(f"{where}: expected {hint.__name__}, got {value!r}")
+    return value

@@ -1,0 +1,42 @@
+"""cdc.toml loading: typed, unknown keys and wrong types rejected with the key named."""
+
+from __future__ import annotations
+
+import pytest
+
+from cdc.config import Config, ConfigError, NodeConfig, load
+
+
+def test_round_trip(tmp_path):
+    cfg = Config(dn=[NodeConfig(id=1, port=4001), NodeConfig(id=2, port=4002)])
+    cfg.cn.heartbeat_interval_ms = 50
+    cfg.dump(tmp_path / "cdc.toml")
+    assert load(tmp_path / "cdc.toml") == cfg
+    assert cfg.dn_by_id(2).port == 4002
+    with pytest.raises(ConfigError, match="no DN with id 9"):
+        cfg.dn_by_id(9)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "[cn]\nheartbeat_intervall_ms = 5\n",
+            r"unknown key\(s\) \['heartbeat_intervall_ms'\] in \[cn\]",
+        ),
+        ("[cn]\nheartbeat_interval_ms = 'fast'\n", "cn.heartbeat_interval_ms: expected int"),
+        ("[[dn]]\nport = 5\n", r"\[dn\[0\]\]: .*missing .*'id'"),
+        ("dn = 3\n", "dn: expected a list"),
+        ("[gms\n", "not valid TOML"),
+    ],
+)
+def test_bad_config(tmp_path, text, message):
+    path = tmp_path / "cdc.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load(path)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load(tmp_path / "nope.toml")

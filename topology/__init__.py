@@ -1,0 +1,2 @@
+"""Topology: the metadata history in the meta database (topology snapshots, logical schema,
+file index, checkpoints, dumper lease). Exports nothing yet."""
