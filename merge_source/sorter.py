@@ -1,0 +1,166 @@
+"""The release rule: turn one DN's binlog order into commit-TSO order (design.md §2).
+
+Pure logic, no I/O. The caller feeds what it sees in the DN binlog, in binlog order, and gets back
+the branches (and local transactions) that are safe to emit, in strictly increasing sort key.
+
+Why it is safe: a branch X with commit TSO t, whose commit record sits at binlog position p, may be
+released once its XA COMMIT was seen and every branch Y prepared before p is settled (rolled back,
+known to have a TSO > t, or already released). A branch prepared after p fetched its TSO after p
+was written, hence after t was fetched, so its TSO is > t. Releases therefore never go back.
+
+Local (non-CN) transactions have no TSO: they sort right after the largest TSO seen in a commit
+record before them, `(tso, LOCAL, seq)`, which is below every TSO fetched after them.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, Generic, TypeVar
+
+P = TypeVar("P")
+
+
+class Kind(IntEnum):
+    """Second part of the sort key: a branch with TSO t sorts before local transactions after t."""
+
+    BRANCH = 0
+    LOCAL = 1
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SortKey:
+    tso: int
+    kind: Kind
+    seq: int  # binlog order on this DN: unique, breaks ties between local transactions
+
+
+@dataclass(slots=True)
+class Release(Generic[P]):
+    key: SortKey
+    xid: str | None  # None for a local transaction
+    payload: P
+
+
+class SorterError(RuntimeError):
+    """The binlog does not follow the commit protocol (e.g. two prepares of one xid)."""
+
+
+@dataclass(slots=True)
+class _Branch(Generic[P]):
+    xid: str
+    prepare_seq: int
+    payload: P
+    tso: int | None = None
+    record_seq: int = -1
+    committed: bool = False
+    rolled_back: bool = False
+
+
+@dataclass(slots=True)
+class Sorter(Generic[P]):
+    """Per-DN sorter. Every method takes one binlog observation and returns the new releases."""
+
+    _seq: int = 0
+    _branches: dict[str, _Branch[P]] = field(default_factory=dict)
+    # Branches whose commit record has not been seen, in prepare order: the first one bounds
+    # which records are releasable (its TSO could still be anything).
+    _unknown: OrderedDict[str, int] = field(default_factory=OrderedDict)
+    # Known sort keys not yet released: branches with a commit record, and local transactions.
+    _heap: list[tuple[SortKey, str | None, Any]] = field(default_factory=list)
+    max_tso_seen: int = 0
+    watermark: SortKey | None = None
+    # Observations about xids never prepared here (before our start position): counted, ignored.
+    orphans: int = 0
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    @property
+    def pending(self) -> int:
+        """Branches and local transactions held back (not released, not rolled back)."""
+        return len(self._branches) + sum(1 for _, xid, _ in self._heap if xid is None)
+
+    def oldest_pending_seq(self) -> int | None:
+        """Binlog sequence of the oldest held item: a restart must re-read from there."""
+        seqs = [b.prepare_seq for b in self._branches.values()]
+        seqs += [key.seq for key, xid, _ in self._heap if xid is None]
+        return min(seqs, default=None)
+
+    def prepare(self, xid: str, payload: P) -> list[Release[P]]:
+        if xid in self._branches:
+            raise SorterError(f"xid {xid!r} prepared twice without commit or rollback")
+        seq = self._next_seq()
+        self._branches[xid] = _Branch(xid, seq, payload)
+        self._unknown[xid] = seq
+        return []
+
+    def commit_record(self, xid: str, tso: int) -> list[Release[P]]:
+        seq = self._next_seq()
+        self.max_tso_seen = max(self.max_tso_seen, tso)
+        branch = self._branches.get(xid)
+        if branch is None:
+            self.orphans += 1
+            return []
+        if branch.tso is not None:
+            if branch.tso != tso:
+                raise SorterError(f"xid {xid!r} has two commit records: TSO {branch.tso} and {tso}")
+            return []
+        branch.tso, branch.record_seq = tso, seq
+        del self._unknown[xid]
+        heapq.heappush(self._heap, (SortKey(tso, Kind.BRANCH, seq), xid, None))
+        return self._drain()
+
+    def commit(self, xid: str) -> list[Release[P]]:
+        self._next_seq()
+        branch = self._branches.get(xid)
+        if branch is None:
+            self.orphans += 1
+            return []
+        branch.committed = True
+        return self._drain()
+
+    def rollback(self, xid: str) -> list[Release[P]]:
+        self._next_seq()
+        branch = self._branches.pop(xid, None)
+        if branch is None:
+            self.orphans += 1
+            return []
+        branch.rolled_back = True  # its heap entry, if any, is skipped lazily
+        self._unknown.pop(xid, None)
+        return self._drain()
+
+    def local(self, payload: P) -> list[Release[P]]:
+        seq = self._next_seq()
+        heapq.heappush(self._heap, (SortKey(self.max_tso_seen, Kind.LOCAL, seq), None, payload))
+        return self._drain()
+
+    def _drain(self) -> list[Release[P]]:
+        out: list[Release[P]] = []
+        heap = self._heap
+        while heap:
+            key, xid, payload = heap[0]
+            bound = next(iter(self._unknown.values()), None)
+            if xid is not None:
+                branch = self._branches.get(xid)
+                if branch is None or branch.rolled_back:
+                    heapq.heappop(heap)
+                    continue
+                # The smallest known TSO is not committed yet: anything after it must wait.
+                if not branch.committed:
+                    break
+                if bound is not None and bound < branch.record_seq:
+                    break
+                del self._branches[xid]
+                payload = branch.payload
+            elif bound is not None and bound < key.seq:
+                break
+            heapq.heappop(heap)
+            if self.watermark is not None and key <= self.watermark:
+                raise SorterError(f"release {key} would go back behind {self.watermark}")
+            self.watermark = key
+            out.append(Release(key, xid, payload))
+        return out
