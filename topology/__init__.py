@@ -1,2 +1,3 @@
-"""Topology: the metadata history in the meta database (topology snapshots, logical schema,
-file index, checkpoints, dumper lease). Exports nothing yet."""
+"""Topology: the CDC's metadata history in the GMS (database `cdc_meta`): versioned schema
+migrations, topology snapshots and logical schemas by TSO, the global binlog file index and
+per-stream checkpoints."""

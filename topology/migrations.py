@@ -1,0 +1,137 @@
+"""Versioned migrations of the CDC's own schema in the GMS (database `cdc_meta` by default).
+
+Each migration is a list of statements applied once, in order, under a GMS named lock so that
+several CDC processes starting together migrate exactly once. Never edit a released migration:
+add a new one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pymysql
+
+LOCK_TIMEOUT_S = 30
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    description: str
+    statements: tuple[str, ...]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "topology and logical schema history, file index, checkpoints, dumper lease",
+        (
+            # One row per topology change, keyed by the marker that caused it (idempotent replay).
+            """CREATE TABLE binlog_topology_history (
+                id BIGINT UNSIGNED AUTO_INCREMENT PRIMARY KEY,
+                tso BIGINT UNSIGNED NOT NULL,
+                kind VARCHAR(32) NOT NULL,
+                instruction_id VARCHAR(128) NOT NULL,
+                content LONGTEXT NOT NULL,
+                created_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+                UNIQUE KEY uk_instruction (instruction_id),
+                KEY k_tso (tso)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+            """CREATE TABLE binlog_logic_meta_history (
+                id BIGINT UNSIGNED AUTO_INCREMENT PRIMARY KEY,
+                tso BIGINT UNSIGNED NOT NULL,
+                db_name VARCHAR(64) NOT NULL,
+                table_name VARCHAR(64) NOT NULL,
+                ddl LONGTEXT NOT NULL,
+                table_schema LONGTEXT NOT NULL,
+                instruction_id VARCHAR(128) NOT NULL,
+                created_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+                UNIQUE KEY uk_instruction (instruction_id),
+                KEY k_table_tso (db_name, table_name, tso)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+            """CREATE TABLE binlog_file_index (
+                file_name VARCHAR(64) NOT NULL PRIMARY KEY,
+                first_tso BIGINT UNSIGNED NULL,
+                last_tso BIGINT UNSIGNED NULL,
+                size BIGINT UNSIGNED NOT NULL DEFAULT 0,
+                updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+            """CREATE TABLE binlog_checkpoint (
+                stream VARCHAR(64) NOT NULL PRIMARY KEY,
+                file_name VARCHAR(64) NOT NULL,
+                position BIGINT UNSIGNED NOT NULL,
+                tso BIGINT UNSIGNED NOT NULL DEFAULT 0,
+                updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+            """CREATE TABLE binlog_dumper_lease (
+                name VARCHAR(64) NOT NULL PRIMARY KEY,
+                holder VARCHAR(128) NOT NULL,
+                address VARCHAR(128) NOT NULL DEFAULT '',
+                epoch BIGINT UNSIGNED NOT NULL DEFAULT 0,
+                expires_at TIMESTAMP(6) NOT NULL
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+        ),
+    ),
+)
+
+
+class MigrationError(RuntimeError):
+    """The CDC schema in the GMS could not be brought to the current version."""
+
+
+def current_version(conn: pymysql.Connection, database: str) -> int:
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema=%s AND table_name='binlog_schema_version'",
+            (database,),
+        )
+        if not cur.fetchone()[0]:
+            return 0
+        cur.execute(f"SELECT COALESCE(MAX(version), 0) FROM `{database}`.binlog_schema_version")
+        return int(cur.fetchone()[0])
+
+
+def migrate(conn: pymysql.Connection, database: str = "cdc_meta") -> list[int]:
+    """Bring `database` to the newest version; returns the versions applied now (maybe none)."""
+    latest = MIGRATIONS[-1].version
+    with conn.cursor() as cur:
+        cur.execute("SELECT GET_LOCK(%s, %s)", (f"{database}.migrate", LOCK_TIMEOUT_S))
+        if cur.fetchone()[0] != 1:
+            raise MigrationError(
+                f"could not take the migration lock on {database} within {LOCK_TIMEOUT_S}s"
+            )
+        try:
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS `{database}` DEFAULT CHARACTER SET utf8mb4")
+            cur.execute(
+                f"""CREATE TABLE IF NOT EXISTS `{database}`.binlog_schema_version (
+                    version INT NOT NULL PRIMARY KEY,
+                    description VARCHAR(255) NOT NULL,
+                    applied_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
+                ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"""
+            )
+            have = current_version(conn, database)
+            if have > latest:
+                raise MigrationError(
+                    f"{database} is at schema version {have}, newer than this program knows ({latest}): upgrade cdc"
+                )
+            applied = []
+            cur.execute(f"USE `{database}`")
+            for m in MIGRATIONS:
+                if m.version <= have:
+                    continue
+                # MariaDB DDL is not transactional: each statement must be safe to re-run after a
+                # crash between two of them, hence the existence check per table.
+                for sql in m.statements:
+                    try:
+                        cur.execute(sql)
+                    except pymysql.err.OperationalError as exc:
+                        if exc.args[0] != 1050:  # table already exists
+                            raise
+                cur.execute(
+                    "INSERT INTO binlog_schema_version (version, description) VALUES (%s, %s)",
+                    (m.version, m.description),
+                )
+                applied.append(m.version)
+            return applied
+        finally:
+            cur.execute("SELECT RELEASE_LOCK(%s)", (f"{database}.migrate",))

@@ -1,0 +1,61 @@
+"""The logical schema history: the schema of each logical table as of any TSO."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+
+from topology.topology_history import HistoryConflict
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaRecord:
+    tso: int
+    db: str
+    table: str
+    ddl: str
+    schema: dict[str, Any]  # the logical table definition after `ddl` ({} after DROP TABLE)
+    instruction_id: str
+
+
+class SchemaHistory:
+    def __init__(self, conn: pymysql.Connection, database: str = "cdc_meta"):
+        self._conn = conn
+        self._table = f"`{database}`.binlog_logic_meta_history"
+
+    def record(self, rec: SchemaRecord) -> bool:
+        """Persist `rec` once per instruction id; True if new."""
+        schema = json.dumps(rec.schema, sort_keys=True, separators=(",", ":"))
+        with self._conn.cursor() as cur:
+            cur.execute(
+                f"INSERT IGNORE INTO {self._table} (tso, db_name, table_name, ddl, table_schema, instruction_id) "
+                "VALUES (%s, %s, %s, %s, %s, %s)",
+                (rec.tso, rec.db, rec.table, rec.ddl, schema, rec.instruction_id),
+            )
+            if cur.rowcount == 1:
+                return True
+            cur.execute(
+                f"SELECT tso, ddl FROM {self._table} WHERE instruction_id=%s", (rec.instruction_id,)
+            )
+            tso, ddl = cur.fetchone()
+        if (int(tso), ddl) != (rec.tso, rec.ddl):
+            raise HistoryConflict(
+                f"DDL instruction {rec.instruction_id!r} already recorded with other content"
+            )
+        return False
+
+    def at(self, db: str, table: str, tso: int) -> SchemaRecord | None:
+        with self._conn.cursor() as cur:
+            cur.execute(
+                f"SELECT tso, db_name, table_name, ddl, table_schema, instruction_id FROM {self._table} "
+                "WHERE db_name=%s AND table_name=%s AND tso <= %s ORDER BY tso DESC, id DESC LIMIT 1",
+                (db, table, tso),
+            )
+            row = cur.fetchone()
+        if row is None:
+            return None
+        tso_, db_, table_, ddl, schema, iid = row
+        return SchemaRecord(int(tso_), db_, table_, ddl, json.loads(schema), iid)
