@@ -43,7 +43,7 @@ class BinlogPosition:
 
 
 @dataclass(slots=True)
-class RawEvent:
+class DnEvent:
     """One binlog event as stored on the DN (header + body + CRC), with where it starts."""
 
     file: str
@@ -106,7 +106,7 @@ class DumpClient:
             raise
         return client
 
-    async def batches(self) -> AsyncIterator[list[RawEvent]]:
+    async def batches(self) -> AsyncIterator[list[DnEvent]]:
         """Yield batches of events, forever; reconnects and resumes on connection loss."""
         backoff = 0.05
         while True:
@@ -136,7 +136,7 @@ class DumpClient:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, self.settings.max_backoff)
 
-    async def _read(self, client: MySQLClient) -> AsyncIterator[list[RawEvent]]:
+    async def _read(self, client: MySQLClient) -> AsyncIterator[list[DnEvent]]:
         s = self.settings
         file = self.position.file
         unpack = HEADER.unpack_from
@@ -145,7 +145,7 @@ class DumpClient:
         while True:
             packets = await asyncio.wait_for(client.read_packets(), s.idle_timeout)
             self.last_packet_at = time.monotonic()
-            batch: list[RawEvent] = []
+            batch: list[DnEvent] = []
             for packet in packets:
                 if packet[0] != 0:
                     if packet[0] == ERR:
@@ -179,9 +179,9 @@ class DumpClient:
                     continue
                 if log_pos == 0:  # a re-sent FDE at a mid-file start: not part of the file
                     if type_code == FORMAT_DESCRIPTION_EVENT:
-                        batch.append(RawEvent(file, 4, data))
+                        batch.append(DnEvent(file, 4, data))
                     continue
-                event = RawEvent(file, log_pos - size, data)
+                event = DnEvent(file, log_pos - size, data)
                 self.position = BinlogPosition(file, log_pos)
                 batch.append(event)
             if batch:

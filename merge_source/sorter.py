@@ -34,7 +34,7 @@ class Kind(IntEnum):
 class SortKey:
     tso: int
     kind: Kind
-    seq: int  # binlog order on this DN: unique, breaks ties between local transactions
+    seq: int  # binlog coordinate on this DN (see `binlog_seq`): stable across restarts
 
 
 @dataclass(slots=True)
@@ -42,6 +42,11 @@ class Release(Generic[P]):
     key: SortKey
     xid: str | None  # None for a local transaction
     payload: P
+
+
+def binlog_seq(file_number: int, pos: int) -> int:
+    """A DN binlog coordinate as one integer that sorts like (file, position)."""
+    return file_number << 32 | pos
 
 
 class SorterError(RuntimeError):
@@ -53,6 +58,7 @@ class _Branch(Generic[P]):
     xid: str
     prepare_seq: int
     payload: P
+    max_tso_before: int
     tso: int | None = None
     record_seq: int = -1
     committed: bool = False
@@ -61,45 +67,55 @@ class _Branch(Generic[P]):
 
 @dataclass(slots=True)
 class Sorter(Generic[P]):
-    """Per-DN sorter. Every method takes one binlog observation and returns the new releases."""
+    """Per-DN sorter. Every method takes one binlog observation, at binlog coordinate `seq`
+    (strictly increasing), and returns the releases it made possible."""
 
-    _seq: int = 0
     _branches: dict[str, _Branch[P]] = field(default_factory=dict)
     # Branches whose commit record has not been seen, in prepare order: the first one bounds
     # which records are releasable (its TSO could still be anything).
     _unknown: OrderedDict[str, int] = field(default_factory=OrderedDict)
     # Known sort keys not yet released: branches with a commit record, and local transactions.
     _heap: list[tuple[SortKey, str | None, Any]] = field(default_factory=list)
+    # Local transactions held back: seq -> largest TSO seen before them (for checkpoints).
+    _locals: dict[int, int] = field(default_factory=dict)
     max_tso_seen: int = 0
     watermark: SortKey | None = None
     # Observations about xids never prepared here (before our start position): counted, ignored.
     orphans: int = 0
 
-    def _next_seq(self) -> int:
-        self._seq += 1
-        return self._seq
-
     @property
     def pending(self) -> int:
         """Branches and local transactions held back (not released, not rolled back)."""
-        return len(self._branches) + sum(1 for _, xid, _ in self._heap if xid is None)
+        return len(self._branches) + len(self._locals)
 
-    def oldest_pending_seq(self) -> int | None:
-        """Binlog sequence of the oldest held item: a restart must re-read from there."""
-        seqs = [b.prepare_seq for b in self._branches.values()]
-        seqs += [key.seq for key, xid, _ in self._heap if xid is None]
-        return min(seqs, default=None)
+    def oldest_pending(self) -> tuple[int, int] | None:
+        """(seq, largest TSO seen before it) of the oldest held item, or None.
 
-    def prepare(self, xid: str, payload: P) -> list[Release[P]]:
+        A restart re-reads the binlog from that seq with `max_tso_seen` set to that TSO and
+        reproduces exactly the same sort keys.
+        """
+        best: tuple[int, int] | None = None
+        for b in self._branches.values():
+            if best is None or b.prepare_seq < best[0]:
+                best = (b.prepare_seq, b.max_tso_before)
+        for seq, tso in self._locals.items():
+            if best is None or seq < best[0]:
+                best = (seq, tso)
+        return best
+
+    def held(self, xid: str) -> P | None:
+        """The payload of a branch still held (not released, not rolled back)."""
+        branch = self._branches.get(xid)
+        return None if branch is None else branch.payload
+
+    def prepare(self, xid: str, payload: P, seq: int) -> list[Release[P]]:
         if xid in self._branches:
             raise SorterError(f"xid {xid!r} prepared twice without commit or rollback")
-        seq = self._next_seq()
-        self._branches[xid] = _Branch(xid, seq, payload)
+        self._branches[xid] = _Branch(xid, seq, payload, self.max_tso_seen)
         self._unknown[xid] = seq
         return []
 
-    def commit_record(self, xid: str, tso: int) -> list[Release[P]]:
-        seq = self._next_seq()
+    def commit_record(self, xid: str, tso: int, seq: int) -> list[Release[P]]:
         self.max_tso_seen = max(self.max_tso_seen, tso)
         branch = self._branches.get(xid)
         if branch is None:
@@ -115,7 +131,6 @@ class Sorter(Generic[P]):
         return self._drain()
 
     def commit(self, xid: str) -> list[Release[P]]:
-        self._next_seq()
         branch = self._branches.get(xid)
         if branch is None:
             self.orphans += 1
@@ -124,7 +139,6 @@ class Sorter(Generic[P]):
         return self._drain()
 
     def rollback(self, xid: str) -> list[Release[P]]:
-        self._next_seq()
         branch = self._branches.pop(xid, None)
         if branch is None:
             self.orphans += 1
@@ -133,8 +147,8 @@ class Sorter(Generic[P]):
         self._unknown.pop(xid, None)
         return self._drain()
 
-    def local(self, payload: P) -> list[Release[P]]:
-        seq = self._next_seq()
+    def local(self, payload: P, seq: int) -> list[Release[P]]:
+        self._locals[seq] = self.max_tso_seen
         heapq.heappush(self._heap, (SortKey(self.max_tso_seen, Kind.LOCAL, seq), None, payload))
         return self._drain()
 
@@ -156,8 +170,10 @@ class Sorter(Generic[P]):
                     break
                 del self._branches[xid]
                 payload = branch.payload
-            elif bound is not None and bound < key.seq:
-                break
+            else:
+                if bound is not None and bound < key.seq:
+                    break
+                del self._locals[key.seq]
             heapq.heappop(heap)
             if self.watermark is not None and key <= self.watermark:
                 raise SorterError(f"release {key} would go back behind {self.watermark}")

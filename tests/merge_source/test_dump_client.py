@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from cdc.cluster.testing import throwaway_cluster
-from merge_source.dump_client import BinlogPosition, DumpClient, DumpError, DumpSettings, RawEvent
+from merge_source.dump_client import BinlogPosition, DnEvent, DumpClient, DumpError, DumpSettings
 
 XA_PREPARE_EVENT = 38
 ANNOTATE_ROWS_EVENT = 160
@@ -25,8 +25,8 @@ def settings(server, **kw) -> DumpSettings:
     )
 
 
-async def collect(client: DumpClient, until, timeout: float = 20.0) -> list[RawEvent]:
-    events: list[RawEvent] = []
+async def collect(client: DumpClient, until, timeout: float = 20.0) -> list[DnEvent]:
+    events: list[DnEvent] = []
 
     async def run():
         async for batch in client.batches():
@@ -38,7 +38,7 @@ async def collect(client: DumpClient, until, timeout: float = 20.0) -> list[RawE
     return events
 
 
-def assert_contiguous(events: list[RawEvent]) -> None:
+def assert_contiguous(events: list[DnEvent]) -> None:
     for prev, cur in zip(events, events[1:], strict=False):
         # A dump started mid-file opens with the file's FDE re-sent: the gap after it is real.
         if cur.file == prev.file and cur.pos != 4 and prev.type_code != 15:
@@ -93,7 +93,7 @@ async def test_resume_after_dn_restart_loses_and_repeats_nothing(tmp_path):
             settings(dn, heartbeat_period=0.2, idle_timeout=2), BinlogPosition("binlog.000001", 4)
         )
         seen: list[int] = []
-        events: list[RawEvent] = []
+        events: list[DnEvent] = []
 
         async def consume():
             async for batch in client.batches():

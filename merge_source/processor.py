@@ -1,0 +1,183 @@
+"""One DN's stream, pure: raw events in binlog order → fragments in sort-key order + watermarks.
+
+Wires the group assembler, the classifier and the sorter, and knows where a restart must begin
+(`checkpoint`). No I/O: the async shell (`source.py`) feeds it from the dump client.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from cdc.binlog.constants import EventType
+from cdc.binlog.fde import FormatDescription
+from merge_source.classifier import Classified, Classifier, GroupKind
+from merge_source.dump_client import DnEvent
+from merge_source.fragment import Fragment, FragmentKind, Watermark
+from merge_source.group import BinlogGroup, GroupAssembler
+from merge_source.sorter import Release, Sorter, SortKey, binlog_seq
+
+log = logging.getLogger(__name__)
+
+FDE = int(EventType.FORMAT_DESCRIPTION)
+
+
+def file_number(name: str) -> int:
+    """`binlog.000042` → 42."""
+    try:
+        return int(name.rsplit(".", 1)[1])
+    except (IndexError, ValueError):
+        raise ValueError(f"not a numbered binlog file name: {name!r}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceCheckpoint:
+    """Where a restarted MergeSource re-reads its DN binlog from, and what it must know there."""
+
+    file: str
+    pos: int
+    max_tso_seen: int
+
+
+@dataclass(slots=True)
+class _Held:
+    """What the sorter holds for a branch or local transaction until its release."""
+
+    classified: Classified
+    timestamp: int
+    participants: tuple[int, ...] = ()
+
+
+class SourceProcessor:
+    def __init__(
+        self,
+        dn_id: int,
+        dn_name: str = "",
+        resume_after: SortKey | None = None,
+        max_tso_seen: int = 0,
+    ):
+        self.dn_id = dn_id
+        self.dn_name = dn_name or f"dn{dn_id}"
+        self.assembler = GroupAssembler(self.dn_name)
+        self.classifier = Classifier()
+        self.sorter: Sorter[_Held] = Sorter(max_tso_seen=max_tso_seen)
+        # Keys at or below this were emitted before a restart: drop them when they come again.
+        self.resume_after = resume_after
+        self._foreign: dict[bytes, _Held] = {}
+        self._base = "binlog"
+        self._last_end: tuple[str, int] | None = None
+        self.groups = 0
+        self._file_name, self._file_no = "", 0
+
+    # -- feeding ----------------------------------------------------------------------------------
+    def feed(self, event: DnEvent) -> list[Fragment | Watermark]:
+        if event.data[4] == FDE:
+            self.classifier.fde = FormatDescription.parse(memoryview(event.data)[19:])
+            self._base = event.file.rsplit(".", 1)[0]
+            return []
+        group = self.assembler.feed(event)
+        if group is None:
+            if self.assembler.open_group_start is None:
+                self._last_end = (event.file, event.end)
+            return []
+        self._last_end = (group.file, group.end)
+        self.groups += 1
+        return self._outputs(self._apply(group))
+
+    def _apply(self, group: BinlogGroup) -> list[Release[_Held]]:
+        c = self.classifier.classify(group)
+        seq = self._seq(group.file, group.start)
+        timestamp = int.from_bytes(group.gtid.data[0:4], "little")
+        sorter = self.sorter
+        match c.kind:
+            case GroupKind.XA_PREPARE:
+                return sorter.prepare(str(c.txn_id), _Held(c, timestamp), seq)
+            case GroupKind.COMMIT_RECORD:
+                out: list[Release[_Held]] = []
+                for record in c.records:
+                    if record.aborted:  # a recovery tombstone: the branch will be rolled back
+                        continue
+                    held = sorter.held(str(record.txn_id))
+                    if held is not None:
+                        held.participants = record.participants
+                    out += sorter.commit_record(str(record.txn_id), record.tso, seq)
+                return out
+            case GroupKind.XA_COMMIT:
+                foreign = self._foreign.pop(c.xid, None)
+                if foreign is not None:  # another program's XA: a local transaction now
+                    return sorter.local(foreign, seq)
+                return sorter.commit(str(c.txn_id))
+            case GroupKind.XA_ROLLBACK:
+                if self._foreign.pop(c.xid, None) is not None:
+                    return []
+                return sorter.rollback(str(c.txn_id))
+            case GroupKind.FOREIGN_PREPARE:
+                self._foreign[c.xid] = _Held(c, timestamp)
+                return []
+            case GroupKind.LOCAL:
+                if not c.statements:
+                    return []
+                return sorter.local(_Held(c, timestamp), seq)
+            case GroupKind.DDL:
+                log.info(
+                    "%s: physical DDL at %s:%d: %s",
+                    self.dn_name,
+                    group.file,
+                    group.start,
+                    c.query[:200].decode(errors="replace"),
+                )
+                return []
+            case _:
+                return []
+
+    def _outputs(self, releases: list[Release[_Held]]) -> list[Fragment | Watermark]:
+        if not releases:
+            return []
+        out: list[Fragment | Watermark] = []
+        resume = self.resume_after
+        for r in releases:
+            if resume is not None and r.key <= resume:
+                continue
+            if r.payload.classified.fragment_kind is FragmentKind.HEARTBEAT:
+                continue  # only moves the watermark
+            held = r.payload
+            c = held.classified
+            out.append(
+                Fragment(
+                    key=r.key,
+                    dn=self.dn_id,
+                    txn_id=c.txn_id,
+                    participants=held.participants,
+                    kind=c.fragment_kind if r.xid is not None else FragmentKind.LOCAL,
+                    statements=c.statements,
+                    markers=c.markers,
+                    timestamp=held.timestamp,
+                )
+            )
+        out.append(Watermark(self.dn_id, releases[-1].key))
+        return out
+
+    def _seq(self, file: str, pos: int) -> int:
+        if file != self._file_name:
+            self._file_name, self._file_no = file, file_number(file)
+        return binlog_seq(self._file_no, pos)
+
+    # -- restart ----------------------------------------------------------------------------------
+    def checkpoint(self) -> SourceCheckpoint | None:
+        """The earliest position a restart must re-read from (None before the first group)."""
+        oldest = self.sorter.oldest_pending()
+        open_start = self.assembler.open_group_start
+        candidates = []
+        if oldest is not None:
+            seq, max_tso = oldest
+            candidates.append((seq, max_tso))
+        if open_start is not None:
+            # Nothing was fed to the sorter since this group began: its max TSO is current.
+            candidates.append((self._seq(*open_start), self.sorter.max_tso_seen))
+        if not candidates:
+            if self._last_end is None:
+                return None
+            file, pos = self._last_end
+            return SourceCheckpoint(file, pos, self.sorter.max_tso_seen)
+        seq, max_tso = min(candidates)
+        return SourceCheckpoint(f"{self._base}.{seq >> 32:06d}", seq & 0xFFFFFFFF, max_tso)
