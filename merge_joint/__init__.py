@@ -1,2 +1,2 @@
-"""MergeJoint: k-way merge of the MergeSource streams by TSO, coalescing fragments into logical
-transactions and applying markers. Exports nothing yet."""
+"""MergeJoint: k-way merge of the MergeSource streams by TSO (`merger.Merger`), coalescing
+fragments into logical transactions in TraceId order and applying markers."""

@@ -1,0 +1,149 @@
+"""k-way merge of the per-DN streams into one global order, coalescing a transaction's fragments.
+
+Pure logic. Each source (one per DN) delivers fragments in its own key order and watermarks
+("nothing ≤ this key will come from me any more"). The global key of a fragment is
+`(tso, kind, dn, seq)`, except that all fragments of one CN transaction share the key
+`(tso, BRANCH, 0, 0)` so they come out together. An item is emitted once every source's
+watermark, lifted to the global key space as `(tso, kind, source, seq)`, has reached it: from
+then on no source can produce anything that sorts before it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from merge_source.fragment import Fragment, FragmentKind, Statement, Watermark
+from merge_source.sorter import Kind, SortKey
+
+GlobalKey = tuple[int, int, int, int]
+_NO_TRACE = (1 << 62, 0)
+
+
+class MergeError(RuntimeError):
+    """The streams contradict the commit protocol (e.g. a participant's fragment is missing)."""
+
+
+@dataclass(slots=True)
+class Transaction:
+    """One logical transaction of the global binlog."""
+
+    key: GlobalKey
+    txn_id: int
+    kind: FragmentKind
+    fragments: list[Fragment]
+    statements: list[Statement] = field(default_factory=list)
+
+    @property
+    def tso(self) -> int:
+        return self.key[0]
+
+
+def global_key(f: Fragment) -> GlobalKey:
+    if f.key.kind == Kind.BRANCH:
+        return (f.key.tso, Kind.BRANCH, 0, 0)
+    return (f.key.tso, f.key.kind, f.dn, f.key.seq)
+
+
+def lift(dn: int, key: SortKey) -> GlobalKey:
+    return (key.tso, key.kind, dn, key.seq)
+
+
+class Merger:
+    def __init__(self, sources: dict[int, SortKey | None]):
+        """`sources`: DN id -> its watermark at start (None: nothing released yet)."""
+        self._wm: dict[int, GlobalKey | None] = {
+            dn: None if key is None else lift(dn, key) for dn, key in sources.items()
+        }
+        self._heap: list[tuple[GlobalKey, int, Fragment]] = []
+        self._pending: dict[GlobalKey, list[Fragment]] = {}
+        self._n = 0  # tie-breaker for the heap
+        self.last_emitted: GlobalKey | None = None
+
+    @property
+    def sources(self) -> list[int]:
+        return sorted(self._wm)
+
+    def watermark(self, dn: int) -> GlobalKey | None:
+        return self._wm[dn]
+
+    def low_watermark(self) -> GlobalKey | None:
+        """The key up to which the merge is complete (the slowest source)."""
+        marks = list(self._wm.values())
+        if not marks or any(m is None for m in marks):
+            return None
+        return min(marks)  # type: ignore[type-var]
+
+    def add_source(self, dn: int, start: SortKey) -> None:
+        """A new DN joins: it will deliver nothing at or below `start`."""
+        if dn in self._wm:
+            raise MergeError(f"source dn{dn} is already merged")
+        self._wm[dn] = lift(dn, start)
+
+    def remove_source(self, dn: int) -> None:
+        self._wm.pop(dn, None)
+
+    def push(self, item: Fragment | Watermark) -> None:
+        if isinstance(item, Watermark):
+            if item.dn not in self._wm:
+                raise MergeError(f"watermark from unknown source dn{item.dn}")
+            mark = lift(item.dn, item.key)
+            old = self._wm[item.dn]
+            if old is not None and mark < old:
+                raise MergeError(f"dn{item.dn} watermark went back from {old} to {mark}")
+            self._wm[item.dn] = mark
+            return
+        if item.dn not in self._wm:
+            raise MergeError(f"fragment from unknown source dn{item.dn}")
+        key = global_key(item)
+        if self.last_emitted is not None and key <= self.last_emitted:
+            raise MergeError(f"dn{item.dn} delivered {key} after {self.last_emitted} was emitted")
+        group = self._pending.get(key)
+        if group is None:
+            self._pending[key] = [item]
+            self._n += 1
+            heapq.heappush(self._heap, (key, self._n, item))
+        else:
+            group.append(item)
+
+    def pop_ready(self) -> list[Transaction]:
+        low = self.low_watermark()
+        out: list[Transaction] = []
+        while self._heap and low is not None and self._heap[0][0] <= low:
+            key, _, _ = heapq.heappop(self._heap)
+            fragments = self._pending.pop(key)
+            out.append(coalesce(key, fragments))
+            self.last_emitted = key
+        return out
+
+
+def coalesce(key: GlobalKey, fragments: list[Fragment]) -> Transaction:
+    """One transaction from its fragments: statements in TraceId order, participants checked."""
+    first = fragments[0]
+    if key[1] == Kind.BRANCH:
+        dns = sorted(f.dn for f in fragments)
+        if len(set(dns)) != len(dns):
+            raise MergeError(
+                f"txn {first.txn_id} at TSO {key[0]}: two fragments from one DN ({dns})"
+            )
+        expected = next((f.participants for f in fragments if f.participants), ())
+        if expected and sorted(expected) != dns:
+            raise MergeError(
+                f"txn {first.txn_id} at TSO {key[0]}: fragments from DNs {dns} but the commit record "
+                f"names participants {sorted(expected)}; a fragment is missing"
+            )
+        if any(f.txn_id != first.txn_id for f in fragments):
+            raise MergeError(
+                f"two transactions share TSO {key[0]}: {sorted({f.txn_id for f in fragments})}"
+            )
+    if len(fragments) == 1:
+        statements = list(first.statements)
+    else:
+        numbered = [
+            (s.trace_id or _NO_TRACE, f.dn, i, s)
+            for f in fragments
+            for i, s in enumerate(f.statements)
+        ]
+        numbered.sort(key=lambda t: t[:3])
+        statements = [t[3] for t in numbered]
+    return Transaction(key, first.txn_id, first.kind, fragments, statements)
