@@ -6,20 +6,24 @@ Wires the group assembler, the classifier and the sorter, and knows where a rest
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 
 from cdc.binlog.constants import EventType
 from cdc.binlog.fde import FormatDescription
+from cdc.cn.schema import CDC_START, META_CHANGE
 from merge_source.classifier import Classified, Classifier, GroupKind
 from merge_source.dump_client import DnEvent
-from merge_source.fragment import Fragment, FragmentKind, Watermark
+from merge_source.fragment import Fragment, FragmentKind, Statement, Watermark
 from merge_source.group import BinlogGroup, GroupAssembler
+from merge_source.renamer import NameMap
 from merge_source.sorter import Release, Sorter, SortKey, binlog_seq
 
 log = logging.getLogger(__name__)
 
 FDE = int(EventType.FORMAT_DESCRIPTION)
+TABLE_MAP = int(EventType.TABLE_MAP)
 
 
 def file_number(name: str) -> int:
@@ -55,6 +59,7 @@ class SourceProcessor:
         dn_name: str = "",
         resume_after: SortKey | None = None,
         max_tso_seen: int = 0,
+        names: NameMap | None = None,
     ):
         self.dn_id = dn_id
         self.dn_name = dn_name or f"dn{dn_id}"
@@ -63,6 +68,8 @@ class SourceProcessor:
         self.sorter: Sorter[_Held] = Sorter(max_tso_seen=max_tso_seen)
         # Keys at or below this were emitted before a restart: drop them when they come again.
         self.resume_after = resume_after
+        # Physical -> logical names; None: pass names through (no topology known yet).
+        self.names = names
         self._foreign: dict[bytes, _Held] = {}
         self._base = "binlog"
         self._last_end: tuple[str, int] | None = None
@@ -136,25 +143,61 @@ class SourceProcessor:
         out: list[Fragment | Watermark] = []
         resume = self.resume_after
         for r in releases:
-            if resume is not None and r.key <= resume:
-                continue
-            if r.payload.classified.fragment_kind is FragmentKind.HEARTBEAT:
-                continue  # only moves the watermark
             held = r.payload
             c = held.classified
+            kind = c.fragment_kind if r.xid is not None else FragmentKind.LOCAL
+            if kind is FragmentKind.INSTRUCTION:
+                self._apply_markers(c.markers)
+            if kind is FragmentKind.HEARTBEAT or (resume is not None and r.key <= resume):
+                continue  # a heartbeat only moves the watermark
+            statements = self._rename(c.statements)
+            if kind is FragmentKind.LOCAL and not statements:
+                continue
             out.append(
                 Fragment(
                     key=r.key,
                     dn=self.dn_id,
                     txn_id=c.txn_id,
                     participants=held.participants,
-                    kind=c.fragment_kind if r.xid is not None else FragmentKind.LOCAL,
-                    statements=c.statements,
+                    kind=kind,
+                    statements=statements,
                     markers=c.markers,
                     timestamp=held.timestamp,
                 )
             )
         out.append(Watermark(self.dn_id, releases[-1].key))
+        return out
+
+    def _apply_markers(self, markers: list[dict]) -> None:
+        """CdcStart and MetaChange change the names from their own TSO on."""
+        for m in markers:
+            content = json.loads(m.get("content") or "{}")
+            if m.get("type") == CDC_START:
+                self.names = NameMap.from_topology(self.dn_id, content)
+            elif m.get("type") == META_CHANGE:
+                self.names = NameMap.from_topology(self.dn_id, content["after"])
+
+    def _rename(self, statements: list[Statement]) -> list[Statement]:
+        names = self.names
+        if names is None:
+            return statements
+        out = []
+        dropped: set[bytes] = set()
+        for st in statements:
+            events = []
+            for e in st.events:
+                table_id = e[19:25]
+                if e[4] == TABLE_MAP:
+                    renamed = names.rename(e)
+                    if renamed is None:
+                        dropped.add(table_id)
+                        continue
+                    dropped.discard(table_id)
+                    events.append(renamed)
+                elif table_id not in dropped:
+                    events.append(e)
+            if events:
+                out.append(Statement(st.trace_id, events))
         return out
 
     def _seq(self, file: str, pos: int) -> int:

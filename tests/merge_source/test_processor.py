@@ -178,3 +178,41 @@ async def test_non_cdc_xa_is_a_local_transaction_when_committed(dn):
     frags = fragments(await process(dn, start, SourceProcessor(3)))
     assert [(f.kind, f.txn_id) for f in frags] == [(FragmentKind.LOCAL, 0)]
     assert frags[0].key == SortKey(frags[0].key.tso, Kind.LOCAL, frags[0].key.seq)
+
+
+async def test_markers_switch_names_at_their_tso(dn):
+    import json
+
+    from merge_source.classifier import table_name
+
+    topology = {
+        "dns": [{"id": 3}],
+        "tables": [
+            {
+                "db": "proc",
+                "table": "t",
+                "kind": "partitioned",
+                "physical": [{"partition": 0, "dn": 3, "db": "proc_p", "table": "t_p0000"}],
+            },
+        ],
+    }
+    with dn.connect() as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE IF NOT EXISTS proc_p.unmapped (id INT PRIMARY KEY)")
+    start = master_position(dn)
+    content = json.dumps(topology).replace("'", "''")
+    Branch(dn, 4001, 3).run(
+        f"INSERT INTO __cdc__.__cdc_instruction__ (id, type, content) VALUES (4001, 'CdcStart', '{content}')"
+    ).record(700).commit()
+    Branch(dn, 4002, 3).run(
+        "INSERT INTO proc_p.t_p0000 VALUES (40, 'renamed')",
+        "INSERT INTO proc_p.unmapped VALUES (1)",
+    ).record(710).commit()
+    frags = fragments(await process(dn, start, SourceProcessor(3)))
+    assert [(f.txn_id, f.kind) for f in frags] == [
+        (4001, FragmentKind.INSTRUCTION),
+        (4002, FragmentKind.DATA),
+    ]
+    assert frags[0].markers[0]["type"] == "CdcStart"
+    [statement] = frags[1].statements  # the unmapped table's statement is gone
+    assert table_name(statement.events[0]) == (b"proc", b"t")
+    assert [e[4] for e in statement.events] == [19, 23]

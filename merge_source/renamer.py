@@ -1,0 +1,70 @@
+"""Physical → logical names for one DN, from the topology valid at a TSO.
+
+A TABLE_MAP event is rewritten with the logical database and table names (byte surgery: the
+column part stays as is). Rows of physical tables that have no logical name on this DN at this
+TSO are dropped: a partition copy in progress on its future DN, the old copy of a moved
+partition, and every replica of a broadcast table but the one on its first DN (otherwise a
+broadcast write would reach the global binlog once per DN).
+The CRC of a rewritten event is left stale on purpose: the binlog writer reseals every event.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+_SIZE = struct.Struct("<I")
+NAMES_OFFSET = 19 + 8  # header, table_id (6), flags (2)
+
+
+@dataclass(slots=True)
+class NameMap:
+    dn_id: int
+    names: dict[tuple[bytes, bytes], tuple[bytes, bytes]] = field(default_factory=dict)
+    _cache: dict[bytes, bytes | None] = field(default_factory=dict)
+    dropped: int = 0  # TABLE_MAPs of unmapped physical tables seen (rows dropped with them)
+
+    @classmethod
+    def from_topology(cls, dn_id: int, topology: dict[str, Any]) -> NameMap:
+        """Build from the topology JSON of a CdcStart/MetaChange marker (`cdc/cn` catalogue)."""
+        names: dict[tuple[bytes, bytes], tuple[bytes, bytes]] = {}
+        for table in topology.get("tables", []):
+            logical = (table["db"].encode(), table["table"].encode())
+            physical = table.get("physical", [])
+            if table.get("kind", "").lower() == "broadcast":
+                physical = physical[:1]  # one replica speaks for all
+            for p in physical:
+                if int(p["dn"]) == dn_id:
+                    names[(p["db"].encode(), p["table"].encode())] = logical
+        return cls(dn_id, names)
+
+    def rename(self, table_map: bytes) -> bytes | None:
+        """The TABLE_MAP with logical names, or None if the table has none on this DN."""
+        key = table_map[19:-4]  # the body: the header's timestamp changes every time
+        body = self._cache.get(key, b"")
+        if body == b"":
+            body = self._rename_body(key)
+            if len(self._cache) > 4096:
+                self._cache.clear()
+            self._cache[key] = body
+        if body is None:
+            self.dropped += 1
+            return None
+        out = bytearray(table_map[:19]) + body + b"\0\0\0\0"
+        _SIZE.pack_into(out, 9, len(out))
+        return bytes(out)
+
+    def _rename_body(self, body: bytes) -> bytes | None:
+        start = NAMES_OFFSET - 19
+        db_len = body[start]
+        db = body[start + 1 : start + 1 + db_len]
+        pos = start + 1 + db_len + 1
+        tbl_len = body[pos]
+        table = body[pos + 1 : pos + 1 + tbl_len]
+        logical = self.names.get((bytes(db), bytes(table)))
+        if logical is None:
+            return None
+        ldb, ltable = logical
+        names = bytes((len(ldb),)) + ldb + b"\0" + bytes((len(ltable),)) + ltable + b"\0"
+        return bytes(body[:start]) + names + bytes(body[pos + 1 + tbl_len + 1 :])
