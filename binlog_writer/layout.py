@@ -1,0 +1,85 @@
+"""File layout of the output binlog: names `<base>.NNNNNN`, the index file, and the bytes
+every new file starts with (magic, FDE of MySQL 5.7 flavour with the in-use flag, PREVIOUS_GTIDS)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from cdc.binlog.constants import BINLOG_MAGIC, EventFlag
+from cdc.binlog.events import PreviousGtidsEvent, encode_event
+from cdc.binlog.fde import DEFAULT_SERVER_VERSION, mysql57_fde
+
+_NAME_RE = re.compile(r"^(?P<base>[^.]+)\.(?P<num>\d{6,})$")
+# Offset of the FDE's header flags: magic (4) + flags offset in the header (17).
+FDE_FLAGS_OFFSET = len(BINLOG_MAGIC) + 17
+
+
+def file_name(base: str, number: int) -> str:
+    return f"{base}.{number:06d}"
+
+
+def file_number(name: str) -> int:
+    m = _NAME_RE.match(os.path.basename(name))
+    if not m:
+        raise ValueError(f"{name!r} is not a binlog file name (<base>.NNNNNN)")
+    return int(m.group("num"))
+
+
+def check_base(base: str) -> None:
+    # Canal splits file names on the first '.', so the base must not contain one.
+    if not base or "." in base or "/" in base:
+        raise ValueError(f"binlog base name {base!r} must be non-empty, without '.' or '/'")
+
+
+def index_path(directory: Path, base: str) -> Path:
+    return directory / f"{base}.index"
+
+
+def read_index(directory: Path, base: str) -> list[str]:
+    """File names listed in `<base>.index`, in order (MySQL writes `./name` per line)."""
+    path = index_path(directory, base)
+    if not path.exists():
+        return []
+    names = []
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line:
+            names.append(os.path.basename(line))
+    return names
+
+
+def append_index(directory: Path, base: str, name: str, *, fsync: bool = True) -> None:
+    with open(index_path(directory, base), "a") as f:
+        f.write(f"./{name}\n")
+        f.flush()
+        if fsync:
+            os.fsync(f.fileno())
+
+
+def file_header(
+    *, server_id: int, timestamp: int, server_version: str = DEFAULT_SERVER_VERSION
+) -> bytes:
+    """Magic + FDE (in-use flag set; its CRC is computed as if cleared) + empty PREVIOUS_GTIDS.
+    With the 5.7 FDE the FDE ends at 123 and PREVIOUS_GTIDS at 154."""
+    fde = encode_event(
+        mysql57_fde(server_version),
+        timestamp=timestamp,
+        server_id=server_id,
+        log_pos=len(BINLOG_MAGIC) + 119,
+        flags=EventFlag.BINLOG_IN_USE,
+    )
+    head = BINLOG_MAGIC + fde
+    prev = encode_event(
+        PreviousGtidsEvent(), timestamp=timestamp, server_id=server_id, log_pos=len(head) + 31
+    )
+    return head + prev
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,131 @@
+"""Crash recovery of the newest output file, pure logic over its bytes: find the end of the
+last complete transaction (see `Boundary`) and what lies after it (to truncate).
+
+The boundary rule: the writer only ever appends whole transactions, each ending in exactly one
+terminator event. In MARK mode (the dumper's) the terminator is the `CTS::<tso>` ROWS_QUERY mark;
+in COMMIT mode it is XID, a QUERY other than BEGIN (standalone DDL), or a CTS mark. File-level
+events (the header, ROTATE, STOP) are also clean points. Everything after the last clean point
+(a partial event, a CRC failure, an incomplete transaction) is the torn tail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from cdc.binlog.constants import BINLOG_MAGIC, HEADER_LEN, EventType
+from cdc.binlog.errors import CodecError
+from cdc.binlog.events import CTS_PREFIX, parse_cts
+from cdc.binlog.reader import EventReader
+
+_QUERY_POST = 13
+
+
+class Boundary(StrEnum):
+    MARK = "mark"  # a transaction ends with its CTS:: ROWS_QUERY mark
+    COMMIT = "commit"  # ... with XID, a standalone QUERY, or a CTS mark
+
+
+_TERMINAL_FILE_EVENTS = (EventType.ROTATE, EventType.STOP)
+
+
+def is_cts_mark(event: bytes | memoryview) -> bool:
+    return (
+        event[4] == EventType.ROWS_QUERY
+        and bytes(event[HEADER_LEN + 1 : HEADER_LEN + 1 + len(CTS_PREFIX)]) == CTS_PREFIX
+    )
+
+
+def _is_standalone_query(event: bytes | memoryview) -> bool:
+    if event[4] != EventType.QUERY or len(event) < HEADER_LEN + _QUERY_POST:
+        return False
+    db_len = event[HEADER_LEN + 8]
+    sv_len = event[HEADER_LEN + 11] | event[HEADER_LEN + 12] << 8
+    start = HEADER_LEN + _QUERY_POST + sv_len + db_len + 1
+    text = bytes(event[start : start + 16]).lstrip().upper()
+    return not (text.startswith(b"BEGIN") or text.startswith(b"XA START"))
+
+
+def is_terminator(event: bytes | memoryview, boundary: Boundary) -> bool:
+    if is_cts_mark(event):
+        return True
+    if boundary == Boundary.MARK:
+        return False
+    return event[4] == EventType.XID or _is_standalone_query(event)
+
+
+@dataclass(slots=True)
+class TailScan:
+    """Result of scanning one file."""
+
+    size: int  # bytes in the file
+    header_end: int  # after FDE (+ PREVIOUS_GTIDS); 0 if the header itself is incomplete
+    valid_end: int  # end of the last clean point: truncate the file here
+    transactions: int  # complete transactions found
+    last_cts: int | None  # TSO of the last CTS mark before valid_end
+    last_txn_end: int | None  # end offset of the last complete transaction
+    closed_by: int | None  # EventType.ROTATE / STOP if the file was closed, else None
+    reason: str = ""  # why bytes after valid_end are dropped ("" if none)
+    in_use: bool = False  # FDE in-use flag (set = not closed cleanly)
+
+    @property
+    def torn_bytes(self) -> int:
+        return self.size - self.valid_end
+
+
+def scan(
+    buf: bytes | bytearray | memoryview,
+    *,
+    boundary: Boundary = Boundary.MARK,
+    file: str | None = None,
+) -> TailScan:
+    """Walk the file and find the last clean point. Never raises for a torn tail; raises
+    CodecError only if the file is not a binlog at all (bad magic)."""
+    size = len(buf)
+    if size < len(BINLOG_MAGIC) or bytes(buf[:4]) != BINLOG_MAGIC:
+        if bytes(buf[: min(size, 4)]) == BINLOG_MAGIC[: min(size, 4)]:
+            return TailScan(size, 0, 0, 0, None, None, None, "file header incomplete")
+        raise CodecError("not a binlog file (bad magic)", file=file, pos=0)
+    reader = EventReader(buf, file=file, allow_partial_tail=True)
+    header_end = 0
+    valid_end = 0
+    txns = 0
+    last_cts = None
+    last_txn_end = None
+    closed_by = None
+    in_use = False
+    reason = ""
+    try:
+        for ev in reader:
+            code = ev.type_code
+            if code == EventType.FORMAT_DESCRIPTION:
+                in_use = bool(ev.header.flags & 1)
+                header_end = valid_end = ev.end
+                continue
+            if code == EventType.PREVIOUS_GTIDS and valid_end == header_end == ev.pos:
+                header_end = valid_end = ev.end
+                continue
+            if closed_by is not None:
+                reason = f"event type {code} after the file was closed"
+                break
+            if code in _TERMINAL_FILE_EVENTS:
+                closed_by = code
+                valid_end = ev.end
+                continue
+            if is_terminator(ev.data, boundary):
+                txns += 1
+                valid_end = last_txn_end = ev.end
+                if is_cts_mark(ev.data):
+                    last_cts = parse_cts(bytes(ev.data[HEADER_LEN + 1 : len(ev.data) - 4]))
+    except CodecError as e:
+        reason = e.reason
+    if not reason and reader.tail:
+        reason = f"partial event of {reader.tail} bytes at the end"
+    if not reason and valid_end < reader.end:
+        reason = "incomplete transaction at the end"
+    if header_end == 0:
+        valid_end = 0
+        reason = reason or "file header incomplete"
+    return TailScan(
+        size, header_end, valid_end, txns, last_cts, last_txn_end, closed_by, reason, in_use
+    )

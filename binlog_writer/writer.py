@@ -1,0 +1,397 @@
+"""BinlogWriter: append whole transactions to `<base>.NNNNNN` files listed in `<base>.index`,
+with correct log_pos and CRC, size/on-demand rotation, an fsync policy, and crash recovery of
+the newest file on open. I/O is kept thin around `recovery.scan` and `fastpath.stamp_positions`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from cdc.binlog.constants import CHECKSUM_LEN, HEADER_LEN, EventType
+from cdc.binlog.errors import CodecError
+from cdc.binlog.events import RotateEvent, StopEvent, encode_event
+from cdc.binlog.fastpath import stamp_positions
+from cdc.binlog.fde import DEFAULT_SERVER_VERSION
+
+from . import layout
+from .fsync import FsyncMode, FsyncPolicy
+from .recovery import Boundary, TailScan, is_cts_mark, is_terminator, scan
+
+log = logging.getLogger(__name__)
+
+_U32 = struct.Struct("<I")
+_U16 = struct.Struct("<H")
+DEFAULT_MAX_FILE_SIZE = 512 * 1024 * 1024
+DEFAULT_BUFFER_SIZE = 256 * 1024
+_ROWS_QUERY = int(EventType.ROWS_QUERY)
+
+
+class TxnPosition(NamedTuple):
+    """Where a transaction landed: file name, start offset, end offset (= next position)."""
+
+    file: str
+    start: int
+    end: int
+
+
+@dataclass(slots=True, frozen=True)
+class RecoveryReport:
+    """What opening the writer found in the newest file."""
+
+    file: str
+    scan: TailScan | None  # None when a fresh file was started
+    truncated_bytes: int
+    started_new_file: bool
+
+
+class BinlogWriter:
+    """Append-only writer of MySQL 5.7-flavoured binlog files.
+
+    Contract: `append_transaction` gets one whole transaction whose last event is its
+    terminator (see `recovery.Boundary`); a transaction is never split across files.
+    `close()` writes STOP and clears the FDE in-use flag (as MySQL does on shutdown); the next
+    open then starts a new file. After a crash, open truncates the newest file to its last
+    complete transaction and keeps appending to it.
+
+    Visibility: with the per-transaction fsync policy every transaction reaches the file at
+    once. With the other policies transactions collect in a user-space buffer of
+    `buffer_size` bytes that is written when full, when an fsync is due, on rotate/close and
+    on `flush()`; a reader of the live file (the dump server) calls `flush()` first.
+    Buffered transactions are lost on a crash, which recovery handles like a torn tail.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        base: str = "binlog",
+        max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+        fsync: FsyncPolicy | None = None,
+        server_id: int = 1,
+        boundary: Boundary = Boundary.MARK,
+        server_version: str = DEFAULT_SERVER_VERSION,
+        buffer_size: int = DEFAULT_BUFFER_SIZE,
+        clock=time.time,
+    ) -> None:
+        layout.check_base(base)
+        self.dir = Path(directory)
+        self.base = base
+        self.max_file_size = max_file_size
+        self.fsync = fsync or FsyncPolicy.per_txn()
+        self.server_id = server_id
+        self.boundary = boundary
+        self.server_version = server_version
+        self._clock = clock
+        self._fd: int | None = None
+        self._file_name = ""
+        self._number = 0
+        self._pos = 0
+        self._header_end = 0
+        self._unsynced = 0
+        self._last_sync = time.monotonic()
+        self._pending = bytearray()
+        self._buffer_size = 0 if self.fsync.mode == FsyncMode.TXN else buffer_size
+        self._mark_only = boundary == Boundary.MARK
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.recovery = self._open()
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def file(self) -> str:
+        return self._file_name
+
+    def _set_number(self, number: int) -> None:
+        self._number = number
+        self._file_name = layout.file_name(self.base, number)
+
+    @property
+    def path(self) -> Path:
+        return self.dir / self.file
+
+    @property
+    def position(self) -> int:
+        """End offset of the current file (where the next transaction starts)."""
+        return self._pos
+
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
+    def files(self) -> list[str]:
+        return layout.read_index(self.dir, self.base)
+
+    # ------------------------------------------------------------------ open / recovery
+
+    def _open(self) -> RecoveryReport:
+        names = layout.read_index(self.dir, self.base)
+        if not names:
+            self._start_file(1)
+            return RecoveryReport(self.file, None, 0, True)
+        newest = names[-1]
+        path = self.dir / newest
+        number = layout.file_number(newest)
+        if not path.exists():
+            raise CodecError(
+                f"{newest} is listed in {self.base}.index but missing from {self.dir}; "
+                "restore it or remove it from the index",
+                file=str(path),
+            )
+        with open(path, "rb") as f:
+            data = f.read()
+        result = scan(data, boundary=self.boundary, file=str(path))
+        del data
+        if result.closed_by is not None:
+            # Clean close (STOP) or a rotation interrupted before the next file was indexed.
+            if result.in_use:
+                self._clear_in_use(path)
+            self._start_file(number + 1)
+            return RecoveryReport(self.file, result, 0, True)
+        if result.header_end == 0:
+            log.warning("%s: header incomplete (%s); rewriting it", path, result.reason)
+            self._set_number(number)
+            self._create_file(path)
+            return RecoveryReport(self.file, result, result.size, False)
+        truncated = result.torn_bytes
+        if truncated:
+            log.warning(
+                "%s: dropping %d bytes after position %d (%s); last CTS %s",
+                path,
+                truncated,
+                result.valid_end,
+                result.reason,
+                result.last_cts,
+            )
+        self._fd = os.open(path, os.O_WRONLY)
+        os.ftruncate(self._fd, result.valid_end)
+        os.lseek(self._fd, result.valid_end, os.SEEK_SET)
+        os.fsync(self._fd)
+        self._set_number(number)
+        self._pos = result.valid_end
+        self._header_end = result.header_end
+        return RecoveryReport(self.file, result, truncated, False)
+
+    def _start_file(self, number: int) -> None:
+        self._set_number(number)
+        path = self.dir / self.file
+        self._create_file(path)
+        layout.append_index(self.dir, self.base, self.file, fsync=self._durable)
+        if self._durable:
+            layout.fsync_dir(self.dir)
+
+    def _create_file(self, path: Path) -> None:
+        header = layout.file_header(
+            server_id=self.server_id,
+            timestamp=int(self._clock()),
+            server_version=self.server_version,
+        )
+        # O_TRUNC: a file that is not in the index (or whose header is torn) holds no transaction.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(fd, header)
+        if self._durable:
+            os.fsync(fd)
+        self._fd = fd
+        self._pos = self._header_end = len(header)
+
+    @property
+    def _durable(self) -> bool:
+        return self.fsync.mode != "never"
+
+    @staticmethod
+    def _clear_in_use(path: Path) -> None:
+        fd = os.open(path, os.O_RDWR)
+        try:
+            raw = os.pread(fd, 2, layout.FDE_FLAGS_OFFSET)
+            flags = _U16.unpack(raw)[0] & ~1
+            os.pwrite(fd, _U16.pack(flags), layout.FDE_FLAGS_OFFSET)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    # ------------------------------------------------------------------ append
+
+    def append_transaction(
+        self, events: Iterable[bytes | bytearray | memoryview | object]
+    ) -> TxnPosition:
+        """Append one whole transaction. Items are raw events (header + body + 4 CRC bytes,
+        any log_pos/CRC: both are rewritten) or codec bodies (encoded with this writer's
+        server_id and the current time). Returns where it landed."""
+        if self._fd is None:
+            raise RuntimeError("BinlogWriter is closed")
+        try:
+            buf = bytearray().join(events)  # type: ignore[arg-type]
+        except TypeError:
+            buf = bytearray().join(self._encode_bodies(events))
+        if not buf:
+            raise ValueError("empty transaction")
+        start = self._pos
+        if start + len(buf) > self.max_file_size and start > self._header_end:
+            self.rotate()
+            start = self._pos
+        last = stamp_positions(buf, start)
+        if not (
+            self._mark_only
+            and buf[last + 4] == _ROWS_QUERY
+            and buf[last + 20 : last + 25] == b"CTS::"
+        ):
+            self._check_last(buf, last)
+        return self._append(buf, start)
+
+    def _encode_bodies(self, events: Iterable[object]) -> list[bytes | bytearray | memoryview]:
+        now = int(self._clock())
+        return [
+            ev
+            if isinstance(ev, bytes | bytearray | memoryview)
+            else encode_event(ev, timestamp=now, server_id=self.server_id)
+            for ev in events
+        ]
+
+    def prepare(self, size: int) -> int:
+        """Rotate if a transaction of `size` bytes would overflow the file; return the offset
+        it will start at. With `append_stamped`, lets a caller stamp log_pos/CRC in its own
+        rewrite pass so the writer does not touch the bytes again."""
+        self._require_open()
+        if self._pos + size > self.max_file_size and self._pos > self._header_end:
+            self.rotate()
+        return self._pos
+
+    def append_stamped(self, buf: bytes | bytearray | memoryview) -> TxnPosition:
+        """Append a transaction whose events already carry final log_pos and CRC (stamped for
+        the offset `prepare(len(buf))` returned). Checks the first and last event only."""
+        self._require_open()
+        start = self._pos
+        if (
+            len(buf) < HEADER_LEN + CHECKSUM_LEN
+            or _U32.unpack_from(buf, 13)[0] != start + _U32.unpack_from(buf, 9)[0]
+        ):
+            raise CodecError(
+                f"stamped transaction does not start at position {start}; call prepare() first",
+                file=self.file,
+                pos=start,
+            )
+        self._check_last(buf, None)
+        return self._append(buf, start)
+
+    def _check_last(self, buf: bytes | bytearray | memoryview, last: int | None) -> None:
+        """The last event must be the transaction's terminator (walks the headers if the
+        caller did not already)."""
+        mv = memoryview(buf)
+        if last is None:
+            last = len(mv) - _last_event_size(mv)
+        tail = mv[last:]
+        ok = is_cts_mark(tail) if self._mark_only else is_terminator(tail, self.boundary)
+        tail.release()
+        mv.release()
+        if not ok:
+            raise ValueError(
+                f"a transaction must end with its terminator ({self.boundary.value} rule: "
+                + (
+                    "a CTS:: ROWS_QUERY mark"
+                    if self._mark_only
+                    else "XID, a standalone QUERY or a CTS mark"
+                )
+                + ")"
+            )
+
+    def _append(self, buf: bytes | bytearray | memoryview, start: int) -> TxnPosition:
+        self._pos = end = start + len(buf)
+        name = self._file_name
+        if self._buffer_size:
+            self._pending += buf
+            self._unsynced += 1
+            if len(self._pending) >= self._buffer_size or (
+                self.fsync.mode != FsyncMode.NEVER and self._sync_due()
+            ):
+                self.flush()
+                if self.fsync.mode != FsyncMode.NEVER:
+                    self.sync()
+        else:
+            self._write_all(self._fd, buf)  # type: ignore[arg-type]
+            self._unsynced += 1
+            if self.fsync.mode == FsyncMode.TXN:
+                self.sync()
+        return TxnPosition(name, start, end)
+
+    def _sync_due(self) -> bool:
+        return self.fsync.due(self._unsynced, (time.monotonic() - self._last_sync) * 1000.0)
+
+    @staticmethod
+    def _write_all(fd: int, buf: bytes | bytearray | memoryview) -> None:
+        n = os.write(fd, buf)
+        while n < len(buf):  # short writes are legal for regular files too
+            n += os.write(fd, memoryview(buf)[n:])
+
+    def flush(self) -> None:
+        """Hand buffered transactions to the OS (no fsync)."""
+        if self._pending and self._fd is not None:
+            self._write_all(self._fd, self._pending)
+            self._pending = bytearray()
+
+    def sync(self) -> None:
+        """Flush and fsync now, whatever the policy (e.g. from an idle timer)."""
+        self.flush()
+        if self._fd is not None and self._unsynced:
+            os.fsync(self._fd)
+            self._unsynced = 0
+            self._last_sync = time.monotonic()
+
+    def _require_open(self) -> int:
+        if self._fd is None:
+            raise RuntimeError("BinlogWriter is closed")
+        return self._fd
+
+    # ------------------------------------------------------------------ rotate / close
+
+    def rotate(self) -> str:
+        """End the current file with ROTATE (next name, pos 4) and start the next one."""
+        fd = self._require_open()
+        nxt = layout.file_name(self.base, self._number + 1)
+        self._finish_file(fd, RotateEvent(nxt.encode(), 4))
+        self._start_file(self._number + 1)
+        return self.file
+
+    def close(self) -> None:
+        """Clean shutdown: STOP event, in-use flag cleared, file closed."""
+        if self._fd is None:
+            return
+        self._finish_file(self._fd, StopEvent())
+
+    def _finish_file(self, fd: int, last: object) -> None:
+        self.flush()
+        ev = encode_event(last, timestamp=int(self._clock()), server_id=self.server_id, log_pos=0)
+        buf = bytearray(ev)
+        stamp_positions(buf, self._pos)
+        self._write_all(fd, buf)
+        self._unsynced = 0
+        self._pos += len(buf)
+        os.close(fd)
+        self._fd = None
+        self._clear_in_use(self.path)  # fsyncs the file, which also covers the STOP/ROTATE
+
+    def __enter__(self) -> BinlogWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _last_event_size(mv: memoryview) -> int:
+    """Size of the last event in a buffer of whole events (walks the headers)."""
+    off = 0
+    n = len(mv)
+    unpack = _U32.unpack_from
+    while True:
+        if n - off < HEADER_LEN + CHECKSUM_LEN:
+            raise CodecError(f"transaction buffer ends with {n - off} stray bytes at offset {off}")
+        size = unpack(mv, off + 9)[0]
+        if size < HEADER_LEN + CHECKSUM_LEN or off + size > n:
+            raise CodecError(f"bad event_size {size} at transaction offset {off}")
+        if off + size == n:
+            return size
+        off += size

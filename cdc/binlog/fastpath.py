@@ -1,0 +1,150 @@
+"""FAST path: rewrite raw events without decoding rows. Patches header fields (timestamp,
+server_id, log_pos, flags), the 6-byte table_id of TABLE_MAP/rows events, converts MariaDB rows
+v1 (23-25) to MySQL v2 (30-32) by inserting the 2-byte extra-data length, and reseals the CRC."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+from .constants import CHECKSUM_LEN, HEADER_LEN, ROWS_TYPES, ROWS_V1_TO_V2, EventType
+from .errors import CodecError
+from .header import OFF_EVENT_SIZE, OFF_FLAGS, OFF_LOG_POS, OFF_SERVER_ID, OFF_TIMESTAMP, OFF_TYPE
+
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+_TABLE_MAP = int(EventType.TABLE_MAP)
+_FDE = int(EventType.FORMAT_DESCRIPTION)
+_TABLE_ID_TYPES = frozenset(ROWS_TYPES | {_TABLE_MAP})
+_V2_EXTRA = b"\x02\x00"  # extra-data length 2 = no extra data (the field counts itself)
+TABLE_ID_OFFSET = HEADER_LEN  # table_id is the first post-header field (6 bytes)
+
+Buffer = bytes | bytearray | memoryview
+
+
+def event_type(event: Buffer) -> int:
+    return event[OFF_TYPE]
+
+
+def event_size(event: Buffer) -> int:
+    return _U32.unpack_from(event, OFF_EVENT_SIZE)[0]
+
+
+def table_id_of(event: Buffer) -> int:
+    """table_id of a TABLE_MAP or rows event (6-byte ids, as MySQL >= 5.1.4 and MariaDB write)."""
+    return int.from_bytes(event[TABLE_ID_OFFSET : TABLE_ID_OFFSET + 6], "little")
+
+
+def rewrite(
+    event: Buffer,
+    *,
+    table_id: int | None = None,
+    server_id: int | None = None,
+    timestamp: int | None = None,
+    log_pos: int | None = None,
+    flags: int | None = None,
+    has_crc: bool = True,
+    v1_to_v2: bool = True,
+) -> bytearray:
+    """A rewritten copy of one raw event, always sealed with a CRC32 (output is CRC32).
+
+    `has_crc` says whether the *input* ends with 4 CRC bytes (DN binlog_checksum=CRC32).
+    With `v1_to_v2`, MariaDB rows v1 become MySQL v2 (consumers of 5.7-flavoured output expect
+    v2). Nothing else of the body is touched: the row images stay raw bytes.
+    """
+    n = len(event)
+    if n < HEADER_LEN + (CHECKSUM_LEN if has_crc else 0):
+        raise CodecError(f"event of {n} bytes is shorter than its header")
+    if event_size(event) != n:
+        raise CodecError(f"event_size field {event_size(event)} != event length {n}")
+    body_end = n - CHECKSUM_LEN if has_crc else n
+    code = event[OFF_TYPE]
+    if v1_to_v2 and code in ROWS_V1_TO_V2:
+        split = HEADER_LEN + 8  # after table_id (6) + flags (2)
+        if body_end < split:
+            raise CodecError(f"rows v1 event of {n} bytes is shorter than its post-header")
+        out = bytearray(body_end + 2 + CHECKSUM_LEN)
+        out[:split] = event[:split]
+        out[split : split + 2] = _V2_EXTRA
+        out[split + 2 : body_end + 2] = event[split:body_end]
+        out[OFF_TYPE] = ROWS_V1_TO_V2[code]
+    else:
+        out = bytearray(body_end + CHECKSUM_LEN)
+        out[:body_end] = event[:body_end]
+    _U32.pack_into(out, OFF_EVENT_SIZE, len(out))
+    if table_id is not None:
+        if code not in _TABLE_ID_TYPES:
+            raise CodecError(f"event type {code} has no table_id")
+        out[TABLE_ID_OFFSET : TABLE_ID_OFFSET + 6] = table_id.to_bytes(6, "little")
+    if server_id is not None:
+        _U32.pack_into(out, OFF_SERVER_ID, server_id)
+    if timestamp is not None:
+        _U32.pack_into(out, OFF_TIMESTAMP, timestamp)
+    if log_pos is not None:
+        _U32.pack_into(out, OFF_LOG_POS, log_pos)
+    if flags is not None:
+        _U16.pack_into(out, OFF_FLAGS, flags)
+    _seal(out, 0, len(out))
+    return out
+
+
+def rows_v1_to_v2(event: Buffer, *, has_crc: bool = True) -> bytearray:
+    """Byte surgery: WRITE/UPDATE/DELETE_ROWS v1 -> v2 (type +7, 2 bytes `02 00` after flags)."""
+    if event[OFF_TYPE] not in ROWS_V1_TO_V2:
+        raise CodecError(f"event type {event[OFF_TYPE]} is not a rows v1 event")
+    return rewrite(event, has_crc=has_crc)
+
+
+def set_table_id(event: bytearray | memoryview, table_id: int) -> None:
+    """In place; call `reseal` (or let the writer do it) afterwards."""
+    event[TABLE_ID_OFFSET : TABLE_ID_OFFSET + 6] = table_id.to_bytes(6, "little")
+
+
+def reseal(event: bytearray | memoryview) -> None:
+    """Recompute the CRC of one event in place."""
+    _seal(event, 0, len(event))
+
+
+def _seal(buf: bytearray | memoryview, start: int, end: int) -> None:
+    mv = memoryview(buf)
+    if mv[start + OFF_TYPE] == _FDE and mv[start + OFF_FLAGS] & 1:
+        # FDE CRC is defined with the in-use flag cleared.
+        tmp = bytearray(mv[start : end - CHECKSUM_LEN])
+        tmp[OFF_FLAGS] &= 0xFE
+        crc = zlib.crc32(tmp)
+    else:
+        crc = zlib.crc32(mv[start : end - CHECKSUM_LEN])
+    _U32.pack_into(buf, end - CHECKSUM_LEN, crc)
+
+
+def stamp_positions(buf: bytearray, base: int) -> int:
+    """Set log_pos of every event in `buf` (concatenated whole events that will be written at
+    file offset `base`) to its end offset and reseal its CRC. Returns the offset of the last
+    event inside `buf` (the transaction's terminator).
+
+    This is the writer's hot loop: one header walk, two pack_into and one crc32 per event.
+    Transactions never contain an FDE, so the FDE's special CRC rule is not needed here.
+    """
+    mv = memoryview(buf)
+    n = len(buf)
+    off = last = 0
+    unpack = _U32.unpack_from
+    pack = _U32.pack_into
+    crc32 = zlib.crc32
+    try:
+        while off < n:
+            last = off
+            size = unpack(mv, off + OFF_EVENT_SIZE)[0]
+            end = off + size
+            if size < HEADER_LEN + CHECKSUM_LEN or end > n:
+                raise CodecError(f"event at transaction offset {off} has bad event_size {size}")
+            pack(mv, off + OFF_LOG_POS, base + end)
+            pack(mv, end - CHECKSUM_LEN, crc32(mv[off : end - CHECKSUM_LEN]))
+            off = end
+    except struct.error:
+        raise CodecError(
+            f"transaction buffer ends with {n - off} stray bytes at offset {off}"
+        ) from None
+    finally:
+        mv.release()
+    return last
