@@ -1,0 +1,112 @@
+"""Table definitions the CN owns: the GMS catalogue and the private `__cdc__` tables on every DN.
+
+These definitions are a contract with MergeSource (which parses the private rows from DN
+binlogs): keep them simple and change them only together with docs/cn.md.
+"""
+
+from __future__ import annotations
+
+PRIVATE_DB = "__cdc__"
+TX_LOG = "__cdc_tx_log__"
+HEARTBEAT = "__cdc_heartbeat__"
+INSTRUCTION = "__cdc_instruction__"
+DDL_RECORD = "__cdc_ddl_record__"
+
+# Instruction types written to __cdc_instruction__.type.
+CDC_START = "CdcStart"
+STORAGE_CHANGE = "StorageChange"
+META_CHANGE = "MetaChange"
+FLUSH_LOGS = "FlushLogs"
+INSTRUCTION_TYPES = (CDC_START, STORAGE_CHANGE, META_CHANGE, FLUSH_LOGS)
+
+PRIVATE_TABLES = (
+    f"CREATE DATABASE IF NOT EXISTS `{PRIVATE_DB}` CHARACTER SET utf8mb4",
+    # One row per CN transaction and participant DN. The primary's row is the commit decision.
+    # aborted=1 marks a tombstone written by recovery (commit_tso is then the recovery's TSO and
+    # participants is empty): it blocks a late commit record and means "rolled back".
+    f"""CREATE TABLE IF NOT EXISTS `{PRIVATE_DB}`.`{TX_LOG}` (
+  txn_id BIGINT UNSIGNED NOT NULL,
+  commit_tso BIGINT UNSIGNED NOT NULL,
+  participants VARCHAR(255) NOT NULL,
+  aborted TINYINT UNSIGNED NOT NULL DEFAULT 0,
+  PRIMARY KEY (txn_id),
+  KEY commit_tso (commit_tso)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+    # One row per CN process (cn_id = CN instance id), updated by every heartbeat.
+    f"""CREATE TABLE IF NOT EXISTS `{PRIVATE_DB}`.`{HEARTBEAT}` (
+  cn_id BIGINT UNSIGNED NOT NULL,
+  txn_id BIGINT UNSIGNED NOT NULL,
+  sent_at DATETIME(6) NOT NULL,
+  PRIMARY KEY (cn_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+    f"""CREATE TABLE IF NOT EXISTS `{PRIVATE_DB}`.`{INSTRUCTION}` (
+  id BIGINT UNSIGNED NOT NULL,
+  type VARCHAR(32) NOT NULL,
+  content LONGTEXT NOT NULL,
+  PRIMARY KEY (id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+    f"""CREATE TABLE IF NOT EXISTS `{PRIVATE_DB}`.`{DDL_RECORD}` (
+  id BIGINT UNSIGNED NOT NULL,
+  db VARCHAR(64) NOT NULL,
+  tbl VARCHAR(64) NOT NULL,
+  ddl LONGTEXT NOT NULL,
+  schema_json LONGTEXT NOT NULL,
+  PRIMARY KEY (id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+)
+
+
+def gms_tables(catalog_db: str) -> tuple[str, ...]:
+    """The CN catalogue in GMS (`cn_catalog` by default)."""
+    c = f"`{catalog_db}`"
+    return (
+        f"CREATE DATABASE IF NOT EXISTS {c} CHARACTER SET utf8mb4",
+        # The last TSO handed out by any CN (see docs/cn.md, "TSO").
+        f"CREATE TABLE IF NOT EXISTS {c}.cn_tso (id TINYINT UNSIGNED NOT NULL PRIMARY KEY, "
+        "tso BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB",
+        f"INSERT IGNORE INTO {c}.cn_tso (id, tso) VALUES (1, 0)",
+        # One row per CN process start; txn_id = instance_id << 32 | local sequence.
+        f"CREATE TABLE IF NOT EXISTS {c}.cn_instance (instance_id BIGINT UNSIGNED NOT NULL "
+        "AUTO_INCREMENT PRIMARY KEY, server_id INT UNSIGNED NOT NULL, host VARCHAR(255) NOT NULL, "
+        "pid INT UNSIGNED NOT NULL, started_at DATETIME(6) NOT NULL) ENGINE=InnoDB",
+        # Storage DNs in join order.
+        f"CREATE TABLE IF NOT EXISTS {c}.cn_storage (dn_id INT UNSIGNED NOT NULL PRIMARY KEY, "
+        "seq INT UNSIGNED NOT NULL) ENGINE=InnoDB",
+        f"CREATE TABLE IF NOT EXISTS {c}.cn_table (db VARCHAR(64) NOT NULL, tbl VARCHAR(64) "
+        "NOT NULL, kind VARCHAR(16) NOT NULL, shard_key VARCHAR(64) NULL, schema_json LONGTEXT "
+        "NOT NULL, PRIMARY KEY (db, tbl)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+        f"CREATE TABLE IF NOT EXISTS {c}.cn_partition (db VARCHAR(64) NOT NULL, tbl VARCHAR(64) "
+        "NOT NULL, part INT UNSIGNED NOT NULL, dn_id INT UNSIGNED NOT NULL, "
+        "PRIMARY KEY (db, tbl, part)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+        # Key/value state: e.g. the TSO of the CdcStart marker.
+        f"CREATE TABLE IF NOT EXISTS {c}.cn_state (k VARCHAR(64) NOT NULL PRIMARY KEY, "
+        "v LONGTEXT NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+    )
+
+
+# Commit-record statements (the same on every DN; values are bound by the driver).
+INSERT_PRIMARY_RECORD = (
+    f"INSERT INTO `{PRIVATE_DB}`.`{TX_LOG}` (txn_id, commit_tso, participants, aborted) "
+    "VALUES (%s, %s, %s, 0)"
+)
+# A secondary record overwrites a recovery tombstone: the primary's row already decided "commit".
+UPSERT_RECORD = (
+    f"INSERT INTO `{PRIVATE_DB}`.`{TX_LOG}` (txn_id, commit_tso, participants, aborted) "
+    "VALUES (%s, %s, %s, 0) ON DUPLICATE KEY UPDATE commit_tso = VALUES(commit_tso), "
+    "participants = VALUES(participants), aborted = 0"
+)
+INSERT_TOMBSTONE = (
+    f"INSERT IGNORE INTO `{PRIVATE_DB}`.`{TX_LOG}` (txn_id, commit_tso, participants, aborted) "
+    "VALUES (%s, %s, '', 1)"
+)
+SELECT_RECORD = (
+    f"SELECT commit_tso, participants, aborted FROM `{PRIVATE_DB}`.`{TX_LOG}` WHERE txn_id = %s"
+)
+
+
+def format_participants(dns: list[int]) -> str:
+    return ",".join(str(d) for d in dns)
+
+
+def parse_participants(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
