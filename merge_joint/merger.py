@@ -13,10 +13,9 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from merge_source.fragment import Fragment, FragmentKind, Statement, Watermark
+from merge_source.fragment import Fragment, FragmentKind, GlobalKey, Statement, Watermark, lift
 from merge_source.sorter import Kind, SortKey
 
-GlobalKey = tuple[int, int, int, int]
 _NO_TRACE = (1 << 62, 0)
 
 
@@ -37,16 +36,6 @@ class Transaction:
     @property
     def tso(self) -> int:
         return self.key[0]
-
-
-def global_key(f: Fragment) -> GlobalKey:
-    if f.key.kind == Kind.BRANCH:
-        return (f.key.tso, Kind.BRANCH, 0, 0)
-    return (f.key.tso, f.key.kind, f.dn, f.key.seq)
-
-
-def lift(dn: int, key: SortKey) -> GlobalKey:
-    return (key.tso, key.kind, dn, key.seq)
 
 
 class Merger:
@@ -95,7 +84,7 @@ class Merger:
             return
         if item.dn not in self._wm:
             raise MergeError(f"fragment from unknown source dn{item.dn}")
-        key = global_key(item)
+        key = item.global_key
         if self.last_emitted is not None and key <= self.last_emitted:
             raise MergeError(f"dn{item.dn} delivered {key} after {self.last_emitted} was emitted")
         group = self._pending.get(key)

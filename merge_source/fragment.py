@@ -6,7 +6,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from merge_source.sorter import SortKey
+from merge_source.sorter import Kind, SortKey
+
+# The order of the global binlog: (tso, kind, dn, seq). All fragments of one CN transaction
+# share (tso, BRANCH, 0, 0); local transactions are told apart by their DN and binlog position.
+GlobalKey = tuple[int, int, int, int]
 
 
 class FragmentKind(Enum):
@@ -48,10 +52,30 @@ class Fragment:
     def tso(self) -> int:
         return self.key.tso
 
+    @property
+    def global_key(self) -> GlobalKey:
+        return global_key(self.dn, self.key)
+
+
+def global_key(dn: int, key: SortKey) -> GlobalKey:
+    if key.kind == Kind.BRANCH:
+        return (key.tso, Kind.BRANCH, 0, 0)
+    return (key.tso, key.kind, dn, key.seq)
+
+
+def lift(dn: int, key: SortKey) -> GlobalKey:
+    """A source's watermark in the global key space: nothing from `dn` will sort at or below it."""
+    return (key.tso, key.kind, dn, key.seq)
+
 
 @dataclass(frozen=True, slots=True)
 class Watermark:
-    """No fragment with a key ≤ `key` will come from `dn` any more."""
+    """No fragment with a key ≤ `key` will come from `dn` any more.
+
+    `checkpoint` (a `SourceCheckpoint`) is where this DN's binlog must be re-read from once
+    everything up to `lift(dn, key)` is durably in the global binlog.
+    """
 
     dn: int
     key: SortKey
+    checkpoint: Any = None

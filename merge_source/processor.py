@@ -15,10 +15,17 @@ from cdc.binlog.fde import FormatDescription
 from cdc.cn.schema import CDC_START, META_CHANGE
 from merge_source.classifier import Classified, Classifier, GroupKind
 from merge_source.dump_client import DnEvent
-from merge_source.fragment import Fragment, FragmentKind, Statement, Watermark
+from merge_source.fragment import (
+    Fragment,
+    FragmentKind,
+    GlobalKey,
+    Statement,
+    Watermark,
+    global_key,
+)
 from merge_source.group import BinlogGroup, GroupAssembler
 from merge_source.renamer import NameMap
-from merge_source.sorter import Release, Sorter, SortKey, binlog_seq
+from merge_source.sorter import Release, Sorter, binlog_seq
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +64,7 @@ class SourceProcessor:
         self,
         dn_id: int,
         dn_name: str = "",
-        resume_after: SortKey | None = None,
+        resume_after: GlobalKey | None = None,
         max_tso_seen: int = 0,
         names: NameMap | None = None,
     ):
@@ -66,7 +73,8 @@ class SourceProcessor:
         self.assembler = GroupAssembler(self.dn_name)
         self.classifier = Classifier()
         self.sorter: Sorter[_Held] = Sorter(max_tso_seen=max_tso_seen)
-        # Keys at or below this were emitted before a restart: drop them when they come again.
+        # Global keys at or below this were written before a restart: drop them when they come
+        # again.
         self.resume_after = resume_after
         # Physical -> logical names; None: pass names through (no topology known yet).
         self.names = names
@@ -148,7 +156,9 @@ class SourceProcessor:
             kind = c.fragment_kind if r.xid is not None else FragmentKind.LOCAL
             if kind is FragmentKind.INSTRUCTION:
                 self._apply_markers(c.markers)
-            if kind is FragmentKind.HEARTBEAT or (resume is not None and r.key <= resume):
+            if kind is FragmentKind.HEARTBEAT or (
+                resume is not None and global_key(self.dn_id, r.key) <= resume
+            ):
                 continue  # a heartbeat only moves the watermark
             statements = self._rename(c.statements)
             if kind is FragmentKind.LOCAL and not statements:
@@ -165,7 +175,7 @@ class SourceProcessor:
                     timestamp=held.timestamp,
                 )
             )
-        out.append(Watermark(self.dn_id, releases[-1].key))
+        out.append(Watermark(self.dn_id, releases[-1].key, self.checkpoint()))
         return out
 
     def _apply_markers(self, markers: list[dict]) -> None:

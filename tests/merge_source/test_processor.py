@@ -142,7 +142,8 @@ async def test_prepared_branch_blocks_until_rollback_then_local_and_heartbeat(dn
         (0, FragmentKind.LOCAL),
     ]
     assert frags[1].key.kind is Kind.LOCAL and frags[1].key.tso == 300  # right after 300
-    assert out[-1] == Watermark(3, out[-1].key) and out[-1].key.tso == 400  # heartbeat: no fragment
+    assert isinstance(out[-1], Watermark) and out[-1].key.tso == 400  # heartbeat: no fragment
+    assert out[-1].checkpoint == processor.checkpoint()
     cp = processor.checkpoint()
     assert cp.pos == master_position(dn).pos and cp.max_tso_seen == 400
 
@@ -161,7 +162,7 @@ async def test_restart_from_checkpoint_neither_repeats_nor_skips(dn):
     assert (cp.file, cp.pos) == (start.file, start.pos)  # `held` still pending from there
     held.commit()
     # Restart: re-read from the checkpoint, dropping what was already emitted.
-    second = SourceProcessor(3, resume_after=out1[-1].key, max_tso_seen=cp.max_tso_seen)
+    second = SourceProcessor(3, resume_after=out1[-1].global_key, max_tso_seen=cp.max_tso_seen)
     out2 = fragments(await process(dn, BinlogPosition(cp.file, cp.pos), second))
     assert [f.txn_id for f in out2] == [3001]
     assert out2[0].key > out1[-1].key

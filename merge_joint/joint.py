@@ -1,0 +1,77 @@
+"""The MergeJoint task: drains the shared source queue into the merger, yields ready
+transactions and records markers in the topology history before they take effect."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+
+from cdc.cn.schema import CDC_START, FLUSH_LOGS, META_CHANGE, STORAGE_CHANGE
+from merge_joint.merger import Merger, Transaction
+from merge_source.fragment import Fragment, FragmentKind, Watermark
+from merge_source.sorter import SortKey
+from topology.schema_history import SchemaRecord
+from topology.topology_history import TopologyRecord
+
+log = logging.getLogger(__name__)
+
+Batch = list[Fragment | Watermark]
+
+
+class MergeJoint:
+    def __init__(
+        self,
+        queue: asyncio.Queue[Batch],
+        sources: dict[int, SortKey | None],
+        record_topology: Callable[[TopologyRecord], object] | None = None,
+        record_schema: Callable[[SchemaRecord], object] | None = None,
+    ):
+        self.queue = queue
+        self.merger = Merger(sources)
+        self._record_topology = record_topology
+        self._record_schema = record_schema
+        self.transactions_out = 0
+
+    async def transactions(self) -> AsyncIterator[list[Transaction]]:
+        """Batches of ready transactions, forever. Marker transactions are included (the
+        dumper turns DDL markers into Query events and FlushLogs into a rotation) after their
+        history was recorded."""
+        merger = self.merger
+        queue = self.queue
+        while True:
+            batch = await queue.get()
+            while True:
+                for item in batch:
+                    merger.push(item)
+                try:
+                    batch = queue.get_nowait()  # drain what is there: fewer, larger merges
+                except asyncio.QueueEmpty:
+                    break
+            ready = merger.pop_ready()
+            if not ready:
+                continue
+            for txn in ready:
+                if txn.kind in (FragmentKind.INSTRUCTION, FragmentKind.DDL):
+                    await asyncio.to_thread(self._record_markers, txn)
+            self.transactions_out += len(ready)
+            yield ready
+
+    def _record_markers(self, txn: Transaction) -> None:
+        markers = txn.fragments[0].markers
+        for m in markers:
+            if txn.kind is FragmentKind.INSTRUCTION:
+                kind = m.get("type")
+                if kind in (CDC_START, STORAGE_CHANGE, META_CHANGE) and self._record_topology:
+                    content = json.loads(m.get("content") or "{}")
+                    self._record_topology(
+                        TopologyRecord(txn.tso, kind, f"instruction-{m['id']}", content)
+                    )
+                elif kind == FLUSH_LOGS:
+                    pass  # the dumper rotates on it
+            elif self._record_schema:
+                schema = json.loads(m.get("schema_json") or "{}")
+                self._record_schema(
+                    SchemaRecord(txn.tso, m["db"], m["tbl"], m["ddl"], schema, f"ddl-{m['id']}")
+                )

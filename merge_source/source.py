@@ -1,0 +1,88 @@
+"""The MergeSource task for one DN: dump client → processor → a bounded queue (backpressure).
+
+The queue (shared by all sources, bounded) carries batches of `Fragment`/`Watermark`; when MergeJoint falls behind, the queue
+fills, this task stops reading, and TCP flow control slows the DN's dump thread: memory stays
+bounded by the queue size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+from merge_source.dump_client import BinlogPosition, DumpClient, DumpSettings
+from merge_source.fragment import Fragment, Watermark
+from merge_source.processor import SourceCheckpoint, SourceProcessor
+
+log = logging.getLogger(__name__)
+
+Batch = list[Fragment | Watermark]
+
+
+@dataclass(slots=True)
+class SourceStats:
+    events: int = 0
+    bytes: int = 0
+    fragments: int = 0
+    started_at: float = 0.0
+
+
+class MergeSource:
+    def __init__(
+        self,
+        settings: DumpSettings,
+        processor: SourceProcessor,
+        start: BinlogPosition,
+        queue: asyncio.Queue[Batch],
+    ):
+        self.settings = settings
+        self.processor = processor
+        self.client = DumpClient(settings, start)
+        # Shared by all sources of one MergeJoint and bounded: that is the backpressure.
+        self.queue = queue
+        self.stats = SourceStats()
+        self.error: BaseException | None = None
+
+    @property
+    def dn_id(self) -> int:
+        return self.processor.dn_id
+
+    @property
+    def name(self) -> str:
+        return self.processor.dn_name
+
+    def checkpoint(self) -> SourceCheckpoint | None:
+        return self.processor.checkpoint()
+
+    @property
+    def last_heard(self) -> float:
+        """Seconds since the DN last sent anything (event or heartbeat)."""
+        if not self.client.last_packet_at:
+            return float("inf")
+        return time.monotonic() - self.client.last_packet_at
+
+    async def run(self) -> None:
+        """Read the DN forever; a fatal error is kept in `error` and re-raised."""
+        self.stats.started_at = time.monotonic()
+        feed = self.processor.feed
+        stats = self.stats
+        try:
+            async for events in self.client.batches():
+                out: Batch = []
+                for event in events:
+                    out += feed(event)
+                    stats.bytes += len(event.data)
+                stats.events += len(events)
+                if out:
+                    stats.fragments += sum(1 for o in out if isinstance(o, Fragment))
+                    await self.queue.put(out)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            self.error = exc
+            log.error("%s: MergeSource stopped: %s", self.name, exc)
+            raise
+        finally:
+            await self.client.close()
