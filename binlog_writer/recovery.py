@@ -67,6 +67,7 @@ class TailScan:
     closed_by: int | None  # EventType.ROTATE / STOP if the file was closed, else None
     reason: str = ""  # why bytes after valid_end are dropped ("" if none)
     in_use: bool = False  # FDE in-use flag (set = not closed cleanly)
+    last_mark: bytes | None = None  # the whole text of that CTS mark (`CTS::<tso>[::suffix]`)
 
     @property
     def torn_bytes(self) -> int:
@@ -91,6 +92,7 @@ def scan(
     valid_end = 0
     txns = 0
     last_cts = None
+    last_mark = None
     last_txn_end = None
     closed_by = None
     in_use = False
@@ -116,7 +118,8 @@ def scan(
                 txns += 1
                 valid_end = last_txn_end = ev.end
                 if is_cts_mark(ev.data):
-                    last_cts = parse_cts(bytes(ev.data[HEADER_LEN + 1 : len(ev.data) - 4]))
+                    last_mark = bytes(ev.data[HEADER_LEN + 1 : len(ev.data) - 4])
+                    last_cts = parse_cts(last_mark)
     except CodecError as e:
         reason = e.reason
     if not reason and reader.tail:
@@ -127,5 +130,5 @@ def scan(
         valid_end = 0
         reason = reason or "file header incomplete"
     return TailScan(
-        size, header_end, valid_end, txns, last_cts, last_txn_end, closed_by, reason, in_use
+        size, header_end, valid_end, txns, last_cts, last_txn_end, closed_by, reason, in_use, last_mark
     )

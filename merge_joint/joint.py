@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 
 from cdc.cn.schema import CDC_START, FLUSH_LOGS, META_CHANGE, STORAGE_CHANGE
 from merge_joint.merger import Merger, Transaction
-from merge_source.fragment import Fragment, FragmentKind, Watermark
+from merge_source.fragment import Fragment, FragmentKind, GlobalKey, Watermark, lift
+from merge_source.processor import SourceCheckpoint
 from merge_source.sorter import SortKey
 from topology.schema_history import SchemaRecord
 from topology.topology_history import TopologyRecord
@@ -33,6 +35,17 @@ class MergeJoint:
         self._record_topology = record_topology
         self._record_schema = record_schema
         self.transactions_out = 0
+        # Per DN: (lifted watermark, source checkpoint) not yet handed out, oldest first.
+        self._checkpoints: dict[int, deque[tuple[GlobalKey, SourceCheckpoint]]] = {}
+
+    def checkpoints_upto(self, written: GlobalKey) -> dict[int, SourceCheckpoint]:
+        """For each DN, the newest checkpoint whose watermark is at or below `written`: once
+        the global binlog durably holds everything up to `written`, a restart may begin there."""
+        out: dict[int, SourceCheckpoint] = {}
+        for dn, pending in self._checkpoints.items():
+            while pending and pending[0][0] <= written:
+                out[dn] = pending.popleft()[1]
+        return out
 
     async def transactions(self) -> AsyncIterator[list[Transaction]]:
         """Batches of ready transactions, forever. Marker transactions are included (the
@@ -45,6 +58,10 @@ class MergeJoint:
             while True:
                 for item in batch:
                     merger.push(item)
+                    if isinstance(item, Watermark) and item.checkpoint is not None:
+                        self._checkpoints.setdefault(item.dn, deque()).append(
+                            (lift(item.dn, item.key), item.checkpoint)
+                        )
                 try:
                     batch = queue.get_nowait()  # drain what is there: fewer, larger merges
                 except asyncio.QueueEmpty:

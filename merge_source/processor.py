@@ -67,6 +67,7 @@ class SourceProcessor:
         resume_after: GlobalKey | None = None,
         max_tso_seen: int = 0,
         names: NameMap | None = None,
+        wait_for_start: bool = False,
     ):
         self.dn_id = dn_id
         self.dn_name = dn_name or f"dn{dn_id}"
@@ -78,6 +79,8 @@ class SourceProcessor:
         self.resume_after = resume_after
         # Physical -> logical names; None: pass names through (no topology known yet).
         self.names = names
+        # On a first start, nothing before the CdcStart marker belongs to the global binlog.
+        self.started = not wait_for_start
         self._foreign: dict[bytes, _Held] = {}
         self._base = "binlog"
         self._last_end: tuple[str, int] | None = None
@@ -156,6 +159,10 @@ class SourceProcessor:
             kind = c.fragment_kind if r.xid is not None else FragmentKind.LOCAL
             if kind is FragmentKind.INSTRUCTION:
                 self._apply_markers(c.markers)
+            elif kind is FragmentKind.DDL:
+                self._apply_ddl(c.markers)
+            if not self.started:
+                continue
             if kind is FragmentKind.HEARTBEAT or (
                 resume is not None and global_key(self.dn_id, r.key) <= resume
             ):
@@ -184,8 +191,18 @@ class SourceProcessor:
             content = json.loads(m.get("content") or "{}")
             if m.get("type") == CDC_START:
                 self.names = NameMap.from_topology(self.dn_id, content)
+                self.started = True
             elif m.get("type") == META_CHANGE:
                 self.names = NameMap.from_topology(self.dn_id, content["after"])
+
+    def _apply_ddl(self, markers: list[dict]) -> None:
+        """A logical DDL changes one table's physical names from its own TSO on."""
+        if self.names is None:
+            return
+        for m in markers:
+            schema = json.loads(m.get("schema_json") or "null")
+            entry = schema.get("topology") if isinstance(schema, dict) else None
+            self.names = self.names.with_table(m["db"], m["tbl"], entry)
 
     def _rename(self, statements: list[Statement]) -> list[Statement]:
         names = self.names

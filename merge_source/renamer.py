@@ -22,6 +22,8 @@ NAMES_OFFSET = 19 + 8  # header, table_id (6), flags (2)
 class NameMap:
     dn_id: int
     names: dict[tuple[bytes, bytes], tuple[bytes, bytes]] = field(default_factory=dict)
+    # The topology it was built from, kept so that one table can be changed (DDL markers).
+    topology: dict[str, Any] = field(default_factory=dict)
     _cache: dict[bytes, bytes | None] = field(default_factory=dict)
     dropped: int = 0  # TABLE_MAPs of unmapped physical tables seen (rows dropped with them)
 
@@ -37,7 +39,19 @@ class NameMap:
             for p in physical:
                 if int(p["dn"]) == dn_id:
                     names[(p["db"].encode(), p["table"].encode())] = logical
-        return cls(dn_id, names)
+        return cls(dn_id, names, topology)
+
+    def with_table(self, db: str, table: str, entry: dict[str, Any] | None) -> NameMap:
+        """A new map where logical `db.table` has topology `entry` (None: the table is gone)."""
+        key = (db.lower(), table.lower())
+        tables = [
+            t
+            for t in self.topology.get("tables", [])
+            if (t["db"].lower(), t["table"].lower()) != key
+        ]
+        if entry is not None:
+            tables.append(entry)
+        return NameMap.from_topology(self.dn_id, {**self.topology, "tables": tables})
 
     def rename(self, table_map: bytes) -> bytes | None:
         """The TABLE_MAP with logical names, or None if the table has none on this DN."""

@@ -47,6 +47,17 @@ class SchemaHistory:
             )
         return False
 
+    def between(self, after_tso: int, upto_tso: int) -> list[SchemaRecord]:
+        """Every record with `after_tso` < TSO ≤ `upto_tso`, in TSO order (replaying DDL)."""
+        with self._conn.cursor() as cur:
+            cur.execute(
+                f"SELECT tso, db_name, table_name, ddl, table_schema, instruction_id FROM {self._table} "
+                "WHERE tso > %s AND tso <= %s ORDER BY tso, id",
+                (after_tso, upto_tso),
+            )
+            rows = cur.fetchall()
+        return [SchemaRecord(int(t), d, n, ddl, json.loads(s), i) for t, d, n, ddl, s, i in rows]
+
     def at(self, db: str, table: str, tso: int) -> SchemaRecord | None:
         with self._conn.cursor() as cur:
             cur.execute(

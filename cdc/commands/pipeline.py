@@ -1,0 +1,146 @@
+"""`cdc start|stop|status`: the pipeline (MergeSources → MergeJoint → Dumper leader + server).
+
+`start` runs in the foreground, or with `--background` as a detached process whose pid and
+log live next to the binlog directory; `status` reads the status file the running leader
+rewrites every second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from cdc.config import ConfigError, load
+
+DEFAULT_CONFIG = "cdc.toml"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    start = sub.add_parser(
+        "start", help="run the pipeline and the dumper (foreground or --background)"
+    )
+    start.add_argument(
+        "--background", action="store_true", help="detach; log to <state dir>/pipeline.log"
+    )
+    start.set_defaults(func=cmd_start)
+    stop = sub.add_parser("stop", help="stop a pipeline started with --background")
+    stop.set_defaults(func=cmd_stop)
+    status = sub.add_parser("status", help="per-DN position and watermark, global TSO, lag, rate")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(func=cmd_status)
+    for p in (start, stop, status):
+        p.add_argument("--config", default=DEFAULT_CONFIG, help=f"default {DEFAULT_CONFIG}")
+
+
+def state_dir(config_path: str) -> Path:
+    cfg = load(config_path)
+    path = Path(cfg.dumper.binlog_dir)
+    if not path.is_absolute():
+        path = Path(config_path).absolute().parent / path
+    return path.parent / "pipeline"
+
+
+def cmd_start(args) -> int:
+    directory = state_dir(args.config)
+    directory.mkdir(parents=True, exist_ok=True)
+    pid_file = directory / "pipeline.pid"
+    if _running(pid_file):
+        print(f"already running (pid {pid_file.read_text().strip()})")
+        return 0
+    if args.background:
+        with open(directory / "pipeline.log", "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "cdc.cli", "start", "--config", args.config],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise ConfigError(
+                    f"the pipeline exited with code {proc.returncode}; see {directory / 'pipeline.log'}"
+                )
+            if (directory / "status.json").exists() and _running(pid_file):
+                print(f"started (pid {proc.pid}); log: {directory / 'pipeline.log'}")
+                return 0
+            time.sleep(0.1)
+        raise TimeoutError(
+            f"the pipeline did not report status within 30s; see {directory / 'pipeline.log'}"
+        )
+    from dumper.service import run_service
+
+    pid_file.write_text(str(os.getpid()))
+    try:
+        return run_service(load(args.config), directory)
+    finally:
+        pid_file.unlink(missing_ok=True)
+
+
+def cmd_stop(args) -> int:
+    pid_file = state_dir(args.config) / "pipeline.pid"
+    if not _running(pid_file):
+        print("not running")
+        return 0
+    pid = int(pid_file.read_text())
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.1)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+    pid_file.unlink(missing_ok=True)
+    print(f"stopped (pid {pid})")
+    return 0
+
+
+def cmd_status(args) -> int:
+    directory = state_dir(args.config)
+    status_file = directory / "status.json"
+    if not status_file.exists() or not _running(directory / "pipeline.pid"):
+        print("not running")
+        return 1
+    status = json.loads(status_file.read_text())
+    if args.json:
+        print(json.dumps(status, indent=2))
+        return 0
+    age = time.time() - status["written_at"]
+    print(
+        f"global TSO {status['last_tso']}  lag {status['lag_ms']} ms  "
+        f"{status['transactions']} txns  {status['events_per_s']:.0f} events/s  "
+        f"file {status['file']}:{status['position']}  (status {age:.1f}s old)"
+    )
+    print(f"{'DN':<6}{'STATE':<10}{'POSITION':<28}{'WATERMARK TSO':<22}{'SILENT':>8}")
+    for dn in status["dns"]:
+        print(
+            f"{dn['name']:<6}{dn['state']:<10}{dn['position']:<28}{dn['watermark_tso'] or '-'!s:<22}"
+            f"{dn['silent_s']:>7.1f}s"
+        )
+    for problem in status.get("problems", []):
+        print(f"! {problem}")
+    return 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _running(pid_file: Path) -> bool:
+    try:
+        return _alive(int(pid_file.read_text()))
+    except (OSError, ValueError):
+        return False

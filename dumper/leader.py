@@ -1,0 +1,322 @@
+"""The Dumper leader: runs the pipeline (MergeSources → MergeJoint) and writes the global binlog.
+
+Restart protocol (exactly once across crashes):
+1. The writer truncates the newest file to its last complete transaction; the last `CTS::` mark
+   of the binlog gives the global key of the last transaction that is durably written.
+2. Each DN's MergeSource restarts from its persisted checkpoint (the earliest position holding a
+   branch not yet durably written) and drops fragments at or below that key.
+3. Checkpoints are persisted only after the writer has fsynced every transaction up to the
+   watermark they were taken at, so a checkpoint never skips an unwritten branch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+
+import pymysql
+
+from binlog_writer.fsync import FsyncPolicy
+from binlog_writer.recovery import scan
+from binlog_writer.writer import BinlogWriter
+from cdc.binlog.events import parse_cts
+from cdc.cn.schema import FLUSH_LOGS
+from cdc.config import Config, NodeConfig
+from dumper.txn_encoder import TransactionEncoder
+from merge_joint.joint import MergeJoint
+from merge_joint.merger import Transaction
+from merge_source.dump_client import BinlogPosition, DumpSettings
+from merge_source.fragment import FragmentKind, GlobalKey
+from merge_source.processor import SourceProcessor
+from merge_source.renamer import NameMap
+from merge_source.sorter import Kind
+from merge_source.source import MergeSource
+from topology import gms
+from topology.checkpoints import Checkpoint, CheckpointStore
+from topology.file_index import FileEntry, FileIndex
+from topology.migrations import migrate
+from topology.schema_history import SchemaHistory
+from topology.topology_history import TopologyHistory
+
+log = logging.getLogger(__name__)
+
+
+class LeaderError(RuntimeError):
+    """The pipeline cannot continue; the message names the stage and what to do."""
+
+
+def key_from_mark(mark: bytes) -> GlobalKey:
+    """`CTS::<tso>` → (tso, BRANCH, 0, 0); `CTS::<tso>::L<dn>.<seq>` → (tso, LOCAL, dn, seq)."""
+    tso = parse_cts(mark)
+    if tso is None:
+        raise LeaderError(f"not a CTS mark: {mark[:60]!r}")
+    parts = mark.split(b"::")
+    if len(parts) > 2 and parts[2].startswith(b"L"):
+        dn, seq = parts[2][1:].split(b".")
+        return (tso, Kind.LOCAL, int(dn), int(seq))
+    return (tso, Kind.BRANCH, 0, 0)
+
+
+def last_written_key(writer: BinlogWriter) -> GlobalKey | None:
+    """The global key of the last complete transaction in the binlog, newest file first."""
+    for name in reversed(writer.files()):
+        data = (writer.dir / name).read_bytes()
+        mark = scan(data, file=name).last_mark
+        if mark is not None:
+            return key_from_mark(mark)
+    return None
+
+
+@dataclass(slots=True)
+class LeaderStats:
+    transactions: int = 0
+    events: int = 0
+    bytes: int = 0
+    last_tso: int = 0
+    last_commit_at: float = 0.0
+    started_at: float = field(default_factory=time.monotonic)
+
+
+class Leader:
+    def __init__(self, config: Config):
+        self.config = config
+        p = config.pipeline
+        self.writer = BinlogWriter(
+            config.dumper.binlog_dir,
+            base=config.dumper.binlog_base,
+            max_file_size=p.max_file_size_mb * 1024 * 1024,
+            fsync=FsyncPolicy.parse(p.fsync),
+            server_id=config.dumper.server_id,
+            server_version=config.dumper.version,
+        )
+        self.encoder = TransactionEncoder(config.dumper.server_id)
+        self.queue: asyncio.Queue = asyncio.Queue(maxsize=p.queue_batches)
+        self.sources: dict[int, MergeSource] = {}
+        self._tasks: dict[int, asyncio.Task] = {}
+        self.joint: MergeJoint | None = None
+        self.stats = LeaderStats()
+        self.written_key: GlobalKey | None = None
+        self._file_first_tso: dict[str, int] = {}
+        self._conn: pymysql.Connection | None = None
+        self.notify = asyncio.Event()  # set after each batch reaches the file (dump server)
+
+    # -- start --------------------------------------------------------------------------------
+    def _meta(self) -> pymysql.Connection:
+        if self._conn is None or not self._conn.open:
+            self._conn = gms.connect(self.config.gms)
+        return self._conn
+
+    def _dn_start(
+        self, node: NodeConfig, cp: Checkpoint | None
+    ) -> tuple[BinlogPosition, int, bool]:
+        if cp is not None:
+            return BinlogPosition(cp.file, cp.position), cp.tso, False
+        conn = pymysql.connect(
+            host=node.host,
+            port=node.port,
+            user=node.user,
+            password=node.password,
+            connect_timeout=5,
+        )
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SHOW BINARY LOGS")
+                first = cur.fetchone()
+        finally:
+            conn.close()
+        if first is None:
+            raise LeaderError(f"dn{node.id} ({node.address}) has no binary logs: is log_bin on?")
+        return BinlogPosition(first[0], 4), 0, True
+
+    def _make_source(self, node: NodeConfig, cp: Checkpoint | None) -> MergeSource:
+        p = self.config.pipeline
+        start, max_tso, first_start = self._dn_start(node, cp)
+        processor = SourceProcessor(
+            node.id,
+            node.name or f"dn{node.id}",
+            resume_after=self.written_key,
+            max_tso_seen=max_tso,
+            names=self._names_for(node.id) if not first_start else None,
+            wait_for_start=first_start,
+        )
+        settings = DumpSettings(
+            node.host,
+            node.port,
+            node.user,
+            node.password,
+            server_id=p.dump_server_id_base + node.id,
+            name=processor.dn_name,
+            heartbeat_period=p.dn_heartbeat_ms / 1000,
+            idle_timeout=p.dn_idle_timeout_ms / 1000,
+        )
+        log.info(
+            "%s: reading from %s (%s)",
+            processor.dn_name,
+            start,
+            "first start" if first_start else "checkpoint",
+        )
+        return MergeSource(settings, processor, start, self.queue)
+
+    def _names_for(self, dn_id: int) -> NameMap | None:
+        """The physical→logical names valid at the resume point: the last topology snapshot,
+        then every logical DDL recorded after it."""
+        if self.written_key is None:
+            return None
+        tso = self.written_key[0]
+        meta_db = self.config.pipeline.meta_database
+        record = TopologyHistory(self._meta(), meta_db).at(tso)
+        if record is None:
+            return None
+        content = record.content["after"] if record.kind == "MetaChange" else record.content
+        names = NameMap.from_topology(dn_id, content)
+        for ddl in SchemaHistory(self._meta(), meta_db).between(record.tso, tso):
+            names = names.with_table(ddl.db, ddl.table, (ddl.schema or {}).get("topology"))
+        return names
+
+    def start(self) -> None:
+        """Synchronous part of the start: schema, resume key, one MergeSource per DN."""
+        meta_db = self.config.pipeline.meta_database
+        migrate(self._meta(), meta_db)
+        self.written_key = last_written_key(self.writer)
+        cps = CheckpointStore(self._meta(), meta_db)
+        for node in self.config.dn:
+            self.sources[node.id] = self._make_source(node, cps.load(f"dn{node.id}"))
+        starts = {dn: None for dn in self.sources}
+        meta = self._meta()
+        topo, schemas = TopologyHistory(meta, meta_db), SchemaHistory(meta, meta_db)
+        self.joint = MergeJoint(self.queue, starts, topo.record, schemas.record)
+        log.info("leader: resuming after %s", self.written_key)
+
+    # -- run ----------------------------------------------------------------------------------
+    async def run(self) -> None:
+        await asyncio.to_thread(self.start)
+        for dn, source in self.sources.items():
+            self._tasks[dn] = asyncio.create_task(source.run(), name=f"merge-source-dn{dn}")
+        writer_task = asyncio.create_task(self._write_loop(), name="writer")
+        cp_task = asyncio.create_task(self._checkpoint_loop(), name="checkpoints")
+        tasks = [writer_task, cp_task, *self._tasks.values()]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for t in done:
+                if t.exception() is not None:
+                    raise t.exception()
+        finally:
+            for t in tasks:
+                t.cancel()
+            for t in tasks:
+                with contextlib.suppress(BaseException):
+                    await t
+            self.close()
+
+    async def _write_loop(self) -> None:
+        assert self.joint is not None
+        writer, stats = self.writer, self.stats
+        async for ready in self.joint.transactions():
+            for txn in ready:
+                self._write(txn)
+            writer.flush()
+            self.written_key = ready[-1].key
+            stats.last_tso = ready[-1].tso
+            stats.last_commit_at = time.time()
+            self.notify.set()
+            self.notify = asyncio.Event()
+
+    def _write(self, txn: Transaction) -> None:
+        if txn.kind is FragmentKind.INSTRUCTION:
+            if any(m.get("type") == FLUSH_LOGS for m in txn.fragments[0].markers):
+                self.writer.rotate()
+            return
+        events = self.encoder.encode(txn)
+        if events is None:
+            return
+        self._file_first_tso.setdefault(self.writer.file, txn.tso)
+        self.writer.append_transaction(events)
+        self.stats.transactions += 1
+        self.stats.events += len(events)
+
+    async def _checkpoint_loop(self) -> None:
+        interval = self.config.pipeline.checkpoint_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            await asyncio.to_thread(self.persist_checkpoints)
+
+    def persist_checkpoints(self) -> None:
+        """Fsync, then save for each DN the newest checkpoint whose watermark is written."""
+        written = self.written_key
+        if written is None or self.joint is None:
+            return
+        ready = self.joint.checkpoints_upto(written)
+        if not ready:
+            return
+        self.writer.sync()
+        store = CheckpointStore(self._meta(), self.config.pipeline.meta_database)
+        for dn, cp in ready.items():
+            store.save(Checkpoint(f"dn{dn}", cp.file, cp.pos, cp.max_tso_seen))
+        index = FileIndex(self._meta(), self.config.pipeline.meta_database)
+        file = self.writer.file
+        index.upsert(
+            FileEntry(
+                file,
+                self._file_first_tso.get(file),
+                self.stats.last_tso or None,
+                self.writer.position,
+            )
+        )
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.writer.close()
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+
+
+def tso_ms(tso: int) -> int:
+    return tso >> 22
+
+
+def leader_status(leader: Leader) -> dict:
+    """A JSON-able snapshot for `cdc status` (and for humans reading the status file)."""
+    now = time.time()
+    dns = []
+    problems = []
+    for dn, source in sorted(leader.sources.items()):
+        wm = source.processor.sorter.watermark
+        silent = source.last_heard
+        state = "error" if source.error else ("up" if source.client.connected else "connecting")
+        if source.error:
+            problems.append(f"{source.name}: {source.error}")
+        elif silent > leader.config.pipeline.dn_idle_timeout_ms / 1000:
+            problems.append(
+                f"{source.name} has sent nothing for {silent:.0f}s: the merge waits for it"
+            )
+        dns.append(
+            {
+                "dn": dn,
+                "name": source.name,
+                "state": state,
+                "position": str(source.client.position),
+                "watermark_tso": wm.tso if wm else None,
+                "pending": source.processor.sorter.pending,
+                "silent_s": round(min(silent, 1e9), 1),
+                "events": source.stats.events,
+            }
+        )
+    low = leader.joint.merger.low_watermark() if leader.joint else None
+    elapsed = max(time.monotonic() - leader.stats.started_at, 1e-6)
+    return {
+        "written_at": now,
+        "last_tso": leader.stats.last_tso,
+        "low_watermark_tso": low[0] if low else None,
+        "lag_ms": int(now * 1000 - tso_ms(low[0])) if low else None,
+        "transactions": leader.stats.transactions,
+        "events": leader.stats.events,
+        "events_per_s": leader.stats.events / elapsed,
+        "file": leader.writer.file,
+        "position": leader.writer.position,
+        "dns": dns,
+        "problems": problems,
+    }

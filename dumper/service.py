@@ -1,0 +1,71 @@
+"""The dumper process: the leader pipeline, the status file, the CN heartbeat and the MySQL
+protocol server, until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+from pathlib import Path
+
+from cdc.config import Config
+from dumper.leader import Leader, leader_status
+
+log = logging.getLogger(__name__)
+
+
+async def _status_loop(leader: Leader, path: Path) -> None:
+    tmp = path.with_suffix(".tmp")
+    while True:
+        tmp.write_text(json.dumps(leader_status(leader)))
+        tmp.replace(path)
+        await asyncio.sleep(1)
+
+
+async def _heartbeats(config: Config) -> None:
+    """The global binlog only advances with heartbeats: run them here so that it stays live
+    when no CN process is sending any."""
+    from cdc.cn import ComputeNode
+
+    cn = ComputeNode(config, pool_size=4)
+    await cn.start(recover=False)
+    try:
+        cn.start_heartbeat()
+        await asyncio.Event().wait()  # until cancelled
+    finally:
+        await cn.stop_heartbeat()
+        await cn.close()
+
+
+async def serve(config: Config, state_dir: Path, *, heartbeat: bool = True) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    leader = Leader(config)
+    tasks = [
+        asyncio.create_task(leader.run(), name="leader"),
+        asyncio.create_task(_status_loop(leader, state_dir / "status.json"), name="status"),
+    ]
+    if heartbeat:
+        tasks.append(asyncio.create_task(_heartbeats(config), name="heartbeat"))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    stopper = asyncio.create_task(stop.wait(), name="stop")
+    try:
+        done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+        for t in done:
+            if t is not stopper and t.exception() is not None:
+                raise t.exception()
+    finally:
+        for t in [*tasks, stopper]:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(BaseException):
+                await t
+
+
+def run_service(config: Config, state_dir: Path) -> int:
+    asyncio.run(serve(config, state_dir))
+    return 0
