@@ -58,6 +58,68 @@ class CnConfig:
     meta_database: str = "cdc_meta"
     # Where the CN writes its ground-truth commit log (tests only); empty: off.
     ground_truth_log: str = ""
+    # GMS database of the CN catalogue and TSO row (docs/cn.md).
+    catalog_database: str = "cn_catalog"
+    # Commit records (and recovery tombstones) older than this are purged from the DNs.
+    commit_record_retention_s: int = 600
+    # How often the heartbeat task purges old commit records.
+    purge_interval_s: int = 60
+
+
+@dataclass(slots=True)
+class DumperUser:
+    """A user of the Dumper's MySQL protocol server."""
+
+    name: str
+    # mysql_native_password hash as MySQL's PASSWORD(): "*" + 40 hex digits; "" = no password.
+    password_hash: str = ""
+    # Optional caching_sha2_password fast-auth digest: hex(SHA256(SHA256(password))).
+    sha2_digest: str = ""
+    # COM_BINLOG_DUMP / COM_REGISTER_SLAVE allowed (REPLICATION SLAVE).
+    replication: bool = True
+    # PURGE BINARY LOGS and KILL of other users' connections allowed.
+    admin: bool = False
+
+
+@dataclass(slots=True)
+class DumperConfig:
+    """The Dumper's MySQL protocol server (docs/dumper.md)."""
+
+    host: str = "127.0.0.1"
+    port: int = 3307
+    server_id: int = 100
+    server_uuid: str = "6c6b0e1e-0000-4000-8000-00000000cdc1"
+    # Must start with "5." so that mariadb-binlog and MariaDB replicas accept us.
+    version: str = "5.7.44-cdc-log"
+    binlog_dir: str = "var/binlog"
+    binlog_base: str = "binlog"
+    # Heartbeat period (ms) for dump clients that set no @master_heartbeat_period; 0 = none.
+    default_heartbeat_ms: int = 0
+    # How often a blocking dump re-checks the active file when no writer notifies it (ms).
+    poll_interval_ms: int = 200
+    max_connections: int = 256
+    users: list[DumperUser] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class PipelineConfig:
+    """MergeSources, MergeJoint and the global binlog writer (run by the Dumper leader)."""
+
+    # GMS database of the CDC's own tables (topology history, checkpoints, file index).
+    meta_database: str = "cdc_meta"
+    max_file_size_mb: int = 512
+    # binlog_writer fsync policy: txn | never | group:N | interval:MS
+    fsync: str = "interval:100"
+    # DN dump clients register as server_id base + dn id (must not clash with real replicas).
+    dump_server_id_base: int = 9100
+    # Heartbeat period the DNs are asked for on the dump connections (ms).
+    dn_heartbeat_ms: int = 1000
+    # A DN silent for this long (no event, no heartbeat) is reconnected (ms).
+    dn_idle_timeout_ms: int = 10000
+    # Bound of the queue between the MergeSources and MergeJoint (in batches): backpressure.
+    queue_batches: int = 256
+    # How often per-DN checkpoints are persisted in the GMS (ms).
+    checkpoint_interval_ms: int = 1000
 
 
 @dataclass(slots=True)
@@ -66,6 +128,8 @@ class Config:
     gms: NodeConfig = field(default_factory=lambda: NodeConfig(id=0, name="gms"))
     dn: list[NodeConfig] = field(default_factory=list)
     cn: CnConfig = field(default_factory=CnConfig)
+    dumper: DumperConfig = field(default_factory=DumperConfig)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
 
     def dn_by_id(self, dn_id: int) -> NodeConfig:
         for node in self.dn:
