@@ -1,0 +1,261 @@
+"""The served binlog directory: the index file, file sizes, event-boundary walks (cached per file,
+incremental as the active file grows), event iteration for SHOW BINLOG EVENTS, and purge."""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import time
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAGIC = b"\xfebin"
+START = len(MAGIC)  # offset of the first event (the FDE)
+HEADER_LEN = 19
+FDE_TYPE = 15
+HEADER = struct.Struct("<IBIIIH")  # timestamp, type, server_id, event_size, log_pos, flags
+_NAME_RE = re.compile(r"^[^./]+\.\d{6,}$")
+_SCAN_CHUNK = 1 << 20
+
+
+class BinlogFileError(RuntimeError):
+    """A served binlog file is missing or malformed; the message names file and offset."""
+
+
+@dataclass(slots=True, frozen=True)
+class BinlogFile:
+    name: str
+    size: int
+
+
+@dataclass(slots=True, frozen=True)
+class RawEvent:
+    pos: int  # start offset in its file
+    data: bytes  # header + body (+ CRC)
+
+    @property
+    def type_code(self) -> int:
+        return self.data[4]
+
+    @property
+    def server_id(self) -> int:
+        return struct.unpack_from("<I", self.data, 5)[0]
+
+    @property
+    def log_pos(self) -> int:
+        return struct.unpack_from("<I", self.data, 13)[0]
+
+    @property
+    def flags(self) -> int:
+        return struct.unpack_from("<H", self.data, 17)[0]
+
+
+@dataclass(slots=True)
+class _Scan:
+    """Event start offsets of one file, scanned up to `end` (the end of the last whole event)."""
+
+    ino: int
+    offsets: array = field(default_factory=lambda: array("Q"))
+    end: int = len(MAGIC)
+    bad: str = ""  # non-empty once a header made no sense: the walk stops there
+
+
+class BinlogFiles:
+    """Read-only view of `<dir>/<base>.index` and its files, plus `purge_*`.
+
+    The index is re-read on every call (it is tiny) so a concurrent writer's rotations are seen
+    at once; the boundary cache is kept per file and extended as files grow.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], base: str = "binlog") -> None:
+        self.dir = Path(directory)
+        self.base = base
+        self._scans: dict[str, _Scan] = {}
+
+    @property
+    def index_path(self) -> Path:
+        return self.dir / f"{self.base}.index"
+
+    def names(self) -> list[str]:
+        """File names in index order; without an index, the `<base>.NNNNNN` files sorted."""
+        try:
+            text = self.index_path.read_text()
+        except FileNotFoundError:
+            return sorted(
+                p.name
+                for p in self.dir.glob(f"{self.base}.*")
+                if _NAME_RE.match(p.name) and p.suffix != ".index"
+            )
+        return [os.path.basename(line.strip()) for line in text.splitlines() if line.strip()]
+
+    def resolve(self, name: str) -> str | None:
+        """The index entry a client means by `name` (a path or trailing NUL is tolerated)."""
+        base = os.path.basename(name.rstrip("\0"))
+        return base if base in self.names() else None
+
+    def path(self, name: str) -> Path:
+        return self.dir / name
+
+    def size(self, name: str) -> int:
+        try:
+            return self.path(name).stat().st_size
+        except FileNotFoundError:
+            raise BinlogFileError(f"{name} is listed in {self.index_path} but missing") from None
+
+    def files(self) -> list[BinlogFile]:
+        out = []
+        for name in self.names():
+            try:
+                out.append(BinlogFile(name, self.size(name)))
+            except BinlogFileError:
+                continue  # purged underneath us
+        return out
+
+    # -- event boundaries --------------------------------------------------------------------
+    def _scan(self, name: str) -> _Scan:
+        path = self.path(name)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise BinlogFileError(f"{name} is listed in {self.index_path} but missing") from None
+        scan = self._scans.get(name)
+        if scan is None or scan.ino != st.st_ino or st.st_size < scan.end:
+            scan = self._scans[name] = _Scan(ino=st.st_ino)  # new or truncated: rescan
+        if scan.bad or st.st_size - scan.end < HEADER_LEN:
+            return scan
+        with open(path, "rb") as f:
+            if scan.end == len(MAGIC) and f.read(4) != MAGIC:
+                scan.bad = f"{name} does not start with the binlog magic bytes"
+                return scan
+            while not scan.bad:
+                f.seek(scan.end)
+                chunk = f.read(_SCAN_CHUNK)
+                pos, advanced = 0, False
+                while len(chunk) - pos >= HEADER_LEN:
+                    size = struct.unpack_from("<I", chunk, pos + 9)[0]
+                    if size < HEADER_LEN:
+                        scan.bad = f"bogus event size {size} at {name}:{scan.end + pos}"
+                        break
+                    if scan.end + pos + size > st.st_size:
+                        break
+                    scan.offsets.append(scan.end + pos)
+                    pos += size
+                    advanced = True
+                    if pos > len(chunk):  # an event longer than the chunk: seek past it
+                        break
+                scan.end += pos
+                if not advanced or len(chunk) < _SCAN_CHUNK:
+                    break
+        return scan
+
+    def complete_end(self, name: str) -> int:
+        """End offset of the last whole event (a half-written tail is not counted)."""
+        return self._scan(name).end
+
+    def boundary_neighbours(self, name: str, pos: int) -> tuple[bool, int, int]:
+        """(pos is an event start or the end of the last whole event, previous start, next start)."""
+        scan = self._scan(name)
+        if pos == scan.end:
+            return True, pos, pos
+        i = bisect_left(scan.offsets, pos)
+        if i < len(scan.offsets) and scan.offsets[i] == pos:
+            return True, pos, pos
+        prev = scan.offsets[i - 1] if i else len(MAGIC)
+        nxt = scan.offsets[i] if i < len(scan.offsets) else scan.end
+        return False, prev, nxt
+
+    def events(self, name: str, start: int = len(MAGIC)) -> Iterator[RawEvent]:
+        """Whole events from `start` (an event boundary) to the last whole event."""
+        end = self.complete_end(name)
+        with open(self.path(name), "rb") as f:
+            f.seek(start)
+            pos = start
+            while pos + HEADER_LEN <= end:
+                head = f.read(HEADER_LEN)
+                size = struct.unpack_from("<I", head, 9)[0]
+                if size < HEADER_LEN or pos + size > end:
+                    return
+                data = head + f.read(size - HEADER_LEN)
+                yield RawEvent(pos, data)
+                pos += size
+
+    def read_event(self, name: str, pos: int) -> RawEvent:
+        with open(self.path(name), "rb") as f:
+            f.seek(pos)
+            head = f.read(HEADER_LEN)
+            if len(head) < HEADER_LEN:
+                raise BinlogFileError(f"no event header at {name}:{pos}")
+            size = struct.unpack_from("<I", head, 9)[0]
+            body = f.read(max(0, size - HEADER_LEN))
+            if size < HEADER_LEN or len(body) != size - HEADER_LEN:
+                raise BinlogFileError(f"truncated event at {name}:{pos}")
+            return RawEvent(pos, head + body)
+
+    def read_fde(self, name: str) -> RawEvent:
+        event = self.read_event(name, len(MAGIC))
+        if event.type_code != FDE_TYPE:
+            raise BinlogFileError(
+                f"{name}: first event is type {event.type_code}, not FORMAT_DESCRIPTION"
+            )
+        return event
+
+    # -- purge -------------------------------------------------------------------------------
+    def purge_to(self, name: str) -> list[str]:
+        """Delete every file listed before `name` (not `name` itself), like MySQL."""
+        names = self.names()
+        if name not in names:
+            raise BinlogFileError(f"Target log '{name}' not found in binlog index")
+        return self._purge(names[: names.index(name)])
+
+    def purge_before(self, when: float) -> list[str]:
+        """Delete files last modified before `when` (epoch s); never the active (last) file."""
+        victims = []
+        for n in self.names()[:-1]:
+            try:
+                if self.path(n).stat().st_mtime >= when:
+                    break
+            except FileNotFoundError:
+                pass
+            victims.append(n)
+        return self._purge(victims)
+
+    def _purge(self, victims: list[str]) -> list[str]:
+        if not victims:
+            return []
+        # Rewrite the index first (atomically) so no client is sent to a deleted file.
+        gone = set(victims)
+        keep = [n for n in self.names() if n not in gone]
+        tmp = self.index_path.with_name(self.index_path.name + f".purge{os.getpid()}")
+        tmp.write_text("".join(f"./{n}\n" for n in keep))
+        os.replace(tmp, self.index_path)
+        for n in victims:
+            self.path(n).unlink(missing_ok=True)
+            self._scans.pop(n, None)
+        return victims
+
+
+def parse_purge_date(text: str) -> float:
+    """'YYYY-MM-DD[ HH:MM:SS]' in local time (as MySQL reads it) to epoch seconds."""
+    for fmt in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d"):
+        try:
+            return time.mktime(time.strptime(text.strip(), fmt))
+        except ValueError:
+            continue
+    raise ValueError(f"not a date: {text!r}")
+
+
+def fde_checksum_alg(fde: bytes) -> int:
+    """Checksum algorithm an FDE declares (0 off, 1 CRC32); pre-5.6.1 servers wrote none."""
+    version = fde[HEADER_LEN + 2 : HEADER_LEN + 52].split(b"\0", 1)[0]
+    m = re.match(rb"(\d+)\.(\d+)\.(\d+)", version)
+    if m and tuple(int(x) for x in m.groups()) < (5, 6, 1):
+        return 0
+    return fde[-5] if len(fde) >= HEADER_LEN + 57 + 5 else 0
+
+
+def fde_server_version(fde: bytes) -> str:
+    return fde[HEADER_LEN + 2 : HEADER_LEN + 52].split(b"\0", 1)[0].decode("ascii", "replace")

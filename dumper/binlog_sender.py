@@ -1,0 +1,320 @@
+"""COM_BINLOG_DUMP: validate file/pos, send fake ROTATE + FDE per file, then the file's events byte
+for byte, follow the index to the next file, wait on the active file with heartbeats (MySQL's
+`Binlog_sender` behaviour, protocol.md §2.7)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import struct
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from dumper.binlog_files import (
+    HEADER_LEN,
+    MAGIC,
+    BinlogFileError,
+    BinlogFiles,
+    fde_checksum_alg,
+)
+
+ROTATE_EVENT = 4
+HEARTBEAT_EVENT = 27
+LOG_EVENT_ARTIFICIAL_F = 0x0020
+LOG_EVENT_BINLOG_IN_USE_F = 0x0001
+BINLOG_DUMP_NON_BLOCK = 0x01
+ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
+START = len(MAGIC)
+_HEADER = struct.Struct("<IBIIIH")
+
+# MySQL's texts (clients such as Canal match on them).
+MSG_UNKNOWN_FILE = "Could not find first log file name in binary log index file"
+MSG_POS_LT_4 = "Client requested master to start replication from position < 4"
+MSG_POS_GT_SIZE = "Client requested master to start replication from position > file size"
+MSG_CHECKSUM = (
+    "Slave can not handle replication events with the checksum that master is configured to log"
+)
+MSG_TRUNCATED = "binlog truncated in the middle of event; consider out of disk space on master"
+MSG_BOGUS = "bogus data in log event"
+
+
+class DumpError(Exception):
+    """Ends a dump with ERR 1236 (`message` is what the client shows)."""
+
+    def __init__(self, message: str, code: int = ER_MASTER_FATAL_ERROR_READING_BINLOG) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class Notifier(Protocol):
+    """Wakes waiting dumps when the active file grows. `wait` may return early or on timeout;
+    the sender re-checks the file either way."""
+
+    async def wait(self, timeout: float) -> None: ...
+
+
+class PollNotifier:
+    """No writer in the process: just sleep; the sender polls the file size."""
+
+    async def wait(self, timeout: float) -> None:
+        await asyncio.sleep(timeout)
+
+
+class EventNotifier:
+    """For an in-process writer: call `notify()` after each append (cheap, from the loop)."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def notify(self) -> None:
+        self._event.set()
+        self._event = asyncio.Event()  # waiters hold the old (set) event; new waits block again
+
+    async def wait(self, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout)
+        except TimeoutError:
+            pass
+
+
+class CurrentEventNotifier:
+    """For a writer that sets, then replaces, an asyncio.Event after each append (the Leader's
+    `notify` attribute): `CurrentEventNotifier(lambda: leader.notify)`."""
+
+    def __init__(self, current: Callable[[], asyncio.Event]) -> None:
+        self._current = current
+
+    async def wait(self, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(self._current().wait(), timeout)
+        except TimeoutError:
+            pass
+
+
+class PacketSink(Protocol):
+    """Where the sender's packets go (the session frames them with consecutive seq ids)."""
+
+    def send(self, payload: bytes) -> None: ...
+
+    async def flush(self) -> None: ...
+
+
+@dataclass(slots=True, frozen=True)
+class DumpRequest:
+    file: str  # "" = first file of the index
+    pos: int
+    flags: int = 0
+    server_id: int = 0
+
+    @property
+    def blocking(self) -> bool:
+        # MySQL: server_id 0 also means "do not wait for new events".
+        return not (self.flags & BINLOG_DUMP_NON_BLOCK or self.server_id == 0)
+
+    @classmethod
+    def parse(cls, body: bytes) -> DumpRequest:
+        """Body of COM_BINLOG_DUMP after the command byte."""
+        if len(body) < 10:
+            raise DumpError(f"malformed COM_BINLOG_DUMP packet ({len(body)} bytes)", 1105)
+        pos, flags, server_id = struct.unpack_from("<IHI", body, 0)
+        name = body[10:].split(b"\0", 1)[0].decode("utf-8", "replace")
+        return cls(name, pos, flags, server_id)
+
+
+@dataclass(slots=True, frozen=True)
+class DumpOptions:
+    checksum: bool | None  # the client's @master_binlog_checksum: CRC32, NONE, or never set
+    heartbeat_period: float = 0.0  # seconds; 0 = no heartbeats
+
+
+def _event(
+    type_code: int, server_id: int, log_pos: int, flags: int, body: bytes, crc: bool
+) -> bytes:
+    size = HEADER_LEN + len(body) + (4 if crc else 0)
+    data = _HEADER.pack(0, type_code, server_id, size, log_pos, flags) + body
+    return data + struct.pack("<I", zlib.crc32(data)) if crc else data
+
+
+class BinlogSender:
+    """Streams one dump. `run` returns when a non-blocking dump has sent the last event of the
+    last file; it raises DumpError for the client and is cancelled when the client goes away."""
+
+    def __init__(
+        self,
+        files: BinlogFiles,
+        sink: PacketSink,
+        notifier: Notifier | None = None,
+        *,
+        server_id: int,
+        poll_interval: float = 0.2,
+        batch_bytes: int = 256 * 1024,
+    ) -> None:
+        self.files = files
+        self.sink = sink
+        self.notifier = notifier or PollNotifier()
+        self.server_id = server_id
+        self.poll_interval = poll_interval
+        self.batch_bytes = batch_bytes
+        self.file = ""  # where the stream is (for errors and SHOW PROCESSLIST)
+        self.pos = 0
+        self.events_sent = 0
+        self._rotate_crc = False
+
+    async def run(self, request: DumpRequest, options: DumpOptions) -> None:
+        name, pos = self._validate(request)
+        first = (name, pos)
+        # The first fake ROTATE follows the client's declared algorithm, later ones the
+        # algorithm of the FDE just sent (MySQL's m_event_checksum_alg; clients parse them so).
+        self._rotate_crc = bool(options.checksum)
+        try:
+            while True:
+                self.file, self.pos = name, pos
+                pos, alg = self._send_preamble(name, pos, options)
+                await self.sink.flush()
+                nxt = await self._stream_file(name, pos, alg, request, options)
+                if nxt is None:
+                    return
+                name, pos = nxt, START
+        except DumpError as exc:
+            if exc.code == ER_MASTER_FATAL_ERROR_READING_BINLOG:
+                exc.message += (
+                    f"; the first event '{first[0]}' at {first[1]}, the last event read from "
+                    f"'./{self.file}' at {self.pos}, the last byte read from './{self.file}' at "
+                    f"{self.pos}."
+                )
+            raise
+
+    # -- validation ----------------------------------------------------------------------------
+    def _validate(self, request: DumpRequest) -> tuple[str, int]:
+        names = self.files.names()
+        if request.file:
+            name = self.files.resolve(request.file)
+        else:
+            name = names[0] if names else None
+        if name is None:
+            raise DumpError(MSG_UNKNOWN_FILE)
+        if request.pos < START:
+            raise DumpError(MSG_POS_LT_4)
+        try:
+            size = self.files.size(name)
+        except BinlogFileError:
+            raise DumpError(MSG_UNKNOWN_FILE) from None
+        if request.pos > size:
+            raise DumpError(MSG_POS_GT_SIZE)
+        if request.pos > START:
+            ok, prev, nxt = self.files.boundary_neighbours(name, request.pos)
+            if not ok:
+                # MySQL would fail later with a misleading max_allowed_packet error; say it.
+                raise DumpError(
+                    f"Client requested master to start replication from position {request.pos} "
+                    f"of '{name}', which is not the start of an event (events start at {prev} "
+                    f"and {nxt}); use a position from SHOW BINLOG EVENTS or SHOW MASTER STATUS"
+                )
+        return name, request.pos
+
+    # -- preamble ------------------------------------------------------------------------------
+    def _send_preamble(self, name: str, pos: int, options: DumpOptions) -> tuple[int, int]:
+        """Fake ROTATE + FDE (never anything in between); returns (position to go on from, alg)."""
+        try:
+            fde = self.files.read_fde(name)
+        except (BinlogFileError, OSError) as exc:
+            raise DumpError(f"Could not open log file: {exc}") from None
+        alg = fde_checksum_alg(fde.data)
+        if alg and options.checksum is None:
+            raise DumpError(MSG_CHECKSUM)
+        body = struct.pack("<Q", pos) + name.encode()
+        rotate = _event(
+            ROTATE_EVENT, self.server_id, 0, LOG_EVENT_ARTIFICIAL_F, body, self._rotate_crc
+        )
+        self._rotate_crc = alg == 1
+        self.sink.send(b"\x00" + rotate)
+        data = bytearray(fde.data)
+        flags = struct.unpack_from("<H", data, 17)[0] & ~LOG_EVENT_BINLOG_IN_USE_F
+        struct.pack_into("<H", data, 17, flags)
+        if pos > START:  # a mid-file start: the FDE must not move the client's position
+            struct.pack_into("<I", data, 13, 0)
+            struct.pack_into("<I", data, HEADER_LEN + 52, 0)  # created timestamp
+        if alg == 1:
+            struct.pack_into("<I", data, len(data) - 4, zlib.crc32(data[:-4]))
+        self.sink.send(b"\x00" + bytes(data))
+        self.events_sent += 2
+        return (START + len(fde.data) if pos == START else pos), alg
+
+    # -- streaming -----------------------------------------------------------------------------
+    async def _stream_file(
+        self, name: str, pos: int, alg: int, request: DumpRequest, options: DumpOptions
+    ) -> str | None:
+        """Send events of `name` from `pos`; the next file's name, or None (non-blocking end)."""
+        try:
+            fd = os.open(self.files.path(name), os.O_RDONLY)
+        except OSError as exc:
+            raise DumpError(f"Could not open log file '{name}': {exc.strerror}") from None
+        try:
+            last_sent = time.monotonic()
+            while True:
+                new = self._send_available(fd, pos)
+                if new != pos:
+                    pos = self.pos = new
+                    last_sent = time.monotonic()
+                    await self.sink.flush()
+                    continue
+                names = self.files.names()
+                if name not in names:
+                    raise DumpError(f"'{name}' was purged from the index while being sent")
+                i = names.index(name)
+                if i + 1 < len(names):
+                    # Rotated: the writer finished this file before indexing the next one.
+                    new = self._send_available(fd, pos)
+                    if new != pos:
+                        pos = self.pos = new
+                        await self.sink.flush()
+                        continue
+                    if os.fstat(fd).st_size != pos:
+                        raise DumpError(MSG_TRUNCATED)
+                    return names[i + 1]
+                if not request.blocking:
+                    return None
+                now = time.monotonic()
+                period = options.heartbeat_period
+                if period > 0 and now - last_sent >= period:
+                    self._send_heartbeat(name, pos, alg)
+                    await self.sink.flush()
+                    last_sent = now
+                    continue
+                timeout = self.poll_interval
+                if period > 0:
+                    timeout = min(timeout, last_sent + period - now)
+                await self.notifier.wait(max(timeout, 0.001))
+        finally:
+            os.close(fd)
+
+    def _send_available(self, fd: int, pos: int) -> int:
+        """Send the whole events present from `pos` (up to about batch_bytes); new position."""
+        data = os.pread(fd, self.batch_bytes, pos)
+        off = 0
+        while len(data) - off >= HEADER_LEN:
+            size = struct.unpack_from("<I", data, off + 9)[0]
+            if size < HEADER_LEN:
+                raise DumpError(f"{MSG_BOGUS} (event size {size} at {pos + off})")
+            if off + size > len(data):
+                if off == 0 and len(data) == self.batch_bytes:  # one event bigger than a batch
+                    big = os.pread(fd, size, pos)
+                    if len(big) == size:
+                        self.sink.send(b"\x00" + big)
+                        self.events_sent += 1
+                        return pos + size
+                break
+            self.sink.send(b"\x00" + data[off : off + size])
+            self.events_sent += 1
+            off += size
+        return pos + off
+
+    def _send_heartbeat(self, name: str, pos: int, alg: int) -> None:
+        # v1 even when flag 0x02 is set: every consumer understands it (protocol.md §2.7).
+        self.sink.send(
+            b"\x00" + _event(HEARTBEAT_EVENT, self.server_id, pos, 0, name.encode(), alg == 1)
+        )

@@ -1,0 +1,74 @@
+"""State shared by the server and its sessions (passed in, no globals): config, served files,
+schema provider, writer notifier, server variables, live sessions and replica registrations."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from cdc.config import DumperConfig, DumperUser
+from dumper.binlog_files import BinlogFiles
+from dumper.binlog_sender import Notifier
+from dumper.schema import SchemaProvider
+from dumper.variables import VarValue, server_variables
+
+
+@dataclass(slots=True)
+class Registration:
+    """What a COM_REGISTER_SLAVE said (SHOW SLAVE HOSTS)."""
+
+    server_id: int
+    host: str
+    user: str
+    port: int
+    master_id: int
+
+
+@dataclass(slots=True)
+class SessionState:
+    """Per-connection state the query executor reads and writes."""
+
+    conn_id: int
+    host: str
+    port: int
+    user: DumperUser | None = None
+    db: str | None = None
+    user_vars: dict[str, VarValue] = field(default_factory=dict)
+    session_vars: dict[str, VarValue] = field(default_factory=dict)
+    command: str = "Connect"
+    since: float = field(default_factory=time.time)
+    info: str | None = None
+
+
+class SessionHandle(Protocol):
+    state: SessionState
+
+    def kill(self) -> None: ...
+
+
+@dataclass(slots=True)
+class ServerContext:
+    config: DumperConfig
+    files: BinlogFiles
+    schema: SchemaProvider
+    notifier: Notifier
+    variables: dict[str, VarValue] = field(default_factory=dict)
+    sessions: dict[int, SessionHandle] = field(default_factory=dict)
+    replicas: dict[int, Registration] = field(default_factory=dict)
+    started: float = field(default_factory=time.time)
+    _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+
+    def __post_init__(self) -> None:
+        if not self.variables:
+            self.variables = server_variables(self.config)
+
+    def next_connection_id(self) -> int:
+        return next(self._ids)
+
+    def user(self, name: str) -> DumperUser | None:
+        for u in self.config.users:
+            if u.name == name:
+                return u
+        return None

@@ -1,0 +1,516 @@
+"""Answers to parsed statements: variables, SHOW commands over the served binlog, schema queries
+from the SchemaProvider, PURGE and KILL. Results are values; the session encodes them."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+
+from cdc.protocol.constants import ColumnType
+from cdc.protocol.resultset import UNSIGNED_FLAG, Column
+from dumper import sql
+from dumper.binlog_files import START, BinlogFileError, fde_checksum_alg, parse_purge_date
+from dumper.context import ServerContext, SessionState
+from dumper.event_info import event_info, event_type_name
+from dumper.schema import TableSchema
+from dumper.users import grants
+from dumper.variables import VarValue, filter_names, like_to_regex
+
+ER_ACCESS_DENIED = 1227
+LONGLONG_U = {"type": ColumnType.LONGLONG, "flags": UNSIGNED_FLAG}
+
+
+@dataclass(slots=True)
+class OkResult:
+    affected: int = 0
+
+
+@dataclass(slots=True)
+class RowsResult:
+    columns: list[Column]
+    rows: list[Sequence[object]] = field(default_factory=list)
+
+
+Result = OkResult | RowsResult
+
+
+def _cols(*names: str) -> list[Column]:
+    return [Column(n) for n in names]
+
+
+def _value_column(name: str, value: object) -> Column:
+    if isinstance(value, bool | int):
+        return Column(name, ColumnType.LONGLONG)
+    if isinstance(value, float):
+        return Column(name, ColumnType.DOUBLE, decimals=31)
+    return Column(name)
+
+
+def denied(*privileges: str) -> sql.SqlError:
+    return sql.SqlError(
+        "Access denied; you need (at least one of) the "
+        f"{', '.join(privileges)} privilege(s) for this operation",
+        ER_ACCESS_DENIED,
+        "42000",
+    )
+
+
+class QueryExecutor:
+    """Executes one session's statements against the shared context."""
+
+    def __init__(self, ctx: ServerContext, state: SessionState) -> None:
+        self.ctx = ctx
+        self.state = state
+
+    def execute(self, stmt: sql.Statement) -> Result:
+        handler = getattr(self, f"_do_{type(stmt).__name__}")
+        return handler(stmt)
+
+    # -- expressions ---------------------------------------------------------------------------
+    def evaluate(self, expr: sql.Expr) -> VarValue | float:
+        if isinstance(expr, sql.Literal):
+            return expr.value
+        if isinstance(expr, sql.UserVar):
+            return self.state.user_vars.get(expr.name)
+        if isinstance(expr, sql.SysVar):
+            return self.system_variable(expr.scope, expr.name)
+        return self._function(expr)
+
+    def system_variable(self, scope: str, name: str) -> VarValue:
+        if scope != "global" and name in self.state.session_vars:
+            return self.state.session_vars[name]
+        if name in self.ctx.variables:
+            return self.ctx.variables[name]
+        raise sql.SqlError(f"Unknown system variable '{name}'", 1193, "HY000")
+
+    def _function(self, f: sql.Func) -> VarValue | float:
+        name, args = f.name, [self.evaluate(a) for a in f.args]
+        st = self.state
+        user = st.user.name if st.user else ""
+        simple = {
+            "VERSION": lambda: self.ctx.config.version,
+            "DATABASE": lambda: st.db,
+            "SCHEMA": lambda: st.db,
+            "CONNECTION_ID": lambda: st.conn_id,
+            "USER": lambda: f"{user}@{st.host}",
+            "SESSION_USER": lambda: f"{user}@{st.host}",
+            "SYSTEM_USER": lambda: f"{user}@{st.host}",
+            "CURRENT_USER": lambda: f"{user}@%",
+            "UUID": lambda: str(uuid.uuid4()),
+            "LAST_INSERT_ID": lambda: 0,
+            "ROW_COUNT": lambda: -1,
+            "FOUND_ROWS": lambda: 0,
+            "NOW": lambda: time.strftime("%Y-%m-%d %H:%M:%S"),
+            "CURRENT_TIMESTAMP": lambda: time.strftime("%Y-%m-%d %H:%M:%S"),
+            "LOCALTIME": lambda: time.strftime("%Y-%m-%d %H:%M:%S"),
+            "LOCALTIMESTAMP": lambda: time.strftime("%Y-%m-%d %H:%M:%S"),
+            "UTC_TIMESTAMP": lambda: time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        }
+        if name == "UNIX_TIMESTAMP" and not args:
+            return int(time.time())
+        if name in simple and not args:
+            return simple[name]()
+        if name in ("BINLOG_GTID_POS", "GTID_SUBTRACT"):
+            return ""  # no GTIDs in the global binlog
+        if name == "GTID_SUBSET":
+            return 1
+        raise sql.SqlError(
+            f"FUNCTION {name} does not exist or is not supported by the binlog server", 1305
+        )
+
+    # -- SELECT / SET --------------------------------------------------------------------------
+    def _do_Select(self, stmt: sql.Select) -> Result:
+        values = [self.evaluate(item.expr) for item in stmt.items]
+        columns = [_value_column(i.name, v) for i, v in zip(stmt.items, values, strict=True)]
+        return RowsResult(columns, [values])
+
+    def _do_SetVars(self, stmt: sql.SetVars) -> Result:
+        for a in stmt.assignments:
+            if a.kind == "global":
+                raise denied("SUPER")
+            value = self.evaluate(a.expr)
+            if a.kind == "user":
+                self.state.user_vars[a.name] = value  # type: ignore[assignment]
+            else:
+                self.state.session_vars[a.name] = value  # type: ignore[assignment]
+        return OkResult()
+
+    def _do_Noop(self, stmt: sql.Noop) -> Result:
+        return OkResult()
+
+    def _do_Use(self, stmt: sql.Use) -> Result:
+        self.state.db = stmt.db
+        return OkResult()
+
+    # -- variables -----------------------------------------------------------------------------
+    def _do_ShowVariables(self, stmt: sql.ShowVariables) -> Result:
+        if stmt.status:
+            values: dict[str, VarValue] = {
+                "Uptime": int(time.time() - self.ctx.started),
+                "Threads_connected": len(self.ctx.sessions),
+                "Ssl_version": "",
+                "Ssl_cipher": "",
+                "Binlog_dump_clients": sum(
+                    1 for s in self.ctx.sessions.values() if s.state.command == "Binlog Dump"
+                ),
+            }
+        else:
+            values = {**self.ctx.variables}
+            if stmt.scope != "global":
+                values.update(self.state.session_vars)
+        conds = [(c.op, c.values) for c in stmt.conditions]
+        names = filter_names(values, conds)
+        rows = [(n, "" if values[n] is None else values[n]) for n in names]
+        return RowsResult(_cols("Variable_name", "Value"), rows)
+
+    # -- binlog --------------------------------------------------------------------------------
+    def _do_ShowMasterStatus(self, stmt: sql.ShowMasterStatus) -> Result:
+        columns = [
+            Column("File"),
+            Column("Position", **LONGLONG_U),
+            Column("Binlog_Do_DB"),
+            Column("Binlog_Ignore_DB"),
+            Column("Executed_Gtid_Set"),
+        ]
+        names = self.ctx.files.names()
+        if not names:
+            return RowsResult(columns)
+        last = names[-1]
+        return RowsResult(columns, [(last, self.ctx.files.complete_end(last), "", "", "")])
+
+    def _do_ShowBinaryLogs(self, stmt: sql.ShowBinaryLogs) -> Result:
+        columns = [Column("Log_name"), Column("File_size", **LONGLONG_U), Column("Encrypted")]
+        return RowsResult(columns, [(f.name, f.size, "No") for f in self.ctx.files.files()])
+
+    def _do_ShowBinlogEvents(self, stmt: sql.ShowBinlogEvents) -> Result:
+        files = self.ctx.files
+        prefix = "Error when executing command SHOW BINLOG EVENTS: "
+        columns = [
+            Column("Log_name"),
+            Column("Pos", **LONGLONG_U),
+            Column("Event_type"),
+            Column("Server_id", **LONGLONG_U),
+            Column("End_log_pos", **LONGLONG_U),
+            Column("Info"),
+        ]
+        names = files.names()
+        name = files.resolve(stmt.file) if stmt.file else (names[0] if names else None)
+        if name is None:
+            if not stmt.file:
+                return RowsResult(columns)
+            raise sql.SqlError(prefix + "Could not find target log", 1220, "HY000")
+        pos = START if stmt.pos is None else stmt.pos
+        try:
+            if pos < START or not files.boundary_neighbours(name, pos)[0]:
+                raise sql.SqlError(prefix + "Wrong offset or I/O error", 1220, "HY000")
+            crc_len = 4 if fde_checksum_alg(files.read_fde(name).data) == 1 else 0
+            events = islice(
+                files.events(name, pos),
+                stmt.offset,
+                None if stmt.limit is None else stmt.offset + stmt.limit,
+            )
+            rows = [
+                (
+                    name,
+                    e.pos,
+                    event_type_name(e.type_code),
+                    e.server_id,
+                    e.log_pos,
+                    event_info(e, 0 if e.type_code == 15 else crc_len),
+                )
+                for e in events
+            ]
+        except (BinlogFileError, OSError) as exc:
+            raise sql.SqlError(
+                prefix + f"I/O error reading '{name}': {exc}", 1220, "HY000"
+            ) from None
+        return RowsResult(columns, rows)
+
+    def _do_Purge(self, stmt: sql.Purge) -> Result:
+        if not (self.state.user and self.state.user.admin):
+            raise denied("SUPER", "BINLOG_ADMIN")
+        try:
+            if stmt.to is not None:
+                self.ctx.files.purge_to(self.ctx.files.resolve(stmt.to) or stmt.to)
+            else:
+                self.ctx.files.purge_before(parse_purge_date(stmt.before or ""))
+        except BinlogFileError:
+            raise sql.SqlError("Target log not found in binlog index", 1373, "HY000") from None
+        except ValueError as exc:
+            raise sql.SqlError(f"Incorrect datetime value in PURGE: {exc}", 1292, "22007") from None
+        return OkResult()
+
+    # -- replicas and connections --------------------------------------------------------------
+    def _do_ShowReplicas(self, stmt: sql.ShowReplicas) -> Result:
+        if stmt.new_names:
+            columns = _cols("Server_Id", "Host", "Port", "Source_Id", "Replica_UUID")
+        else:
+            columns = _cols("Server_id", "Host", "Port", "Master_id", "Slave_UUID")
+        columns[0] = Column(columns[0].name, **LONGLONG_U)
+        columns[2] = Column(columns[2].name, **LONGLONG_U)
+        columns[3] = Column(columns[3].name, **LONGLONG_U)
+        rows = []
+        for conn_id, reg in sorted(self.ctx.replicas.items()):
+            session = self.ctx.sessions.get(conn_id)
+            uv = session.state.user_vars if session else {}
+            slave_uuid = uv.get("replica_uuid") or uv.get("slave_uuid") or ""
+            rows.append((reg.server_id, reg.host, reg.port, self.ctx.config.server_id, slave_uuid))
+        return RowsResult(columns, rows)
+
+    def _do_ShowProcesslist(self, stmt: sql.ShowProcesslist) -> Result:
+        columns = [Column("Id", **LONGLONG_U), *_cols("User", "Host", "db", "Command")]
+        columns += [Column("Time", ColumnType.LONGLONG), *_cols("State", "Info")]
+        now = time.time()
+        rows = []
+        for cid, s in sorted(self.ctx.sessions.items()):
+            st = s.state
+            user = st.user.name if st.user else "unauthenticated user"
+            rows.append(
+                (
+                    cid,
+                    user,
+                    f"{st.host}:{st.port}",
+                    st.db,
+                    st.command,
+                    int(now - st.since),
+                    "",
+                    st.info,
+                )
+            )
+        return RowsResult(columns, rows)
+
+    def _do_Kill(self, stmt: sql.Kill) -> Result:
+        target = self.ctx.sessions.get(stmt.connection_id)
+        if target is None:
+            raise sql.SqlError(f"Unknown thread id: {stmt.connection_id}", 1094, "HY000")
+        me = self.state.user
+        owner = target.state.user
+        if not (me and (me.admin or (owner is not None and owner.name == me.name))):
+            raise sql.SqlError(f"You are not owner of thread {stmt.connection_id}", 1095, "HY000")
+        if not stmt.query_only or target.state.command == "Binlog Dump":
+            target.kill()
+        return OkResult()
+
+    def _do_ShowGrants(self, stmt: sql.ShowGrants) -> Result:
+        name = stmt.user or (self.state.user.name if self.state.user else "")
+        user = self.ctx.user(name)
+        if user is None:
+            raise sql.SqlError(
+                f"There is no such grant defined for user '{name}' on host '%'", 1141
+            )
+        return RowsResult(_cols(f"Grants for {name}@%"), [(g,) for g in grants(user)])
+
+    def _do_ShowEmpty(self, stmt: sql.ShowEmpty) -> Result:
+        return RowsResult(_cols(*stmt.columns))
+
+    # -- schema --------------------------------------------------------------------------------
+    def _db(self, db: str | None) -> str:
+        db = db or self.state.db
+        if not db:
+            raise sql.SqlError("No database selected", 1046, "3D000")
+        return db
+
+    def _table(self, db: str | None, name: str) -> TableSchema:
+        db = self._db(db)
+        table = self.ctx.schema.table(db, name)
+        if table is None:
+            raise sql.SqlError(f"Table '{db}.{name}' doesn't exist", 1146, "42S02")
+        return table
+
+    def _do_ShowDatabases(self, stmt: sql.ShowDatabases) -> Result:
+        dbs = ["information_schema", *self.ctx.schema.databases()]
+        if stmt.like is not None:
+            rx = like_to_regex(stmt.like)
+            dbs = [d for d in dbs if rx.fullmatch(d)]
+        return RowsResult(_cols("Database"), [(d,) for d in dbs])
+
+    def _do_ShowTables(self, stmt: sql.ShowTables) -> Result:
+        db = self._db(stmt.db)
+        names = self.ctx.schema.tables(db)
+        if stmt.like is not None:
+            rx = like_to_regex(stmt.like)
+            names = [n for n in names if rx.fullmatch(n)]
+        if stmt.table_type is not None and stmt.table_type.upper() != "BASE TABLE":
+            names = []
+        if stmt.full:
+            return RowsResult(
+                _cols(f"Tables_in_{db}", "Table_type"), [(n, "BASE TABLE") for n in names]
+            )
+        return RowsResult(_cols(f"Tables_in_{db}"), [(n,) for n in names])
+
+    def _do_ShowCreateTable(self, stmt: sql.ShowCreateTable) -> Result:
+        table = self._table(stmt.db, stmt.table)
+        return RowsResult(_cols("Table", "Create Table"), [(table.name, table.create_statement())])
+
+    def _do_ShowColumns(self, stmt: sql.ShowColumns) -> Result:
+        table = self._table(stmt.db, stmt.table)
+        rows: list[Sequence[object]] = []
+        for c in table.columns:
+            null = "YES" if c.nullable else "NO"
+            if stmt.full:
+                rows.append(
+                    (
+                        c.name,
+                        c.column_type,
+                        c.collation,
+                        null,
+                        c.key,
+                        c.default,
+                        c.extra,
+                        "select",
+                        c.comment,
+                    )
+                )
+            else:
+                rows.append((c.name, c.column_type, null, c.key, c.default, c.extra))
+        if stmt.full:
+            names = (
+                "Field",
+                "Type",
+                "Collation",
+                "Null",
+                "Key",
+                "Default",
+                "Extra",
+                "Privileges",
+                "Comment",
+            )
+        else:
+            names = ("Field", "Type", "Null", "Key", "Default", "Extra")
+        return RowsResult(_cols(*names), rows)
+
+    def _do_InfoSchemaSelect(self, stmt: sql.InfoSchemaSelect) -> Result:
+        records = self._info_schema_rows(stmt.table)
+        if records is None:
+            raise sql.SqlError(
+                f"Table 'information_schema.{stmt.table}' is not served by the binlog server",
+                1146,
+                "42S02",
+            )
+        all_cols = list(records[0]) if records else list(self._info_schema_columns(stmt.table))
+        for cond in stmt.where:
+            if cond.column not in all_cols:
+                raise sql.SqlError(
+                    f"Unknown column '{cond.column}' in 'where clause'", 1054, "42S22"
+                )
+        wanted: list[tuple[str, str]] = []
+        for src, out in stmt.columns:
+            if src == "*":
+                wanted += [(c, c.upper()) for c in all_cols]
+            elif src not in all_cols:
+                raise sql.SqlError(f"Unknown column '{out}' in 'field list'", 1054, "42S22")
+            else:
+                wanted.append((src, out))
+
+        def keep(rec: dict[str, object]) -> bool:
+            for cond in stmt.where:
+                value = "" if rec[cond.column] is None else str(rec[cond.column])
+                if cond.op == "LIKE":
+                    if not like_to_regex(cond.values[0]).fullmatch(value):
+                        return False
+                elif value not in cond.values:
+                    return False
+            return True
+
+        rows = [[rec[c] for c, _ in wanted] for rec in records if keep(rec)]
+        if stmt.limit is not None:
+            rows = rows[: stmt.limit]
+        columns = [
+            Column(out, ColumnType.LONGLONG) if src == "ordinal_position" else Column(out)
+            for src, out in wanted
+        ]
+        return RowsResult(columns, rows)
+
+    @staticmethod
+    def _info_schema_columns(table: str) -> tuple[str, ...]:
+        return {
+            "columns": (
+                "table_catalog",
+                "table_schema",
+                "table_name",
+                "column_name",
+                "ordinal_position",
+                "column_default",
+                "is_nullable",
+                "data_type",
+                "character_set_name",
+                "collation_name",
+                "column_type",
+                "column_key",
+                "extra",
+                "privileges",
+                "column_comment",
+            ),
+            "tables": (
+                "table_catalog",
+                "table_schema",
+                "table_name",
+                "table_type",
+                "engine",
+                "table_collation",
+                "table_comment",
+            ),
+            "schemata": (
+                "catalog_name",
+                "schema_name",
+                "default_character_set_name",
+                "default_collation_name",
+            ),
+        }.get(table, ())
+
+    def _info_schema_rows(self, table: str) -> list[dict[str, object]] | None:
+        schema = self.ctx.schema
+        if table == "schemata":
+            return [
+                dict(
+                    zip(
+                        self._info_schema_columns(table),
+                        ("def", db, "utf8mb4", "utf8mb4_general_ci"),
+                        strict=True,
+                    )
+                )
+                for db in schema.databases()
+            ]
+        if table not in ("columns", "tables"):
+            return None
+        out: list[dict[str, object]] = []
+        for db in schema.databases():
+            for name in schema.tables(db):
+                t = schema.table(db, name)
+                if t is None:
+                    continue
+                if table == "tables":
+                    values: tuple[object, ...] = (
+                        "def",
+                        db,
+                        name,
+                        "BASE TABLE",
+                        t.engine,
+                        t.collation,
+                        t.comment,
+                    )
+                    out.append(dict(zip(self._info_schema_columns(table), values, strict=True)))
+                    continue
+                for i, c in enumerate(t.columns, 1):
+                    values = (
+                        "def",
+                        db,
+                        name,
+                        c.name,
+                        i,
+                        c.default,
+                        "YES" if c.nullable else "NO",
+                        c.data_type,
+                        c.charset,
+                        c.collation,
+                        c.column_type,
+                        c.key,
+                        c.extra,
+                        "select",
+                        c.comment,
+                    )
+                    out.append(dict(zip(self._info_schema_columns(table), values, strict=True)))
+        return out

@@ -1,0 +1,423 @@
+"""One client connection: handshake v10 and authentication (native, caching_sha2 fast path,
+auth switch), the command loop, multi-statement queries, and COM_BINLOG_DUMP hand-off."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import struct
+import time
+from collections import deque
+
+from cdc.config import DumperUser
+from cdc.protocol import auth
+from cdc.protocol.constants import Capability as Cap
+from cdc.protocol.constants import Command, Status
+from cdc.protocol.packets import (
+    PacketBuffer,
+    ProtocolError,
+    eof_packet,
+    err_packet,
+    frame,
+    ok_packet,
+    read_lenenc_str,
+    read_nul_str,
+)
+from cdc.protocol.resultset import result_set_packets
+from dumper import sql
+from dumper.binlog_sender import BinlogSender, DumpError, DumpOptions, DumpRequest
+from dumper.context import Registration, ServerContext, SessionState
+from dumper.queries import OkResult, QueryExecutor, denied
+from dumper.users import verify_caching_sha2, verify_native
+
+log = logging.getLogger(__name__)
+
+SERVER_CAPABILITIES = (
+    Cap.LONG_PASSWORD
+    | Cap.FOUND_ROWS
+    | Cap.LONG_FLAG
+    | Cap.CONNECT_WITH_DB
+    | Cap.PROTOCOL_41
+    | Cap.INTERACTIVE
+    | Cap.TRANSACTIONS
+    | Cap.SECURE_CONNECTION
+    | Cap.MULTI_STATEMENTS
+    | Cap.MULTI_RESULTS
+    | Cap.PS_MULTI_RESULTS
+    | Cap.PLUGIN_AUTH
+    | Cap.CONNECT_ATTRS
+    | Cap.PLUGIN_AUTH_LENENC_CLIENT_DATA
+    | Cap.DEPRECATE_EOF
+)
+CHARSET_UTF8MB4_GENERAL_CI = 45
+HANDSHAKE_TIMEOUT = 10.0
+MAX_COMMAND = 64 << 20  # a client packet larger than this is garbage
+COM_STATISTICS = 0x09
+COM_RESET_CONNECTION = 0x1F
+READ_SIZE = 1 << 16
+
+
+class _Closed(Exception):
+    """The peer went away (or sent something that ends the connection)."""
+
+
+class Session:
+    """Lives as long as its connection; `run` never raises."""
+
+    def __init__(
+        self,
+        ctx: ServerContext,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        self.ctx = ctx
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        self.state = SessionState(ctx.next_connection_id(), str(peer[0]), int(peer[1]))
+        self.executor = QueryExecutor(ctx, self.state)
+        self.client_caps = 0
+        self._buf = PacketBuffer(max_payload=MAX_COMMAND)
+        self._pending: deque[bytes] = deque()
+        self._seq = 0
+        self._out: list[bytes] = []
+        self._task: asyncio.Task | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def run(self) -> None:
+        self._task = asyncio.current_task()
+        cid = self.state.conn_id
+        try:
+            if len(self.ctx.sessions) >= self.ctx.config.max_connections:
+                self._seq = 0
+                self.send(err_packet(1040, "Too many connections", "08004"))
+                await self.flush()
+                return
+            self.ctx.sessions[cid] = self
+            if await asyncio.wait_for(self._handshake(), HANDSHAKE_TIMEOUT):
+                await self._command_loop()
+        except (_Closed, ConnectionError, TimeoutError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass  # KILL or server shutdown
+        except Exception:
+            log.exception("connection %d from %s: internal error", cid, self.state.host)
+        finally:
+            self.ctx.sessions.pop(cid, None)
+            self.ctx.replicas.pop(cid, None)
+            self.writer.close()
+
+    def kill(self) -> None:
+        self.writer.close()
+        if self._task is not None and self._task is not asyncio.current_task():
+            self._task.cancel()
+
+    # -- packets -------------------------------------------------------------------------------
+    async def read_packet(self) -> bytes:
+        while not self._pending:
+            data = await self.reader.read(READ_SIZE)
+            if not data:
+                raise _Closed()
+            self._buf.feed(data)
+            try:
+                self._pending.extend(self._buf.packets())
+            except ProtocolError as exc:
+                raise _Closed() from exc
+        self._seq = (self._buf.seq + 1) & 0xFF
+        return self._pending.popleft()
+
+    def send(self, payload: bytes) -> None:
+        data, self._seq = frame(payload, self._seq)
+        self._out.append(data)
+
+    async def flush(self) -> None:
+        if self._out:
+            self.writer.write(b"".join(self._out))
+            self._out.clear()
+        await self.writer.drain()
+
+    def _send_error(self, code: int, message: str, state: str = "HY000") -> None:
+        self.send(err_packet(code, message, state))
+
+    def _send_ok(self, status: int = Status.AUTOCOMMIT) -> None:
+        self.send(ok_packet(status=status))
+
+    @property
+    def deprecate_eof(self) -> bool:
+        return bool(self.client_caps & Cap.DEPRECATE_EOF)
+
+    # -- handshake -----------------------------------------------------------------------------
+    async def _handshake(self) -> bool:
+        salt = bytes(b % 127 + 1 for b in os.urandom(20))  # printable-ish, no NUL (like MySQL)
+        caps = int(SERVER_CAPABILITIES)
+        greeting = (
+            b"\x0a"
+            + self.ctx.config.version.encode()
+            + b"\0"
+            + struct.pack("<I", self.state.conn_id)
+            + salt[:8]
+            + b"\0"
+            + struct.pack(
+                "<HBHHB",
+                caps & 0xFFFF,
+                CHARSET_UTF8MB4_GENERAL_CI,
+                Status.AUTOCOMMIT,
+                caps >> 16,
+                21,
+            )
+            + bytes(10)
+            + salt[8:]
+            + b"\0"
+            + auth.NATIVE.encode()
+            + b"\0"
+        )
+        self._seq = 0
+        self.send(greeting)
+        await self.flush()
+        payload = await self.read_packet()
+        try:
+            name, response, plugin = self._parse_handshake_response(payload)
+        except (ProtocolError, IndexError, struct.error, UnicodeDecodeError):
+            self._send_error(1043, "Bad handshake", "08S01")
+            await self.flush()
+            return False
+        if name is None:  # SSL request
+            self._send_error(1043, "SSL is not supported by the binlog server", "08S01")
+            await self.flush()
+            return False
+        user = self.ctx.user(name)
+        ok = False
+        if user is not None:
+            ok, response = await self._authenticate(user, plugin, salt, response)
+        if not ok:
+            using = "YES" if response else "NO"
+            self._send_error(
+                1045,
+                f"Access denied for user '{name}'@'{self.state.host}' (using password: {using})",
+                "28000",
+            )
+            await self.flush()
+            return False
+        self.state.user = user
+        self.state.command = "Sleep"
+        self._send_ok()
+        await self.flush()
+        return True
+
+    def _parse_handshake_response(self, p: bytes) -> tuple[str | None, bytes, str]:
+        caps, _max_packet, _charset = struct.unpack_from("<IIB", p, 0)
+        if not caps & Cap.PROTOCOL_41:
+            raise ProtocolError("pre-4.1 client")
+        self.client_caps = caps
+        if len(p) == 32:
+            if caps & Cap.SSL:
+                return None, b"", ""
+            raise ProtocolError("handshake response without a user name")
+        user, pos = read_nul_str(p, 32)
+        if caps & Cap.PLUGIN_AUTH_LENENC_CLIENT_DATA:
+            response, pos = read_lenenc_str(p, pos)
+        elif caps & Cap.SECURE_CONNECTION:
+            n = p[pos]
+            response, pos = p[pos + 1 : pos + 1 + n], pos + 1 + n
+        else:
+            response, pos = read_nul_str(p, pos)
+        if caps & Cap.CONNECT_WITH_DB and pos < len(p):
+            db, pos = read_nul_str(p + b"\0", pos)
+            if db:
+                self.state.db = db.decode()
+        plugin = auth.NATIVE
+        if caps & Cap.PLUGIN_AUTH and pos < len(p):
+            raw, pos = read_nul_str(p + b"\0", pos)
+            plugin = raw.decode() or auth.NATIVE
+        return user.decode(), response or b"", plugin
+
+    async def _authenticate(
+        self, user: DumperUser, plugin: str, salt: bytes, response: bytes
+    ) -> tuple[bool, bytes]:
+        if plugin == auth.CACHING_SHA2 and (user.sha2_digest or not user.password_hash):
+            if not user.password_hash and not user.sha2_digest:
+                return response == b"", response
+            ok = verify_caching_sha2(user, salt, response)
+            if ok:
+                self.send(b"\x01\x03")  # fast auth success; the OK follows
+            return ok, response
+        if plugin != auth.NATIVE:
+            # Auth switch: every client we serve speaks mysql_native_password.
+            self.send(b"\xfe" + auth.NATIVE.encode() + b"\0" + salt + b"\0")
+            await self.flush()
+            response = await self.read_packet()
+        return verify_native(user, salt, response), response
+
+    # -- commands ------------------------------------------------------------------------------
+    async def _command_loop(self) -> None:
+        while True:
+            self.state.command = "Sleep"
+            payload = await self.read_packet()
+            if not payload:
+                self._send_error(1047, "Unknown command (empty packet)", "08S01")
+                await self.flush()
+                continue
+            cmd, body = payload[0], payload[1:]
+            self.state.since = time.time()
+            if cmd == Command.QUIT:
+                return
+            if cmd == Command.QUERY:
+                self.state.command = "Query"
+                await self._query(body)
+            elif cmd == Command.PING:
+                self._send_ok()
+            elif cmd == Command.INIT_DB:
+                self.state.db = body.decode("utf-8", "replace")
+                self._send_ok()
+            elif cmd == COM_RESET_CONNECTION:
+                self.state.user_vars.clear()
+                self.state.session_vars.clear()
+                self._send_ok()
+            elif cmd == Command.FIELD_LIST:
+                self.send(ok_packet(header=0xFE) if self.deprecate_eof else eof_packet())
+            elif cmd == COM_STATISTICS:
+                self.send(f"Uptime: {int(time.time() - self.ctx.started)}".encode())
+            elif cmd == Command.REGISTER_SLAVE:
+                self._register_slave(body)
+            elif cmd == Command.BINLOG_DUMP:
+                await self._binlog_dump(body)
+                return  # like MySQL: a dump ends its connection
+            elif cmd == Command.BINLOG_DUMP_GTID:
+                if self._require_replication():
+                    self._send_error(
+                        1236,
+                        "The replication receiver thread cannot start in AUTO_POSITION mode: "
+                        "this server has GTID_MODE = OFF instead of ON. Use file and position.",
+                    )
+                await self.flush()
+                return
+            else:
+                self._send_error(1047, f"Unknown command 0x{cmd:02x}", "08S01")
+            await self.flush()
+
+    def _require_replication(self) -> bool:
+        user = self.state.user
+        if user is not None and user.replication:
+            return True
+        err = denied("REPLICATION SLAVE")
+        self._send_error(err.code, err.message, err.sql_state)
+        return False
+
+    async def _query(self, body: bytes) -> None:
+        text = body.decode("utf-8", "replace")
+        self.state.info = text[:200]
+        try:
+            statements = sql.split_statements(text)
+            if not statements:
+                raise sql.SqlError("Query was empty", 1065)
+            if len(statements) > 1 and not self.client_caps & Cap.MULTI_STATEMENTS:
+                raise sql.SqlError(
+                    "You have an error in your SQL syntax: several statements in one query need "
+                    "CLIENT_MULTI_STATEMENTS"
+                )
+        except sql.SqlError as exc:
+            self._send_error(exc.code, exc.message, exc.sql_state)
+            return
+        for i, stmt in enumerate(statements):
+            status = Status.AUTOCOMMIT | (
+                Status.MORE_RESULTS_EXISTS if i + 1 < len(statements) else 0
+            )
+            try:
+                result = self.executor.execute(sql.parse(stmt))
+            except sql.SqlError as exc:
+                self._send_error(exc.code, exc.message, exc.sql_state)
+                break  # MySQL stops a multi-statement at the first error
+            if isinstance(result, OkResult):
+                self.send(ok_packet(affected=result.affected, status=status))
+            else:
+                for payload in result_set_packets(
+                    result.columns, result.rows, deprecate_eof=self.deprecate_eof, status=status
+                ):
+                    self.send(payload)
+            if len(self._out) > 64:
+                await self.flush()
+        self.state.info = None
+
+    def _register_slave(self, body: bytes) -> None:
+        if not self._require_replication():
+            return
+        try:
+            (server_id,) = struct.unpack_from("<I", body, 0)
+            pos, fields = 4, []
+            for _ in range(3):  # host, user, password: 1-byte lengths
+                n = body[pos]
+                fields.append(body[pos + 1 : pos + 1 + n].decode("utf-8", "replace"))
+                pos += 1 + n
+            (port,) = struct.unpack_from("<H", body, pos)
+        except (struct.error, IndexError):
+            self._send_error(1105, "Malformed COM_REGISTER_SLAVE packet", "HY000")
+            return
+        self.ctx.replicas[self.state.conn_id] = Registration(
+            server_id, fields[0] or self.state.host, fields[1], port, self.ctx.config.server_id
+        )
+        self._send_ok()
+
+    # -- dump ----------------------------------------------------------------------------------
+    def _dump_options(self) -> DumpOptions:
+        uv = self.state.user_vars
+        declared = uv.get("master_binlog_checksum", uv.get("source_binlog_checksum"))
+        checksum = None
+        if declared is not None:
+            checksum = {"CRC32": True, "NONE": False}.get(str(declared).upper())
+        period_ns = uv.get("master_heartbeat_period", uv.get("source_heartbeat_period"))
+        try:
+            period = float(period_ns) / 1e9 if period_ns is not None else None
+        except ValueError:
+            period = None
+        if period is None:
+            period = self.ctx.config.default_heartbeat_ms / 1000
+        return DumpOptions(checksum=checksum, heartbeat_period=max(period, 0.0))
+
+    async def _binlog_dump(self, body: bytes) -> None:
+        if not self._require_replication():
+            await self.flush()
+            return
+        self.state.command = "Binlog Dump"
+        sender = BinlogSender(
+            self.ctx.files,
+            self,
+            self.ctx.notifier,
+            server_id=self.ctx.config.server_id,
+            poll_interval=self.ctx.config.poll_interval_ms / 1000,
+        )
+        watcher = asyncio.create_task(self._watch_input())
+        streamer = asyncio.create_task(self._stream(sender, body))
+        try:
+            await asyncio.wait({watcher, streamer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (watcher, streamer):
+                task.cancel()
+            await asyncio.gather(watcher, streamer, return_exceptions=True)
+
+    async def _stream(self, sender: BinlogSender, body: bytes) -> None:
+        try:
+            request = DumpRequest.parse(body)
+            self.state.info = f"{request.file}:{request.pos}"
+            await sender.run(request, self._dump_options())
+        except DumpError as exc:
+            log.info("dump for %s:%d ended: %s", self.state.host, self.state.port, exc.message)
+            self._send_error(exc.code, exc.message)
+            await self.flush()
+            return
+        except (ConnectionError, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # a bug or an unreadable file: tell the client, keep the server
+            log.exception("dump for %s:%d failed", self.state.host, self.state.port)
+            self._send_error(1236, f"internal error of the binlog server while sending: {exc}")
+            await self.flush()
+            return
+        # Non-blocking dump done: EOF (an OK with 0xFE header for DEPRECATE_EOF clients).
+        self.send(ok_packet(header=0xFE) if self.deprecate_eof else eof_packet())
+        await self.flush()
+
+    async def _watch_input(self) -> None:
+        """Read and drop what the client sends during a dump (COM_PING, semi-sync ACKs) so that a
+        disconnect is seen at once."""
+        while await self.reader.read(READ_SIZE):
+            pass
