@@ -11,7 +11,11 @@ import signal
 from pathlib import Path
 
 from cdc.config import Config
+from dumper.binlog_sender import CurrentEventNotifier
+from dumper.history_schema import HistorySchemaProvider
 from dumper.leader import Leader, leader_status
+from dumper.server import serve as serve_binlog
+from topology import gms
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +50,14 @@ async def serve(config: Config, state_dir: Path, *, heartbeat: bool = True) -> N
         asyncio.create_task(leader.run(), name="leader"),
         asyncio.create_task(_status_loop(leader, state_dir / "status.json"), name="status"),
     ]
+    schema = HistorySchemaProvider(lambda: gms.connect(config.gms), config.pipeline.meta_database)
+    server = await serve_binlog(
+        config.dumper,
+        leader.writer.dir,
+        notifier=CurrentEventNotifier(lambda: leader.notify),
+        schema=schema,
+    )
+    log.info("serving the global binlog on %s:%d", server.host, server.port)
     if heartbeat:
         tasks.append(asyncio.create_task(_heartbeats(config), name="heartbeat"))
     stop = asyncio.Event()
@@ -64,6 +76,7 @@ async def serve(config: Config, state_dir: Path, *, heartbeat: bool = True) -> N
         for t in tasks:
             with contextlib.suppress(BaseException):
                 await t
+        await server.close()
 
 
 def run_service(config: Config, state_dir: Path) -> int:

@@ -9,12 +9,7 @@ import hmac
 from cdc.config import DumperUser
 from cdc.protocol import auth
 
-
-def sha2_digest(password: str) -> str:
-    """The stored form for caching_sha2_password fast auth: hex(SHA256(SHA256(pw)))."""
-    if not password:
-        return ""
-    return hashlib.sha256(hashlib.sha256(password.encode()).digest()).hexdigest()
+sha2_digest = auth.caching_sha2_digest
 
 
 def verify_native(user: DumperUser, salt: bytes, response: bytes) -> bool:

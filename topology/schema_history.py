@@ -58,6 +58,18 @@ class SchemaHistory:
             rows = cur.fetchall()
         return [SchemaRecord(int(t), d, n, ddl, json.loads(s), i) for t, d, n, ddl, s, i in rows]
 
+    def latest(self) -> list[SchemaRecord]:
+        """The newest record of every table that still exists (its schema is not empty)."""
+        with self._conn.cursor() as cur:
+            cur.execute(
+                f"SELECT h.tso, h.db_name, h.table_name, h.ddl, h.table_schema, h.instruction_id FROM {self._table} h "
+                f"JOIN (SELECT MAX(id) AS id FROM {self._table} GROUP BY db_name, table_name) m ON h.id = m.id "
+                "ORDER BY h.db_name, h.table_name"
+            )
+            rows = cur.fetchall()
+        records = [SchemaRecord(int(t), d, n, ddl, json.loads(s), i) for t, d, n, ddl, s, i in rows]
+        return [r for r in records if r.schema]
+
     def at(self, db: str, table: str, tso: int) -> SchemaRecord | None:
         with self._conn.cursor() as cur:
             cur.execute(

@@ -21,10 +21,16 @@ from cdc.cluster.mariadb_server import (
     install_datadir,
     port_is_free,
 )
-from cdc.config import ClusterConfig, Config, ConfigError, NodeConfig
+from cdc.config import ClusterConfig, Config, ConfigError, DumperConfig, DumperUser, NodeConfig
 from cdc.config import load as load_config
+from cdc.protocol.auth import caching_sha2_digest, native_hash
 
 DEFAULT_BASE_PORT = 23400
+# The dumper (global binlog server) listens on base + 50; DN i is on base + i.
+DUMPER_PORT_OFFSET = 50
+# The replication user written into a new cdc.toml (change it there for anything but a demo).
+DEFAULT_USER = "repl"
+DEFAULT_PASSWORD = "repl"
 GMS_SERVER_ID = 1000
 STATE_FILE = "cluster.json"
 CONFIG_FILE = "cdc.toml"
@@ -192,7 +198,21 @@ class LocalCluster:
 
     def config(self) -> Config:
         gms = self.gms
+        dumper = DumperConfig(
+            port=self.base_port + DUMPER_PORT_OFFSET,
+            binlog_dir=str(self.dir / "global-binlog"),
+            users=[
+                DumperUser(
+                    DEFAULT_USER,
+                    native_hash(DEFAULT_PASSWORD),
+                    caching_sha2_digest(DEFAULT_PASSWORD),
+                    replication=True,
+                    admin=True,
+                )
+            ],
+        )
         return Config(
+            dumper=dumper,
             cluster=ClusterConfig(dir=str(self.dir)),
             gms=NodeConfig(id=0, host=gms.host, port=gms.port, server_id=gms.server_id, name="gms"),
             dn=[
@@ -210,10 +230,9 @@ class LocalCluster:
         if self.config_file.exists():
             try:
                 old = load_config(self.config_file)
-            except ConfigError:
-                old = None
-            if old is not None:
-                cfg = dataclasses.replace(old, cluster=cfg.cluster, gms=cfg.gms, dn=cfg.dn)
+            except ConfigError as exc:
+                raise ClusterError(f"{exc}; fix or remove it, then run `cdc cluster up` again") from None
+            cfg = dataclasses.replace(old, cluster=cfg.cluster, gms=cfg.gms, dn=cfg.dn)
         cfg.dump(self.config_file)
         return cfg
 

@@ -48,3 +48,10 @@ def caching_sha2_scramble(password: str | bytes, salt: bytes) -> bytes:
     p1 = hashlib.sha256(pw).digest()
     p2 = hashlib.sha256(p1).digest()
     return _xor(p1, hashlib.sha256(p2 + salt[:20]).digest())
+
+
+def caching_sha2_digest(password: str) -> str:
+    """The stored form for caching_sha2_password fast auth: hex(SHA256(SHA256(pw)))."""
+    if not password:
+        return ""
+    return hashlib.sha256(hashlib.sha256(password.encode()).digest()).hexdigest()
