@@ -9,6 +9,8 @@ log_pos and CRC are left to the writer, which stamps each event once when it lan
 
 from __future__ import annotations
 
+import re
+
 from cdc.binlog.constants import EventType
 from cdc.binlog.events import XidEvent, cts_mark, encode_event
 from cdc.binlog.fastpath import rewrite
@@ -20,6 +22,7 @@ from merge_source.fragment import FragmentKind
 from merge_source.sorter import Kind
 
 TABLE_MAP = int(EventType.TABLE_MAP)
+CREATE_TABLE = re.compile(rb"\s*(/\*.*?\*/\s*)*CREATE\s+(TEMPORARY\s+)?TABLE\b", re.IGNORECASE | re.DOTALL)
 ROWS_TYPES = frozenset({23, 24, 25, 30, 31, 32})
 
 
@@ -80,5 +83,12 @@ class TransactionEncoder:
             return None
         db, table = marker["db"].encode(), marker["tbl"].encode()
         self.table_ids.bump(db, table)
-        query = QueryEvent(marker["ddl"].encode(), db=db)
-        return [self._event(query, timestamp), self._event(cts_mark(txn.tso), timestamp)]
+        ddl = marker["ddl"].encode()
+        out = []
+        if CREATE_TABLE.match(ddl):
+            # The CN creates logical databases implicitly; consumers need them explicitly.
+            create_db = b"CREATE DATABASE IF NOT EXISTS `" + db.replace(b"`", b"``") + b"`"
+            out.append(self._event(QueryEvent(create_db, db=b""), timestamp))
+        out.append(self._event(QueryEvent(ddl, db=db), timestamp))
+        out.append(self._event(cts_mark(txn.tso), timestamp))
+        return out

@@ -24,3 +24,15 @@ def throwaway_cluster(directory: Path, dns: int = 3, spare_dns: int = 4) -> Loca
     cluster = LocalCluster(directory)
     cluster.up(dns=dns, base_port=free_base_port(dns + spare_dns + 1))
     return cluster
+
+
+def throwaway_server(directory: Path, server_id: int = 500, name: str = "replica"):
+    """One stand-alone MariaDB server (e.g. a replica of the dumper) on a free port."""
+    from cdc.cluster.mariadb_server import MariaDBServer, install_datadir
+
+    server = MariaDBServer(name, "replica", Path(directory) / name, free_base_port(0), server_id)
+    server.write_config()
+    if not server.datadir.exists():
+        install_datadir(server.datadir, server.home / "install-db.log")
+    server.start()
+    return server

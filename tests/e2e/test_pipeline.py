@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from cdc.cluster.testing import throwaway_cluster
+from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from cdc.cluster.testing import free_base_port, throwaway_cluster, throwaway_server
 from cdc.cn import ComputeNode, init
 from cdc.cn.ground_truth import read as read_ground_truth
 from cdc.cn.workloads.runner import run_workload
@@ -28,19 +29,25 @@ def e2e(tmp_path_factory):
     cfg.dumper.binlog_dir = str(directory / "binlog")
     cfg.cn.ground_truth_log = str(directory / "truth.jsonl")
     cfg.pipeline.checkpoint_interval_ms = 200
+    cfg.dumper.port = free_base_port(0)
+    replica = throwaway_server(directory, server_id=500)
     try:
-        yield cfg, directory
+        yield cfg, directory, replica
     finally:
+        replica.stop()
         cluster.down()
 
 
-async def run_pipeline_while(cfg, directory, work):
-    """Run the pipeline until `work` is done and the binlog has caught up with the CN."""
+async def run_pipeline_while(cfg, directory, work, after=None):
+    """Run the pipeline until `work` is done and the binlog has caught up with the CN; then
+    `after()` (consumers of the dumper) while the dumper still serves."""
     service = asyncio.create_task(serve(cfg, directory / "pipeline", heartbeat=True))
     try:
         result = await work()
         await asyncio.sleep(1.5)  # a few heartbeats: everything committed is merged by then
         assert not service.done(), service.exception()
+        if after is not None:
+            await after()
         return result
     finally:
         service.cancel()
@@ -71,7 +78,7 @@ def check_transfer_invariant(txns: list[Txn]) -> int:
 
 
 async def test_transfers_come_out_once_in_tso_order_with_the_total_unchanged(e2e):
-    cfg, directory = e2e
+    cfg, directory, replica = e2e
     await init(cfg)
     cn = ComputeNode(cfg)
     await cn.start()
@@ -81,8 +88,15 @@ async def test_transfers_come_out_once_in_tso_order_with_the_total_unchanged(e2e
         await workload.setup()
         return await run_workload(workload.step, threads=8, duration_s=8)
 
+    consumed = {}
+
+    async def consumers():
+        consumed["pmr"] = await asyncio.to_thread(read_with_pmr, cfg.dumper.port)
+        consumed["replica"] = await asyncio.to_thread(replicate, replica, cfg.dumper.port)
+
     try:
-        stats = await run_pipeline_while(cfg, directory, work)
+        stats = await run_pipeline_while(cfg, directory, work, consumers)
+        truth_totals = await workload.totals()
     finally:
         await cn.close()
     assert stats.committed > 100 and stats.failed == 0
@@ -97,11 +111,15 @@ async def test_transfers_come_out_once_in_tso_order_with_the_total_unchanged(e2e
     assert all(t.tso in truth for t in written), "a transaction the CN never committed"
     transfers = [t for t in written if any(kind == "update" for _, _, kind, _ in t.changes)]
     assert len(transfers) == stats.committed, "lost or duplicated transfers"
-    assert [t.ddl for t in txns if t.ddl] == [
+    assert [t.ddl for t in txns if t.ddl] == [  # (after CREATE DATABASE IF NOT EXISTS `bank`)
         "CREATE TABLE IF NOT EXISTS bank.accounts (id INT UNSIGNED NOT NULL PRIMARY KEY, "
         "balance BIGINT NOT NULL, updated_at DATETIME(6) NULL)"
     ]
     assert check_transfer_invariant(txns) >= stats.committed
+    # python-mysql-replication over the dumper sees the same transactions, by logical name.
+    assert consumed["pmr"] == [(t.tso, len(t.changes)) for t in written if t.changes]
+    # A MariaDB replica of the dumper ends with exactly the logical table.
+    assert consumed["replica"] == truth_totals
     # An independent reader accepts every event and checksum.
     res = subprocess.run(
         ["mariadb-binlog", "--verify-binlog-checksum", str(directory / "binlog" / "binlog.000001")],
@@ -112,7 +130,7 @@ async def test_transfers_come_out_once_in_tso_order_with_the_total_unchanged(e2e
 
 
 async def test_restart_continues_without_gap_or_duplicate(e2e):
-    cfg, directory = e2e
+    cfg, directory, replica = e2e
     cn = ComputeNode(cfg)
     await cn.start()
     workload = TransferWorkload(cn, accounts=ACCOUNTS, initial_balance=BALANCE, partitions=6)
@@ -134,3 +152,75 @@ async def test_restart_continues_without_gap_or_duplicate(e2e):
     new_transfers = [t for t in txns[len(before) :] if t.changes]
     assert len(new_transfers) == down.committed + up.committed
     check_transfer_invariant(txns)
+
+
+def read_with_pmr(port: int) -> list[tuple[int, int]]:
+    """(CTS tso, number of row events) per transaction, as python-mysql-replication sees them."""
+    from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication.event import RowsQueryLogEvent
+    from pymysqlreplication.row_event import UpdateRowsEvent, WriteRowsEvent
+
+    settings = {
+        "host": "127.0.0.1",
+        "port": port,
+        "user": DEFAULT_USER,
+        "password": DEFAULT_PASSWORD,
+    }
+    stream = BinLogStreamReader(
+        connection_settings=settings,
+        server_id=991,
+        blocking=False,
+        resume_stream=True,
+        log_file="binlog.000001",
+        log_pos=4,
+        only_events=[WriteRowsEvent, UpdateRowsEvent, RowsQueryLogEvent],
+    )
+    out, rows = [], 0
+    try:
+        for ev in stream:
+            if isinstance(ev, RowsQueryLogEvent):
+                if rows:
+                    out.append((int(ev.query.split("::")[1]), rows))
+                rows = 0
+            else:
+                assert (ev.schema, ev.table) == ("bank", "accounts")
+                assert set(ev.rows[0].get("values", ev.rows[0].get("after_values"))) == {
+                    "id",
+                    "balance",
+                    "updated_at",
+                }
+                rows += 1
+    finally:
+        stream.close()
+    return out
+
+
+def replicate(replica, port: int) -> tuple[int, int]:
+    """Point a MariaDB replica at the dumper, wait until it caught up; (rows, total balance)."""
+    import time
+
+    with replica.connect() as conn, conn.cursor() as cur:
+        cur.execute(
+            f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={port}, MASTER_USER='{DEFAULT_USER}', "
+            f"MASTER_PASSWORD='{DEFAULT_PASSWORD}', MASTER_LOG_FILE='binlog.000001', MASTER_LOG_POS=4, "
+            "MASTER_USE_GTID=no, MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1"
+        )
+        cur.execute("START SLAVE")
+        deadline = time.monotonic() + 60
+        while True:
+            cur.execute("SHOW SLAVE STATUS")
+            row = dict(zip([d[0] for d in cur.description], cur.fetchone(), strict=True))
+            assert row["Last_IO_Error"] == "" and row["Last_SQL_Error"] == "", row
+            caught_up = (
+                row["Slave_SQL_Running"] == "Yes"
+                and row["Relay_Master_Log_File"] == row["Master_Log_File"]
+                and row["Exec_Master_Log_Pos"] == row["Read_Master_Log_Pos"]
+                and row["Read_Master_Log_Pos"] > 4
+            )
+            if caught_up:
+                break
+            assert time.monotonic() < deadline, f"replica did not catch up: {row}"
+            time.sleep(0.2)
+        cur.execute("SELECT COUNT(*), SUM(balance) FROM bank.accounts")
+        count, total = cur.fetchone()
+    return int(count), int(total)
