@@ -32,6 +32,7 @@ demo: setup
 	$(BIN)/cdc demo --dir $(DEMO_DIR)
 
 stop:
+	@if [ -x $(BIN)/cdc ] && [ -f $(DEMO_DIR)/cdc.toml ]; then $(BIN)/cdc stop --config $(DEMO_DIR)/cdc.toml; fi
 	@if [ -x $(BIN)/cdc ]; then $(BIN)/cdc cluster down --dir $(DEMO_DIR); fi
 
 test: setup

@@ -26,8 +26,11 @@ from cdc.config import load as load_config
 from cdc.protocol.auth import caching_sha2_digest, native_hash
 
 DEFAULT_BASE_PORT = 23400
-# The dumper (global binlog server) listens on base + 50; DN i is on base + i.
+# The dumper (global binlog server) listens on base + 50; DN i is on base + i; replica i
+# (a downstream of the dumper) on base + 60 + i.
 DUMPER_PORT_OFFSET = 50
+REPLICA_PORT_OFFSET = 60
+REPLICA_SERVER_ID_BASE = 500
 # The replication user written into a new cdc.toml (change it there for anything but a demo).
 DEFAULT_USER = "repl"
 DEFAULT_PASSWORD = "repl"
@@ -150,6 +153,23 @@ class LocalCluster:
         self.write_config()
         return spec
 
+    @property
+    def replicas(self) -> list[MariaDBServer]:
+        return [self.server(n) for n in self.nodes if n.role == "replica"]
+
+    def add_replica(self) -> MariaDBServer:
+        """A downstream MariaDB server (not part of the source cluster); started, not attached."""
+        if not self.exists:
+            raise ClusterError(f"no cluster in {self.dir}; run `cdc cluster up` first")
+        i = len(self.replicas) + 1
+        port = self.base_port + REPLICA_PORT_OFFSET + i
+        if not port_is_free(port):
+            raise ClusterError(f"port {port} for replica{i} is already in use")
+        self.nodes.append(NodeSpec(f"replica{i}", "replica", port, REPLICA_SERVER_ID_BASE + i))
+        self._save_state()
+        self._start_all()
+        return self.replicas[-1]
+
     def _add_dn_spec(self) -> NodeSpec:
         dn_id = max((n.dn_id for n in self.nodes if n.role == "dn"), default=0) + 1
         port = self.base_port + dn_id
@@ -231,7 +251,9 @@ class LocalCluster:
             try:
                 old = load_config(self.config_file)
             except ConfigError as exc:
-                raise ClusterError(f"{exc}; fix or remove it, then run `cdc cluster up` again") from None
+                raise ClusterError(
+                    f"{exc}; fix or remove it, then run `cdc cluster up` again"
+                ) from None
             cfg = dataclasses.replace(old, cluster=cfg.cluster, gms=cfg.gms, dn=cfg.dn)
         cfg.dump(self.config_file)
         return cfg

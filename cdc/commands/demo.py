@@ -1,29 +1,149 @@
-"""`cdc demo`: what `make demo` runs. For now: the cluster, and how to connect to it."""
+"""`cdc demo`: what `make demo` runs. A cluster (GMS + 3 DNs), the CN initialised, the pipeline
+and dumper in the background, a MariaDB replica attached to the dumper, a few seconds of the
+workloads, then what a user would look at: the dumper's binlog, the replica, `cdc check`."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import time
+
+import pymysql
 
 from cdc.cluster import LocalCluster
+from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from cdc.commands.cluster import print_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="start the demo cluster and print how to connect")
+    p = sub.add_parser(
+        "demo", help="cluster + pipeline + replica + workload, then show and check it"
+    )
     p.add_argument("--dir", default="var/demo")
     p.add_argument("--dns", type=int, default=3)
+    p.add_argument("--duration", type=float, default=20.0, help="seconds of workload (default 20)")
     p.set_defaults(func=cmd_demo)
 
 
+def step(text: str) -> None:
+    print(f"\n== {text}", flush=True)
+
+
+def query(
+    host: str, port: int, sql: str, user: str = "root", password: str = ""
+) -> tuple[list[str], list[tuple]]:
+    conn = pymysql.connect(host=host, port=port, user=user, password=password, connect_timeout=5)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return [d[0] for d in cur.description or []], list(cur.fetchall())
+    finally:
+        conn.close()
+
+
+def show(columns: list[str], rows: list[tuple]) -> None:
+    print_table(
+        [tuple(columns), *[tuple("NULL" if v is None else str(v) for v in r) for r in rows]]
+    )
+
+
+async def run_workloads(config, duration: float) -> None:
+    from cdc.cn import ComputeNode
+    from cdc.cn.workloads.runner import run_workload
+    from cdc.cn.workloads.transfer import TransferWorkload
+
+    cn = ComputeNode(config)
+    await cn.start()
+    try:
+        transfer = TransferWorkload(cn, accounts=1000)
+        await transfer.setup()
+        steps = [transfer.step]
+        try:
+            from cdc.cn.workloads.orders import OrdersWorkload
+
+            orders = OrdersWorkload(cn)
+            await orders.setup()
+            steps.append(orders.step)
+        except ImportError:
+            pass
+        stats = await asyncio.gather(
+            *(run_workload(s, threads=4, duration_s=duration) for s in steps)
+        )
+        for name, st in zip(["transfer", "orders"], stats, strict=False):
+            print(st.summary(name))
+        print(await transfer.report())
+    finally:
+        await cn.close()
+
+
 def cmd_demo(args) -> int:
+    from cdc.cn import init
+    from cdc.commands.pipeline import cmd_start
+
+    started = time.monotonic()
+    step(f"cluster: GMS + {args.dns} DNs in {args.dir}")
     cluster = LocalCluster(args.dir)
     cfg = cluster.up(dns=args.dns)
-    rows = [("NODE", "ROLE", "ADDRESS", "CONNECT WITH")]
-    for st in cluster.status():
-        rows.append(
-            (st.name, st.role, f"127.0.0.1:{st.port}", f"mariadb -h127.0.0.1 -P{st.port} -uroot")
-        )
-    print_table(rows)
-    print(f"\nconfig written to {cluster.config_file} ({len(cfg.dn)} DNs)")
-    print(f"stop everything with: make stop   (or: cdc cluster down --dir {args.dir})")
-    return 0
+    config_path = str(cluster.config_file)
+    print(f"config: {config_path}")
+
+    step("reference CN: catalogue, private tables, CdcStart marker")
+    print(asyncio.run(init(cfg)))
+
+    step("pipeline + dumper (background)")
+    cmd_start(argparse.Namespace(config=config_path, background=True))
+    host, port = cfg.dumper.host, cfg.dumper.port
+
+    step("MariaDB replica of the dumper")
+    replica = cluster.replicas[0] if cluster.replicas else cluster.add_replica()
+    columns, rows = query(replica.host, replica.port, "SHOW SLAVE STATUS")
+    if not rows:
+        conn = replica.connect()
+        with conn.cursor() as cur:
+            cur.execute(
+                f"CHANGE MASTER TO MASTER_HOST='{host}', MASTER_PORT={port}, MASTER_USER='{DEFAULT_USER}', "
+                f"MASTER_PASSWORD='{DEFAULT_PASSWORD}', MASTER_LOG_FILE='binlog.000001', MASTER_LOG_POS=4, "
+                "MASTER_USE_GTID=no, MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1"
+            )
+            cur.execute("START SLAVE")
+        conn.close()
+    print(f"{replica.name} on 127.0.0.1:{replica.port} replicates from the dumper on {host}:{port}")
+
+    step(f"workloads for {args.duration:.0f}s")
+    asyncio.run(run_workloads(cfg, args.duration))
+
+    step(f"the dumper: mariadb -h{host} -P{port} -u{DEFAULT_USER} -p{DEFAULT_PASSWORD}")
+    show(*query(host, port, "SHOW MASTER STATUS", DEFAULT_USER, DEFAULT_PASSWORD))
+    print()
+    show(*query(host, port, "SHOW BINLOG EVENTS LIMIT 12", DEFAULT_USER, DEFAULT_PASSWORD))
+
+    step("cdc check (token through the CN, then per-table checksums)")
+    from cdc.check import run_check
+
+    report = run_check(cfg, replica.host, replica.port)
+    print(report.render())
+
+    step("replica status")
+    columns, rows = query(replica.host, replica.port, "SHOW SLAVE STATUS")
+    status = dict(zip(columns, rows[0], strict=True))
+    for key in (
+        "Slave_IO_Running",
+        "Slave_SQL_Running",
+        "Master_Log_File",
+        "Exec_Master_Log_Pos",
+        "Seconds_Behind_Master",
+        "Last_IO_Error",
+        "Last_SQL_Error",
+    ):
+        print(f"  {key}: {status.get(key)}")
+
+    step(f"done in {time.monotonic() - started:.0f}s; everything keeps running")
+    print(f"  pipeline status: .venv/bin/cdc status --config {config_path}")
+    print(
+        f"  more traffic:    .venv/bin/cdc workload transfer --config {config_path} --threads 4 --duration 30"
+    )
+    print(
+        f"  check again:     .venv/bin/cdc check --config {config_path} --downstream 127.0.0.1:{replica.port}"
+    )
+    print("  stop everything: make stop")
+    return 0 if report.equal else 1
