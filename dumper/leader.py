@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -23,23 +24,23 @@ from binlog_writer.fsync import FsyncPolicy
 from binlog_writer.recovery import scan
 from binlog_writer.writer import BinlogWriter
 from cdc.binlog.events import parse_cts
-from cdc.cn.schema import FLUSH_LOGS
+from cdc.cn.schema import CDC_START, FLUSH_LOGS, STORAGE_CHANGE
 from cdc.config import Config, NodeConfig
 from dumper.txn_encoder import TransactionEncoder
 from merge_joint.joint import MergeJoint
 from merge_joint.merger import Transaction
 from merge_source.dump_client import BinlogPosition, DumpSettings
 from merge_source.fragment import FragmentKind, GlobalKey
-from merge_source.processor import SourceProcessor
+from merge_source.processor import SourceCheckpoint, SourceProcessor
 from merge_source.renamer import NameMap
-from merge_source.sorter import Kind
+from merge_source.sorter import Kind, SortKey
 from merge_source.source import MergeSource
 from topology import gms
 from topology.checkpoints import Checkpoint, CheckpointStore
 from topology.file_index import FileEntry, FileIndex
 from topology.migrations import migrate
 from topology.schema_history import SchemaHistory
-from topology.topology_history import TopologyHistory
+from topology.topology_history import TopologyHistory, TopologyRecord
 
 log = logging.getLogger(__name__)
 
@@ -131,16 +132,25 @@ class Leader:
             raise LeaderError(f"dn{node.id} ({node.address}) has no binary logs: is log_bin on?")
         return BinlogPosition(first[0], 4), 0, True
 
-    def _make_source(self, node: NodeConfig, cp: Checkpoint | None) -> MergeSource:
+    def _make_source(
+        self,
+        node: NodeConfig,
+        cp: Checkpoint | None,
+        resume_after: GlobalKey | None = None,
+        names: NameMap | None = None,
+    ) -> MergeSource:
         p = self.config.pipeline
         start, max_tso, first_start = self._dn_start(node, cp)
+        joining = names is not None  # a DN added by StorageChange: starts at the marker
         processor = SourceProcessor(
             node.id,
             node.name or f"dn{node.id}",
-            resume_after=self.written_key,
+            resume_after=max(
+                resume_after or self.written_key or (0, 0, 0, 0), self.written_key or (0, 0, 0, 0)
+            ),
             max_tso_seen=max_tso,
-            names=self._names_for(node.id) if not first_start else None,
-            wait_for_start=first_start,
+            names=names if joining else (None if first_start else self._names_for(node.id)),
+            wait_for_start=first_start and not joining,
         )
         settings = DumpSettings(
             node.host,
@@ -177,18 +187,82 @@ class Leader:
         return names
 
     def start(self) -> None:
-        """Synchronous part of the start: schema, resume key, one MergeSource per DN."""
+        """Synchronous part of the start: schema, resume key, one MergeSource per storage DN."""
         meta_db = self.config.pipeline.meta_database
-        migrate(self._meta(), meta_db)
-        self.written_key = last_written_key(self.writer)
-        cps = CheckpointStore(self._meta(), meta_db)
-        for node in self.config.dn:
-            self.sources[node.id] = self._make_source(node, cps.load(f"dn{node.id}"))
-        starts = {dn: None for dn in self.sources}
         meta = self._meta()
+        migrate(meta, meta_db)
+        self.written_key = last_written_key(self.writer)
         topo, schemas = TopologyHistory(meta, meta_db), SchemaHistory(meta, meta_db)
-        self.joint = MergeJoint(self.queue, starts, topo.record, schemas.record)
+        records = topo.all()
+        storage = storage_dns(records)
+        cps = CheckpointStore(meta, meta_db)
+        for node in self.config.dn:
+            if storage is not None and node.id not in storage:
+                log.info("dn%d is configured but not a storage DN (yet): not merged", node.id)
+                continue
+            cp = cps.load(f"dn{node.id}")
+            joined = joined_at(records, node.id)
+            if cp is None and joined is not None and storage is not None:
+                # Added by StorageChange but no checkpoint yet: start again at the marker.
+                names = self._names_for(node.id) or NameMap(node.id)
+                self.sources[node.id] = self._make_source(node, None, (joined, 9, 0, 0), names)
+            else:
+                self.sources[node.id] = self._make_source(node, cp)
+        self.joint = MergeJoint(
+            self.queue, dict.fromkeys(self.sources), topo.record, schemas.record, self._on_marker
+        )
         log.info("leader: resuming after %s", self.written_key)
+
+    async def _on_marker(self, txn: Transaction) -> None:
+        """StorageChange: a new DN joins the merge exactly after the marker's TSO. CdcStart:
+        configured DNs that are not storage DNs leave the merge."""
+        for marker in txn.fragments[0].markers:
+            content = json.loads(marker.get("content") or "{}")
+            if marker.get("type") == CDC_START:
+                listed = {int(d["id"]) for d in content.get("dns", [])}
+                for dn in [d for d in self.sources if d not in listed]:
+                    self._remove_source(dn)
+                continue
+            if marker.get("type") != STORAGE_CHANGE:
+                continue
+            for entry in content.get("dns", []):
+                dn = int(entry["id"])
+                if dn in self.sources or dn not in content.get("added", []):
+                    continue
+                source = await asyncio.to_thread(self._add_source, dn, entry, txn.tso)
+                self.sources[dn] = source
+                assert self.joint is not None
+                self.joint.merger.add_source(dn, SortKey(txn.tso, Kind.LOCAL, 1 << 62))
+                self._tasks[dn] = asyncio.create_task(source.run(), name=f"merge-source-dn{dn}")
+                log.info("dn%d joins the merge after TSO %d (StorageChange)", dn, txn.tso)
+
+    def _remove_source(self, dn: int) -> None:
+        log.info("dn%d is not a storage DN: leaves the merge", dn)
+        self.sources.pop(dn)
+        task = self._tasks.pop(dn, None)
+        if task is not None:
+            task.cancel()
+        assert self.joint is not None
+        self.joint.merger.remove_source(dn)
+
+    def _add_source(self, dn: int, entry: dict, tso: int) -> MergeSource:
+        template = self.config.dn[0]
+        node = NodeConfig(
+            id=dn,
+            host=entry.get("host", template.host),
+            port=int(entry.get("port") or 0) or self.config.dn_by_id(dn).port,
+            user=template.user,
+            password=template.password,
+            name=f"dn{dn}",
+        )
+        if all(n.id != dn for n in self.config.dn):
+            self.config.dn.append(node)
+        current = next(
+            (s.processor.names for s in self.sources.values() if s.processor.names), None
+        )
+        names = NameMap(dn, {}, current.topology if current else {})
+        # Everything of the new DN up to the marker is history the global binlog never had.
+        return self._make_source(node, None, resume_after=(tso, 9, 0, 0), names=names)
 
     # -- run ----------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -197,13 +271,18 @@ class Leader:
             self._tasks[dn] = asyncio.create_task(source.run(), name=f"merge-source-dn{dn}")
         writer_task = asyncio.create_task(self._write_loop(), name="writer")
         cp_task = asyncio.create_task(self._checkpoint_loop(), name="checkpoints")
-        tasks = [writer_task, cp_task, *self._tasks.values()]
         try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-            for t in done:
-                if t.exception() is not None:
-                    raise t.exception()
+            while True:  # sources may be added (StorageChange): look at the current set each time
+                tasks = [writer_task, cp_task, *self._tasks.values()]
+                done, _ = await asyncio.wait(
+                    tasks, timeout=1.0, return_when=asyncio.FIRST_EXCEPTION
+                )
+                for t in done:
+                    if t.exception() is not None:
+                        raise t.exception()
+                    raise LeaderError(f"{t.get_name()} stopped unexpectedly")
         finally:
+            tasks = [writer_task, cp_task, *self._tasks.values()]
             for t in tasks:
                 t.cancel()
             for t in tasks:
@@ -241,10 +320,14 @@ class Leader:
         interval = self.config.pipeline.checkpoint_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
-            await asyncio.to_thread(self.persist_checkpoints)
+            await self.persist_checkpoints()
 
-    def persist_checkpoints(self) -> None:
-        """Fsync, then save for each DN the newest checkpoint whose watermark is written."""
+    async def persist_checkpoints(self) -> None:
+        """Fsync, then save for each DN the newest checkpoint whose watermark is written.
+
+        The writer is only ever touched from the event loop thread (it is not thread-safe);
+        the GMS round trips go to a worker thread.
+        """
         written = self.written_key
         if written is None or self.joint is None:
             return
@@ -252,19 +335,23 @@ class Leader:
         if not ready:
             return
         self.writer.sync()
-        store = CheckpointStore(self._meta(), self.config.pipeline.meta_database)
-        for dn, cp in ready.items():
-            store.save(Checkpoint(f"dn{dn}", cp.file, cp.pos, cp.max_tso_seen))
-        index = FileIndex(self._meta(), self.config.pipeline.meta_database)
         file = self.writer.file
-        index.upsert(
-            FileEntry(
-                file,
-                self._file_first_tso.get(file),
-                self.stats.last_tso or None,
-                self.writer.position,
-            )
+        entry = FileEntry(
+            file, self._file_first_tso.get(file), self.stats.last_tso or None, self.writer.position
         )
+        await asyncio.to_thread(self._save_checkpoints, ready, entry)
+
+    def _save_checkpoints(self, ready: dict[int, SourceCheckpoint], entry: FileEntry) -> None:
+        # Its own connection: marker history is recorded from another worker thread meanwhile.
+        meta_db = self.config.pipeline.meta_database
+        conn = gms.connect(self.config.gms)
+        try:
+            store = CheckpointStore(conn, meta_db)
+            for dn, cp in ready.items():
+                store.save(Checkpoint(f"dn{dn}", cp.file, cp.pos, cp.max_tso_seen))
+            FileIndex(conn, meta_db).upsert(entry)
+        finally:
+            conn.close()
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -272,6 +359,23 @@ class Leader:
         if self._conn is not None:
             with contextlib.suppress(Exception):
                 self._conn.close()
+
+
+def storage_dns(records: list[TopologyRecord]) -> set[int] | None:
+    """The storage DNs after the newest topology record (None before the first one)."""
+    for rec in reversed(records):
+        content = rec.content.get("after", rec.content) if rec.kind == "MetaChange" else rec.content
+        if "dns" in content:
+            return {int(d["id"]) for d in content["dns"]}
+    return None
+
+
+def joined_at(records: list[TopologyRecord], dn: int) -> int | None:
+    """TSO of the StorageChange that added `dn`, if any."""
+    for rec in records:
+        if rec.kind == "StorageChange" and dn in rec.content.get("added", []):
+            return rec.tso
+    return None
 
 
 def tso_ms(tso: int) -> int:

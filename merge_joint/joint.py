@@ -7,7 +7,7 @@ import asyncio
 import json
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from cdc.cn.schema import CDC_START, FLUSH_LOGS, META_CHANGE, STORAGE_CHANGE
 from merge_joint.merger import Merger, Transaction
@@ -29,11 +29,15 @@ class MergeJoint:
         sources: dict[int, SortKey | None],
         record_topology: Callable[[TopologyRecord], object] | None = None,
         record_schema: Callable[[SchemaRecord], object] | None = None,
+        on_marker: Callable[[Transaction], Awaitable[None]] | None = None,
     ):
         self.queue = queue
         self.merger = Merger(sources)
         self._record_topology = record_topology
         self._record_schema = record_schema
+        # Called for each INSTRUCTION transaction after its history is recorded and before
+        # anything after it is merged (StorageChange adds a source there).
+        self._on_marker = on_marker
         self.transactions_out = 0
         # Per DN: (lifted watermark, source checkpoint) not yet handed out, oldest first.
         self._checkpoints: dict[int, deque[tuple[GlobalKey, SourceCheckpoint]]] = {}
@@ -66,14 +70,15 @@ class MergeJoint:
                     batch = queue.get_nowait()  # drain what is there: fewer, larger merges
                 except asyncio.QueueEmpty:
                     break
-            ready = merger.pop_ready()
-            if not ready:
-                continue
-            for txn in ready:
-                if txn.kind in (FragmentKind.INSTRUCTION, FragmentKind.DDL):
-                    await asyncio.to_thread(self._record_markers, txn)
-            self.transactions_out += len(ready)
-            yield ready
+            while ready := merger.pop_ready():
+                for txn in ready:
+                    if txn.kind in (FragmentKind.INSTRUCTION, FragmentKind.DDL):
+                        await asyncio.to_thread(self._record_markers, txn)
+                last = ready[-1]
+                if last.kind is FragmentKind.INSTRUCTION and self._on_marker is not None:
+                    await self._on_marker(last)
+                self.transactions_out += len(ready)
+                yield ready
 
     def _record_markers(self, txn: Transaction) -> None:
         markers = txn.fragments[0].markers

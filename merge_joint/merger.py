@@ -96,13 +96,19 @@ class Merger:
             group.append(item)
 
     def pop_ready(self) -> list[Transaction]:
+        """Transactions every source has passed, in order. Stops right after a marker (an
+        INSTRUCTION transaction): it may change the set of sources before anything after it
+        is decided."""
         low = self.low_watermark()
         out: list[Transaction] = []
         while self._heap and low is not None and self._heap[0][0] <= low:
             key, _, _ = heapq.heappop(self._heap)
             fragments = self._pending.pop(key)
-            out.append(coalesce(key, fragments))
+            txn = coalesce(key, fragments)
+            out.append(txn)
             self.last_emitted = key
+            if txn.kind is FragmentKind.INSTRUCTION:
+                break
         return out
 
 
