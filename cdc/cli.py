@@ -9,10 +9,19 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import warnings
+
+import pymysql
 
 from cdc.cluster import ClusterError, ServerError
+from cdc.cn.errors import CnError
+from cdc.commands import bench as bench_cmd
+from cdc.commands import check as check_cmd
 from cdc.commands import cluster as cluster_cmd
+from cdc.commands import cn as cn_cmd
 from cdc.commands import demo as demo_cmd
+from cdc.commands import pipeline as pipeline_cmd
+from cdc.commands import workload as workload_cmd
 from cdc.config import ConfigError
 
 # User-facing failures: printed as one line, exit code 1. Anything else is a bug: traceback.
@@ -20,6 +29,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     ClusterError,
     ServerError,
     ConfigError,
+    CnError,
     TimeoutError,
 )
 
@@ -30,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (cluster_cmd, demo_cmd):
+    for module in (cluster_cmd, cn_cmd, workload_cmd, pipeline_cmd, check_cmd, bench_cmd, demo_cmd):
         module.register(sub)
     return parser
 
@@ -38,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # "Table already exists" notes of idempotent CREATE ... IF NOT EXISTS: not for users' eyes.
+    warnings.filterwarnings("ignore", category=pymysql.Warning)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

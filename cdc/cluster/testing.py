@@ -9,8 +9,10 @@ from cdc.cluster.local_cluster import LocalCluster
 from cdc.cluster.mariadb_server import port_is_free
 
 
-def free_base_port(span: int, low: int = 30000, high: int = 60000, tries: int = 200) -> int:
-    """A base port P such that P..P+span are all free right now."""
+def free_base_port(span: int, low: int = 20000, high: int = 32000, tries: int = 200) -> int:
+    """A base port P such that P..P+span are all free right now (below Linux's ephemeral
+    range 32768-60999, so a port checked free now is not taken by an outgoing connection
+    a moment later)."""
     rng = random.Random()
     for _ in range(tries):
         base = rng.randrange(low, high - span)

@@ -20,9 +20,7 @@ class Xid:
     @property
     def sql(self) -> str:
         """The xid as it appears after `XA START` / `XA COMMIT` (hex: no quoting worries)."""
-        return (
-            f"X'{self.gtrid.encode().hex()}',X'{str(self.dn_id).encode().hex()}',{FORMAT_ID}"
-        )
+        return f"X'{self.gtrid.encode().hex()}',X'{str(self.dn_id).encode().hex()}',{FORMAT_ID}"
 
 
 def parse_recover_row(row: tuple) -> Xid | None:

@@ -1,0 +1,105 @@
+"""One XA branch of a CN transaction: the owner connection on one DN and its XA state."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+import aiomysql
+import pymysql
+
+from cdc.cn.context import CnContext
+from cdc.cn.xid import Xid, parse_recover_row
+
+log = logging.getLogger(__name__)
+
+ER_XAER_NOTA = 1397  # unknown xid: never prepared, already settled, or still owned by a session
+
+ACTIVE, PREPARED, DONE, DETACHED = "active", "prepared", "done", "detached"
+
+
+@dataclass(slots=True)
+class Branch:
+    xid: Xid
+    conn: aiomysql.Connection | None
+    wrote: bool = False
+    state: str = ACTIVE
+
+    @property
+    def dn_id(self) -> int:
+        return self.xid.dn_id
+
+    async def run(self, sql: str) -> aiomysql.Cursor:
+        cur = await self.conn.cursor()
+        await cur.execute(sql)
+        return cur
+
+    def release(self, ctx: CnContext, discard: bool = False) -> None:
+        """Give the owner connection back; `discard` closes it, which detaches a prepared branch
+        from its session so that recovery (or anyone) may settle it."""
+        if self.conn is not None:
+            ctx.pools.release(self.dn_id, self.conn, discard=discard)
+            self.conn = None
+        if discard and self.state == PREPARED:
+            self.state = DETACHED
+
+
+def errno(exc: BaseException) -> int | None:
+    args = getattr(exc, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+async def abort(ctx: CnContext, b: Branch) -> None:
+    """Roll the branch back by whatever means is left; leave it for recovery if the DN is away."""
+    if b.state == DONE:
+        return
+    if b.conn is not None:
+        try:
+            if b.state == ACTIVE:
+                try:
+                    await b.run(f"XA END {b.xid.sql}")
+                except pymysql.err.MySQLError:
+                    pass  # already ended, or rollback-only after a deadlock
+            await b.run(f"XA ROLLBACK {b.xid.sql}")
+            b.state = DONE
+            b.release(ctx)
+            return
+        except pymysql.err.MySQLError as exc:
+            if errno(exc) == ER_XAER_NOTA:
+                b.state = DONE
+                b.release(ctx)
+                return
+            b.release(ctx, discard=True)
+    await settle_detached(ctx, b.xid, "ROLLBACK")
+    b.state = DONE
+
+
+async def settle_detached(ctx: CnContext, xid: Xid, verb: str, tries: int = 5) -> bool:
+    """XA COMMIT/ROLLBACK of a branch whose owner session is gone (or going: the DN may not have
+    noticed the closed socket yet, so retry while XA RECOVER still lists it)."""
+    for attempt in range(tries):
+        try:
+            await ctx.pools.execute(xid.dn_id, f"XA {verb} {xid.sql}")
+            return True
+        except pymysql.err.MySQLError as exc:
+            if errno(exc) != ER_XAER_NOTA:
+                log.warning(
+                    "DN %s: XA %s of %s failed (%s); left for `cdc cn recover`",
+                    xid.dn_id,
+                    verb,
+                    xid.gtrid,
+                    exc,
+                )
+                return False
+            try:
+                rows = await ctx.pools.execute(xid.dn_id, "XA RECOVER")
+            except pymysql.err.MySQLError:
+                return False
+            if xid not in {parse_recover_row(r) for r in rows}:
+                return True  # never prepared, or already settled
+            await asyncio.sleep(0.05 * (attempt + 1))
+    log.warning(
+        "DN %s: %s still attached to a session; left for `cdc cn recover`", xid.dn_id, xid.gtrid
+    )
+    return False

@@ -1,0 +1,141 @@
+"""The CN commit protocol (design.md §1): XA PREPARE everywhere, then the commit TSO, then the
+commit records (primary first: the durable decision), then XA COMMIT everywhere."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pymysql
+
+from cdc.cn import schema
+from cdc.cn.branch import DONE, PREPARED, Branch, abort, settle_detached
+from cdc.cn.context import CnContext
+from cdc.cn.errors import CommitOutcomeUnknown, TransactionAborted
+
+log = logging.getLogger(__name__)
+
+ER_DUP_ENTRY = 1062
+
+
+async def commit(
+    ctx: CnContext, txn_id: int, branches: list[Branch], kind: str = "txn"
+) -> int | None:
+    """Commit; return the commit TSO (None for a read-only transaction, which is rolled back).
+
+    `branches` are in first-touch order; the primary is the first branch that wrote rows.
+    """
+    writers = [b for b in branches if b.wrote]
+    if not writers:
+        # Read-only: nothing reaches any binlog, so no TSO and no commit record are needed.
+        await abort_all(ctx, branches)
+        return None
+    await _prepare_all(ctx, txn_id, branches)
+    ctx.crash.reached("after_prepare")
+    try:
+        tso = await ctx.tso.next()
+    except Exception as exc:
+        await abort_all(ctx, branches)
+        raise TransactionAborted(f"txn {txn_id}: no commit TSO ({exc}); rolled back") from exc
+    ctx.crash.reached("after_tso")
+    participants = [b.dn_id for b in writers]
+    await _write_primary_record(ctx, txn_id, tso, participants, branches)
+    ctx.crash.reached("after_primary_record")
+    ctx.ground_truth.record(tso, txn_id, participants, kind)
+    unrecorded = await _write_secondary_records(ctx, txn_id, tso, participants)
+    ctx.crash.reached("after_records")
+    await _commit_all(ctx, branches, unrecorded)
+    return tso
+
+
+async def abort_all(ctx: CnContext, branches: list[Branch]) -> None:
+    await asyncio.gather(*(abort(ctx, b) for b in branches))
+
+
+async def _prepare_all(ctx: CnContext, txn_id: int, branches: list[Branch]) -> None:
+    async def prepare(b: Branch) -> None:
+        await b.run(f"XA END {b.xid.sql}")
+        b.state = "ended"
+        await b.run(f"XA PREPARE {b.xid.sql}")
+        b.state = PREPARED
+        ctx.crash.reached("after_first_prepare")
+
+    results = await asyncio.gather(*(prepare(b) for b in branches), return_exceptions=True)
+    failed = [
+        (b, r) for b, r in zip(branches, results, strict=True) if isinstance(r, BaseException)
+    ]
+    if not failed:
+        return
+    for b, _ in failed:
+        b.release(ctx, discard=True)  # its state is unknown: let the DN detach or drop it
+    await abort_all(ctx, branches)
+    b, exc = failed[0]
+    raise TransactionAborted(
+        f"txn {txn_id}: XA PREPARE failed on DN {b.dn_id} ({exc}); rolled back on every DN"
+    ) from exc
+
+
+async def _write_primary_record(ctx, txn_id, tso, participants, branches) -> None:
+    primary = participants[0]
+    try:
+        async with ctx.pools.connection(primary) as conn, conn.cursor() as cur:
+            await cur.execute(
+                schema.INSERT_PRIMARY_RECORD,
+                (txn_id, tso, schema.format_participants(participants)),
+            )
+    except pymysql.err.IntegrityError as exc:
+        if exc.args and exc.args[0] == ER_DUP_ENTRY:
+            # Recovery wrote a tombstone first: it decided "rolled back" for us.
+            await abort_all(ctx, branches)
+            raise TransactionAborted(
+                f"txn {txn_id}: rolled back by in-doubt recovery before its commit record"
+            ) from exc
+        raise
+    except Exception as exc:
+        for b in branches:
+            b.release(ctx, discard=True)  # detach: recovery decides from the primary's table
+        raise CommitOutcomeUnknown(
+            f"txn {txn_id}: writing the commit record on primary DN {primary} failed ({exc}); "
+            f"the outcome is decided by whether that row exists: run `cdc cn recover`"
+        ) from exc
+
+
+async def _write_secondary_records(ctx, txn_id, tso, participants) -> set[int]:
+    """Write the other participants' records; return the DNs where that failed."""
+    text = schema.format_participants(participants)
+
+    async def write(dn: int) -> None:
+        await ctx.pools.execute(dn, schema.UPSERT_RECORD, (txn_id, tso, text))
+
+    others = participants[1:]
+    results = await asyncio.gather(*(write(dn) for dn in others), return_exceptions=True)
+    failed = set()
+    for dn, r in zip(others, results, strict=True):
+        if isinstance(r, BaseException):
+            log.warning(
+                "txn %s: commit record on DN %s failed (%s); left for recovery", txn_id, dn, r
+            )
+            failed.add(dn)
+    return failed
+
+
+async def _commit_all(ctx: CnContext, branches: list[Branch], unrecorded: set[int]) -> None:
+    async def commit_one(b: Branch) -> None:
+        if b.dn_id in unrecorded:
+            # Never XA COMMIT a branch before its DN holds the commit record (MergeSource needs
+            # the record first); detach it and let recovery write the record, then commit.
+            b.release(ctx, discard=True)
+            return
+        try:
+            await b.run(f"XA COMMIT {b.xid.sql}")
+            b.state = DONE
+            b.release(ctx)
+        except pymysql.err.MySQLError as exc:
+            log.warning("DN %s: XA COMMIT of %s failed (%s)", b.dn_id, b.xid.gtrid, exc)
+            b.release(ctx, discard=True)
+            await settle_detached(ctx, b.xid, "COMMIT")
+
+    first, rest = branches[0], branches[1:]
+    await commit_one(first)
+    ctx.crash.reached("after_first_commit")
+    await asyncio.gather(*(commit_one(b) for b in rest))

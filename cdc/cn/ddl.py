@@ -1,0 +1,159 @@
+"""Logical DDL: run on every physical shard, update the catalogue, then write a DDL record
+marker (a TSO transaction on every DN) with the logical DDL text and the new logical schema.
+
+Supported: CREATE TABLE, DROP TABLE, ALTER TABLE (ADD/DROP/MODIFY COLUMN, ADD/DROP INDEX, ...
+anything that keeps the shard key), TRUNCATE TABLE.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from cdc.cn.catalogue import BROADCAST, PARTITIONED, LogicalTable, physical_db, physical_table
+from cdc.cn.catalogue_store import CatalogueStore
+from cdc.cn.context import CnContext
+from cdc.cn.errors import CatalogueError
+from cdc.cn.markers import write_ddl_record
+from cdc.cn.sql_text import tokenize
+
+DEFAULT_PARTITIONS = 8
+
+
+@dataclass(slots=True)
+class DdlTarget:
+    verb: str  # CREATE / DROP / ALTER / TRUNCATE
+    db: str
+    table: str
+    name_start: int
+    name_end: int
+    if_clause: bool  # IF [NOT] EXISTS
+
+
+def parse_ddl(sql: str, default_db: str | None) -> DdlTarget:
+    tokens = tokenize(sql)
+    words = [t.text.upper() for t in tokens[:6]]
+    if not words or words[0] not in ("CREATE", "DROP", "ALTER", "TRUNCATE"):
+        raise CatalogueError(f"not a supported DDL statement: {sql[:200]}")
+    i = 1
+    if i < len(tokens) and tokens[i].is_word("TABLE"):
+        i += 1
+    elif words[0] != "TRUNCATE":
+        raise CatalogueError(f"only TABLE DDL is supported: {sql[:200]}")
+    if_clause = False
+    if i < len(tokens) and tokens[i].is_word("IF"):
+        if_clause = True
+        i += 3 if tokens[i + 1].is_word("NOT") else 2
+    first = tokens[i]
+    if i + 2 < len(tokens) and tokens[i + 1].text == "." and tokens[i + 2].name is not None:
+        db, name, end = first.name, tokens[i + 2].name, tokens[i + 2].end
+    elif default_db:
+        db, name, end = default_db, first.name, first.end
+    else:
+        raise CatalogueError(f"table `{first.name}` has no database; write db.table: {sql[:200]}")
+    return DdlTarget(words[0], db.lower(), name.lower(), first.start, end, if_clause)
+
+
+async def execute_ddl(
+    ctx: CnContext,
+    store: CatalogueStore,
+    sql: str,
+    *,
+    default_db: str | None = None,
+    shard_key: str | None = None,
+    partitions: int = DEFAULT_PARTITIONS,
+    broadcast: bool = False,
+) -> int | None:
+    """Run a logical DDL statement; returns the DDL record's TSO (None if IF [NOT] EXISTS made it
+    a no-op)."""
+    target = parse_ddl(sql, default_db)
+    cat = ctx.catalogue
+    exists = cat.has(target.db, target.table)
+    if target.verb == "CREATE":
+        if exists:
+            if target.if_clause:
+                return None
+            raise CatalogueError(f"logical table {target.db}.{target.table} already exists")
+        if not broadcast and not shard_key:
+            raise CatalogueError(
+                f"CREATE TABLE {target.db}.{target.table}: give shard_key=... (partitioned) "
+                "or broadcast=True"
+            )
+        dns = cat.dns
+        table = LogicalTable(
+            target.db,
+            target.table,
+            BROADCAST if broadcast else PARTITIONED,
+            None if broadcast else shard_key.lower(),
+            [] if broadcast else [dns[i % len(dns)] for i in range(partitions)],
+        )
+        for dn in cat.dns_of(table):
+            await ctx.pools.execute(
+                dn, f"CREATE DATABASE IF NOT EXISTS `{physical_db(table.db)}` CHARACTER SET utf8mb4"
+            )
+    else:
+        if not exists:
+            if target.if_clause:
+                return None
+            raise CatalogueError(f"unknown logical table {target.db}.{target.table}")
+        table = cat.table(target.db, target.table)
+    await _run_on_shards(ctx, table, sql, target)
+    if target.verb == "DROP":
+        cat.drop(table.db, table.name)
+        await store.delete_table(table.db, table.name)
+        new_schema = None
+    else:
+        table.schema = await logical_schema(ctx, table)
+        cat.put(table)
+        await store.save_table(table)
+        # MergeSource renames this table's physical shards from the record's TSO on.
+        new_schema = {**table.schema, "topology": table.to_json(cat.dns)}
+    return await write_ddl_record(ctx, table.db, table.name, sql, new_schema)
+
+
+async def _run_on_shards(ctx: CnContext, table: LogicalTable, sql: str, target: DdlTarget) -> None:
+    shards = (
+        [(dn, None) for dn in ctx.catalogue.dns]
+        if table.is_broadcast
+        else [(dn, p) for p, dn in enumerate(table.placement)]
+    )
+    for dn, p in shards:
+        physical = sql[: target.name_start] + table.physical_name(p) + sql[target.name_end :]
+        await ctx.pools.execute(dn, physical)
+
+
+async def logical_schema(ctx: CnContext, table: LogicalTable) -> dict[str, Any]:
+    """The logical schema JSON (columns + logical CREATE TABLE), read from one physical shard."""
+    part = None if table.is_broadcast else 0
+    dn = ctx.catalogue.dns[0] if table.is_broadcast else table.placement[0]
+    phys_table = physical_table(table.name, part)
+    columns = await ctx.pools.execute(
+        dn,
+        "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_DEFAULT, COLUMN_KEY, "
+        "CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLUMNS "
+        "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+        (table.physical_db, phys_table),
+    )
+    ((_, create),) = await ctx.pools.execute(dn, f"SHOW CREATE TABLE {table.physical_name(part)}")
+    create = re.sub(r"^CREATE TABLE `[^`]+`", f"CREATE TABLE `{table.name}`", create, count=1)
+    return {
+        "db": table.db,
+        "table": table.name,
+        "kind": table.kind,
+        "shard_key": table.shard_key,
+        "partitions": table.partitions,
+        "columns": [
+            {
+                "name": c[0],
+                "type": c[1],
+                "nullable": c[2] == "YES",
+                "default": c[3],
+                "key": c[4],
+                "charset": c[5],
+                "collation": c[6],
+            }
+            for c in columns
+        ],
+        "create": create,
+    }

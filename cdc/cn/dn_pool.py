@@ -1,0 +1,95 @@
+"""Connection pools to the DNs (autocommit, utf8mb4); a broken connection is discarded."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+import aiomysql
+
+from cdc.cn.errors import CnError
+from cdc.config import NodeConfig
+
+
+async def connect(node: NodeConfig, timeout: float = 5.0) -> aiomysql.Connection:
+    return await aiomysql.connect(
+        host=node.host,
+        port=node.port,
+        user=node.user,
+        password=node.password,
+        autocommit=True,
+        charset="utf8mb4",
+        connect_timeout=timeout,
+    )
+
+
+class DnPools:
+    """One aiomysql pool per DN, opened lazily."""
+
+    def __init__(self, nodes: list[NodeConfig], maxsize: int = 64):
+        self._nodes = {n.id: n for n in nodes}
+        self._pools: dict[int, aiomysql.Pool] = {}
+        self._maxsize = maxsize
+
+    def node(self, dn_id: int) -> NodeConfig:
+        try:
+            return self._nodes[dn_id]
+        except KeyError:
+            raise CnError(
+                f"DN {dn_id} is in the catalogue but not in the configuration "
+                f"(have {sorted(self._nodes)}); fix [[dn]] in cdc.toml"
+            ) from None
+
+    def add_node(self, node: NodeConfig) -> None:
+        self._nodes[node.id] = node
+
+    async def _pool(self, dn_id: int) -> aiomysql.Pool:
+        pool = self._pools.get(dn_id)
+        if pool is None:
+            node = self.node(dn_id)
+            pool = await aiomysql.create_pool(
+                minsize=0,
+                maxsize=self._maxsize,
+                host=node.host,
+                port=node.port,
+                user=node.user,
+                password=node.password,
+                autocommit=True,
+                charset="utf8mb4",
+                connect_timeout=5,
+            )
+            self._pools[dn_id] = self._pools.get(dn_id) or pool
+        return self._pools[dn_id]
+
+    async def acquire(self, dn_id: int) -> aiomysql.Connection:
+        return await (await self._pool(dn_id)).acquire()
+
+    def release(self, dn_id: int, conn: aiomysql.Connection, discard: bool = False) -> None:
+        if discard:
+            conn.close()
+        pool = self._pools.get(dn_id)
+        if pool is not None:
+            pool.release(conn)
+
+    @contextlib.asynccontextmanager
+    async def connection(self, dn_id: int) -> AsyncIterator[aiomysql.Connection]:
+        """An autocommit connection; discarded if the block raises (its state is unknown)."""
+        conn = await self.acquire(dn_id)
+        try:
+            yield conn
+        except BaseException:
+            self.release(dn_id, conn, discard=True)
+            raise
+        self.release(dn_id, conn)
+
+    async def execute(self, dn_id: int, sql: str, params: tuple | None = None) -> list[tuple]:
+        async with self.connection(dn_id) as conn, conn.cursor() as cur:
+            await cur.execute(sql, params)
+            return list(await cur.fetchall()) if cur.description else []
+
+    async def close(self) -> None:
+        pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.close()
+        for pool in pools:
+            await pool.wait_closed()

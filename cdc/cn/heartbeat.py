@@ -1,0 +1,71 @@
+"""Heartbeats: a TSO transaction on `__cdc_heartbeat__` touching every DN, every interval; the
+background task also purges old commit records now and then."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from cdc.cn import schema
+from cdc.cn.context import CnContext
+from cdc.cn.purge import purge_commit_records
+from cdc.cn.transaction import Transaction
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_SQL = (
+    f"INSERT INTO `{schema.PRIVATE_DB}`.`{schema.HEARTBEAT}` (cn_id, txn_id, sent_at) "
+    "VALUES (%s, %s, NOW(6)) ON DUPLICATE KEY UPDATE txn_id = VALUES(txn_id), "
+    "sent_at = VALUES(sent_at)"
+)
+
+
+async def beat(ctx: CnContext) -> int:
+    """One heartbeat; returns its TSO."""
+    tx = Transaction(ctx, kind="heartbeat")
+    async with tx:
+        await tx.execute_private(HEARTBEAT_SQL, (ctx.instance_id, tx.txn_id))
+    return tx.commit_tso
+
+
+class Heartbeat:
+    """The background heartbeat task; started and stopped explicitly."""
+
+    def __init__(self, ctx: CnContext):
+        self._ctx = ctx
+        self._task: asyncio.Task | None = None
+        self.last_tso: int | None = None
+        self.count = 0
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        if not self.running:
+            self._task = asyncio.create_task(self._loop(), name="cn-heartbeat")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _loop(self) -> None:
+        cfg = self._ctx.config.cn
+        interval = cfg.heartbeat_interval_ms / 1000
+        loop = asyncio.get_running_loop()
+        next_purge = loop.time() + cfg.purge_interval_s
+        while True:
+            started = loop.time()
+            try:
+                self.last_tso = await beat(self._ctx)
+                self.count += 1
+                if loop.time() >= next_purge:
+                    next_purge = loop.time() + cfg.purge_interval_s
+                    await purge_commit_records(self._ctx, cfg.commit_record_retention_s)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a missed beat must not end the task
+                log.warning("heartbeat failed: %s", exc)
+            await asyncio.sleep(max(0.0, interval - (loop.time() - started)))

@@ -1,0 +1,52 @@
+"""Keeps transactions off partitions that scale-out is moving (within this CN process)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+from cdc.cn.errors import TransactionAborted
+
+PartitionKey = tuple[str, str, int]  # (db, table, partition)
+
+
+class PartitionGate:
+    def __init__(self) -> None:
+        self._inflight: Counter[PartitionKey] = Counter()
+        self._frozen: set[PartitionKey] = set()
+        self._changed = asyncio.Condition()
+
+    async def enter(self, keys: set[PartitionKey], held: set[PartitionKey]) -> None:
+        """Count `keys` as in use by a transaction that already holds `held`."""
+        new = keys - held
+        if not new:
+            return
+        async with self._changed:
+            while new & self._frozen:
+                if held:
+                    # Waiting while holding others could deadlock with the mover: abort instead.
+                    raise TransactionAborted(
+                        "a partition this transaction needs is being moved by scale-out; retry"
+                    )
+                await self._changed.wait()
+            self._inflight.update(new)
+            held |= new
+
+    async def leave(self, held: set[PartitionKey]) -> None:
+        if not held:
+            return
+        async with self._changed:
+            self._inflight.subtract(held)
+            held.clear()
+            self._changed.notify_all()
+
+    async def freeze(self, keys: set[PartitionKey]) -> None:
+        """Stop new transactions on `keys` and wait for the running ones to finish."""
+        async with self._changed:
+            self._frozen |= keys
+            await self._changed.wait_for(lambda: all(self._inflight[k] <= 0 for k in keys))
+
+    async def thaw(self, keys: set[PartitionKey]) -> None:
+        async with self._changed:
+            self._frozen -= keys
+            self._changed.notify_all()

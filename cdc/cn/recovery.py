@@ -1,0 +1,193 @@
+"""In-doubt recovery: settle every prepared CN branch found by `XA RECOVER` on the DNs.
+
+Rule (docs/cn.md, "Recovery"): a transaction is committed, with the TSO of its commit record,
+iff its primary DN holds a commit record; missing records are written on the other participants
+before any XA COMMIT. Without a record, recovery first writes a tombstone (aborted=1) on every
+DN, so a CN that is still alive can no longer write the primary record (duplicate key), and
+only then rolls the branches back. Branches still attached to a live session answer XAER_NOTA
+and are left to their owner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+import pymysql
+
+from cdc.cn import schema
+from cdc.cn.branch import ER_XAER_NOTA, errno
+from cdc.cn.context import CnContext
+from cdc.cn.xid import Xid, parse_recover_row
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRecord:
+    commit_tso: int
+    participants: list[int]
+    aborted: bool
+
+
+@dataclass(slots=True)
+class RecoveryReport:
+    committed: list[int] = field(default_factory=list)
+    rolled_back: list[int] = field(default_factory=list)
+    # txn_id -> why it was left in doubt (attached to a live session, DN unreachable, ...)
+    skipped: dict[int, str] = field(default_factory=dict)
+
+    def merge(self, other: RecoveryReport) -> None:
+        self.committed += other.committed
+        self.rolled_back += other.rolled_back
+        self.skipped = dict(other.skipped)
+
+    def summary(self) -> str:
+        text = f"committed {len(self.committed)}, rolled back {len(self.rolled_back)}"
+        if self.skipped:
+            text += f", left in doubt {len(self.skipped)}: " + "; ".join(
+                f"txn {t}: {why}" for t, why in sorted(self.skipped.items())[:5]
+            )
+        return text
+
+
+async def scan(ctx: CnContext) -> tuple[dict[int, set[int]], set[int]]:
+    """Prepared CN branches: txn_id -> DNs; and the DNs that could not be asked."""
+    prepared: dict[int, set[int]] = {}
+    unreachable: set[int] = set()
+    dns = sorted(set(ctx.catalogue.dns) | {n.id for n in ctx.config.dn})
+    results = await asyncio.gather(
+        *(ctx.pools.execute(dn, "XA RECOVER") for dn in dns), return_exceptions=True
+    )
+    for dn, rows in zip(dns, results, strict=True):
+        if isinstance(rows, BaseException):
+            log.warning("recovery: DN %s unreachable (%s)", dn, rows)
+            unreachable.add(dn)
+            continue
+        for row in rows:
+            xid = parse_recover_row(row)
+            if xid is not None:
+                prepared.setdefault(xid.txn_id, set()).add(dn)
+    return prepared, unreachable
+
+
+async def recover(ctx: CnContext, only: set[int] | None = None) -> RecoveryReport:
+    """One pass over every in-doubt CN transaction (or only those in `only`)."""
+    prepared, unreachable = await scan(ctx)
+    report = RecoveryReport()
+    for txn_id, dns in sorted(prepared.items()):
+        if only is None or txn_id in only:
+            await _settle(ctx, txn_id, dns, unreachable, report)
+    return report
+
+
+async def recover_until_settled(ctx: CnContext, wait_s: float = 5.0) -> RecoveryReport:
+    """Repeat `recover` while branches are still attached (a just-killed CN's sessions take a
+    moment to close on the DN), for at most `wait_s` seconds."""
+    total = RecoveryReport()
+    deadline = asyncio.get_running_loop().time() + wait_s
+    while True:
+        total.merge(await recover(ctx))
+        if not total.skipped or asyncio.get_running_loop().time() > deadline:
+            return total
+        await asyncio.sleep(0.2)
+
+
+async def recover_at_start(ctx: CnContext, grace_s: float = 1.0) -> RecoveryReport:
+    """Settle only transactions seen prepared in two scans `grace_s` apart: in-flight commits of
+    other live CNs finish in milliseconds and are left alone (tombstones keep it safe anyway)."""
+    first, _ = await scan(ctx)
+    if not first:
+        return RecoveryReport()
+    await asyncio.sleep(grace_s)
+    return await recover(ctx, only=set(first))
+
+
+async def _read_records(ctx: CnContext, txn_id: int, dns: set[int]) -> dict[int, CommitRecord]:
+    found: dict[int, CommitRecord] = {}
+    for dn in sorted(dns):
+        try:
+            rows = await ctx.pools.execute(dn, schema.SELECT_RECORD, (txn_id,))
+        except pymysql.err.MySQLError:
+            continue
+        if rows:
+            tso, participants, aborted = rows[0]
+            found[dn] = CommitRecord(
+                int(tso), schema.parse_participants(participants), bool(aborted)
+            )
+    return found
+
+
+def _decision(records: dict[int, CommitRecord]) -> CommitRecord | None:
+    # A real record anywhere means the primary's exists: secondaries are written after it.
+    for record in records.values():
+        if not record.aborted:
+            return record
+    return None
+
+
+async def _settle(ctx, txn_id: int, dns: set[int], unreachable: set[int], report) -> None:
+    # Storage DNs only: a DN started but not yet added has no private tables.
+    everywhere = (set(ctx.catalogue.dns) | dns) - unreachable
+    records = await _read_records(ctx, txn_id, everywhere)
+    decision = _decision(records)
+    if decision is None:
+        if unreachable:
+            report.skipped[txn_id] = (
+                f"no commit record found and DN(s) {sorted(unreachable)} unreachable "
+                "(one may be the primary); retry when they are up"
+            )
+            return
+        # Block a late primary record from a CN that may still be alive, then look again.
+        tombstone_tso = await ctx.tso.next()
+        for dn in sorted(everywhere):
+            await ctx.pools.execute(dn, schema.INSERT_TOMBSTONE, (txn_id, tombstone_tso))
+        records = await _read_records(ctx, txn_id, everywhere)
+        decision = _decision(records)
+    if decision is not None:
+        await _commit(ctx, txn_id, dns, decision, records, unreachable, report)
+    else:
+        await _rollback(ctx, txn_id, dns, report)
+
+
+async def _commit(ctx, txn_id, dns, decision: CommitRecord, records, unreachable, report) -> None:
+    unrecorded = set()
+    text = schema.format_participants(decision.participants)
+    for dn in decision.participants:
+        existing = records.get(dn)
+        if existing is not None and not existing.aborted:
+            continue
+        try:
+            await ctx.pools.execute(dn, schema.UPSERT_RECORD, (txn_id, decision.commit_tso, text))
+        except pymysql.err.MySQLError as exc:
+            unrecorded.add(dn)
+            report.skipped[txn_id] = f"cannot write the commit record on DN {dn}: {exc}"
+    done = True
+    for dn in sorted(dns - unrecorded):
+        if not await _settle_branch(Xid(txn_id, dn), "COMMIT", ctx, report):
+            done = False
+    if done and not unrecorded:
+        report.committed.append(txn_id)
+        ctx.ground_truth.record(decision.commit_tso, txn_id, decision.participants, recovered=True)
+
+
+async def _rollback(ctx, txn_id, dns, report) -> None:
+    done = True
+    for dn in sorted(dns):
+        if not await _settle_branch(Xid(txn_id, dn), "ROLLBACK", ctx, report):
+            done = False
+    if done:
+        report.rolled_back.append(txn_id)
+
+
+async def _settle_branch(xid: Xid, verb: str, ctx: CnContext, report) -> bool:
+    try:
+        await ctx.pools.execute(xid.dn_id, f"XA {verb} {xid.sql}")
+        return True
+    except pymysql.err.MySQLError as exc:
+        if errno(exc) == ER_XAER_NOTA:
+            report.skipped[xid.txn_id] = f"branch on DN {xid.dn_id} still attached to a session"
+        else:
+            report.skipped[xid.txn_id] = f"XA {verb} on DN {xid.dn_id} failed: {exc}"
+        return False

@@ -1,0 +1,154 @@
+"""A small SQL lexer and literal renderer: just enough for the statement shapes the router routes."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pymysql.converters import escape_item, escape_string
+
+from cdc.cn.errors import RoutingError
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    kind: str  # "word", "qword" (backticked), "str", "num", "op", "param"
+    text: str  # the raw source text
+    start: int
+    end: int
+    value: object = None  # the decoded value of "str"/"num"/"word"/"qword"
+
+    def is_word(self, *words: str) -> bool:
+        return self.kind == "word" and self.text.upper() in words
+
+    @property
+    def name(self) -> str | None:
+        """An identifier's name (backticks removed), or None."""
+        if self.kind in ("word", "qword"):
+            return str(self.value)
+        return None
+
+
+_ESCAPES = {"0": "\0", "n": "\n", "r": "\r", "t": "\t", "b": "\b", "Z": "\x1a"}
+
+
+def tokenize(sql: str) -> list[Token]:
+    tokens: list[Token] = []
+    i, n = 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c.isspace():
+            i += 1
+        elif sql.startswith("/*", i):
+            end = sql.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+        elif sql.startswith("--", i) or c == "#":
+            end = sql.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif c in "'\"":
+            end, value = _read_string(sql, i)
+            tokens.append(Token("str", sql[i:end], i, end, value))
+            i = end
+        elif c == "`":
+            end = sql.find("`", i + 1)
+            if end < 0:
+                raise RoutingError(f"unterminated `identifier` in: {sql[:200]}")
+            tokens.append(Token("qword", sql[i : end + 1], i, end + 1, sql[i + 1 : end]))
+            i = end + 1
+        elif c.isdigit() or (c == "." and i + 1 < n and sql[i + 1].isdigit()):
+            j = i
+            while j < n and (sql[j].isalnum() or sql[j] == "."):
+                j += 1
+            tokens.append(Token("num", sql[i:j], i, j, sql[i:j]))
+            i = j
+        elif c.isalpha() or c in "_@$":
+            j = i
+            while j < n and (sql[j].isalnum() or sql[j] in "_@$"):
+                j += 1
+            word = sql[i:j]
+            # _binary'..' / X'..' / _utf8mb4'..' are one literal.
+            if j < n and sql[j] == "'" and (word.startswith("_") or word.upper() in ("X", "B")):
+                end, value = _read_string(sql, j)
+                tokens.append(Token("str", sql[i:end], i, end, value))
+                i = end
+                continue
+            tokens.append(Token("word", word, i, j, word))
+            i = j
+        elif sql.startswith("%s", i):
+            tokens.append(Token("param", "%s", i, i + 2))
+            i += 2
+        else:
+            two = sql[i : i + 2]
+            if two in ("<=", ">=", "<>", "!=", ":="):
+                tokens.append(Token("op", two, i, i + 2))
+                i += 2
+            else:
+                tokens.append(Token("op", c, i, i + 1))
+                i += 1
+    return tokens
+
+
+def _read_string(sql: str, i: int) -> tuple[int, str]:
+    """Read the quoted literal starting at `i`; return (end offset, decoded text)."""
+    quote, j, n, out = sql[i], i + 1, len(sql), []
+    while True:
+        if j >= n:
+            raise RoutingError(f"unterminated string literal in: {sql[:200]}")
+        ch = sql[j]
+        if ch == "\\" and j + 1 < n:
+            out.append(_ESCAPES.get(sql[j + 1], sql[j + 1]))
+            j += 2
+        elif ch == quote and sql[j + 1 : j + 2] == quote:
+            out.append(quote)
+            j += 2
+        elif ch == quote:
+            return j + 1, "".join(out)
+        else:
+            out.append(ch)
+            j += 1
+
+
+def literal(value: object) -> str:
+    """A Python value as a MariaDB literal (bytes as X'..', so any byte survives utf8mb4)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, bytes | bytearray | memoryview):
+        return "X'" + bytes(value).hex() + "'"
+    if isinstance(value, str):
+        return "'" + escape_string(value) + "'"
+    if isinstance(value, int | float | decimal.Decimal):
+        return str(value)
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time | datetime.timedelta):
+        return escape_item(value, "utf8mb4")
+    if isinstance(value, set | frozenset):
+        return literal(",".join(sorted(str(v) for v in value)))
+    raise RoutingError(f"cannot pass a {type(value).__name__} as an SQL parameter: {value!r}")
+
+
+def render(sql: str, params: Sequence[object] | None) -> str:
+    """Substitute `%s` placeholders like pymysql does (`%%` is a literal percent)."""
+    if params is None:
+        return sql
+    if isinstance(params, dict):
+        raise RoutingError("named parameters are not supported; use %s placeholders")
+    try:
+        return sql % tuple(literal(p) for p in params)
+    except (TypeError, ValueError) as exc:
+        raise RoutingError(
+            f"parameters do not match the placeholders ({exc}): {sql[:200]}"
+        ) from None
+
+
+def literal_value(tok: Token) -> object:
+    """The value of a literal token, for hashing a shard key; raises on anything else."""
+    if tok.kind == "str":
+        if tok.text[:1] in "xX" and tok.text[1:2] == "'":
+            return bytes.fromhex(str(tok.value))
+        return tok.value
+    if tok.kind == "num":
+        return tok.value
+    raise RoutingError(f"the shard key must be compared with a literal value, got {tok.text!r}")

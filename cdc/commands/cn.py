@@ -1,0 +1,125 @@
+"""`cdc cn init|recover|add-dn|heartbeat|flush-logs`: the reference compute node."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from cdc.config import load
+
+DEFAULT_CONFIG = "cdc.toml"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("cn", help="reference compute node: catalogue, recovery, scale-out")
+    csub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    init = csub.add_parser("init", help="create the catalogue and private tables; write CdcStart")
+    init.set_defaults(func=cmd_init)
+    rec = csub.add_parser("recover", help="settle every in-doubt XA transaction of the CN")
+    rec.add_argument(
+        "--wait", type=float, default=5.0, help="seconds to wait for attached branches (default 5)"
+    )
+    rec.set_defaults(func=cmd_recover)
+    add = csub.add_parser(
+        "add-dn", help="scale-out: add the DN(s) that `cdc cluster add-dn` started"
+    )
+    add.add_argument("--dn", type=int, default=None, help="DN id (default: every new DN)")
+    add.set_defaults(func=cmd_add_dn)
+    hb = csub.add_parser("heartbeat", help="send heartbeats until interrupted (or --count)")
+    hb.add_argument("--count", type=int, default=0, help="stop after N heartbeats (0: forever)")
+    hb.set_defaults(func=cmd_heartbeat)
+    fl = csub.add_parser("flush-logs", help="write a FlushLogs marker")
+    fl.set_defaults(func=cmd_flush_logs)
+    for c in csub.choices.values():
+        c.add_argument("--config", default=DEFAULT_CONFIG, help=f"default {DEFAULT_CONFIG}")
+
+
+def _cn(args):
+    from cdc.cn import ComputeNode
+
+    return ComputeNode(load(args.config))
+
+
+def cmd_init(args) -> int:
+    from cdc.cn import init
+
+    result = asyncio.run(init(load(args.config)))
+    if result.created:
+        print(f"initialised; CdcStart written at TSO {result.cdc_start_tso}")
+    else:
+        print(f"already initialised (CdcStart at TSO {result.cdc_start_tso}); checked tables")
+    return 0
+
+
+def cmd_recover(args) -> int:
+    async def run():
+        cn = _cn(args)
+        await cn.start(recover=False)
+        try:
+            return await cn.recover(wait_s=args.wait)
+        finally:
+            await cn.close()
+
+    report = asyncio.run(run())
+    print(f"recovery: {report.summary()}")
+    return 1 if report.skipped else 0
+
+
+def cmd_add_dn(args) -> int:
+    from cdc.cn import CatalogueError
+
+    async def run():
+        cn = _cn(args)
+        await cn.start()
+        try:
+            new = (
+                [args.dn]
+                if args.dn
+                else [n.id for n in cn.config.dn if n.id not in cn.catalogue.dns]
+            )
+            if not new:
+                raise CatalogueError(
+                    "every configured DN is already a storage DN: run `cdc cluster add-dn` first"
+                )
+            return [(dn, await cn.add_dn(dn)) for dn in new]
+        finally:
+            await cn.close()
+
+    for dn, res in asyncio.run(run()):
+        print(
+            f"DN {dn} added: StorageChange at TSO {res.storage_change_tso}, "
+            f"{len(res.moved)} partition(s) moved, MetaChange at TSO {res.meta_change_tso}"
+        )
+    return 0
+
+
+def cmd_heartbeat(args) -> int:
+    async def run():
+        cn = _cn(args)
+        await cn.start()
+        try:
+            n = 0
+            interval = cn.config.cn.heartbeat_interval_ms / 1000
+            while not args.count or n < args.count:
+                await cn.heartbeat_once()
+                n += 1
+                await asyncio.sleep(interval)
+            return n
+        finally:
+            await cn.close()
+
+    print(f"sent {asyncio.run(run())} heartbeats")
+    return 0
+
+
+def cmd_flush_logs(args) -> int:
+    async def run():
+        cn = _cn(args)
+        await cn.start()
+        try:
+            return await cn.flush_logs()
+        finally:
+            await cn.close()
+
+    print(f"FlushLogs written at TSO {asyncio.run(run())}")
+    return 0
