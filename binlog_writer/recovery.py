@@ -130,5 +130,14 @@ def scan(
         valid_end = 0
         reason = reason or "file header incomplete"
     return TailScan(
-        size, header_end, valid_end, txns, last_cts, last_txn_end, closed_by, reason, in_use, last_mark
+        size,
+        header_end,
+        valid_end,
+        txns,
+        last_cts,
+        last_txn_end,
+        closed_by,
+        reason,
+        in_use,
+        last_mark,
     )

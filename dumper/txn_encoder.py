@@ -22,7 +22,9 @@ from merge_source.fragment import FragmentKind
 from merge_source.sorter import Kind
 
 TABLE_MAP = int(EventType.TABLE_MAP)
-CREATE_TABLE = re.compile(rb"\s*(/\*.*?\*/\s*)*CREATE\s+(TEMPORARY\s+)?TABLE\b", re.IGNORECASE | re.DOTALL)
+CREATE_TABLE = re.compile(
+    rb"\s*(/\*.*?\*/\s*)*CREATE\s+(TEMPORARY\s+)?TABLE\b", re.IGNORECASE | re.DOTALL
+)
 ROWS_TYPES = frozenset({23, 24, 25, 30, 31, 32})
 
 

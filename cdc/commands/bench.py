@@ -8,8 +8,12 @@ import argparse
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmarks (each prints its ratio against a baseline)")
     bsub = p.add_subparsers(dest="bench", required=True, metavar="BENCH")
-    writer = bsub.add_parser("writer", help="binlog_writer vs a plain buffered write of the same bytes")
-    writer.add_argument("args", nargs=argparse.REMAINDER, help="passed on (--txns --rows --row-bytes --fsync)")
+    writer = bsub.add_parser(
+        "writer", help="binlog_writer vs a plain buffered write of the same bytes"
+    )
+    writer.add_argument(
+        "args", nargs=argparse.REMAINDER, help="passed on (--txns --rows --row-bytes --fsync)"
+    )
     writer.set_defaults(func=cmd_writer)
     every = bsub.add_parser("all", help="every benchmark, with its defaults")
     every.set_defaults(func=cmd_all)
