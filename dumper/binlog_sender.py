@@ -95,10 +95,15 @@ class CurrentEventNotifier:
             pass
 
 
+_SIZE = struct.Struct("<I")
+
+
 class PacketSink(Protocol):
     """Where the sender's packets go (the session frames them with consecutive seq ids)."""
 
     def send(self, payload: bytes) -> None: ...
+
+    def send_events(self, events: list[memoryview]) -> None: ...
 
     async def flush(self) -> None: ...
 
@@ -295,22 +300,28 @@ class BinlogSender:
     def _send_available(self, fd: int, pos: int) -> int:
         """Send the whole events present from `pos` (up to about batch_bytes); new position."""
         data = os.pread(fd, self.batch_bytes, pos)
+        view = memoryview(data)
+        events = []
         off = 0
-        while len(data) - off >= HEADER_LEN:
-            size = struct.unpack_from("<I", data, off + 9)[0]
+        end = len(data)
+        unpack = _SIZE.unpack_from
+        while end - off >= HEADER_LEN:
+            size = unpack(data, off + 9)[0]
             if size < HEADER_LEN:
                 raise DumpError(f"{MSG_BOGUS} (event size {size} at {pos + off})")
-            if off + size > len(data):
-                if off == 0 and len(data) == self.batch_bytes:  # one event bigger than a batch
+            if off + size > end:
+                if off == 0 and end == self.batch_bytes:  # one event bigger than a batch
                     big = os.pread(fd, size, pos)
                     if len(big) == size:
                         self.sink.send(b"\x00" + big)
                         self.events_sent += 1
                         return pos + size
                 break
-            self.sink.send(b"\x00" + data[off : off + size])
-            self.events_sent += 1
+            events.append(view[off : off + size])
             off += size
+        if events:
+            self.sink.send_events(events)
+            self.events_sent += len(events)
         return pos + off
 
     def _send_heartbeat(self, name: str, pos: int, alg: int) -> None:

@@ -1,4 +1,4 @@
-"""`cdc bench writer|all`: benchmarks that print ratios measured side by side in one run."""
+"""`cdc bench writer|dumper|all`: benchmarks that print ratios measured side by side in one run."""
 
 from __future__ import annotations
 
@@ -11,10 +11,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     writer = bsub.add_parser(
         "writer", help="binlog_writer vs a plain buffered write of the same bytes"
     )
-    writer.add_argument(
-        "args", nargs=argparse.REMAINDER, help="passed on (--txns --rows --row-bytes --fsync)"
-    )
+    writer.add_argument("--txns", type=int, default=100_000)
+    writer.add_argument("--rows", type=int, default=1, help="rows per transaction")
+    writer.add_argument("--row-bytes", type=int, default=100)
+    writer.add_argument("--fsync", default="never", help="txn | never | group:N | interval:MS")
     writer.set_defaults(func=cmd_writer)
+    dumper = bsub.add_parser(
+        "dumper", help="mariadb-binlog --raw from our dumper vs from mariadbd, same file"
+    )
+    dumper.add_argument("--mb", type=int, default=50, help="binlog size in MB")
+    dumper.add_argument("--rounds", type=int, default=3)
+    dumper.set_defaults(func=cmd_dumper)
     every = bsub.add_parser("all", help="every benchmark, with its defaults")
     every.set_defaults(func=cmd_all)
 
@@ -22,13 +29,33 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_writer(args) -> int:
     from binlog_writer.bench import main
 
-    return main(args.args)
+    return main(
+        [
+            "--txns",
+            str(args.txns),
+            "--rows",
+            str(args.rows),
+            "--row-bytes",
+            str(args.row_bytes),
+            "--fsync",
+            args.fsync,
+        ]
+    )
+
+
+def cmd_dumper(args) -> int:
+    from dumper.bench import main
+
+    return main(["--mb", str(args.mb), "--rounds", str(args.rounds)])
 
 
 def cmd_all(args) -> int:
-    from binlog_writer.bench import main
+    from binlog_writer.bench import main as writer
+    from dumper.bench import main as dumper
 
     print("== writer: small transactions (5 events)")
-    main(["--txns", "50000"])
+    writer(["--txns", "50000"])
     print("\n== writer: 20 rows x 200 bytes per transaction")
-    return main(["--txns", "10000", "--rows", "20", "--row-bytes", "200"])
+    writer(["--txns", "10000", "--rows", "20", "--row-bytes", "200"])
+    print("\n== dumper")
+    return dumper([])
