@@ -146,12 +146,14 @@ class DumpClient:
             packets = await asyncio.wait_for(client.read_packets(), s.idle_timeout)
             self.last_packet_at = time.monotonic()
             batch: list[DnEvent] = []
+            end = self.position.pos  # where the batch ends: the position once it is yielded
             for packet in packets:
                 if packet[0] != 0:
                     if packet[0] == ERR:
                         raise parse_err(packet)
                     if is_eof(packet):
                         if batch:
+                            self.position = BinlogPosition(file, end)
                             yield batch
                         return
                     raise DumpError(
@@ -173,7 +175,12 @@ class DumpClient:
                     pos = struct.unpack_from("<Q", data, 19)[0]
                     file = bytes(data[27:-4]).decode()
                     if flags & ARTIFICIAL_FLAG:
+                        if batch:  # events of the previous file go out first
+                            self.position = BinlogPosition(batch[-1].file, end)
+                            yield batch
+                            batch = []
                         self.position = BinlogPosition(file, pos)
+                        end = pos
                     continue
                 if type_code == HEARTBEAT_EVENT:
                     continue
@@ -181,10 +188,11 @@ class DumpClient:
                     if type_code == FORMAT_DESCRIPTION_EVENT:
                         batch.append(DnEvent(file, 4, data))
                     continue
-                event = DnEvent(file, log_pos - size, data)
-                self.position = BinlogPosition(file, log_pos)
-                batch.append(event)
+                batch.append(DnEvent(file, log_pos - size, data))
+                end = log_pos
             if batch:
+                # Set only now: a batch that fails half-way is re-read whole after a reconnect.
+                self.position = BinlogPosition(file, end)
                 yield batch
 
     async def close(self) -> None:

@@ -95,8 +95,6 @@ class SourceProcessor:
             return []
         group = self.assembler.feed(event)
         if group is None:
-            if self.assembler.open_group_start is None:
-                self._last_end = (event.file, event.end)
             return []
         self._last_end = (group.file, group.end)
         self.groups += 1

@@ -22,6 +22,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     dumper.add_argument("--mb", type=int, default=50, help="binlog size in MB")
     dumper.add_argument("--rounds", type=int, default=3)
     dumper.set_defaults(func=cmd_dumper)
+    source = bsub.add_parser(
+        "merge-source", help="one MergeSource vs mariadb-binlog --raw of the same DN binlog"
+    )
+    source.add_argument("--events", type=int, default=1_000_000)
+    source.add_argument("--rounds", type=int, default=2)
+    source.set_defaults(func=cmd_merge_source)
     every = bsub.add_parser("all", help="every benchmark, with its defaults")
     every.set_defaults(func=cmd_all)
 
@@ -49,13 +55,22 @@ def cmd_dumper(args) -> int:
     return main(["--mb", str(args.mb), "--rounds", str(args.rounds)])
 
 
+def cmd_merge_source(args) -> int:
+    from merge_source.bench import main
+
+    return main(["--events", str(args.events), "--rounds", str(args.rounds)])
+
+
 def cmd_all(args) -> int:
     from binlog_writer.bench import main as writer
     from dumper.bench import main as dumper
+    from merge_source.bench import main as merge_source
 
     print("== writer: small transactions (5 events)")
     writer(["--txns", "50000"])
     print("\n== writer: 20 rows x 200 bytes per transaction")
     writer(["--txns", "10000", "--rows", "20", "--row-bytes", "200"])
     print("\n== dumper")
-    return dumper([])
+    dumper([])
+    print("\n== merge-source")
+    return merge_source([])
