@@ -282,3 +282,45 @@ async def test_orders_and_scale_out_under_traffic_reach_the_replica_intact(e2e):
     tsos = [t.tso for t in txns]
     assert tsos == sorted(tsos) and len(set(tsos)) == len(tsos)
     check_transfer_invariant(txns)
+
+
+async def test_a_silent_dn_holds_the_merge_is_named_and_nothing_is_lost(e2e):
+    """SIGSTOP a DN for longer than the idle timeout: the merge waits, `cdc status` (the status
+    file) names the DN; after SIGCONT the stream continues and every transfer is there once."""
+    import json
+    import signal
+
+    cfg, directory, replica, cluster = e2e
+    cfg.pipeline.dn_idle_timeout_ms = 2000
+    cn = ComputeNode(cfg)
+    await cn.start()
+    transfer = TransferWorkload(cn, accounts=ACCOUNTS, initial_balance=BALANCE, partitions=6)
+    before = read_global_binlog(directory / "binlog")
+    status_file = directory / "pipeline" / "status.json"
+    seen = {}
+
+    async def work():
+        load = asyncio.create_task(run_workload(transfer.step, threads=2, duration_s=7))
+        await asyncio.sleep(1.5)
+        dn = cluster.dn(2)
+        dn.kill(signal.SIGSTOP)
+        try:
+            await asyncio.sleep(4)
+            seen["status"] = json.loads(status_file.read_text())
+        finally:
+            dn.kill(signal.SIGCONT)
+        return await load
+
+    try:
+        stats = await run_pipeline_while(cfg, directory, work)
+    finally:
+        await cn.close()
+    problems = seen["status"]["problems"]
+    assert any(p.startswith("dn2 ") for p in problems), problems
+    assert not any(p.startswith(("dn1 ", "dn3 ")) for p in problems), problems
+    txns = read_global_binlog(directory / "binlog")
+    tsos = [t.tso for t in txns]
+    assert tsos == sorted(tsos) and len(set(tsos)) == len(tsos)
+    new = [t for t in txns[len(before) :] if any(db == "bank" for db, *_ in t.changes)]
+    assert len(new) == stats.committed > 0
+    check_transfer_invariant(txns)
