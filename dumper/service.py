@@ -7,7 +7,9 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
+import threading
 from pathlib import Path
 
 from cdc.config import Config
@@ -18,6 +20,8 @@ from dumper.server import serve as serve_binlog
 from topology import gms
 
 log = logging.getLogger(__name__)
+
+SHUTDOWN_GRACE_S = 15.0
 
 
 async def _status_loop(leader: Leader, path: Path) -> None:
@@ -34,7 +38,9 @@ async def _heartbeats(config: Config) -> None:
     from cdc.cn import ComputeNode
 
     cn = ComputeNode(config, pool_size=4)
-    await cn.start(recover=False)
+    # Settle branches orphaned by a crash (ours included: a heartbeat killed between PREPARE
+    # and XA COMMIT would otherwise hold the merge forever).
+    await cn.start(recover=True)
     try:
         cn.start_heartbeat()
         await asyncio.Event().wait()  # until cancelled
@@ -43,7 +49,11 @@ async def _heartbeats(config: Config) -> None:
         await cn.close()
 
 
-async def serve(config: Config, state_dir: Path, *, heartbeat: bool = True) -> None:
+async def serve(
+    config: Config, state_dir: Path, *, heartbeat: bool = True, own_process: bool = False
+) -> None:
+    """Run everything until SIGTERM/SIGINT (or cancellation). `own_process`: this is the whole
+    process (`cdc start`), so a stop that hangs on I/O may end it the hard way."""
     state_dir.mkdir(parents=True, exist_ok=True)
     leader = Leader(config)
     tasks = [
@@ -71,14 +81,21 @@ async def serve(config: Config, state_dir: Path, *, heartbeat: bool = True) -> N
             if t is not stopper and t.exception() is not None:
                 raise t.exception()
     finally:
+        # A clean stop closes the writer (synced, in-use flag cleared); if some I/O hangs (a DN
+        # that stopped answering), the process still goes: a crash is safe by design.
+        watchdog = threading.Timer(SHUTDOWN_GRACE_S, os._exit, (3,))
+        watchdog.daemon = True
+        if own_process:
+            watchdog.start()
         for t in [*tasks, stopper]:
             t.cancel()
         for t in tasks:
             with contextlib.suppress(BaseException):
                 await t
         await server.close()
+        watchdog.cancel()
 
 
 def run_service(config: Config, state_dir: Path) -> int:
-    asyncio.run(serve(config, state_dir))
+    asyncio.run(serve(config, state_dir, own_process=True))
     return 0
