@@ -93,7 +93,8 @@ async def serve(
             with contextlib.suppress(BaseException):
                 await t
         await server.close()
-        watchdog.cancel()
+        # (in own_process mode the watchdog stays armed: asyncio.run() still joins worker
+        # threads after this, and a daemon timer does not delay a normal exit)
 
 
 def run_service(config: Config, state_dir: Path) -> int:
