@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import time
 
 import pymysql
@@ -76,9 +77,22 @@ async def run_workloads(config, duration: float) -> None:
         await cn.close()
 
 
+def wait_until_merging(status_file, timeout: float = 60.0) -> None:
+    """Until every DN's watermark moves (heartbeats flow; start-up recovery is over)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if json.loads(status_file.read_text()).get("low_watermark_tso"):
+                return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"the pipeline did not start merging within {timeout:.0f}s; see its log")
+
+
 def cmd_demo(args) -> int:
     from cdc.cn import init
-    from cdc.commands.pipeline import cmd_start
+    from cdc.commands.pipeline import cmd_start, state_dir
 
     started = time.monotonic()
     step(f"cluster: GMS + {args.dns} DNs in {args.dir}")
@@ -93,6 +107,7 @@ def cmd_demo(args) -> int:
     step("pipeline + dumper (background)")
     cmd_start(argparse.Namespace(config=config_path, background=True))
     host, port = cfg.dumper.host, cfg.dumper.port
+    wait_until_merging(state_dir(config_path) / "status.json")
 
     step("MariaDB replica of the dumper")
     replica = cluster.replicas[0] if cluster.replicas else cluster.add_replica()
