@@ -16,6 +16,7 @@ from cdc.cn.errors import CommitOutcomeUnknown, TransactionAborted
 log = logging.getLogger(__name__)
 
 ER_DUP_ENTRY = 1062
+SECONDARY_RECORD_TRIES = 6  # about 3 s of retries
 
 
 async def commit(
@@ -107,16 +108,23 @@ async def _write_secondary_records(ctx, txn_id, tso, participants) -> set[int]:
     async def write(dn: int) -> None:
         await ctx.pools.execute(dn, schema.UPSERT_RECORD, (txn_id, tso, text))
 
-    others = participants[1:]
-    results = await asyncio.gather(*(write(dn) for dn in others), return_exceptions=True)
-    failed = set()
-    for dn, r in zip(others, results, strict=True):
-        if isinstance(r, BaseException):
-            log.warning(
-                "txn %s: commit record on DN %s failed (%s); left for recovery", txn_id, dn, r
-            )
-            failed.add(dn)
-    return failed
+    pending = participants[1:]
+    # The decision (the primary's record) is taken: a secondary record that fails (a lock wait
+    # against a concurrent recovery, a DN restarting) is retried, because a branch left
+    # detached blocks its DN's MergeSource until someone runs recovery.
+    for attempt in range(SECONDARY_RECORD_TRIES):
+        results = await asyncio.gather(*(write(dn) for dn in pending), return_exceptions=True)
+        failed = [
+            (dn, r) for dn, r in zip(pending, results, strict=True) if isinstance(r, BaseException)
+        ]
+        if not failed:
+            return set()
+        pending = [dn for dn, _ in failed]
+        if attempt + 1 < SECONDARY_RECORD_TRIES:
+            await asyncio.sleep(0.1 * 2**attempt)
+    for dn, r in failed:
+        log.warning("txn %s: commit record on DN %s failed (%s); left for recovery", txn_id, dn, r)
+    return set(pending)
 
 
 async def _commit_all(ctx: CnContext, branches: list[Branch], unrecorded: set[int]) -> None:
