@@ -98,6 +98,27 @@ async def execute_ddl(
                 return None
             raise CatalogueError(f"unknown logical table {target.db}.{target.table}")
         table = cat.table(target.db, target.table)
+    # No DML through this CN between the first shard's DDL and the DDL record: otherwise a row
+    # written to an already-altered shard would reach the global binlog before the logical DDL
+    # (at the record's TSO) with a column set the downstream does not have yet.
+    keys = gate_keys(table)
+    await ctx.gate.freeze(keys)
+    try:
+        return await _apply(ctx, store, table, sql, target)
+    finally:
+        await ctx.gate.thaw(keys)
+
+
+def gate_keys(table: LogicalTable) -> set[tuple[str, str, int]]:
+    if table.is_broadcast:
+        return {(table.db, table.name, -1)}
+    return {(table.db, table.name, p) for p in range(table.partitions)}
+
+
+async def _apply(
+    ctx: CnContext, store: CatalogueStore, table: LogicalTable, sql: str, target: DdlTarget
+) -> int:
+    cat = ctx.catalogue
     await _run_on_shards(ctx, table, sql, target)
     if target.verb == "DROP":
         cat.drop(table.db, table.name)

@@ -131,9 +131,12 @@ class Transaction:
         return branch
 
     async def _enter(self, table, partitions) -> None:
-        if table.is_broadcast:
-            return
-        keys = {(table.db, table.name, p) for p in partitions}
+        # A broadcast table is one gate key (-1): logical DDL freezes it as a whole.
+        keys = (
+            {(table.db, table.name, -1)}
+            if table.is_broadcast
+            else {(table.db, table.name, p) for p in partitions}
+        )
         await self._ctx.gate.enter(keys, self._held)
 
     def _check_open(self) -> None:

@@ -324,3 +324,42 @@ async def test_a_silent_dn_holds_the_merge_is_named_and_nothing_is_lost(e2e):
     new = [t for t in txns[len(before) :] if any(db == "bank" for db, *_ in t.changes)]
     assert len(new) == stats.committed > 0
     check_transfer_invariant(txns)
+
+
+async def test_ddl_during_traffic_and_flush_logs(e2e):
+    """ddl-mix (ADD/DROP/MODIFY COLUMN, indexes, CREATE/TRUNCATE/DROP) while DML runs, then a
+    FlushLogs marker: each logical DDL once, a new binlog file, and the replica still equal."""
+    from cdc.check import run_check
+    from cdc.cn.workloads.ddl_mix import DdlMixWorkload
+
+    cfg, directory, replica, cluster = e2e
+    cn = ComputeNode(cfg)
+    await cn.start()
+    mix = DdlMixWorkload(cn, keys=100, ddl_every_s=0.3)
+    files_before = len((directory / "binlog" / "binlog.index").read_text().split())
+
+    async def work():
+        await mix.setup()
+        stats = await run_workload(mix.step, threads=3, duration_s=4)
+        await mix.report()
+        await cn.flush_logs()
+        return stats
+
+    try:
+        stats = await run_pipeline_while(cfg, directory, work)
+    finally:
+        await cn.close()
+    assert stats.committed > 0 and mix.ddl_done >= 5
+    # +1: the pipeline starts a new file after a clean stop (as MySQL does); +1: FlushLogs
+    assert len((directory / "binlog" / "binlog.index").read_text().split()) == files_before + 2
+    ddls = [t.ddl for t in read_global_binlog(directory / "binlog") if t.ddl and "mix." in t.ddl]
+    assert len(ddls) == len(set((i, d) for i, d in enumerate(ddls)))  # (each marker once)
+    assert sum("ADD COLUMN extra" in d for d in ddls) >= 1
+    service = asyncio.create_task(serve(cfg, directory / "pipeline", heartbeat=True))
+    try:
+        report = await asyncio.to_thread(run_check, cfg, replica.host, replica.port, "root", "", 60)
+    finally:
+        service.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await service
+    assert report.equal, report.render()

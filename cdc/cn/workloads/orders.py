@@ -135,8 +135,7 @@ class OrdersWorkload:
 
     async def _move(self, tx, rng) -> None:
         """Re-assign an order to another customer: a shard-key UPDATE (DELETE + INSERT)."""
-        i = rng.randrange(len(self._orders))
-        customer, order = self._orders[i]
+        customer, order = rng.choice(self._orders)
         target = rng.randrange(self.customers)
         await tx.execute(
             f"UPDATE {self.db}.orders SET customer_id = %s WHERE customer_id = %s AND id = %s",
@@ -145,7 +144,11 @@ class OrdersWorkload:
         await tx.execute(
             f"UPDATE {self.db}.customers SET orders = orders + 1 WHERE id = %s", (target,)
         )
-        self._orders[i] = (target, order)
+        # Other tasks ran while we awaited: find the entry again (it may even be cancelled).
+        try:
+            self._orders[self._orders.index((customer, order))] = (target, order)
+        except ValueError:
+            pass
 
     async def _cancel(self, tx, rng) -> None:
         customer, order = self._orders.pop(rng.randrange(len(self._orders)))
