@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from cdc.binlog.constants import EventType
+from cdc.binlog.constants import ColumnType, EventType
 from cdc.binlog.events import body_view
 from cdc.binlog.fde import FormatDescription
 from cdc.binlog.rows import RowsEvent
@@ -21,6 +21,7 @@ from cdc.cn.schema import DDL_RECORD, HEARTBEAT, INSTRUCTION, PRIVATE_DB, TX_LOG
 from cdc.cn.xid import FORMAT_ID, GTRID_PREFIX
 from merge_source.fragment import FragmentKind, Statement, TraceId
 from merge_source.group import GTID_FLAGS2_OFFSET, BinlogGroup, query_text
+from merge_source.spill import SpanWriter, SpillFile
 
 TABLE_MAP = int(EventType.TABLE_MAP)
 ANNOTATE_ROWS = int(EventType.ANNOTATE_ROWS)
@@ -32,6 +33,8 @@ FL_GROUP_COMMIT_ID = 0x02
 FL_PREPARED_XA = 0x40
 FL_COMPLETED_XA = 0x80
 PRIVATE_DB_B = PRIVATE_DB.encode()
+TX_LOG_B = TX_LOG.encode()
+HEARTBEAT_B = HEARTBEAT.encode()
 GTRID_PREFIX_B = GTRID_PREFIX.encode()
 TRACE_RE = re.compile(rb"/\*CDC trace=(\d+)\.(\d+) cn=(\d+) \*/")
 MARKER_TABLES = {
@@ -104,21 +107,25 @@ def cn_txn_id(fmt: int, gtrid: bytes) -> int | None:
 
 
 def trace_of(annotate: bytes) -> TraceId | None:
+    """The TraceId hint in a raw ANNOTATE_ROWS event (the CN puts it first in the statement)."""
     m = TRACE_RE.search(annotate, 19, 19 + 200)
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    return (int(m[1]), int(m[2])) if m else None
 
 
 class Classifier:
     """Stateless but for caches of decoded private TABLE_MAPs; one per DN."""
 
-    def __init__(self, fde: FormatDescription | None = None):
+    def __init__(self, fde: FormatDescription | None = None, spill_dir: str | None = None):
         self.fde = fde
-        self._columns: dict[bytes, list[Column]] = {}
+        self.spill_dir = spill_dir  # where the statements of a spilled group are written
+        # Decoded private TABLE_MAPs: body -> (columns, whether the commit-record fast path fits)
+        self._columns: dict[bytes, tuple[list[Column], bool]] = {}
+        self.fast_records = True  # False: always the generic row decoder (tests compare both)
 
     def classify(self, group: BinlogGroup) -> Classified:
         flags2 = group.flags2
         if flags2 & FL_PREPARED_XA:
-            fmt, gtrid, bqual = gtid_xid(group.gtid.data)
+            fmt, gtrid, bqual = gtid_xid(group.gtid)
             txn_id = cn_txn_id(fmt, gtrid)
             out = self._rows(group, Classified(GroupKind.XA_PREPARE, xid=gtrid + b"/" + bqual))
             if txn_id is None:
@@ -128,51 +135,64 @@ class Classifier:
                 out.txn_id = txn_id
             return out
         if flags2 & FL_COMPLETED_XA:
-            fmt, gtrid, bqual = gtid_xid(group.gtid.data)
-            text = next((query_text(e) for e in group.events if e.data[4] == QUERY), b"").upper()
+            fmt, gtrid, bqual = gtid_xid(group.gtid)
+            text = next((query_text(e) for e in group.body() if e[4] == QUERY), b"").upper()
             kind = GroupKind.XA_COMMIT if text.startswith(b"XA COMMIT") else GroupKind.XA_ROLLBACK
             return Classified(kind, txn_id=cn_txn_id(fmt, gtrid) or 0, xid=gtrid + b"/" + bqual)
-        if len(group.events) == 2 and group.events[1].data[4] == QUERY:
-            return Classified(GroupKind.DDL, query=query_text(group.events[1]))
+        if group.count == 2:
+            only = next(iter(group.body()))
+            if only[4] == QUERY:
+                return Classified(GroupKind.DDL, query=query_text(only))
         return self._rows(group, Classified(GroupKind.LOCAL, fragment_kind=FragmentKind.LOCAL))
 
     def _rows(self, group: BinlogGroup, out: Classified) -> Classified:
-        """Split a group's row events into statements; route private tables."""
-        statement: Statement | None = None
-        table_maps: dict[int, bytes] = {}  # table_id -> raw TABLE_MAP of a private table
+        """Split a group's row events into statements; route private tables.
+
+        The statements of a spilled group are written to a spill file of their own (the group's
+        file is freed once classified): a held huge branch stays on disk until released.
+        """
+        spill = SpillFile(self.spill_dir) if group.span is not None else None
+        # (trace id, events) per statement; events: a list, or a SpanWriter for a spilled group
+        parts: list[tuple[TraceId | None, list[bytes] | SpanWriter]] = []
+        events: list[bytes] | SpanWriter | None = None  # the current statement's
+        table_maps: dict[bytes, bytes] = {}  # raw table id -> raw TABLE_MAP of a private table
         private: set[bytes] = set()
         user_rows = False
-        for ev in group.events[1:]:
-            data = ev.data
+        search = TRACE_RE.search
+        for data in group.body():
             code = data[4]
             if code == ANNOTATE_ROWS:
-                statement = Statement(trace_of(data))
-                out.statements.append(statement)
+                events = [] if spill is None else SpanWriter(spill)
+                m = search(data, 19, 19 + 200)  # trace_of, inlined: one per statement
+                parts.append(((int(m[1]), int(m[2])) if m else None, events))
             elif code == TABLE_MAP:
-                db, table = table_name(data)
-                if db == PRIVATE_DB_B:
-                    private.add(table)
-                    table_maps[int.from_bytes(data[19:25], "little")] = data
+                if data[28 : 28 + data[27]] == PRIVATE_DB_B:
+                    private.add(table_name(data)[1])
+                    table_maps[data[19:25]] = data
                     continue
-                if statement is None:
-                    statement = Statement(None)
-                    out.statements.append(statement)
-                statement.events.append(data)
+                if events is None:
+                    events = [] if spill is None else SpanWriter(spill)
+                    parts.append((None, events))
+                events.append(data)
             elif code in ROWS_TYPES:
-                table_id = int.from_bytes(data[19:25], "little")
-                if table_id in table_maps:
-                    self._private_rows(table_maps[table_id], data, out)
-                    continue
+                if table_maps:
+                    table_map = table_maps.get(data[19:25])
+                    if table_map is not None:
+                        self._private_rows(table_map, data, out)
+                        continue
                 user_rows = True
-                if statement is None:
-                    statement = Statement(None)
-                    out.statements.append(statement)
-                statement.events.append(data)
-        out.statements = [s for s in out.statements if s.events]
+                if events is None:
+                    events = [] if spill is None else SpanWriter(spill)
+                    parts.append((None, events))
+                events.append(data)
+        if spill is None:
+            out.statements = [Statement(t, e) for t, e in parts if e]  # type: ignore[arg-type]
+        else:
+            out.statements = [Statement(t, span=e.span()) for t, e in parts if e]  # type: ignore[union-attr]
         if private and not user_rows:
-            if TX_LOG.encode() in private and out.kind is GroupKind.LOCAL:
+            if TX_LOG_B in private and out.kind is GroupKind.LOCAL:
                 out.kind = GroupKind.COMMIT_RECORD if out.records else GroupKind.PRIVATE
-            elif HEARTBEAT.encode() in private:
+            elif HEARTBEAT_B in private:
                 out.fragment_kind = FragmentKind.HEARTBEAT
             else:
                 marker = next((MARKER_TABLES[t] for t in private if t in MARKER_TABLES), None)
@@ -183,13 +203,14 @@ class Classifier:
         return out
 
     def _private_rows(self, table_map: bytes, rows: bytes, out: Classified) -> None:
-        if self.fde is None:
+        fde = self.fde
+        if fde is None:
             raise ClassifyError("a private row event arrived before the DN's FORMAT_DESCRIPTION")
         _db, table = table_name(table_map)
         key = bytes(table_map[19:-4])
-        columns = self._columns.get(key)
-        if columns is None:
-            tm = TableMapEvent.parse(body_view(table_map, self.fde), self.fde)
+        cached = self._columns.get(key)
+        if cached is None:
+            tm = TableMapEvent.parse(body_view(table_map, fde), fde)
             columns = tm.columns(mariadb=True)
             if any(c.name is None for c in columns):
                 raise ClassifyError(
@@ -197,17 +218,25 @@ class Classifier:
                 )
             if len(self._columns) > 256:
                 self._columns.clear()
-            self._columns[key] = columns
+            cached = self._columns[key] = (columns, table == TX_LOG_B and tx_log_layout(columns))
+        columns, fast = cached
         code = rows[4]
         if code not in WRITE_TYPES and code not in UPDATE_TYPES:
             return  # DELETEs of private rows (commit-record purges) carry nothing we need
-        ev = RowsEvent.parse(body_view(rows, self.fde), self.fde, code)
+        if table != TX_LOG_B and table not in MARKER_TABLES:
+            return  # heartbeat rows: only their TSO matters, and it is in the commit record
+        if fast and self.fast_records and code <= 24 and fde.post_header_len(code) == 8:
+            records = fast_commit_records(rows, fde.checksum_len)
+            if records is not None:
+                out.records += records
+                return
+        ev = RowsEvent.parse(body_view(rows, fde), fde, code)
         names = [c.name.decode() for c in columns]  # type: ignore[union-attr]
         images = ev.decode_rows(columns)
         for image in images:
             row = image[1] if code in UPDATE_TYPES else image
             values = dict(zip(names, row, strict=True))
-            if table == TX_LOG.encode():
+            if table == TX_LOG_B:
                 out.records.append(
                     CommitRecord(
                         int(values["txn_id"]),
@@ -216,10 +245,66 @@ class Classifier:
                         bool(values["aborted"]),
                     )
                 )
-            elif table in MARKER_TABLES:
+            else:
                 out.markers.append(
                     {k: _text(v) if isinstance(v, bytes) else v for k, v in values.items()}
                 )
+
+
+# The commit record's row as `cdc/cn/schema.py` defines it: every column NOT NULL, in this order.
+TX_LOG_COLUMNS = (
+    (b"txn_id", ColumnType.LONGLONG),
+    (b"commit_tso", ColumnType.LONGLONG),
+    (b"participants", ColumnType.VARCHAR),
+    (b"aborted", ColumnType.TINY),
+)
+_TX_IMAGE = struct.Struct("<BQQH")  # null bitmap, txn_id, commit_tso, participants length
+
+
+def tx_log_layout(columns: list[Column]) -> bool:
+    """Whether a TABLE_MAP of __cdc_tx_log__ has the layout `fast_commit_records` reads."""
+    return (
+        len(columns) == len(TX_LOG_COLUMNS)
+        and all(
+            c.name == name and c.type == type_ and not c.nullable
+            for c, (name, type_) in zip(columns, TX_LOG_COLUMNS, strict=True)
+        )
+        and columns[0].unsigned
+        and columns[1].unsigned
+        and columns[3].unsigned
+        and columns[2].meta > 255  # VARCHAR(255) utf8mb4: a 2-byte length
+    )
+
+
+def fast_commit_records(rows: bytes, checksum_len: int) -> list[CommitRecord] | None:
+    """The commit records of a v1 WRITE/UPDATE rows event on __cdc_tx_log__ (layout checked by
+    `tx_log_layout`), read in place: the generic row decoder costs more than the rest of a
+    commit-record group. None if anything is unexpected: the generic decoder then decides."""
+    update = rows[4] == 24
+    # 4 columns, all present (FULL row image), in the before (and after) image.
+    if rows[27] != 4 or rows[28] != 0x0F or (update and rows[29] != 0x0F):
+        return None
+    pos = 30 if update else 29
+    end = len(rows) - checksum_len
+    out: list[CommitRecord] = []
+    unpack = _TX_IMAGE.unpack_from
+    try:
+        while pos < end:
+            if update:  # the before image: same layout, skipped
+                nulls, _txn, _tso, length = unpack(rows, pos)
+                if nulls & 0x0F:
+                    return None
+                pos += _TX_IMAGE.size + length + 1
+            nulls, txn, tso, length = unpack(rows, pos)
+            if nulls & 0x0F:
+                return None
+            pos += _TX_IMAGE.size
+            participants = tuple(int(x) for x in rows[pos : pos + length].split(b",") if x)
+            out.append(CommitRecord(txn, tso, participants, bool(rows[pos + length])))
+            pos += length + 1
+    except (struct.error, IndexError, ValueError):
+        return None
+    return out if pos == end else None
 
 
 def _text(value: Any) -> str:

@@ -21,9 +21,12 @@ from cdc.protocol.packets import ERR, ServerError, is_eof, parse_err
 log = logging.getLogger(__name__)
 
 HEADER = struct.Struct("<IBIIIH")  # timestamp, type, server_id, event_size, log_pos, flags
+HEADER_FIELDS = struct.Struct("<BxxxxIIH")  # from offset 4: type, event_size, log_pos, flags
 ROTATE_EVENT = 4
 FORMAT_DESCRIPTION_EVENT = 15
 HEARTBEAT_EVENT = 27
+NOT_IN_FILE = frozenset({ROTATE_EVENT, HEARTBEAT_EVENT})  # handled, never handed out
+CRC32_RESIDUE = 0x2144DF1C  # zlib.crc32(data + crc32(data) as 4 LE bytes), for any data
 ARTIFICIAL_FLAG = 0x20
 # Errors after which retrying the same request cannot help.
 FATAL_CODES = {1236, 1045, 1227, 1044}
@@ -139,13 +142,14 @@ class DumpClient:
     async def _read(self, client: MySQLClient) -> AsyncIterator[list[DnEvent]]:
         s = self.settings
         file = self.position.file
-        unpack = HEADER.unpack_from
+        unpack = HEADER_FIELDS.unpack_from
         crc32 = zlib.crc32
         verify = s.verify_checksum
         while True:
             packets = await asyncio.wait_for(client.read_packets(), s.idle_timeout)
             self.last_packet_at = time.monotonic()
             batch: list[DnEvent] = []
+            append = batch.append
             end = self.position.pos  # where the batch ends: the position once it is yielded
             for packet in packets:
                 if packet[0] != 0:
@@ -162,33 +166,33 @@ class DumpClient:
                 data = packet[1:]
                 if len(data) < 19:
                     raise DumpError(f"{self.where()}: truncated event header ({len(data)} bytes)")
-                _ts, type_code, _sid, size, log_pos, flags = unpack(data, 0)
+                type_code, size, log_pos, flags = unpack(data, 4)
                 if size != len(data):
                     raise DumpError(f"{self.where()}: event size {size} != packet size {len(data)}")
-                if verify and crc32(memoryview(data)[:-4]) != int.from_bytes(data[-4:], "little"):
+                # The CRC over the event *with* its CRC is a constant: no slicing per event.
+                if verify and crc32(data) != CRC32_RESIDUE:
                     if type_code != FORMAT_DESCRIPTION_EVENT or not _fde_crc_ok(data):
                         raise DumpError(
                             f"{self.where()}: event type {type_code} failed its CRC32 check"
                         )
-                if type_code == ROTATE_EVENT:
-                    # Fake (artificial) or real: either way the stream continues in that file.
-                    pos = struct.unpack_from("<Q", data, 19)[0]
-                    file = bytes(data[27:-4]).decode()
-                    if flags & ARTIFICIAL_FLAG:
-                        if batch:  # events of the previous file go out first
-                            self.position = BinlogPosition(batch[-1].file, end)
-                            yield batch
-                            batch = []
-                        self.position = BinlogPosition(file, pos)
-                        end = pos
+                if type_code in NOT_IN_FILE or not log_pos:
+                    if type_code == ROTATE_EVENT:
+                        # Fake (artificial) or real: either way the stream continues in that file.
+                        pos = struct.unpack_from("<Q", data, 19)[0]
+                        file = bytes(data[27:-4]).decode()
+                        if flags & ARTIFICIAL_FLAG:
+                            if batch:  # events of the previous file go out first
+                                self.position = BinlogPosition(batch[-1].file, end)
+                                yield batch
+                                batch = []
+                                append = batch.append
+                            self.position = BinlogPosition(file, pos)
+                            end = pos
+                    elif type_code == FORMAT_DESCRIPTION_EVENT and not log_pos:
+                        # A re-sent FDE at a mid-file start: not part of the file.
+                        append(DnEvent(file, 4, data))
                     continue
-                if type_code == HEARTBEAT_EVENT:
-                    continue
-                if log_pos == 0:  # a re-sent FDE at a mid-file start: not part of the file
-                    if type_code == FORMAT_DESCRIPTION_EVENT:
-                        batch.append(DnEvent(file, 4, data))
-                    continue
-                batch.append(DnEvent(file, log_pos - size, data))
+                append(DnEvent(file, log_pos - size, data))
                 end = log_pos
             if batch:
                 # Set only now: a batch that fails half-way is re-read whole after a reconnect.

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from merge_source.sorter import Kind, SortKey
+from merge_source.spill import EventSpan
 
 # The order of the global binlog: (tso, kind, dn, seq). All fragments of one CN transaction
 # share (tso, BRANCH, 0, 0); local transactions are told apart by their DN and binlog position.
@@ -24,16 +26,67 @@ class FragmentKind(Enum):
 TraceId = tuple[int, int]
 
 
-@dataclass(slots=True)
 class Statement:
     """The row events of one SQL statement: TABLE_MAP(s) then rows, raw bytes as on the DN.
 
     `trace_id` comes from the statement's `/*CDC trace=<seq>.<subseq> ... */` hint (None for a
     statement without one); MergeJoint orders a transaction's statements by it.
+
+    The events are in memory (a list), or, for a transaction larger than the spill threshold, in
+    a spill file (`span`, see `spill.py`). `events` then reads them back on every access, as a new
+    list nobody keeps, so callers that only want a few statements keep working; `iter_events()`
+    streams them one by one and is the accessor for code that must handle huge transactions.
     """
 
-    trace_id: TraceId | None
-    events: list[bytes] = field(default_factory=list)
+    __slots__ = ("trace_id", "_events", "span")
+
+    def __init__(
+        self,
+        trace_id: TraceId | None,
+        events: list[bytes] | None = None,
+        span: EventSpan | None = None,
+    ):
+        self.trace_id = trace_id
+        self._events: list[bytes] = [] if events is None else events
+        self.span = span
+
+    @property
+    def events(self) -> list[bytes]:
+        if self.span is not None:
+            return list(self.span)
+        return self._events
+
+    @events.setter
+    def events(self, events: list[bytes]) -> None:
+        self._events, self.span = events, None
+
+    @property
+    def spilled(self) -> bool:
+        return self.span is not None
+
+    @property
+    def count(self) -> int:
+        """Number of events (without reading a spilled statement back)."""
+        return self.span.count if self.span is not None else len(self._events)
+
+    @property
+    def size(self) -> int:
+        """Bytes of its events (without reading a spilled statement back)."""
+        return self.span.size if self.span is not None else sum(map(len, self._events))
+
+    def iter_events(self) -> Iterator[bytes]:
+        return iter(self.span if self.span is not None else self._events)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Statement):
+            return NotImplemented
+        return self.trace_id == other.trace_id and self.events == other.events
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaced
+
+    def __repr__(self) -> str:
+        where = f"spilled {self.span.size} bytes" if self.span is not None else self._events
+        return f"Statement(trace_id={self.trace_id!r}, events={where!r})"
 
 
 @dataclass(slots=True)
@@ -51,6 +104,20 @@ class Fragment:
     @property
     def tso(self) -> int:
         return self.key.tso
+
+    @property
+    def spilled(self) -> bool:
+        """True if some statement's events live in a spill file (a huge transaction)."""
+        return any(s.span is not None for s in self.statements)
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.statements)
+
+    def iter_events(self) -> Iterator[bytes]:
+        """Every event of every statement, in order, streamed from disk if spilled."""
+        for s in self.statements:
+            yield from s.iter_events()
 
     @property
     def global_key(self) -> GlobalKey:

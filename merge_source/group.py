@@ -2,16 +2,19 @@
 
 MariaDB writes every group as GTID … terminator: XID for a normal transaction, XA_PREPARE for an
 XA prepare, the first QUERY for a standalone group (DDL, XA COMMIT/ROLLBACK). Events outside a
-group (FDE, ROTATE, GTID_LIST, BINLOG_CHECKPOINT, STOP) carry no data and are skipped.
+group (GTID_LIST, BINLOG_CHECKPOINT, STOP) carry no data and are skipped; a FORMAT_DESCRIPTION is
+passed through to the caller, which needs it to decode private rows.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from cdc.binlog.constants import EventType
 from merge_source.dump_client import DnEvent
+from merge_source.spill import DEFAULT_SPILL_BYTES, EventSpan, SpanWriter, SpillFile
 
 log = logging.getLogger(__name__)
 
@@ -19,6 +22,8 @@ GTID = int(EventType.MARIADB_GTID)
 XID = int(EventType.XID)
 XA_PREPARE = int(EventType.XA_PREPARE)
 QUERY = int(EventType.QUERY)
+FDE = int(EventType.FORMAT_DESCRIPTION)
+TERMINATOR_CODES = frozenset({XID, XA_PREPARE, QUERY})  # QUERY: only some (query_ends_group)
 # Offsets in a raw MariaDB GTID event: 19-byte header, then seq_no u64, domain u32, flags2 u8.
 GTID_FLAGS2_OFFSET = 19 + 12
 FL_STANDALONE = 0x01
@@ -27,64 +32,75 @@ QUERY_HEADER_LEN = 13  # post-header of QUERY_EVENT on MariaDB and MySQL
 
 @dataclass(slots=True)
 class BinlogGroup:
-    """The events of one binlog group, GTID first, terminator last."""
+    """One binlog group: its GTID event, then the raw events after it up to the terminator.
 
-    events: list[DnEvent] = field(default_factory=list)
+    A group larger than the spill threshold keeps only its GTID in memory; the rest is in a
+    spill file (`span`). `body()` gives the events after the GTID either way.
+    """
 
-    @property
-    def file(self) -> str:
-        return self.events[0].file
-
-    @property
-    def start(self) -> int:
-        return self.events[0].pos
-
-    @property
-    def end(self) -> int:
-        return self.events[-1].end
-
-    @property
-    def gtid(self) -> DnEvent:
-        return self.events[0]
+    file: str
+    start: int  # position of the GTID event
+    gtid: bytes
+    events: list[bytes] = field(default_factory=list)  # after the GTID; empty if spilled
+    end: int = 0  # position after the terminator
+    span: EventSpan | None = None
 
     @property
     def flags2(self) -> int:
-        return self.events[0].data[GTID_FLAGS2_OFFSET]
+        return self.gtid[GTID_FLAGS2_OFFSET]
+
+    @property
+    def spilled(self) -> bool:
+        return self.span is not None
+
+    @property
+    def count(self) -> int:
+        """Events in the group, GTID included."""
+        return 1 + (self.span.count if self.span is not None else len(self.events))
+
+    def body(self) -> Iterable[bytes]:
+        """The events after the GTID, streamed from the spill file if spilled."""
+        return self.span if self.span is not None else self.events
 
 
-def query_text(event: DnEvent, checksum_len: int = 4) -> bytes:
+def query_text(data: bytes, checksum_len: int = 4) -> bytes:
     """The statement of a QUERY event (status vars and db skipped), without decoding it."""
-    data = event.data
     db_len = data[19 + 8]
     status_len = int.from_bytes(data[19 + 11 : 19 + 13], "little")
     start = 19 + QUERY_HEADER_LEN + status_len + db_len + 1
     return bytes(data[start : len(data) - checksum_len])
 
 
-def ends_group(event: DnEvent, standalone: bool) -> bool:
-    code = event.data[4]
-    if code == XID or code == XA_PREPARE:
+def query_ends_group(data: bytes, standalone: bool) -> bool:
+    """Whether a QUERY event inside a group is its terminator."""
+    if standalone:
         return True
-    if code == QUERY:
-        if standalone:
-            return True
-        text = query_text(event)[:12].upper()
-        return (
-            text.startswith(b"COMMIT")
-            or text.startswith(b"XA COMMIT")
-            or text.startswith(b"XA ROLLBACK")
-        )
-    return False
+    text = query_text(data)[:12].upper()
+    return text.startswith((b"COMMIT", b"XA COMMIT", b"XA ROLLBACK"))
 
 
 class GroupAssembler:
-    """Feed events in binlog order; complete groups come out."""
+    """Feed events in binlog order; complete groups come out.
 
-    def __init__(self, dn_name: str = "dn"):
+    A group growing past `spill_bytes` moves to a spill file, so a 1 GB transaction never sits in
+    memory as a list of events (0 disables spilling).
+    """
+
+    def __init__(
+        self,
+        dn_name: str = "dn",
+        spill_bytes: int = DEFAULT_SPILL_BYTES,
+        spill_dir: str | None = None,
+    ):
         self.dn_name = dn_name
+        self.spill_bytes = spill_bytes
+        self.spill_dir = spill_dir
         self._current: BinlogGroup | None = None
         self._standalone = False
+        self._size = 0  # bytes of the open group held in memory
+        self._writer: SpanWriter | None = None  # set while the open group is spilled
         self.dropped_partial = 0
+        self.spilled_groups = 0
 
     @property
     def open_group_start(self) -> tuple[str, int] | None:
@@ -94,25 +110,85 @@ class GroupAssembler:
         return self._current.file, self._current.start
 
     def feed(self, event: DnEvent) -> BinlogGroup | None:
-        code = event.data[4]
-        if code == GTID:
-            if self._current is not None:
-                # Only a crashed DN leaves a group without terminator; MariaDB's recovery then
-                # truncates it from the binlog and rolls it back in the engine.
-                log.warning(
-                    "%s: group at %s:%d has no terminator; dropped (DN crash?)",
-                    self.dn_name,
-                    self._current.file,
-                    self._current.start,
-                )
-                self.dropped_partial += 1
-            self._current = BinlogGroup([event])
-            self._standalone = bool(event.data[GTID_FLAGS2_OFFSET] & FL_STANDALONE)
-            return None
-        if self._current is None:
-            return None
-        self._current.events.append(event)
-        if ends_group(event, self._standalone):
-            group, self._current = self._current, None
-            return group
+        """One event; the group it completes, if any."""
+        for item in self.assemble((event,)):
+            if type(item) is BinlogGroup:
+                return item
         return None
+
+    def assemble(self, events: Iterable[DnEvent]) -> Iterator[BinlogGroup | DnEvent]:
+        """Feed events in order; yields each group as it completes, and every FORMAT_DESCRIPTION
+        event (outside groups, but the caller needs it), in stream order.
+
+        While an item is out, the assembler is in the state of the stream right after it, so
+        `open_group_start` (hence a checkpoint) never runs ahead of what the caller has seen.
+        """
+        group, writer, size = self._current, self._writer, self._size
+        standalone = self._standalone
+        limit = self.spill_bytes or float("inf")
+        append = group.events.append if group is not None else None
+        try:
+            for event in events:
+                data = event.data
+                code = data[4]
+                if code == GTID:
+                    self._start(event)
+                    group, writer, size = self._current, None, len(data)
+                    standalone = self._standalone
+                    append = group.events.append  # type: ignore[union-attr]
+                    continue
+                if code == FDE:
+                    yield event
+                    continue
+                if group is None:
+                    continue
+                if writer is None:
+                    append(data)  # type: ignore[misc]
+                    size += len(data)
+                    if size > limit:
+                        writer = self._writer = self._spill(group)
+                        size = 0
+                else:
+                    writer.append(data)
+                if code in TERMINATOR_CODES and (
+                    code != QUERY or query_ends_group(data, standalone)
+                ):
+                    group.end = event.pos + len(data)
+                    if writer is not None:
+                        group.span = writer.span()
+                    done, group, writer, size, append = group, None, None, 0, None
+                    self._current, self._writer, self._size = None, None, 0
+                    yield done
+        finally:
+            self._current, self._writer, self._size = group, writer, size
+
+    def _start(self, event: DnEvent) -> None:
+        if self._current is not None:
+            # Only a crashed DN leaves a group without terminator; MariaDB's recovery then
+            # truncates it from the binlog and rolls it back in the engine.
+            log.warning(
+                "%s: group at %s:%d has no terminator; dropped (DN crash?)",
+                self.dn_name,
+                self._current.file,
+                self._current.start,
+            )
+            self.dropped_partial += 1
+        data = event.data
+        self._current = BinlogGroup(event.file, event.pos, data)
+        self._writer = None
+        self._standalone = bool(data[GTID_FLAGS2_OFFSET] & FL_STANDALONE)
+        self._size = len(data)
+
+    def _spill(self, group: BinlogGroup) -> SpanWriter:
+        writer = SpanWriter(SpillFile(self.spill_dir))
+        writer.extend(group.events)
+        group.events = []
+        self.spilled_groups += 1
+        log.info(
+            "%s: group at %s:%d is larger than %d bytes: spilled to disk",
+            self.dn_name,
+            group.file,
+            group.start,
+            self.spill_bytes,
+        )
+        return writer

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from cdc.binlog.constants import EventType
@@ -26,10 +27,10 @@ from merge_source.fragment import (
 from merge_source.group import BinlogGroup, GroupAssembler
 from merge_source.renamer import NameMap
 from merge_source.sorter import Release, Sorter, binlog_seq
+from merge_source.spill import DEFAULT_SPILL_BYTES, SpanWriter, SpillFile
 
 log = logging.getLogger(__name__)
 
-FDE = int(EventType.FORMAT_DESCRIPTION)
 TABLE_MAP = int(EventType.TABLE_MAP)
 
 
@@ -68,11 +69,16 @@ class SourceProcessor:
         max_tso_seen: int = 0,
         names: NameMap | None = None,
         wait_for_start: bool = False,
+        spill_bytes: int = DEFAULT_SPILL_BYTES,
+        spill_dir: str | None = None,
     ):
+        """`spill_bytes`: a binlog group (so a held branch) larger than this is kept in a temp
+        file in `spill_dir` (default: the system temp dir) instead of memory; 0 never spills."""
         self.dn_id = dn_id
         self.dn_name = dn_name or f"dn{dn_id}"
-        self.assembler = GroupAssembler(self.dn_name)
-        self.classifier = Classifier()
+        self.spill_dir = spill_dir
+        self.assembler = GroupAssembler(self.dn_name, spill_bytes, spill_dir)
+        self.classifier = Classifier(spill_dir=spill_dir)
         self.sorter: Sorter[_Held] = Sorter(max_tso_seen=max_tso_seen)
         # Global keys at or below this were written before a restart: drop them when they come
         # again.
@@ -89,13 +95,24 @@ class SourceProcessor:
 
     # -- feeding ----------------------------------------------------------------------------------
     def feed(self, event: DnEvent) -> list[Fragment | Watermark]:
-        if event.data[4] == FDE:
-            self.classifier.fde = FormatDescription.parse(memoryview(event.data)[19:])
-            self._base = event.file.rsplit(".", 1)[0]
-            return []
-        group = self.assembler.feed(event)
-        if group is None:
-            return []
+        return self.feed_batch((event,))
+
+    def feed_batch(self, events: Iterable[DnEvent]) -> list[Fragment | Watermark]:
+        """Feed events in binlog order; the fragments and watermarks they release, in order.
+        One call per dump batch: most events only extend the open group, in a tight loop."""
+        out: list[Fragment | Watermark] = []
+        for item in self.assembler.assemble(events):
+            if type(item) is BinlogGroup:
+                out += self._group(item)
+            else:
+                self._fde(item)  # type: ignore[arg-type]
+        return out
+
+    def _fde(self, event: DnEvent) -> None:
+        self.classifier.fde = FormatDescription.parse(memoryview(event.data)[19:])
+        self._base = event.file.rsplit(".", 1)[0]
+
+    def _group(self, group: BinlogGroup) -> list[Fragment | Watermark]:
         self._last_end = (group.file, group.end)
         self.groups += 1
         return self._outputs(self._apply(group))
@@ -103,7 +120,7 @@ class SourceProcessor:
     def _apply(self, group: BinlogGroup) -> list[Release[_Held]]:
         c = self.classifier.classify(group)
         seq = self._seq(group.file, group.start)
-        timestamp = int.from_bytes(group.gtid.data[0:4], "little")
+        timestamp = int.from_bytes(group.gtid[0:4], "little")
         sorter = self.sorter
         match c.kind:
             case GroupKind.XA_PREPARE:
@@ -208,9 +225,16 @@ class SourceProcessor:
             return statements
         out = []
         dropped: set[bytes] = set()
+        spill: SpillFile | None = None  # renamed spilled statements go to a new spill file
         for st in statements:
-            events = []
-            for e in st.events:
+            events: list[bytes] | SpanWriter
+            if st.span is None:
+                events = []
+            else:
+                if spill is None:
+                    spill = SpillFile(self.spill_dir)
+                events = SpanWriter(spill)
+            for e in st.iter_events():
                 table_id = e[19:25]
                 if e[4] == TABLE_MAP:
                     renamed = names.rename(e)
@@ -221,7 +245,10 @@ class SourceProcessor:
                     events.append(renamed)
                 elif table_id not in dropped:
                     events.append(e)
-            if events:
+            if isinstance(events, SpanWriter):
+                if events.count:
+                    out.append(Statement(st.trace_id, span=events.span()))
+            elif events:
                 out.append(Statement(st.trace_id, events))
         return out
 

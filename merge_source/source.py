@@ -66,14 +66,12 @@ class MergeSource:
     async def run(self) -> None:
         """Read the DN forever; a fatal error is kept in `error` and re-raised."""
         self.stats.started_at = time.monotonic()
-        feed = self.processor.feed
+        feed_batch = self.processor.feed_batch
         stats = self.stats
         try:
             async for events in self.client.batches():
-                out: Batch = []
-                for event in events:
-                    out += feed(event)
-                    stats.bytes += len(event.data)
+                out: Batch = feed_batch(events)
+                stats.bytes += sum([len(e.data) for e in events])
                 stats.events += len(events)
                 if out:
                     stats.fragments += sum(1 for o in out if isinstance(o, Fragment))
