@@ -120,6 +120,10 @@ class PipelineConfig:
     queue_batches: int = 256
     # How often per-DN checkpoints are persisted in the GMS (ms).
     checkpoint_interval_ms: int = 1000
+    # A DN transaction (binlog group) larger than this is held in a temp file, not in memory.
+    spill_mb: int = 64
+    # Where spill files go ("": the system temp dir).
+    spill_dir: str = ""
 
 
 @dataclass(slots=True)

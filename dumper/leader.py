@@ -151,6 +151,8 @@ class Leader:
             max_tso_seen=max_tso,
             names=names if joining else (None if first_start else self._names_for(node.id)),
             wait_for_start=first_start and not joining,
+            spill_bytes=p.spill_mb * 1024 * 1024,
+            spill_dir=p.spill_dir or None,
         )
         settings = DumpSettings(
             node.host,

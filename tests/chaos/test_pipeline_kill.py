@@ -96,7 +96,9 @@ async def test_pipeline_killed_at_random_moments_loses_and_repeats_nothing(tmp_p
                 low = status.get("low_watermark_tso") or 0
                 if low >= last_tso and status["written_at"] > time.time() - 2:
                     break
-                assert time.monotonic() < deadline, f"pipeline did not catch up: {status}; {in_doubt(cluster)}"
+                assert time.monotonic() < deadline, (
+                    f"pipeline did not catch up: {status}; {in_doubt(cluster)}"
+                )
                 assert proc.poll() is None, (tmp_path / "pipeline.log").read_text()[-3000:]
             await asyncio.sleep(1)
         finally:
