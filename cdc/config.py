@@ -98,6 +98,10 @@ class DumperConfig:
     # How often a blocking dump re-checks the active file when no writer notifies it (ms).
     poll_interval_ms: int = 200
     max_connections: int = 256
+    # TLS on the dumper port (clients upgrade with the MySQL SSL request): PEM certificate and
+    # key files; both empty = no TLS offered.
+    tls_cert: str = ""
+    tls_key: str = ""
     users: list[DumperUser] = field(default_factory=list)
 
 

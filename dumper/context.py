@@ -4,11 +4,12 @@ schema provider, writer notifier, server variables, live sessions and replica re
 from __future__ import annotations
 
 import itertools
+import ssl
 import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from cdc.config import DumperConfig, DumperUser
+from cdc.config import ConfigError, DumperConfig, DumperUser
 from dumper.binlog_files import BinlogFiles
 from dumper.binlog_sender import Notifier
 from dumper.schema import SchemaProvider
@@ -48,6 +49,17 @@ class SessionHandle(Protocol):
     def kill(self) -> None: ...
 
 
+def tls_context(cert: str, key: str) -> ssl.SSLContext:
+    """Server-side TLS; a bad file is a configuration error, reported at start."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert, key or None)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"[dumper] tls_cert/tls_key: cannot load {cert!r}: {exc}") from None
+    return context
+
+
 @dataclass(slots=True)
 class ServerContext:
     config: DumperConfig
@@ -59,10 +71,13 @@ class ServerContext:
     replicas: dict[int, Registration] = field(default_factory=dict)
     started: float = field(default_factory=time.time)
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+    tls: ssl.SSLContext | None = None
 
     def __post_init__(self) -> None:
         if not self.variables:
             self.variables = server_variables(self.config)
+        if self.config.tls_cert and self.tls is None:
+            self.tls = tls_context(self.config.tls_cert, self.config.tls_key)
 
     def next_connection_id(self) -> int:
         return next(self._ids)

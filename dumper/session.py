@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import ssl
 import struct
 import time
 from collections import deque
@@ -130,6 +131,18 @@ class Session:
         self._seq = (self._buf.seq + 1) & 0xFF
         return self._pending.popleft()
 
+    async def _read_exact_packet(self) -> bytes:
+        """One packet, reading not a byte more: after an SSL request the next bytes are the TLS
+        handshake, which must stay in the stream for the TLS layer."""
+        try:
+            header = await self.reader.readexactly(4)
+            length = int.from_bytes(header[:3], "little")
+            payload = await self.reader.readexactly(length)
+        except asyncio.IncompleteReadError:
+            raise _Closed() from None
+        self._seq = (header[3] + 1) & 0xFF
+        return payload
+
     def send(self, payload: bytes) -> None:
         data, self._seq = frame(payload, self._seq)
         self._out.append(data)
@@ -169,7 +182,7 @@ class Session:
     # -- handshake -----------------------------------------------------------------------------
     async def _handshake(self) -> bool:
         salt = bytes(b % 127 + 1 for b in os.urandom(20))  # printable-ish, no NUL (like MySQL)
-        caps = int(SERVER_CAPABILITIES)
+        caps = int(SERVER_CAPABILITIES) | (Cap.SSL if self.ctx.tls is not None else 0)
         greeting = (
             b"\x0a"
             + self.ctx.config.version.encode()
@@ -194,17 +207,34 @@ class Session:
         self._seq = 0
         self.send(greeting)
         await self.flush()
-        payload = await self.read_packet()
+        payload = await self._read_exact_packet()
         try:
             name, response, plugin = self._parse_handshake_response(payload)
         except (ProtocolError, IndexError, struct.error, UnicodeDecodeError):
             self._send_error(1043, "Bad handshake", "08S01")
             await self.flush()
             return False
-        if name is None:  # SSL request
-            self._send_error(1043, "SSL is not supported by the binlog server", "08S01")
-            await self.flush()
-            return False
+        if name is None:  # SSL request: upgrade, then the real response comes encrypted
+            if self.ctx.tls is None:
+                self._send_error(1043, "SSL is not supported by the binlog server", "08S01")
+                await self.flush()
+                return False
+            try:
+                await self.writer.start_tls(self.ctx.tls)
+                payload = await self.read_packet()
+                name, response, plugin = self._parse_handshake_response(payload)
+            except (
+                ssl.SSLError,
+                OSError,
+                ProtocolError,
+                IndexError,
+                struct.error,
+                UnicodeDecodeError,
+            ) as exc:
+                log.info("%s: TLS handshake failed: %s", self.state.host, exc)
+                return False
+            if name is None:
+                return False
         user = self.ctx.user(name)
         ok = False
         if user is not None:
