@@ -7,10 +7,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_DIR ?= var/demo
 APT_PACKAGES := mariadb-server mariadb-client
+NODE_DIR := tests/compat/node
+NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 
-.PHONY: apt setup demo stop test test-fast lint bench clean
+.PHONY: apt node setup demo stop test test-fast lint bench clean
 
-setup: apt $(STAMP)
+setup: apt $(STAMP) node
 
 # Debian packages: installed only when a binary is missing (root on Debian 12 is assumed).
 apt:
@@ -21,6 +23,14 @@ apt:
 	@if ! command -v java >/dev/null 2>&1; then \
 		echo "setup: installing a JRE (for the Spark backfill)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless >/dev/null; \
+	fi
+
+# zongji (a Node binlog consumer) for tests/compat, pinned by package-lock.json; only where
+# npm exists (the zongji test skips otherwise). npm ci rewrites node_modules/.package-lock.json.
+node:
+	@if command -v npm >/dev/null 2>&1 && { [ ! -f $(NODE_STAMP) ] || [ $(NODE_DIR)/package-lock.json -nt $(NODE_STAMP) ]; }; then \
+		echo "setup: installing zongji into $(NODE_DIR)/node_modules"; \
+		npm ci --prefix $(NODE_DIR) --no-audit --no-fund --loglevel=error >/dev/null; \
 	fi
 
 $(STAMP): pyproject.toml
@@ -49,4 +59,4 @@ bench: setup
 	$(BIN)/cdc bench all
 
 clean: stop
-	rm -rf $(VENV) var
+	rm -rf $(VENV) var $(NODE_DIR)/node_modules

@@ -21,6 +21,7 @@ from cdc.commands import cluster as cluster_cmd
 from cdc.commands import cn as cn_cmd
 from cdc.commands import demo as demo_cmd
 from cdc.commands import pipeline as pipeline_cmd
+from cdc.commands import verify as verify_cmd
 from cdc.commands import workload as workload_cmd
 from cdc.config import ConfigError
 
@@ -40,7 +41,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (cluster_cmd, cn_cmd, workload_cmd, pipeline_cmd, check_cmd, bench_cmd, demo_cmd):
+    for module in (
+        cluster_cmd,
+        cn_cmd,
+        workload_cmd,
+        pipeline_cmd,
+        check_cmd,
+        verify_cmd,
+        bench_cmd,
+        demo_cmd,
+    ):
         module.register(sub)
     return parser
 

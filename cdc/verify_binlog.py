@@ -1,0 +1,420 @@
+"""`cdc verify-binlog`: check the global binlog against the CN's ground-truth log.
+
+The binlog is read with an independent decoder, python-mysql-replication, over the MySQL
+replication protocol (a non-blocking dump: it ends at the current end of the binlog), so a bug in
+our own codec cannot hide a bug in what we wrote. Checked (design.md §7):
+
+1. structure: every transaction is `BEGIN … XID` or a DDL `Query`, and ends with its `CTS::<tso>`
+   mark;
+2. strict order by the global key `(tso, kind, dn, seq)` carried by the marks;
+3. every committed CN transaction of the ground truth that is written to the global binlog
+   (row transactions and DDL; heartbeats and instruction markers never are) appears exactly once;
+4. no transaction that is not in the ground truth, except DDL and local (non-CN) transactions;
+5. if `bank.accounts` is in the binlog: no transaction changes the transfer total, and every
+   before-image agrees with the history replayed so far.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import warnings
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pymysql
+
+# Ground-truth kinds that are never written to the global binlog (dropped at the source).
+NOT_WRITTEN = frozenset({"heartbeat", "CdcStart", "StorageChange", "MetaChange", "FlushLogs"})
+TRANSFER_TABLE = ("bank", "accounts")
+SHOWN_PER_CHECK = 10  # violations printed per check; the count is always complete
+
+# `CTS::<tso>` for a CN transaction, `CTS::<tso>::L<dn>.<seq>` for a local one.
+_MARK = re.compile(r"CTS::(\d+)(?:::L(\d+)\.(\d+))?$")
+
+
+class VerifyError(RuntimeError):
+    """The binlog could not be read at all (connection refused, access denied, …)."""
+
+
+@dataclass(slots=True)
+class RowChange:
+    db: str
+    table: str
+    kind: str  # write | update | delete
+    rows: list[dict]  # {"values": …} or {"before_values": …, "after_values": …}, as pmr gives
+
+
+@dataclass(slots=True)
+class BinlogTxn:
+    key: tuple[int, int, int, int]  # global key from the CTS mark: (tso, 0 CN | 1 local, dn, seq)
+    at: str  # "file:pos" of the CTS mark, for messages
+    ddl: list[str] = field(default_factory=list)
+    changes: list[RowChange] = field(default_factory=list)
+
+    @property
+    def tso(self) -> int:
+        return self.key[0]
+
+    @property
+    def local(self) -> bool:
+        return self.key[1] == 1
+
+    @property
+    def is_ddl(self) -> bool:
+        return bool(self.ddl) and not self.changes
+
+
+@dataclass(slots=True)
+class BinlogRead:
+    txns: list[BinlogTxn] = field(default_factory=list)
+    events: int = 0
+    first_file: str = ""
+    structure: list[str] = field(default_factory=list)  # structural violations
+    tail: str = ""  # a transaction still open at the end of the stream (being written)
+
+
+@dataclass(slots=True)
+class Check:
+    name: str
+    detail: str = ""
+    violations: list[str] = field(default_factory=list)
+    skipped: bool = False
+
+    @property
+    def result(self) -> str:
+        if self.skipped:
+            return "skipped"
+        return "ok" if not self.violations else f"FAIL ({len(self.violations)})"
+
+
+@dataclass(slots=True)
+class Report:
+    checks: list[Check]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(not c.violations for c in self.checks)
+
+    @property
+    def violations(self) -> list[str]:
+        return [v for c in self.checks for v in c.violations]
+
+    def render(self) -> str:
+        lines = [f"{'CHECK':<34}{'RESULT':<12}DETAIL"]
+        lines += [f"{c.name:<34}{c.result:<12}{c.detail}" for c in self.checks]
+        for c in self.checks:
+            if c.violations:
+                lines.append(f"{c.name}:")
+                lines += [f"  - {v}" for v in c.violations[:SHOWN_PER_CHECK]]
+                if len(c.violations) > SHOWN_PER_CHECK:
+                    lines.append(f"  … and {len(c.violations) - SHOWN_PER_CHECK} more")
+        lines += [f"note: {n}" for n in self.notes]
+        n = len(self.violations)
+        lines.append("global binlog OK" if self.ok else f"GLOBAL BINLOG INVALID: {n} violation(s)")
+        return "\n".join(lines)
+
+
+def parse_mark(text: str) -> tuple[int, int, int, int] | None:
+    """The global key of a `CTS::…` mark, or None if `text` is not one."""
+    m = _MARK.match(text.strip())
+    if m is None:
+        return None
+    tso, dn, seq = m.groups()
+    return (int(tso), 0, 0, 0) if dn is None else (int(tso), 1, int(dn), int(seq))
+
+
+# -- reading (python-mysql-replication) -----------------------------------------------------------
+def first_binlog(host: str, port: int, user: str, password: str) -> str:
+    """The oldest file the server still has (pmr without a file name would start at the end)."""
+    try:
+        conn = pymysql.connect(
+            host=host, port=port, user=user, password=password, connect_timeout=10
+        )
+    except pymysql.err.MySQLError as exc:
+        raise VerifyError(f"cannot connect to {host}:{port} as {user!r}: {exc}") from None
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW BINARY LOGS")
+            rows = cur.fetchall()
+    finally:
+        conn.close()
+    if not rows:
+        raise VerifyError(f"{host}:{port} has no binary logs (SHOW BINARY LOGS is empty)")
+    return rows[0][0]
+
+
+def read_server(
+    host: str, port: int, user: str, password: str, server_id: int = 4077
+) -> BinlogRead:
+    """Every transaction from the first file to the current end, decoded by pmr."""
+    try:  # a test extra of this project: imported only when a check runs
+        from pymysqlreplication import BinLogStreamReader
+        from pymysqlreplication.event import QueryEvent, RowsQueryLogEvent, XidEvent
+        from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+    except ImportError:
+        raise VerifyError(
+            "python-mysql-replication is not installed: pip install mysql-replication"
+        ) from None
+
+    kinds = {WriteRowsEvent: "write", UpdateRowsEvent: "update", DeleteRowsEvent: "delete"}
+    out = BinlogRead(first_file=first_binlog(host, port, user, password))
+    stream = BinLogStreamReader(
+        connection_settings={"host": host, "port": port, "user": user, "password": password},
+        server_id=server_id,
+        blocking=False,
+        resume_stream=True,
+        log_file=out.first_file,
+        log_pos=4,
+        only_events=[QueryEvent, XidEvent, RowsQueryLogEvent, *kinds],
+        enable_logging=False,
+    )
+    builder = _TxnBuilder(out)
+    at = f"{out.first_file}:4"
+    try:
+        with warnings.catch_warnings():
+            # pmr hands PyMySQL the deprecated `db=` for its control connection: not our news.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            for ev in stream:
+                out.events += 1
+                at = f"{stream.log_file}:{ev.packet.log_pos}"
+                if isinstance(ev, QueryEvent):
+                    builder.query(ev.query, at)
+                elif isinstance(ev, XidEvent):
+                    builder.xid(at)
+                elif isinstance(ev, RowsQueryLogEvent):
+                    builder.mark(ev.query, at)
+                else:
+                    change = RowChange(ev.schema, ev.table, kinds[type(ev)], ev.rows)
+                    builder.rows(change, at)
+    except pymysql.err.MySQLError as exc:
+        raise VerifyError(
+            f"reading the binlog from {host}:{port} failed after {at}: {exc}"
+        ) from exc
+    finally:
+        stream.close()
+    builder.finish()
+    return out
+
+
+class _TxnBuilder:
+    """Groups the event stream into transactions, noting every structural problem."""
+
+    def __init__(self, out: BinlogRead):
+        self.out = out
+        self.current: BinlogTxn | None = None
+        self.begun = False  # inside BEGIN … (a row transaction)
+        self.has_xid = False
+        self.started_at = ""
+
+    def _open(self, at: str) -> BinlogTxn:
+        if self.current is None:
+            self.current = BinlogTxn((0, 0, 0, 0), at)
+            self.started_at = at
+        return self.current
+
+    def query(self, text: str, at: str) -> None:
+        if text.strip().upper() == "BEGIN":
+            if self.current is not None:
+                self.out.structure.append(
+                    f"BEGIN at {at} inside the transaction started at {self.started_at} "
+                    "(its CTS mark is missing)"
+                )
+                self.current = None
+            self._open(at)
+            self.begun, self.has_xid = True, False
+        elif self.begun:
+            self.out.structure.append(f"statement {text[:60]!r} at {at} inside BEGIN … XID")
+        else:
+            self._open(at).ddl.append(text)
+
+    def rows(self, change: RowChange, at: str) -> None:
+        if not self.begun or self.has_xid:
+            self.out.structure.append(
+                f"rows of {change.db}.{change.table} at {at} outside BEGIN … XID"
+            )
+        self._open(at).changes.append(change)
+
+    def xid(self, at: str) -> None:
+        if not self.begun or self.has_xid:
+            self.out.structure.append(f"XID at {at} without a BEGIN")
+        self.has_xid = True
+
+    def mark(self, text: str, at: str) -> None:
+        key = parse_mark(text)
+        if key is None:
+            return  # a Rows_query event that is not ours (annotations): not a boundary
+        txn = self.current
+        if txn is None:
+            self.out.structure.append(f"CTS mark {text!r} at {at} ends no transaction")
+            return
+        if self.begun and not self.has_xid:
+            self.out.structure.append(f"transaction ending at {at} has no XID before its CTS mark")
+        txn.key, txn.at = key, at
+        self.out.txns.append(txn)
+        self.current, self.begun, self.has_xid = None, False, False
+
+    def finish(self) -> None:
+        if self.current is not None:
+            self.out.tail = f"a transaction started at {self.started_at} has no CTS mark yet"
+
+
+# -- checks -----------------------------------------------------------------------------------------
+def check(read: BinlogRead, truth: list[dict], allow_pending: bool = False) -> Report:
+    """All invariants of the module docstring; `truth` as `cdc.cn.ground_truth.read` returns it."""
+    report = Report([])
+    txns = read.txns
+    kinds = Counter("local" if t.local else "ddl" if t.is_ddl else "data" for t in txns)
+    report.checks.append(
+        Check(
+            "binlog structure",
+            f"{len(txns)} transactions ({kinds['data']} CN, {kinds['ddl']} DDL, "
+            f"{kinds['local']} local), {read.events} events from {read.first_file or '-'}",
+            list(read.structure),
+        )
+    )
+    if read.tail:
+        report.notes.append(f"{read.tail} (still being written?)")
+    report.checks.append(_order(txns))
+    report.checks += _exactly_once(txns, truth, allow_pending, report.notes)
+    report.checks.append(_transfer_total(txns))
+    return report
+
+
+def _order(txns: list[BinlogTxn]) -> Check:
+    c = Check("strict TSO order")
+    for prev, txn in zip(txns, txns[1:], strict=False):
+        if txn.key <= prev.key:
+            what = "repeats" if txn.key == prev.key else "goes back from"
+            c.violations.append(f"{txn.key} at {txn.at} {what} {prev.key} at {prev.at}")
+    if txns:
+        c.detail = f"TSO {txns[0].tso} … {txns[-1].tso}"
+    return c
+
+
+def _exactly_once(
+    txns: list[BinlogTxn], truth: list[dict], allow_pending: bool, notes: list[str]
+) -> list[Check]:
+    once = Check("every committed txn exactly once")
+    extra = Check("nothing not in the ground truth")
+    by_tso: dict[int, list[BinlogTxn]] = defaultdict(list)
+    for t in txns:
+        if not t.local:
+            by_tso[t.tso].append(t)
+    # Nothing before the first CdcStart marker is ever emitted (the pipeline's starting point).
+    starts = [e["tso"] for e in truth if e["kind"] == "CdcStart"]
+    start = min(starts) if starts else 0
+    last = txns[-1].tso if txns else 0
+    expected = {e["tso"]: e for e in truth if e["kind"] not in NOT_WRITTEN and e["tso"] > start}
+    pending = 0
+    for tso, entry in sorted(expected.items()):
+        found = by_tso.get(tso, [])
+        what = (
+            f"TSO {tso} (txn {entry['txn_id']}, kind {entry['kind']}, DNs {entry['participants']})"
+        )
+        if not found:
+            if allow_pending and tso > last:
+                pending += 1
+            else:
+                once.violations.append(f"{what} is not in the global binlog")
+        elif len(found) > 1:
+            once.violations.append(
+                f"{what} appears {len(found)} times (at {', '.join(t.at for t in found)})"
+            )
+        elif (entry["kind"] == "ddl") != found[0].is_ddl:
+            shape = "a DDL" if found[0].is_ddl else "a row transaction"
+            once.violations.append(f"{what} is {shape} in the binlog (at {found[0].at})")
+    ignored = sum(1 for e in truth if e["kind"] in NOT_WRITTEN)
+    once.detail = (
+        f"{len(expected)} ground-truth entries after CdcStart ({ignored} heartbeats/markers "
+        "are never written)"
+    )
+    if pending:
+        once.detail += f"; {pending} newer than the binlog's end (pending)"
+        notes.append(f"{pending} committed transactions are not in the binlog yet (pending)")
+    for tso, found in sorted(by_tso.items()):
+        if tso not in expected and not all(t.is_ddl for t in found):
+            for t in found:
+                extra.violations.append(
+                    f"TSO {tso} at {t.at} ({_describe(t)}) is not a committed CN transaction "
+                    "of the ground truth"
+                )
+    extra.detail = "DDL and local transactions may be absent from the ground truth"
+    return [once, extra]
+
+
+def _describe(t: BinlogTxn) -> str:
+    if t.is_ddl:
+        return "DDL"
+    tables = sorted({f"{c.db}.{c.table}" for c in t.changes})
+    return f"{sum(len(c.rows) for c in t.changes)} rows of {', '.join(tables)}"
+
+
+def _transfer_total(txns: list[BinlogTxn]) -> Check:
+    c = Check(f"transfer total ({'.'.join(TRANSFER_TABLE)})")
+    balances: dict[int, int] = {}
+    checked = 0
+    for t in txns:
+        changes = [ch for ch in t.changes if (ch.db, ch.table) == TRANSFER_TABLE]
+        if not changes:
+            continue
+        delta, only_updates = 0, True
+        for ch in changes:
+            for row in ch.rows:
+                if ch.kind == "update":
+                    before, after = row["before_values"], row["after_values"]
+                    known = balances.get(before["id"])
+                    if known is not None and known != before["balance"]:
+                        c.violations.append(
+                            f"account {before['id']} at {t.at}: before-image balance "
+                            f"{before['balance']} but the history says {known} (a lost or "
+                            "reordered transaction)"
+                        )
+                    delta += after["balance"] - before["balance"]
+                    balances.pop(before["id"], None)
+                    balances[after["id"]] = after["balance"]
+                elif ch.kind == "write":
+                    only_updates = False
+                    balances[row["values"]["id"]] = row["values"]["balance"]
+                else:
+                    only_updates = False
+                    balances.pop(row["values"]["id"], None)
+        # Inserts (the initial accounts) and deletes legitimately change the total; a
+        # transaction of updates only is a transfer and must move money, never make it.
+        if only_updates:
+            checked += 1
+            if delta:
+                c.violations.append(f"TSO {t.tso} at {t.at} changes the total by {delta:+d}")
+    if not balances and not checked:
+        c.skipped, c.detail = True, "table not in the binlog"
+    else:
+        c.detail = (
+            f"{checked} transfers; {len(balances)} accounts, total {sum(balances.values())} "
+            "at the end"
+        )
+    return c
+
+
+def check_checksums(directory: Path, base: str = "binlog") -> Check:
+    """`mariadb-binlog --verify-binlog-checksum` on every file of the index (files mode)."""
+    c = Check("checksums (mariadb-binlog)")
+    tool = shutil.which("mariadb-binlog") or shutil.which("mysqlbinlog")
+    if tool is None:
+        c.skipped, c.detail = True, "mariadb-binlog is not installed"
+        return c
+    index = directory / f"{base}.index"
+    names = [Path(n.strip()).name for n in index.read_text().splitlines() if n.strip()]
+    for name in names:
+        res = subprocess.run(
+            [tool, "--verify-binlog-checksum", str(directory / name)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        if res.returncode != 0:
+            c.violations.append(f"{name}: {res.stderr.strip()[:300]}")
+    c.detail = f"{len(names)} files"
+    return c

@@ -1,0 +1,176 @@
+"""The compatibility matrix runs against ONE real pipeline shared by every test of tests/compat/:
+a 3-DN cluster, the reference CN with a few seconds of transfer and orders traffic, and the
+pipeline + dumper (`cdc start`) serving the global binlog until the last compat test is done.
+
+The pipeline runs as a child process, as `cdc start` does in production: the dumper then keeps
+serving while a test blocks in a subprocess (mariadb, node) or in a synchronous client, and
+`dumper.service.serve` may install its signal handlers (which only work in a main thread).
+Scope "package": one pipeline for all the test files here, not one per file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import pymysql
+import pytest
+
+from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from cdc.cluster.testing import free_base_port, throwaway_cluster
+from cdc.cn import ComputeNode, init
+from cdc.cn.ground_truth import read as read_ground_truth
+from cdc.cn.workloads.orders import OrdersWorkload
+from cdc.cn.workloads.runner import WorkloadStats, run_workload
+from cdc.cn.workloads.transfer import TransferWorkload
+from cdc.commands.demo import wait_until_merging
+from cdc.config import Config
+
+ACCOUNTS = 100
+BALANCE = 1000
+TRAFFIC_S = 3.0
+LARGE_ROWS = 2000
+
+
+@dataclass(slots=True)
+class Pipeline:
+    config: Config
+    config_path: Path
+    directory: Path
+    binlog_dir: Path
+    truth: Path
+    transfers: WorkloadStats
+    orders: WorkloadStats
+    totals: tuple[int, int]  # (accounts, total balance) read through the CN at the end
+    host: str = "127.0.0.1"
+    user: str = DEFAULT_USER
+    password: str = DEFAULT_PASSWORD
+
+    @property
+    def port(self) -> int:
+        return self.config.dumper.port
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+async def drive_traffic(cfg: Config) -> tuple[WorkloadStats, WorkloadStats, tuple[int, int]]:
+    cn = ComputeNode(cfg)
+    await cn.start()
+    # The CN's idempotent CREATE ... IF NOT EXISTS notes ("database exists") are not news.
+    warnings.simplefilter("ignore", pymysql.Warning)
+    try:
+        transfer = TransferWorkload(cn, accounts=ACCOUNTS, initial_balance=BALANCE, partitions=6)
+        orders = OrdersWorkload(cn, customers=50, large_rows=2000, large_every=200)
+        await transfer.setup()
+        await orders.setup()
+        transfers, order_stats = await asyncio.gather(
+            run_workload(transfer.step, threads=3, duration_s=TRAFFIC_S),
+            run_workload(orders.step, threads=2, duration_s=TRAFFIC_S),
+        )
+        # One large transaction (2000 rows over every DN) for sure, not only by chance.
+        large = OrdersWorkload(cn, customers=50, large_rows=LARGE_ROWS, large_every=1)
+        await large.step(random.Random(0))
+        return transfers, order_stats, await transfer.totals()
+    finally:
+        await cn.close()
+
+
+def wait_for_port(proc: subprocess.Popen, port: int, log: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the pipeline exited with {proc.returncode}:\n{tail(log)}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"the dumper did not listen on {port} within {timeout}s:\n{tail(log)}")
+
+
+def wait_until_written(binlog_dir: Path, tso: int, log: Path, timeout: float = 60) -> None:
+    """Until the CTS mark of `tso` is in the global binlog (files are flushed per batch)."""
+    mark = b"CTS::%d" % tso
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(mark in f.read_bytes() for f in sorted(binlog_dir.glob("binlog.[0-9]*"))):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"TSO {tso} not in the global binlog after {timeout}s:\n{tail(log)}")
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+@pytest.fixture(scope="package")
+def pipeline(tmp_path_factory) -> Pipeline:
+    directory = tmp_path_factory.mktemp("compat")
+    cluster = throwaway_cluster(directory / "cluster", dns=3)
+    proc: subprocess.Popen | None = None
+    log_path = directory / "pipeline.log"
+    try:
+        cfg = cluster.config()
+        cfg.dumper.binlog_dir = str(directory / "binlog")
+        cfg.dumper.port = free_base_port(0)
+        cfg.cn.ground_truth_log = str(directory / "truth.jsonl")
+        cfg.pipeline.checkpoint_interval_ms = 200
+        config_path = directory / "cdc.toml"
+        cfg.dump(config_path)
+        asyncio.run(init(cfg))  # CdcStart: the pipeline's starting point
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "cdc.cli", "start", "--config", str(config_path)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        wait_for_port(proc, cfg.dumper.port, log_path)
+        # The pipeline's heartbeat CN runs recovery when it starts, which must not race the
+        # workload CN: traffic starts once the pipeline merges (as `cdc demo` does).
+        wait_until_merging(directory / "pipeline" / "status.json")
+        # Bounded: a CN transaction stuck on a lock must fail the fixture, not hang the run.
+        transfers, orders, totals = asyncio.run(
+            asyncio.wait_for(drive_traffic(cfg), TRAFFIC_S + 60)
+        )
+        truth = Path(cfg.cn.ground_truth_log)
+        last = max(e["tso"] for e in read_ground_truth(truth) if e["kind"] == "txn")
+        wait_until_written(Path(cfg.dumper.binlog_dir), last, log_path)
+        yield Pipeline(
+            cfg,
+            config_path,
+            directory,
+            Path(cfg.dumper.binlog_dir),
+            truth,
+            transfers,
+            orders,
+            totals,
+        )
+    finally:
+        if proc is not None:
+            stop(proc)
+        cluster.down()
