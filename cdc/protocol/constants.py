@@ -2,6 +2,8 @@
 
 from enum import IntEnum, IntFlag
 
+from cdc.binlog.constants import ColumnType as BinlogColumnType
+
 
 class Capability(IntFlag):
     LONG_PASSWORD = 1
@@ -49,34 +51,8 @@ class Status(IntFlag):
     MORE_RESULTS_EXISTS = 0x0008
 
 
-class ColumnType(IntEnum):
-    DECIMAL = 0
-    TINY = 1
-    SHORT = 2
-    LONG = 3
-    FLOAT = 4
-    DOUBLE = 5
-    NULL = 6
-    TIMESTAMP = 7
-    LONGLONG = 8
-    INT24 = 9
-    DATE = 10
-    TIME = 11
-    DATETIME = 12
-    YEAR = 13
-    VARCHAR = 15
-    BIT = 16
-    JSON = 245
-    NEWDECIMAL = 246
-    ENUM = 247
-    SET = 248
-    TINY_BLOB = 249
-    MEDIUM_BLOB = 250
-    LONG_BLOB = 251
-    BLOB = 252
-    VAR_STRING = 253
-    STRING = 254
-    GEOMETRY = 255
+# Result-set column types are the binlog's column type codes.
+ColumnType = BinlogColumnType
 
 
 # Dump flags of COM_BINLOG_DUMP.
