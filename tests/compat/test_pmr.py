@@ -11,24 +11,10 @@ from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import RowsQueryLogEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+from tests.compat.expected import COLUMNS
 from tests.e2e.global_binlog import read_global_binlog
 
 KINDS = {WriteRowsEvent: "write", UpdateRowsEvent: "update", DeleteRowsEvent: "delete"}
-COLUMNS = {
-    ("bank", "accounts"): ["id", "balance", "updated_at"],
-    ("shop", "orders"): [
-        "customer_id",
-        "id",
-        "amount",
-        "qty",
-        "status",
-        "title",
-        "created_at",
-        "updated_at",
-        "ship_date",
-        "payload",
-    ],
-}
 
 
 def images(kind: str, rows: list) -> list[dict]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.compat.expected import COLUMNS
 from tests.e2e.global_binlog import read_global_binlog
 
 NODE_DIR = Path(__file__).parent / "node"
@@ -23,33 +24,6 @@ pytestmark = pytest.mark.skipif(
     reason="node or zongji missing: run `make setup` (needs node and npm)",
 )
 KINDS = {"write": "writerows", "update": "updaterows", "delete": "deleterows"}
-COLUMNS = {
-    ("bank", "accounts"): ["id", "balance", "updated_at"],
-    ("shop", "customers"): [
-        "id",
-        "name",
-        "tier",
-        "balance",
-        "orders",
-        "birthday",
-        "created_at",
-        "note",
-    ],
-    ("shop", "orders"): [
-        "customer_id",
-        "id",
-        "amount",
-        "qty",
-        "status",
-        "title",
-        "created_at",
-        "updated_at",
-        "ship_date",
-        "payload",
-    ],
-    ("shop", "order_events"): ["id", "batch", "kind", "at"],
-    ("shop", "currencies"): ["code", "rate", "updated_at"],
-}
 
 
 def zongji(pipeline, *args: str, timeout: float = 30) -> list[dict]:
