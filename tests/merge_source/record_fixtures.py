@@ -121,10 +121,11 @@ class Case:
 class Branch:
     """One XA branch of a CN transaction on its own connection (cf. cdc/cn/branch.py)."""
 
-    def __init__(self, server, txn_id: int):
+    def __init__(self, server, txn_id: int, dn_id: int = DN_ID):
         self.server = server
         self.txn_id = txn_id
-        self.xid = Xid(txn_id, DN_ID).sql
+        self.dn_id = dn_id
+        self.xid = Xid(txn_id, dn_id).sql
         self.conn = server.connect()
 
     def prepare(self, *statements: str) -> Branch:
@@ -136,8 +137,9 @@ class Branch:
             cur.execute(f"XA PREPARE {self.xid}")
         return self
 
-    def record(self, tso: int, participants: str = str(DN_ID), sql: str | None = None) -> Branch:
+    def record(self, tso: int, participants: str | None = None, sql: str | None = None) -> Branch:
         """The commit record, on a second connection (the branch's session is XA-locked)."""
+        participants = participants or str(self.dn_id)
         with self.server.connect() as other, other.cursor() as cur:
             cur.execute(sql or INSERT_PRIMARY_RECORD, (self.txn_id, tso, participants))
         return self

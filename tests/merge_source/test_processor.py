@@ -12,46 +12,7 @@ from merge_source.dump_client import BinlogPosition, DumpClient, DumpSettings
 from merge_source.fragment import Fragment, FragmentKind, Watermark
 from merge_source.processor import SourceProcessor
 from merge_source.sorter import Kind, SortKey
-
-
-class Branch:
-    """One XA branch driven by hand on its own connection, like the CN does."""
-
-    def __init__(self, dn, txn_id: int, dn_id: int):
-        self.conn = dn.connect()
-        self.dn = dn
-        self.xid = f"'cdc-{txn_id}','{dn_id}',1"
-        self.txn_id = txn_id
-        self.dn_id = dn_id
-        self.trace = 0
-
-    def run(self, *statements: str) -> Branch:
-        with self.conn.cursor() as cur:
-            cur.execute(f"XA START {self.xid}")
-            for sql in statements:
-                self.trace += 1
-                cur.execute(f"/*CDC trace={self.trace}.0 cn=1 */ {sql}")
-            cur.execute(f"XA END {self.xid}")
-            cur.execute(f"XA PREPARE {self.xid}")
-        return self
-
-    def record(self, tso: int, participants: str | None = None) -> Branch:
-        with self.dn.connect() as other, other.cursor() as cur:
-            cur.execute(
-                "INSERT INTO __cdc__.__cdc_tx_log__ (txn_id, commit_tso, participants, aborted) VALUES (%s, %s, %s, 0)",
-                (self.txn_id, tso, participants or str(self.dn_id)),
-            )
-        return self
-
-    def commit(self) -> None:
-        with self.conn.cursor() as cur:
-            cur.execute(f"XA COMMIT {self.xid}")
-        self.conn.close()
-
-    def rollback(self) -> None:
-        with self.conn.cursor() as cur:
-            cur.execute(f"XA ROLLBACK {self.xid}")
-        self.conn.close()
+from tests.merge_source.record_fixtures import Branch
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +60,8 @@ def fragments(out) -> list[Fragment]:
 
 async def test_commit_records_in_opposite_order_of_tsos(dn):
     start = master_position(dn)
-    a = Branch(dn, 1001, 3).run("INSERT INTO proc_p.t_p0000 VALUES (1, 'a')")
-    b = Branch(dn, 1002, 3).run(
+    a = Branch(dn, 1001, 3).prepare("INSERT INTO proc_p.t_p0000 VALUES (1, 'a')")
+    b = Branch(dn, 1002, 3).prepare(
         "INSERT INTO proc_p.t_p0000 VALUES (2, 'b')", "UPDATE proc_p.t_p0000 SET v='bb' WHERE id=2"
     )
     b.record(200)
@@ -119,8 +80,8 @@ async def test_commit_records_in_opposite_order_of_tsos(dn):
 
 async def test_prepared_branch_blocks_until_rollback_then_local_and_heartbeat(dn):
     start = master_position(dn)
-    slow = Branch(dn, 2001, 3).run("INSERT INTO proc_p.t_p0000 VALUES (10, 'slow')")
-    fast = Branch(dn, 2002, 3).run("INSERT INTO proc_p.t_p0000 VALUES (11, 'fast')")
+    slow = Branch(dn, 2001, 3).prepare("INSERT INTO proc_p.t_p0000 VALUES (10, 'slow')")
+    fast = Branch(dn, 2002, 3).prepare("INSERT INTO proc_p.t_p0000 VALUES (11, 'fast')")
     fast.record(300)
     fast.commit()
     processor = SourceProcessor(3)
@@ -132,7 +93,9 @@ async def test_prepared_branch_blocks_until_rollback_then_local_and_heartbeat(dn
     slow.rollback()
     with dn.connect() as conn, conn.cursor() as cur:  # a local transaction, no XA
         cur.execute("INSERT INTO proc_p.t_p0000 VALUES (12, 'local')")
-    hb = Branch(dn, 2003, 3).run("REPLACE INTO __cdc__.__cdc_heartbeat__ VALUES (1, 2003, NOW(6))")
+    hb = Branch(dn, 2003, 3).prepare(
+        "REPLACE INTO __cdc__.__cdc_heartbeat__ VALUES (1, 2003, NOW(6))"
+    )
     hb.record(400)
     hb.commit()
     out = await process(dn, resume, processor)
@@ -150,8 +113,8 @@ async def test_prepared_branch_blocks_until_rollback_then_local_and_heartbeat(dn
 
 async def test_restart_from_checkpoint_neither_repeats_nor_skips(dn):
     start = master_position(dn)
-    held = Branch(dn, 3001, 3).run("INSERT INTO proc_p.t_p0000 VALUES (20, 'held')")
-    done = Branch(dn, 3002, 3).run("INSERT INTO proc_p.t_p0000 VALUES (21, 'done')")
+    held = Branch(dn, 3001, 3).prepare("INSERT INTO proc_p.t_p0000 VALUES (20, 'held')")
+    done = Branch(dn, 3002, 3).prepare("INSERT INTO proc_p.t_p0000 VALUES (21, 'done')")
     held.record(600)
     done.record(500)
     done.commit()
@@ -201,10 +164,10 @@ async def test_markers_switch_names_at_their_tso(dn):
         cur.execute("CREATE TABLE IF NOT EXISTS proc_p.unmapped (id INT PRIMARY KEY)")
     start = master_position(dn)
     content = json.dumps(topology).replace("'", "''")
-    Branch(dn, 4001, 3).run(
+    Branch(dn, 4001, 3).prepare(
         f"INSERT INTO __cdc__.__cdc_instruction__ (id, type, content) VALUES (4001, 'CdcStart', '{content}')"
     ).record(700).commit()
-    Branch(dn, 4002, 3).run(
+    Branch(dn, 4002, 3).prepare(
         "INSERT INTO proc_p.t_p0000 VALUES (40, 'renamed')",
         "INSERT INTO proc_p.unmapped VALUES (1)",
     ).record(710).commit()

@@ -19,7 +19,8 @@ from merge_source.fragment import Statement
 from merge_source.group import GroupAssembler
 from merge_source.processor import SourceProcessor
 from merge_source.spill import EventSpan, SpanWriter, SpillError, SpillFile
-from tests.merge_source.test_processor import Branch, fragments, master_position, process
+from tests.merge_source.record_fixtures import Branch
+from tests.merge_source.test_processor import fragments, master_position, process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -182,7 +183,7 @@ async def test_a_real_multi_row_insert_gives_the_same_fragment_spilled_or_not(cl
         cur.execute("CREATE TABLE IF NOT EXISTS spill_p.t (id INT PRIMARY KEY, v TEXT)")
     start = master_position(dn)
     rows = ",".join(f"({i}, '{i:06d}{'x' * 994}')" for i in range(6000))
-    Branch(dn, 9001, 2).run(f"INSERT INTO spill_p.t VALUES {rows}").record(123).commit()
+    Branch(dn, 9001, 2).prepare(f"INSERT INTO spill_p.t VALUES {rows}").record(123).commit()
     [plain] = fragments(await process(dn, start, SourceProcessor(2, spill_bytes=0)))
     spilling = SourceProcessor(2, spill_bytes=1 << 20, spill_dir=str(tmp_path))
     [spilled] = fragments(await process(dn, start, spilling))
