@@ -28,6 +28,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     source.add_argument("--events", type=int, default=1_000_000)
     source.add_argument("--rounds", type=int, default=2)
     source.set_defaults(func=cmd_merge_source)
+    pipe = bsub.add_parser(
+        "pipeline", help="catch-up of the whole pipeline vs mariadb-binlog --raw of the DN binlogs"
+    )
+    pipe.add_argument("--dns", type=int, default=3)
+    pipe.add_argument("--seconds", type=float, default=20)
+    pipe.add_argument("--threads", type=int, default=8)
+    pipe.set_defaults(func=cmd_pipeline)
     every = bsub.add_parser("all", help="every benchmark, with its defaults")
     every.set_defaults(func=cmd_all)
 
@@ -61,9 +68,18 @@ def cmd_merge_source(args) -> int:
     return main(["--events", str(args.events), "--rounds", str(args.rounds)])
 
 
+def cmd_pipeline(args) -> int:
+    from dumper.bench_pipeline import main
+
+    return main(
+        ["--dns", str(args.dns), "--seconds", str(args.seconds), "--threads", str(args.threads)]
+    )
+
+
 def cmd_all(args) -> int:
     from binlog_writer.bench import main as writer
     from dumper.bench import main as dumper
+    from dumper.bench_pipeline import main as pipeline
     from merge_source.bench import main as merge_source
 
     print("== writer: small transactions (5 events)")
@@ -73,4 +89,6 @@ def cmd_all(args) -> int:
     print("\n== dumper")
     dumper([])
     print("\n== merge-source")
-    return merge_source([])
+    merge_source([])
+    print("\n== pipeline")
+    return pipeline([])

@@ -1,0 +1,133 @@
+"""`cdc bench pipeline`: catch-up of the whole pipeline on pre-generated DN binlogs.
+
+Traffic runs through the reference CN with the pipeline stopped; then the pipeline starts from
+nothing and the time until the global binlog holds the last committed transaction is measured.
+In the same run, `mariadb-binlog --read-from-remote-server --raw` reads the same DN binlogs (one
+DN after the other), the baseline. Effective events (table maps and rows, as PolarDB-X counts:
+no BEGIN/XID/CTS) per second and the ratio are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from cdc.cluster.testing import free_base_port, throwaway_cluster
+from cdc.cn.ground_truth import read as read_ground_truth
+from dumper.leader import Leader
+
+
+async def generate(cfg, seconds: float, threads: int) -> int:
+    from cdc.cn import ComputeNode, init
+    from cdc.cn.workloads.runner import run_workload
+    from cdc.cn.workloads.transfer import TransferWorkload
+
+    await init(cfg)
+    cn = ComputeNode(cfg)
+    await cn.start()
+    try:
+        workload = TransferWorkload(cn, accounts=2000)
+        await workload.setup()
+        # Heartbeats while generating, as in production: they are part of what must be read.
+        cn.start_heartbeat()
+        stats = await run_workload(workload.step, threads=threads, duration_s=seconds)
+        await cn.stop_heartbeat()
+        await cn.heartbeat_once()  # one past the last transaction: lets the merge finish
+    finally:
+        await cn.close()
+    return stats.committed
+
+
+async def catch_up(cfg, last_tso: int) -> tuple[float, Leader]:
+    leader = Leader(cfg)
+    task = asyncio.create_task(leader.run())
+    start = time.perf_counter()
+    try:
+        while leader.stats.last_tso < last_tso:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.02)
+        return time.perf_counter() - start, leader
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def raw_dump(cluster, out: Path) -> tuple[float, int]:
+    total, size = 0.0, 0
+    for dn in cluster.dns:
+        d = out / dn.name
+        d.mkdir(parents=True)
+        start = time.perf_counter()
+        subprocess.run(
+            [
+                "mariadb-binlog",
+                "--read-from-remote-server",
+                "--raw",
+                "--to-last-log",
+                "--host=127.0.0.1",
+                f"--port={dn.port}",
+                "--user=root",
+                f"--result-file={d}/",
+                "binlog.000001",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        total += time.perf_counter() - start
+        size += sum(f.stat().st_size for f in d.iterdir())
+    return total, size
+
+
+def count_events(directory: Path) -> tuple[int, int]:
+    """(all events, effective events: table maps + rows) in the global binlog."""
+    from cdc.binlog.reader import EventReader
+
+    everything = effective = 0
+    for f in sorted(directory.glob("binlog.0*")):
+        for ev in EventReader(f.read_bytes(), file=f.name):
+            everything += 1
+            effective += ev.type_code in (19, 30, 31, 32)
+    return everything, effective
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="cdc bench pipeline", description=__doc__)
+    p.add_argument("--dns", type=int, default=3)
+    p.add_argument("--seconds", type=float, default=20, help="traffic to generate (default 20 s)")
+    p.add_argument("--threads", type=int, default=8)
+    args = p.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="cdc-bench-pipeline-"))
+    cluster = throwaway_cluster(work / "cluster", dns=args.dns)
+    try:
+        cfg = cluster.config()
+        cfg.dumper.binlog_dir = str(work / "binlog")
+        cfg.dumper.port = free_base_port(0)
+        cfg.cn.ground_truth_log = str(work / "truth.jsonl")
+        committed = asyncio.run(generate(cfg, args.seconds, args.threads))
+        last_tso = max(
+            e["tso"] for e in read_ground_truth(cfg.cn.ground_truth_log) if e["kind"] == "txn"
+        )
+        raw_s, raw_bytes = raw_dump(cluster, work / "raw")
+        elapsed, leader = asyncio.run(catch_up(cfg, last_tso))
+        everything, effective = count_events(work / "binlog")
+        print(
+            f"pipeline bench: {args.dns} DNs, {committed:,} CN transactions, DN binlogs {raw_bytes / 1e6:.1f} MB"
+        )
+        print(f"  mariadb-binlog -R --raw, DN by DN   {raw_s:6.2f} s")
+        print(
+            f"  pipeline catch-up                   {elapsed:6.2f} s   {effective / elapsed:>10,.0f} effective ev/s"
+            f"   ({everything:,} events written, {leader.stats.transactions:,} transactions)"
+        )
+        print(
+            f"  ratio raw dump time / catch-up time: {raw_s / elapsed:.2f} (goal >= 0.3; 300K effective ev/s)"
+        )
+    finally:
+        cluster.down()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
