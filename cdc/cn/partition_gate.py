@@ -13,7 +13,9 @@ PartitionKey = tuple[str, str, int]  # (db, table, partition)
 class PartitionGate:
     def __init__(self) -> None:
         self._inflight: Counter[PartitionKey] = Counter()
-        self._frozen: set[PartitionKey] = set()
+        # Counted: a DDL and a scale-out may freeze the same partition; one thaw must not end
+        # the other's freeze (it did, and a write reached the old copy of a moving partition).
+        self._frozen: Counter[PartitionKey] = Counter()
         self._changed = asyncio.Condition()
 
     async def enter(self, keys: set[PartitionKey], held: set[PartitionKey]) -> None:
@@ -22,7 +24,7 @@ class PartitionGate:
         if not new:
             return
         async with self._changed:
-            while new & self._frozen:
+            while any(self._frozen[k] > 0 for k in new):
                 if held:
                     # Waiting while holding others could deadlock with the mover: abort instead.
                     raise TransactionAborted(
@@ -43,10 +45,10 @@ class PartitionGate:
     async def freeze(self, keys: set[PartitionKey]) -> None:
         """Stop new transactions on `keys` and wait for the running ones to finish."""
         async with self._changed:
-            self._frozen |= keys
+            self._frozen.update(keys)
             await self._changed.wait_for(lambda: all(self._inflight[k] <= 0 for k in keys))
 
     async def thaw(self, keys: set[PartitionKey]) -> None:
         async with self._changed:
-            self._frozen -= keys
+            self._frozen.subtract(keys)
             self._changed.notify_all()
