@@ -56,6 +56,9 @@ class Transaction:
             if isinstance(plan, ShardKeyMove):
                 return await self._move(plan)
             await self._enter(plan.table, [s.partition for s in plan.statements])
+            # Route again: waiting at the gate may have outlasted a partition move, and the
+            # first plan would then write to the old copy (lost once it is dropped).
+            plan = route(text, self._ctx.catalogue, self.default_db)
             result = Result()
             for sub, st in enumerate(plan.statements):
                 cur = await self._run(st.dn_id, sub, st.sql, write=plan.is_write)
