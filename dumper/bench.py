@@ -10,15 +10,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
-import subprocess
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 from cdc.cluster.testing import throwaway_server
 from cdc.config import DumperConfig, DumperUser
 from cdc.protocol.auth import native_hash
+from cdc.raw_dump import raw_dump
 from dumper.server import serve
 
 USER, PASSWORD = "bench", "bench"
@@ -48,27 +47,6 @@ def generate(server, megabytes: int) -> str:
                 break
         cur.execute("FLUSH BINARY LOGS")
     return name
-
-
-def raw_dump(port: int, file: str, out: Path, user: str, password: str) -> float:
-    out.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    subprocess.run(
-        [
-            "mariadb-binlog",
-            "--read-from-remote-server",
-            "--raw",
-            "--host=127.0.0.1",
-            f"--port={port}",
-            f"--user={user}",
-            f"--password={password}",
-            f"--result-file={out}/",
-            file,
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return time.perf_counter() - start
 
 
 def run(megabytes: int = 50, rounds: int = 3) -> dict:
@@ -104,8 +82,12 @@ def run(megabytes: int = 50, rounds: int = 3) -> dict:
         ours_port = holder["server"].port
         times = {"mariadbd": [], "dumper": []}
         for r in range(rounds):  # interleaved: the machine's noise hits both alike
-            times["mariadbd"].append(raw_dump(server.port, name, work / f"m{r}", USER, PASSWORD))
-            times["dumper"].append(raw_dump(ours_port, name, work / f"d{r}", USER, PASSWORD))
+            times["mariadbd"].append(
+                raw_dump(server.port, name, work / f"m{r}", user=USER, password=PASSWORD)
+            )
+            times["dumper"].append(
+                raw_dump(ours_port, name, work / f"d{r}", user=USER, password=PASSWORD)
+            )
         same = (work / "m0" / name).read_bytes()[22:] == (work / "d0" / name).read_bytes()[22:]
         best = {k: min(v) for k, v in times.items()}
         return {

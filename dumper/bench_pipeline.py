@@ -12,13 +12,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 from cdc.cluster.testing import free_base_port, throwaway_cluster
 from cdc.cn.ground_truth import read as read_ground_truth
+from cdc.raw_dump import raw_dump
 from dumper.leader import Leader
 
 
@@ -58,29 +58,12 @@ async def catch_up(cfg, last_tso: int) -> tuple[float, Leader]:
         await asyncio.gather(task, return_exceptions=True)
 
 
-def raw_dump(cluster, out: Path) -> tuple[float, int]:
-    total, size = 0.0, 0
-    for dn in cluster.dns:
-        d = out / dn.name
-        d.mkdir(parents=True)
-        start = time.perf_counter()
-        subprocess.run(
-            [
-                "mariadb-binlog",
-                "--read-from-remote-server",
-                "--raw",
-                "--to-last-log",
-                "--host=127.0.0.1",
-                f"--port={dn.port}",
-                "--user=root",
-                f"--result-file={d}/",
-                "binlog.000001",
-            ],
-            check=True,
-            capture_output=True,
-        )
-        total += time.perf_counter() - start
-        size += sum(f.stat().st_size for f in d.iterdir())
+def raw_dump_all(cluster, out: Path) -> tuple[float, int]:
+    """Every DN's binlogs, one DN after the other: (seconds, bytes)."""
+    total = sum(
+        raw_dump(dn.port, "binlog.000001", out / dn.name, to_last_log=True) for dn in cluster.dns
+    )
+    size = sum(f.stat().st_size for dn in cluster.dns for f in (out / dn.name).iterdir())
     return total, size
 
 
@@ -113,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         last_tso = max(
             e["tso"] for e in read_ground_truth(cfg.cn.ground_truth_log) if e["kind"] == "txn"
         )
-        raw_s, raw_bytes = raw_dump(cluster, work / "raw")
+        raw_s, raw_bytes = raw_dump_all(cluster, work / "raw")
         elapsed, leader = asyncio.run(catch_up(cfg, last_tso))
         everything, effective = count_events(work / "binlog")
         print(

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from pymysql.constants import CLIENT
 
 from cdc.cluster.testing import throwaway_server
 from cdc.cn.schema import PRIVATE_TABLES
+from cdc.raw_dump import raw_dump
 from merge_source.dump_client import BinlogPosition, DumpClient, DumpSettings
 from merge_source.fragment import Fragment
 from merge_source.processor import SourceProcessor
@@ -96,27 +96,6 @@ async def run_source(server, first: str) -> tuple[float, int, int]:
     return elapsed, events, fragments
 
 
-def raw_dump(server, first: str, out: Path) -> float:
-    out.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    subprocess.run(
-        [
-            "mariadb-binlog",
-            "--read-from-remote-server",
-            "--raw",
-            "--to-last-log",
-            "--host=127.0.0.1",
-            f"--port={server.port}",
-            "--user=root",
-            f"--result-file={out}/",
-            first,
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return time.perf_counter() - start
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="cdc bench merge-source", description=__doc__)
     p.add_argument("--events", type=int, default=1_000_000, help="DN binlog events to generate")
@@ -131,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
         best_source = best_raw = float("inf")
         events = fragments = 0
         for r in range(args.rounds):  # interleaved: noise hits both alike
-            best_raw = min(best_raw, raw_dump(server, first, work / f"raw{r}"))
+            best_raw = min(
+                best_raw, raw_dump(server.port, first, work / f"raw{r}", to_last_log=True)
+            )
             elapsed, events, fragments = asyncio.run(run_source(server, first))
             best_source = min(best_source, elapsed)
         print(
