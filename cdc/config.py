@@ -128,6 +128,12 @@ class PipelineConfig:
     spill_mb: int = 64
     # Where spill files go ("": the system temp dir).
     spill_dir: str = ""
+    # Each MergeSource in its own process (the GIL would otherwise put every DN and the writer
+    # on one core); false: all in the leader's process (simpler to debug).
+    source_processes: bool = True
+    # A MergeSource process that dies (killed, crashed) restarts the pipeline from the global
+    # binlog and the checkpoints; more restarts than this within a minute stop the leader.
+    max_restarts_per_minute: int = 5
 
 
 @dataclass(slots=True)

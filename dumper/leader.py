@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import pymysql
@@ -31,10 +32,12 @@ from merge_joint.joint import MergeJoint
 from merge_joint.merger import Transaction
 from merge_source.dump_client import BinlogPosition, DumpSettings
 from merge_source.fragment import FragmentKind, GlobalKey
-from merge_source.processor import SourceCheckpoint, SourceProcessor
+from merge_source.processor import SourceCheckpoint
 from merge_source.renamer import NameMap
 from merge_source.sorter import Kind, SortKey
-from merge_source.source import MergeSource
+from merge_source.source import MergeSource, SourceSpec
+from merge_source.source_process import SourceProcess, SourceProcessDied
+from merge_source.spill import sweep_handoffs
 from topology import gms
 from topology.checkpoints import Checkpoint, CheckpointStore
 from topology.file_index import FileEntry, FileIndex
@@ -78,6 +81,7 @@ class LeaderStats:
     bytes: int = 0
     last_tso: int = 0
     last_commit_at: float = 0.0
+    restarts: int = 0  # pipeline restarts after a MergeSource process died
     started_at: float = field(default_factory=time.monotonic)
 
 
@@ -138,51 +142,53 @@ class Leader:
         cp: Checkpoint | None,
         resume_after: GlobalKey | None = None,
         names: NameMap | None = None,
-    ) -> MergeSource:
+    ) -> MergeSource | SourceProcess:
         p = self.config.pipeline
         start, max_tso, first_start = self._dn_start(node, cp)
         joining = names is not None  # a DN added by StorageChange: starts at the marker
-        processor = SourceProcessor(
-            node.id,
-            node.name or f"dn{node.id}",
-            resume_after=max(
-                resume_after or self.written_key or (0, 0, 0, 0), self.written_key or (0, 0, 0, 0)
+        name = node.name or f"dn{node.id}"
+        written = self.written_key or (0, 0, 0, 0)
+        if not joining and not first_start and self.written_key is not None:
+            names = self._names_at(node.id, self.written_key[0])
+        spec = SourceSpec(
+            DumpSettings(
+                node.host,
+                node.port,
+                node.user,
+                node.password,
+                server_id=p.dump_server_id_base + node.id,
+                name=name,
+                heartbeat_period=p.dn_heartbeat_ms / 1000,
+                idle_timeout=p.dn_idle_timeout_ms / 1000,
             ),
+            start,
+            node.id,
+            name,
+            resume_after=max(resume_after or written, written),
             max_tso_seen=max_tso,
-            names=names if joining else (None if first_start else self._names_for(node.id)),
+            names=names,
             wait_for_start=first_start and not joining,
             spill_bytes=p.spill_mb * 1024 * 1024,
             spill_dir=p.spill_dir or None,
         )
-        settings = DumpSettings(
-            node.host,
-            node.port,
-            node.user,
-            node.password,
-            server_id=p.dump_server_id_base + node.id,
-            name=processor.dn_name,
-            heartbeat_period=p.dn_heartbeat_ms / 1000,
-            idle_timeout=p.dn_idle_timeout_ms / 1000,
-        )
         log.info(
-            "%s: reading from %s (%s)",
-            processor.dn_name,
-            start,
-            "first start" if first_start else "checkpoint",
+            "%s: reading from %s (%s)", name, start, "first start" if first_start else "checkpoint"
         )
-        return MergeSource(settings, processor, start, self.queue)
+        if p.source_processes:
+            return SourceProcess(spec, self.queue)
+        return MergeSource.from_spec(spec, self.queue)
 
-    def _names_for(self, dn_id: int) -> NameMap | None:
-        """The physical→logical names valid at the resume point: the last topology snapshot,
-        then every logical DDL recorded after it."""
-        if self.written_key is None:
-            return None
-        tso = self.written_key[0]
+    def _names_at(self, dn_id: int, tso: int) -> NameMap | None:
+        """The physical→logical names valid at `tso`: the last topology snapshot that holds the
+        table map (a StorageChange only lists DNs), then every logical DDL recorded after it."""
         meta_db = self.config.pipeline.meta_database
-        record = TopologyHistory(self._meta(), meta_db).at(tso)
-        if record is None:
+        records = [r for r in TopologyHistory(self._meta(), meta_db).all() if r.tso <= tso]
+        for record in reversed(records):
+            content = record.content.get("after", record.content)
+            if "tables" in content:
+                break
+        else:
             return None
-        content = record.content["after"] if record.kind == "MetaChange" else record.content
         names = NameMap.from_topology(dn_id, content)
         for ddl in SchemaHistory(self._meta(), meta_db).between(record.tso, tso):
             names = names.with_table(ddl.db, ddl.table, (ddl.schema or {}).get("topology"))
@@ -193,6 +199,8 @@ class Leader:
         meta_db = self.config.pipeline.meta_database
         meta = self._meta()
         migrate(meta, meta_db)
+        if removed := sweep_handoffs(self.config.pipeline.spill_dir or None):
+            log.info("removed %d spill handoff files left by a crash", removed)
         self.written_key = last_written_key(self.writer)
         topo, schemas = TopologyHistory(meta, meta_db), SchemaHistory(meta, meta_db)
         records = topo.all()
@@ -206,7 +214,7 @@ class Leader:
             joined = joined_at(records, node.id)
             if cp is None and joined is not None and storage is not None:
                 # Added by StorageChange but no checkpoint yet: start again at the marker.
-                names = self._names_for(node.id) or NameMap(node.id)
+                names = self._names_at(node.id, joined) or NameMap(node.id)
                 self.sources[node.id] = self._make_source(node, None, (joined, 9, 0, 0), names)
             else:
                 self.sources[node.id] = self._make_source(node, cp)
@@ -247,7 +255,7 @@ class Leader:
         assert self.joint is not None
         self.joint.merger.remove_source(dn)
 
-    def _add_source(self, dn: int, entry: dict, tso: int) -> MergeSource:
+    def _add_source(self, dn: int, entry: dict, tso: int) -> MergeSource | SourceProcess:
         template = self.config.dn[0]
         node = NodeConfig(
             id=dn,
@@ -259,15 +267,39 @@ class Leader:
         )
         if all(n.id != dn for n in self.config.dn):
             self.config.dn.append(node)
-        current = next(
-            (s.processor.names for s in self.sources.values() if s.processor.names), None
-        )
-        names = NameMap(dn, {}, current.topology if current else {})
+        names = self._names_at(dn, tso) or NameMap(dn)
         # Everything of the new DN up to the marker is history the global binlog never had.
         return self._make_source(node, None, resume_after=(tso, 9, 0, 0), names=names)
 
     # -- run ----------------------------------------------------------------------------------
     async def run(self) -> None:
+        """Run the pipeline until cancelled. A MergeSource process that dies (killed, crashed)
+        restarts it the way a leader restart does: from the global binlog and the checkpoints.
+        Errors that a restart cannot fix (a corrupt DN binlog, a refused login) stop it."""
+        restarts: deque[float] = deque()
+        limit = self.config.pipeline.max_restarts_per_minute
+        try:
+            while True:
+                try:
+                    await self._run_pipeline()
+                except SourceProcessDied as exc:
+                    now = time.monotonic()
+                    restarts.append(now)
+                    while restarts and restarts[0] < now - 60:
+                        restarts.popleft()
+                    if len(restarts) > limit:
+                        raise LeaderError(
+                            f"{exc}; {len(restarts)} restarts within a minute: giving up"
+                        ) from exc
+                    self.stats.restarts += 1
+                    log.warning("%s: restarting the pipeline from the global binlog", exc)
+                    await asyncio.sleep(0.2 * len(restarts))
+        finally:
+            self.close()
+
+    async def _run_pipeline(self) -> None:
+        self.sources, self._tasks = {}, {}
+        self.queue = asyncio.Queue(maxsize=self.config.pipeline.queue_batches)
         await asyncio.to_thread(self.start)
         for dn, source in self.sources.items():
             self._tasks[dn] = asyncio.create_task(source.run(), name=f"merge-source-dn{dn}")
@@ -290,7 +322,6 @@ class Leader:
             for t in tasks:
                 with contextlib.suppress(BaseException):
                     await t
-            self.close()
 
     async def _write_loop(self) -> None:
         assert self.joint is not None
@@ -390,27 +421,15 @@ def leader_status(leader: Leader) -> dict:
     dns = []
     problems = []
     for dn, source in sorted(leader.sources.items()):
-        wm = source.processor.sorter.watermark
-        silent = source.last_heard
-        state = "error" if source.error else ("up" if source.client.connected else "connecting")
+        status = source.status()
+        silent = status.get("silent_s", 0.0)
         if source.error:
             problems.append(f"{source.name}: {source.error}")
         elif silent > leader.config.pipeline.dn_idle_timeout_ms / 1000:
             problems.append(
                 f"{source.name} has sent nothing for {silent:.0f}s: the merge waits for it"
             )
-        dns.append(
-            {
-                "dn": dn,
-                "name": source.name,
-                "state": state,
-                "position": str(source.client.position),
-                "watermark_tso": wm.tso if wm else None,
-                "pending": source.processor.sorter.pending,
-                "silent_s": round(min(silent, 1e9), 1),
-                "events": source.stats.events,
-            }
-        )
+        dns.append({"dn": dn, "name": source.name, **status})
     low = leader.joint.merger.low_watermark() if leader.joint else None
     elapsed = max(time.monotonic() - leader.stats.started_at, 1e-6)
     return {
@@ -421,6 +440,7 @@ def leader_status(leader: Leader) -> dict:
         "transactions": leader.stats.transactions,
         "events": leader.stats.events,
         "events_per_s": leader.stats.events / elapsed,
+        "restarts": leader.stats.restarts,
         "file": leader.writer.file,
         "position": leader.writer.position,
         "dns": dns,

@@ -3,6 +3,9 @@
 The queue (shared by all sources, bounded) carries batches of `Fragment`/`Watermark`; when MergeJoint falls behind, the queue
 fills, this task stops reading, and TCP flow control slows the DN's dump thread: memory stays
 bounded by the queue size.
+
+A `SourceSpec` says everything a MergeSource needs to start; it is what the leader sends to a
+MergeSource process (`source_process.py`, `worker.py`) or uses in its own process.
 """
 
 from __future__ import annotations
@@ -11,14 +14,42 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from merge_source.dump_client import BinlogPosition, DumpClient, DumpSettings
-from merge_source.fragment import Fragment, Watermark
+from merge_source.fragment import Fragment, GlobalKey, Watermark
 from merge_source.processor import SourceCheckpoint, SourceProcessor
+from merge_source.renamer import NameMap
 
 log = logging.getLogger(__name__)
 
 Batch = list[Fragment | Watermark]
+
+
+@dataclass(slots=True)
+class SourceSpec:
+    settings: DumpSettings
+    start: BinlogPosition
+    dn_id: int
+    dn_name: str
+    resume_after: GlobalKey | None = None
+    max_tso_seen: int = 0
+    names: NameMap | None = None
+    wait_for_start: bool = False
+    spill_bytes: int = 64 << 20
+    spill_dir: str | None = None
+
+    def processor(self) -> SourceProcessor:
+        return SourceProcessor(
+            self.dn_id,
+            self.dn_name,
+            resume_after=self.resume_after,
+            max_tso_seen=self.max_tso_seen,
+            names=self.names,
+            wait_for_start=self.wait_for_start,
+            spill_bytes=self.spill_bytes,
+            spill_dir=self.spill_dir,
+        )
 
 
 @dataclass(slots=True)
@@ -45,6 +76,10 @@ class MergeSource:
         self.stats = SourceStats()
         self.error: BaseException | None = None
 
+    @classmethod
+    def from_spec(cls, spec: SourceSpec, queue: asyncio.Queue[Batch]) -> MergeSource:
+        return cls(spec.settings, spec.processor(), spec.start, queue)
+
     @property
     def dn_id(self) -> int:
         return self.processor.dn_id
@@ -62,6 +97,21 @@ class MergeSource:
         if not self.client.last_packet_at:
             return float("inf")
         return time.monotonic() - self.client.last_packet_at
+
+    def status(self) -> dict[str, Any]:
+        """What `cdc status` shows of this source (JSON-able: it crosses process boundaries)."""
+        wm = self.processor.sorter.watermark
+        state = "error" if self.error else ("up" if self.client.connected else "connecting")
+        return {
+            "state": state,
+            "error": str(self.error) if self.error else None,
+            "position": str(self.client.position),
+            "watermark_tso": wm.tso if wm else None,
+            "pending": self.processor.sorter.pending,
+            "silent_s": round(min(self.last_heard, 1e9), 1),
+            "events": self.stats.events,
+            "bytes": self.stats.bytes,
+        }
 
     async def run(self) -> None:
         """Read the DN forever; a fatal error is kept in `error` and re-raised."""

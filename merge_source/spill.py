@@ -9,6 +9,7 @@ included (the renamer keeps it right), so a span needs no index.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import tempfile
@@ -31,14 +32,26 @@ class SpillFile:
 
     __slots__ = ("_fd", "_buffer", "size", "_finalizer", "__weakref__")
 
-    def __init__(self, directory: str | None = None):
-        fd, path = tempfile.mkstemp(prefix="cdc-spill-", dir=directory)
-        os.unlink(path)
-        self._fd = fd
+    def __init__(self, directory: str | None = None, *, _fd: int | None = None, _size: int = 0):
+        if _fd is None:
+            _fd, path = tempfile.mkstemp(prefix="cdc-spill-", dir=directory)
+            os.unlink(path)
+        self._fd = _fd
         self._buffer = bytearray()
-        self.size = 0  # bytes appended, buffered ones included
+        self.size = _size  # bytes appended, buffered ones included
         # Closes the fd (and so frees the disk space) when the file object is collected.
-        self._finalizer = weakref.finalize(self, os.close, fd)
+        self._finalizer = weakref.finalize(self, os.close, _fd)
+
+    @classmethod
+    def adopt(cls, path: str) -> SpillFile:
+        """Take over a handoff file another process wrote (see `write_handoff`): opened, then
+        unlinked, so from here on it is an anonymous spill file like any other."""
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except OSError as exc:
+            raise SpillError(f"cannot open spill handoff file {path}: {exc}") from None
+        os.unlink(path)
+        return cls(_fd=fd, _size=os.fstat(fd).st_size)
 
     def append(self, event: bytes) -> None:
         if len(event) < 13 or _SIZE.unpack_from(event, 9)[0] != len(event):
@@ -137,3 +150,42 @@ class SpanWriter:
 
     def span(self) -> EventSpan:
         return EventSpan(self.spill, self.start, self.end, self.count)
+
+
+HANDOFF_PREFIX = "cdc-handoff-"
+
+
+def write_handoff(spans: Iterable[EventSpan], directory: str | None) -> tuple[str, list[int]]:
+    """Copy `spans` into one new named file for another process to `adopt`; returns its path
+    and each span's start offset in it. Streamed: memory stays at one read chunk."""
+    fd, path = tempfile.mkstemp(prefix=f"{HANDOFF_PREFIX}{os.getpid()}-", dir=directory)
+    starts = []
+    try:
+        with os.fdopen(fd, "wb", buffering=_WRITE_BUFFER) as f:
+            for span in spans:
+                starts.append(f.tell())
+                for event in span:
+                    f.write(event)
+    except BaseException:
+        os.unlink(path)
+        raise
+    return path, starts
+
+
+def sweep_handoffs(directory: str | None) -> int:
+    """Remove handoff files whose writer process is gone and that nobody adopted (a crash
+    between the two processes' steps); returns how many."""
+    removed = 0
+    root = directory or tempfile.gettempdir()
+    for name in os.listdir(root):
+        if not name.startswith(HANDOFF_PREFIX):
+            continue
+        try:
+            pid = int(name[len(HANDOFF_PREFIX) :].split("-", 1)[0])
+        except ValueError:
+            continue
+        if pid != os.getpid() and not os.path.exists(f"/proc/{pid}"):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(root, name))
+                removed += 1
+    return removed

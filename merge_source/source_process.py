@@ -1,0 +1,130 @@
+"""The leader's handle on a MergeSource running in its own process (`worker.py`).
+
+It looks like an in-process `MergeSource` to the leader (`run`, `status`, `error`, `name`):
+`run` spawns the worker, hands it the `SourceSpec`, and moves the batches it sends onto the
+shared queue. It reads the pipe only when the queue has room, so a slow MergeJoint fills the
+pipe, the worker blocks on it and stops reading its DN: the same backpressure as in-process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import pickle
+import sys
+import time
+from typing import Any
+
+from merge_source.source import Batch, SourceSpec
+from merge_source.wire import FRAME, MAX_FRAME, Record, decode_body
+
+log = logging.getLogger(__name__)
+
+STATUS_STALE_S = 5.0
+
+
+class SourceFailed(RuntimeError):
+    """The MergeSource stopped on an error it cannot get past (the message says which)."""
+
+
+class SourceProcessDied(RuntimeError):
+    """The MergeSource process ended without saying why (killed, crashed): restartable."""
+
+
+class SourceProcess:
+    def __init__(self, spec: SourceSpec, queue: asyncio.Queue[Batch]):
+        self.spec = spec
+        self.queue = queue
+        self.error: BaseException | None = None
+        self.pid: int | None = None
+        self._status: dict[str, Any] = {"state": "starting"}
+        self._status_at = time.monotonic()
+
+    @property
+    def dn_id(self) -> int:
+        return self.spec.dn_id
+
+    @property
+    def name(self) -> str:
+        return self.spec.dn_name
+
+    def status(self) -> dict[str, Any]:
+        status = dict(self._status)
+        age = time.monotonic() - self._status_at
+        status["silent_s"] = round(status.get("silent_s", 0.0) + age, 1)
+        if age > STATUS_STALE_S and status.get("state") == "up":
+            status["state"] = "busy"  # blocked on a full pipe, or stuck: the age says
+        status["pid"] = self.pid
+        return status
+
+    async def run(self) -> None:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "merge_source.worker",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=1 << 20,
+        )
+        self.pid = proc.pid
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            spec = pickle.dumps((self.spec, os.getpid(), logging.getLogger().getEffectiveLevel()))
+            proc.stdin.write(FRAME.pack(len(spec)) + spec)
+            await proc.stdin.drain()  # stdin stays open: its end tells the worker we are gone
+            log.info("%s: MergeSource process %d started", self.name, proc.pid)
+            await self._read(proc.stdout)
+            rc = await proc.wait()
+            if self.error is not None:
+                raise self.error
+            self.error = SourceProcessDied(
+                f"{self.name}: MergeSource process {proc.pid} ended unexpectedly ({_exit(rc)})"
+            )
+            raise self.error
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            if self.error is None:
+                self.error = exc
+            raise
+        finally:
+            await _stop(proc)
+
+    async def _read(self, stdout: asyncio.StreamReader) -> None:
+        queue = self.queue
+        while True:
+            try:
+                (n,) = FRAME.unpack(await stdout.readexactly(FRAME.size))
+                if n > MAX_FRAME:
+                    raise SourceFailed(f"{self.name}: frame of {n} bytes from the MergeSource")
+                body = await stdout.readexactly(n)
+            except asyncio.IncompleteReadError:
+                return  # the worker ended: `run` finds out how
+            batch: Batch = []
+            for item in decode_body(body):
+                if type(item) is Record:
+                    if item.tag == b"S":
+                        self._status, self._status_at = item.json(), time.monotonic()
+                    else:
+                        self.error = SourceFailed(item.text)
+                        log.error("%s: MergeSource stopped: %s", self.name, item.text)
+                else:
+                    batch.append(item)  # type: ignore[arg-type]
+            if batch:
+                await queue.put(batch)
+
+
+def _exit(rc: int | None) -> str:
+    if rc is not None and rc < 0:
+        return f"killed by signal {-rc}"
+    return f"exit code {rc}"
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    with contextlib.suppress(BaseException):
+        await asyncio.wait_for(proc.wait(), 5)

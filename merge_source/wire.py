@@ -1,0 +1,218 @@
+"""The framing between a MergeSource process and MergeJoint: batches of fragments and watermarks.
+
+One frame is `u32 length` + records. Event bytes travel as they are, concatenated: a binlog
+event carries its own size at header offset 9, so a statement needs no index and the reader
+splits it with one unpack per event. Only marker rows (rare, small) are pickled. A statement
+spilled to disk does not cross the pipe: the sender copies it into a handoff file and sends its
+path, the receiver adopts the file (`spill.write_handoff` / `SpillFile.adopt`), so a 1 GB
+transaction never sits in either process's memory.
+
+Records (first byte):
+  F fragment   W watermark   S status (JSON)   E fatal error (UTF-8 text, the last record)
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+from merge_source.fragment import Fragment, FragmentKind, Statement, Watermark
+from merge_source.processor import SourceCheckpoint
+from merge_source.sorter import Kind, SortKey
+from merge_source.spill import EventSpan, SpillFile, write_handoff
+
+FRAME = struct.Struct("<I")
+MAX_FRAME = 1 << 30
+_FRAG = struct.Struct(
+    "<cQBQQBIHIH"
+)  # tag, tso, key kind, seq, txn_id, kind, ts, dn, #stmts, #parts
+_STMT = struct.Struct("<BQQIQ")  # flags, trace seq, trace subseq, #events, bytes
+_SPILLED = struct.Struct("<QH")  # start in the handoff file, path length
+_MARKERS = struct.Struct("<I")
+_WM = struct.Struct("<cQBQHB")  # tag, tso, key kind, seq, dn, has checkpoint
+_CP = struct.Struct("<QQH")  # pos, max tso seen, file name length
+_TEXT = struct.Struct("<cI")
+_SIZE = struct.Struct("<I")
+_PART = struct.Struct("<I")
+
+HAS_TRACE, SPILLED = 1, 2
+KINDS = list(FragmentKind)
+KIND_CODE = {k: i for i, k in enumerate(KINDS)}
+
+
+class WireError(RuntimeError):
+    """A frame that does not decode: the MergeSource process and this one disagree."""
+
+
+def encode_batch(items: list[Fragment | Watermark], spill_dir: str | None = None) -> bytes:
+    parts: list[bytes] = [b""]
+    for item in items:
+        if type(item) is Watermark:
+            _watermark(parts, item)
+        else:
+            _fragment(parts, item, spill_dir)  # type: ignore[arg-type]
+    body = b"".join(parts)
+    return FRAME.pack(len(body)) + body
+
+
+def encode_text(tag: bytes, text: str) -> bytes:
+    data = text.encode()
+    body = _TEXT.pack(tag, len(data)) + data
+    return FRAME.pack(len(body)) + body
+
+
+def encode_status(status: dict[str, Any]) -> bytes:
+    return encode_text(b"S", json.dumps(status))
+
+
+def _watermark(parts: list[bytes], w: Watermark) -> None:
+    cp: SourceCheckpoint | None = w.checkpoint
+    parts.append(_WM.pack(b"W", w.key.tso, w.key.kind, w.key.seq, w.dn, cp is not None))
+    if cp is not None:
+        name = cp.file.encode()
+        parts.append(_CP.pack(cp.pos, cp.max_tso_seen, len(name)))
+        parts.append(name)
+
+
+def _fragment(parts: list[bytes], f: Fragment, spill_dir: str | None) -> None:
+    k = f.key
+    parts.append(
+        _FRAG.pack(
+            b"F",
+            k.tso,
+            k.kind,
+            k.seq,
+            f.txn_id,
+            KIND_CODE[f.kind],
+            f.timestamp,
+            f.dn,
+            len(f.statements),
+            len(f.participants),
+        )
+    )
+    for p in f.participants:
+        parts.append(_PART.pack(p))
+    spilled = [s.span for s in f.statements if s.span is not None]
+    if spilled:
+        path, starts = write_handoff(spilled, spill_dir)
+        handoff = iter(zip(starts, spilled, strict=True))
+    for st in f.statements:
+        trace = st.trace_id
+        flags = HAS_TRACE if trace is not None else 0
+        a, b = trace if trace is not None else (0, 0)
+        if st.span is None:
+            events = st._events
+            data = b"".join(events)
+            parts.append(_STMT.pack(flags, a, b, len(events), len(data)))
+            parts.append(data)
+        else:
+            start, span = next(handoff)
+            name = path.encode()
+            parts.append(_STMT.pack(flags | SPILLED, a, b, span.count, span.size))
+            parts.append(_SPILLED.pack(start, len(name)))
+            parts.append(name)
+    markers = pickle.dumps(f.markers, protocol=pickle.HIGHEST_PROTOCOL) if f.markers else b""
+    parts.append(_MARKERS.pack(len(markers)))
+    parts.append(markers)
+
+
+class Record:
+    """A status or error record of a frame (fragments and watermarks are returned as such)."""
+
+    __slots__ = ("tag", "text")
+
+    def __init__(self, tag: bytes, text: str):
+        self.tag, self.text = tag, text
+
+    def json(self) -> dict[str, Any]:
+        return json.loads(self.text)
+
+
+def decode_body(body: bytes) -> list[Fragment | Watermark | Record]:
+    """The records of one frame body (without its length prefix)."""
+    try:
+        return list(_records(body))
+    except (struct.error, IndexError, ValueError, KeyError, pickle.UnpicklingError) as exc:
+        raise WireError(f"undecodable MergeSource frame ({len(body)} bytes): {exc}") from None
+
+
+def _records(body: bytes) -> Iterator[Fragment | Watermark | Record]:
+    pos, end = 0, len(body)
+    view = memoryview(body)
+    while pos < end:
+        tag = body[pos : pos + 1]
+        if tag == b"F":
+            frag, pos = _read_fragment(body, view, pos)
+            yield frag
+        elif tag == b"W":
+            _, tso, kind, seq, dn, has_cp = _WM.unpack_from(body, pos)
+            pos += _WM.size
+            cp = None
+            if has_cp:
+                cp_pos, max_tso, n = _CP.unpack_from(body, pos)
+                pos += _CP.size
+                cp = SourceCheckpoint(body[pos : pos + n].decode(), cp_pos, max_tso)
+                pos += n
+            yield Watermark(dn, SortKey(tso, Kind(kind), seq), cp)
+        elif tag in (b"S", b"E"):
+            _, n = _TEXT.unpack_from(body, pos)
+            pos += _TEXT.size
+            yield Record(tag, body[pos : pos + n].decode())
+            pos += n
+        else:
+            raise ValueError(f"unknown record tag {tag!r} at {pos}")
+        if pos > end:
+            raise ValueError(f"the last record runs {pos - end} bytes past the frame's end")
+
+
+def _read_fragment(body: bytes, view: memoryview, pos: int) -> tuple[Fragment, int]:
+    _, tso, kkind, seq, txn_id, kind, ts, dn, n_st, n_p = _FRAG.unpack_from(body, pos)
+    pos += _FRAG.size
+    participants = struct.unpack_from(f"<{n_p}I", body, pos) if n_p else ()
+    pos += 4 * n_p
+    statements = []
+    adopted: dict[bytes, SpillFile] = {}
+    unpack_size = _SIZE.unpack_from
+    for _ in range(n_st):
+        flags, a, b, count, size = _STMT.unpack_from(body, pos)
+        pos += _STMT.size
+        trace = (a, b) if flags & HAS_TRACE else None
+        if flags & SPILLED:
+            start, n = _SPILLED.unpack_from(body, pos)
+            pos += _SPILLED.size
+            path = body[pos : pos + n]
+            pos += n
+            spill = adopted.get(path)
+            if spill is None:
+                spill = adopted[path] = SpillFile.adopt(path.decode())
+            statements.append(Statement(trace, span=EventSpan(spill, start, start + size, count)))
+            continue
+        events = []
+        stop = pos + size
+        while pos < stop:
+            n = unpack_size(body, pos + 9)[0]
+            if n < 19 or pos + n > stop:
+                raise ValueError(f"event size {n} at {pos} overruns its statement")
+            events.append(body[pos : pos + n])
+            pos += n
+        if len(events) != count:
+            raise ValueError(f"statement holds {len(events)} events, header says {count}")
+        statements.append(Statement(trace, events))
+    (n,) = _MARKERS.unpack_from(body, pos)
+    pos += _MARKERS.size
+    markers = pickle.loads(view[pos : pos + n]) if n else []
+    pos += n
+    frag = Fragment(
+        key=SortKey(tso, Kind(kkind), seq),
+        dn=dn,
+        txn_id=txn_id,
+        participants=tuple(participants),
+        kind=KINDS[kind],
+        statements=statements,
+        markers=markers,
+        timestamp=ts,
+    )
+    return frag, pos

@@ -1,0 +1,112 @@
+"""A MergeSource in its own process (`python -m merge_source.worker`), so that reading and
+sorting each DN's binlog runs beside MergeJoint and the writer instead of sharing one GIL.
+
+stdin: one frame with the pickled `SourceSpec` (from the leader, which spawned us), then
+nothing; its end means the leader is gone, and so are we. stdout: `wire` frames (batches,
+status every `STATUS_INTERVAL_S`, and a last error record if the source fails). Logs go to
+stderr, which the leader's process shares.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+import os
+import pickle
+import signal
+import sys
+import time
+
+from merge_source.source import Batch, MergeSource, SourceSpec
+from merge_source.wire import FRAME, encode_batch, encode_status, encode_text
+
+log = logging.getLogger(__name__)
+
+STATUS_INTERVAL_S = 0.5
+PR_SET_PDEATHSIG = 1
+EXIT_SOURCE_FAILED = 2
+
+
+def _die_with_parent(parent: int) -> None:
+    """SIGKILL us when the leader dies, even mid-write (stdin EOF covers the rest)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)  # it died before the prctl
+
+
+async def _pipe_streams() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
+    transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, sys.stdout.buffer
+    )
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    return reader, writer
+
+
+async def _send(source: MergeSource, queue: asyncio.Queue[Batch], out, spill_dir) -> None:
+    last_status = 0.0
+    while True:
+        frames = []
+        try:
+            batch = await asyncio.wait_for(queue.get(), STATUS_INTERVAL_S)
+            frames.append(encode_batch(batch, spill_dir))
+            while not queue.empty() and len(frames) < 16:  # fewer, larger writes
+                frames.append(encode_batch(queue.get_nowait(), spill_dir))
+        except TimeoutError:
+            pass
+        now = time.monotonic()
+        if now - last_status >= STATUS_INTERVAL_S:
+            frames.append(encode_status(source.status()))
+            last_status = now
+        out.write(b"".join(frames))
+        await out.drain()  # the pipe is full: MergeJoint is behind, stop reading the DN
+
+
+async def serve(spec: SourceSpec) -> int:
+    stdin, out = await _pipe_streams()
+    queue: asyncio.Queue[Batch] = asyncio.Queue(maxsize=8)
+    source = MergeSource.from_spec(spec, queue)
+    run = asyncio.create_task(source.run(), name="source")
+    send = asyncio.create_task(_send(source, queue, out, spec.spill_dir), name="send")
+    leader_gone = asyncio.create_task(stdin.read(), name="stdin")
+    tasks = [run, send, leader_gone]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        if leader_gone in done:
+            return 0
+        failed = next(t for t in done)
+        exc = failed.exception() or RuntimeError(f"{failed.get_name()} stopped")
+        if failed is run:
+            out.write(encode_text(b"E", str(exc)))
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(out.drain(), 5)
+            return EXIT_SOURCE_FAILED
+        raise exc
+    finally:
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(BaseException):
+                await t
+
+
+def main() -> int:
+    raw = sys.stdin.buffer.read(FRAME.size)
+    (n,) = FRAME.unpack(raw)
+    spec, parent, level = pickle.loads(sys.stdin.buffer.read(n))
+    _die_with_parent(parent)
+    logging.basicConfig(
+        level=level,
+        format=f"%(asctime)s %(levelname)s [source {spec.dn_name} pid {os.getpid()}] %(message)s",
+        stream=sys.stderr,
+    )
+    return asyncio.run(serve(spec))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

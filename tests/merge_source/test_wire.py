@@ -1,0 +1,158 @@
+"""The framing between a MergeSource process and MergeJoint, on every output of the recorded
+real binlog (fragments of every kind, markers, watermarks with checkpoints), in memory and
+spilled; and a MergeSource process on a real DN."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import pytest
+
+from merge_source.dump_client import BinlogPosition, DumpSettings
+from merge_source.fragment import Fragment, Watermark
+from merge_source.processor import SourceProcessor
+from merge_source.source import SourceSpec
+from merge_source.source_process import SourceFailed, SourceProcess, SourceProcessDied
+from merge_source.spill import HANDOFF_PREFIX, sweep_handoffs
+from merge_source.wire import (
+    FRAME,
+    Record,
+    WireError,
+    decode_body,
+    encode_batch,
+    encode_status,
+    encode_text,
+)
+from tests.merge_source.test_recorded import DN, feed_all
+
+
+def round_trip(items, spill_dir=None):
+    frame = encode_batch(items, spill_dir)
+    (n,) = FRAME.unpack_from(frame)
+    assert n == len(frame) - FRAME.size
+    return decode_body(frame[FRAME.size :])
+
+
+def described(items):
+    out = []
+    for o in items:
+        if isinstance(o, Watermark):
+            out.append(("W", o.dn, o.key, o.checkpoint))
+        else:
+            out.append(
+                (
+                    "F",
+                    o.key,
+                    o.dn,
+                    o.txn_id,
+                    o.participants,
+                    o.kind,
+                    o.timestamp,
+                    o.markers,
+                    [(s.trace_id, list(s.iter_events())) for s in o.statements],
+                )
+            )
+    return out
+
+
+def test_every_recorded_output_round_trips():
+    run = feed_all(SourceProcessor(DN, wait_for_start=True))
+    items = [o for case in run.outputs for o in case]
+    assert any(isinstance(o, Fragment) and o.markers for o in items)
+    assert any(isinstance(o, Watermark) and o.checkpoint for o in items)
+    assert described(round_trip(items)) == described(items)
+
+
+def test_spilled_statements_travel_as_handoff_files(tmp_path):
+    spill, handoff = tmp_path / "spill", tmp_path / "handoff"
+    spill.mkdir(), handoff.mkdir()
+    run = feed_all(SourceProcessor(DN, wait_for_start=True, spill_bytes=1, spill_dir=str(spill)))
+    items = [o for case in run.outputs for o in case]
+    assert any(s.spilled for o in items if isinstance(o, Fragment) for s in o.statements)
+    frame = encode_batch(items, str(handoff))
+    assert any(p.name.startswith(HANDOFF_PREFIX) for p in handoff.iterdir())
+    got = decode_body(frame[FRAME.size :])
+    assert list(handoff.iterdir()) == []  # adopted: unlinked, alive through the open fd
+    assert described(got) == described(items)
+    assert all(s.spilled for o in got if isinstance(o, Fragment) for s in o.statements)
+
+
+def test_handoffs_of_dead_writers_are_swept(tmp_path):
+    dead = tmp_path / f"{HANDOFF_PREFIX}999999999-x"
+    mine = tmp_path / f"{HANDOFF_PREFIX}{os.getpid()}-y"
+    dead.write_bytes(b"x"), mine.write_bytes(b"y")
+    assert sweep_handoffs(str(tmp_path)) == 1
+    assert [p.name for p in tmp_path.iterdir()] == [mine.name]
+
+
+def test_status_and_error_records():
+    frame = encode_status({"state": "up", "events": 3}) + encode_text(b"E", "dn1: broken")
+    (n,) = FRAME.unpack_from(frame)
+    (status,) = decode_body(frame[FRAME.size : FRAME.size + n])
+    (error,) = decode_body(frame[2 * FRAME.size + n :])
+    assert isinstance(status, Record) and status.json() == {"state": "up", "events": 3}
+    assert isinstance(error, Record) and (error.tag, error.text) == (b"E", "dn1: broken")
+
+
+@pytest.mark.parametrize("cut", [1, 5, 20, 40])
+def test_truncated_or_garbage_frames_are_a_clear_error(cut):
+    run = feed_all(SourceProcessor(DN, wait_for_start=True))
+    body = encode_batch(run.outputs[3])[FRAME.size :]
+    with pytest.raises(WireError, match="undecodable MergeSource frame"):
+        decode_body(body[:-cut])
+    with pytest.raises(WireError):
+        decode_body(b"Z" + body)
+
+
+def spec_for(server, **kw) -> SourceSpec:
+    settings = DumpSettings(
+        "127.0.0.1", server.port, "root", "", server_id=9300 + server.server_id, name=server.name
+    )
+    return SourceSpec(settings, BinlogPosition("binlog.000001", 4), 1, server.name, **kw)
+
+
+async def test_a_source_process_reads_a_real_dn_and_reports_status(cluster):
+    dn = cluster.dn(1)
+    with dn.connect() as conn, conn.cursor() as cur:  # a local transaction: something to emit
+        cur.execute("CREATE DATABASE IF NOT EXISTS wire_test")
+        cur.execute("CREATE TABLE IF NOT EXISTS wire_test.t (id INT PRIMARY KEY)")
+        cur.execute("REPLACE INTO wire_test.t VALUES (1)")
+        conn.commit()
+    queue: asyncio.Queue = asyncio.Queue(maxsize=4)
+    source = SourceProcess(spec_for(dn), queue)
+    task = asyncio.create_task(source.run())
+    try:
+        batch = await asyncio.wait_for(queue.get(), 20)
+        assert batch and all(isinstance(o, Fragment | Watermark) for o in batch)
+        for _ in range(100):
+            if source.status().get("state") == "up":
+                break
+            await asyncio.sleep(0.1)
+        status = source.status()
+        assert status["state"] == "up" and status["pid"] == source.pid
+        assert status["position"].startswith("binlog.")
+        # Killed: the leader is told it died (and restarts the pipeline, see the leader).
+        os.kill(source.pid, signal.SIGKILL)
+        while not queue.empty():
+            queue.get_nowait()
+        with pytest.raises(SourceProcessDied, match="killed by signal 9"):
+            while True:  # keep draining: the worker may be blocked on a full pipe
+                await asyncio.wait_for(asyncio.shield(task), 0.2) if task.done() else None
+                try:
+                    queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    await asyncio.sleep(0.05)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_fatal_source_error_crosses_the_pipe_with_its_message(cluster):
+    dn = cluster.dn(1)
+    spec = spec_for(dn)
+    spec.start = BinlogPosition("binlog.999999", 4)
+    source = SourceProcess(spec, asyncio.Queue())
+    with pytest.raises(SourceFailed, match="binlog.999999"):
+        await asyncio.wait_for(source.run(), 30)
