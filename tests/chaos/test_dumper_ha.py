@@ -7,6 +7,7 @@ to the follower's address keeps replicating, both copies end byte-identical, and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -51,8 +52,9 @@ class Dumpers:
         )
 
     def kill(self, i: int) -> None:
-        os.kill(self.procs[i].pid, signal.SIGKILL)
-        self.procs[i].wait()
+        proc = self.procs.pop(i)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
 
     def status(self, i: int) -> dict:
         try:
@@ -131,6 +133,7 @@ async def test_leader_kills_follower_takes_over_copies_identical(ha_setup, tmp_p
     rng = random.Random(seed)
     dumpers = Dumpers(config_path, tmp_path)
     takeovers: list[float] = []
+    load_task: asyncio.Task | None = None
     try:
         dumpers.start(1)
         await dumpers.wait(lambda: dumpers.role(1) == "leader", 60, "dumper 1 did not lead")
@@ -198,6 +201,10 @@ async def test_leader_kills_follower_takes_over_copies_identical(ha_setup, tmp_p
         assert result.equal, result.render()
         assert stats.committed > 0
     finally:
+        if load_task is not None and not load_task.done():
+            load_task.cancel()
+            with contextlib.suppress(BaseException):
+                await load_task
         dumpers.stop()
         await cn.close()
         print("takeover times (s):", ", ".join(f"{t:.1f}" for t in takeovers))
