@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -22,13 +21,11 @@ import pytest
 from cdc.check import run_check
 from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from cdc.cluster.testing import free_base_port, throwaway_cluster, throwaway_server
-from cdc.cn import ComputeNode, init
 from cdc.cn.ground_truth import read as read_ground_truth
 from cdc.cn.workloads.runner import run_workload
-from cdc.cn.workloads.transfer import TransferWorkload
 from cdc.config import DumperPeer, load
 from cdc.verify_binlog import check, read_server
-from tests.e2e.test_pipeline import ACCOUNTS, BALANCE
+from tests.chaos.transfer_setup import chaos_rng, transfer_cn
 
 KILLS = int(os.environ.get("CDC_HA_KILLS", "3"))
 IDS = (1, 2)
@@ -123,14 +120,8 @@ def ha_setup(tmp_path):
 
 async def test_leader_kills_follower_takes_over_copies_identical(ha_setup, tmp_path):
     cfg, config_path, replica = ha_setup
-    await init(cfg)
-    cn = ComputeNode(cfg)
-    await cn.start()
-    workload = TransferWorkload(cn, accounts=ACCOUNTS, initial_balance=BALANCE, partitions=6)
-    await workload.setup()
-    seed = int(os.environ.get("CDC_CHAOS_SEED", time.time()))
-    print(f"ha seed {seed} (CDC_CHAOS_SEED to replay the kill timing)")
-    rng = random.Random(seed)
+    cn, workload = await transfer_cn(cfg)
+    rng = chaos_rng("ha")
     dumpers = Dumpers(config_path, tmp_path)
     takeovers: list[float] = []
     load_task: asyncio.Task | None = None
