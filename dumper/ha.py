@@ -348,8 +348,11 @@ def ha_status(node: HaNode) -> dict:
         position=p.position,
         leader_file=p.leader_file,
         leader_position=p.leader_position,
+        # The leader reports every renew interval: a follower may be ahead of that report.
         behind_bytes=(
-            p.leader_position - p.position if p.leader_file == p.file and p.leader_file else None
+            max(0, p.leader_position - p.position)
+            if p.leader_file == p.file and p.leader_file
+            else None
         ),
         behind_files=(
             _order(p.leader_file, 0)[0] - _order(p.file, 0)[0] if p.leader_file and p.file else None
