@@ -154,7 +154,6 @@ async def test_leader_kills_follower_takes_over_copies_identical(ha_setup, tmp_p
             takeovers.append(time.monotonic() - killed_at)
             dumpers.start(leader)  # comes back as a follower
         stats = await load_task
-        print("takeover times (s):", ", ".join(f"{t:.1f}" for t in takeovers))
 
         # Let the leader catch up with the last commit, then the follower with the leader.
         last_tso = max(e["tso"] for e in read_ground_truth(cfg.cn.ground_truth_log))
