@@ -82,6 +82,17 @@ class DumperUser:
 
 
 @dataclass(slots=True)
+class DumperPeer:
+    """One dumper process of an HA group (docs/dumper.md, "High availability")."""
+
+    id: int
+    host: str = "127.0.0.1"
+    port: int = 0
+    # Each peer keeps its own copy of the global binlog (same file names, same bytes).
+    binlog_dir: str = ""
+
+
+@dataclass(slots=True)
 class DumperConfig:
     """The Dumper's MySQL protocol server (docs/dumper.md)."""
 
@@ -103,6 +114,19 @@ class DumperConfig:
     tls_cert: str = ""
     tls_key: str = ""
     users: list[DumperUser] = field(default_factory=list)
+    # HA: every dumper process of the cluster; empty = a single dumper without a lease.
+    # `cdc start --dumper-id N` runs peer N (its host, port and binlog_dir replace the above).
+    peers: list[DumperPeer] = field(default_factory=list)
+    # Which peer this process is (set from --dumper-id; 0 = no HA).
+    id: int = 0
+    # Leader lease in the GMS: held for lease_ms, renewed every lease_renew_ms. A leader that
+    # could not renew for lease_ms (minus a margin) stops writing before anyone may take over.
+    lease_ms: int = 5000
+    lease_renew_ms: int = 1000
+    # The account followers use to copy the leader's files (a [[dumper.users]] entry with
+    # `replication`; the plain password is needed to log in).
+    peer_user: str = "repl"
+    peer_password: str = ""
 
 
 @dataclass(slots=True)
@@ -124,6 +148,9 @@ class PipelineConfig:
     queue_batches: int = 256
     # How often per-DN checkpoints are persisted in the GMS (ms).
     checkpoint_interval_ms: int = 1000
+    # Checkpoints are also kept keyed by watermark for this long (HA: a follower that takes
+    # over behind the old leader resumes from an older one); the newest is always kept.
+    checkpoint_history_s: int = 3600
     # A DN transaction (binlog group) larger than this is held in a temp file, not in memory.
     spill_mb: int = 64
     # Where spill files go ("": the system temp dir).
@@ -152,6 +179,27 @@ class Config:
         raise ConfigError(
             f"no DN with id {dn_id} in the configuration (have {[d.id for d in self.dn]})"
         )
+
+    def for_dumper(self, dumper_id: int) -> Config:
+        """This configuration as run by HA peer `dumper_id`: its address and binlog directory."""
+        peer = next((p for p in self.dumper.peers if p.id == dumper_id), None)
+        if peer is None:
+            raise ConfigError(
+                f"no [[dumper.peers]] entry with id {dumper_id} "
+                f"(have {[p.id for p in self.dumper.peers]})"
+            )
+        if peer.port <= 0:
+            raise ConfigError(
+                f"[[dumper.peers]] id {dumper_id}: port must be set (followers connect to it)"
+            )
+        dumper = dataclasses.replace(
+            self.dumper,
+            id=dumper_id,
+            host=peer.host,
+            port=peer.port,
+            binlog_dir=peer.binlog_dir or f"{self.dumper.binlog_dir}-{dumper_id}",
+        )
+        return dataclasses.replace(self, dumper=dumper)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

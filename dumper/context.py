@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -72,6 +73,8 @@ class ServerContext:
     started: float = field(default_factory=time.time)
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
     tls: ssl.SSLContext | None = None
+    # HA follower: its copy only changes by copying the leader (PURGE is refused).
+    read_only: Callable[[], bool] = lambda: False
 
     def __post_init__(self) -> None:
         if not self.variables:

@@ -17,6 +17,7 @@ import json
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pymysql
@@ -39,13 +40,16 @@ from merge_source.source import MergeSource, SourceSpec
 from merge_source.source_process import SourceProcess, SourceProcessDied
 from merge_source.spill import sweep_handoffs
 from topology import gms
-from topology.checkpoints import Checkpoint, CheckpointStore
+from topology.checkpoints import Checkpoint, CheckpointHistory, CheckpointStore
 from topology.file_index import FileEntry, FileIndex
 from topology.migrations import migrate
 from topology.schema_history import SchemaHistory
 from topology.topology_history import TopologyHistory, TopologyRecord
 
 log = logging.getLogger(__name__)
+
+
+PRUNE_INTERVAL_S = 60.0
 
 
 class LeaderError(RuntimeError):
@@ -107,6 +111,11 @@ class Leader:
         self._file_first_tso: dict[str, int] = {}
         self._conn: pymysql.Connection | None = None
         self.notify = asyncio.Event()  # set after each batch reaches the file (dump server)
+        # HA: raises if this process may no longer write (its lease ran out); called before
+        # every batch. `term` is the lease term, for logs and status (0 = no HA).
+        self.fence: Callable[[], None] | None = None
+        self.term = 0
+        self._last_prune = 0.0
 
     # -- start --------------------------------------------------------------------------------
     def _meta(self) -> pymysql.Connection:
@@ -206,11 +215,12 @@ class Leader:
         records = topo.all()
         storage = storage_dns(records)
         cps = CheckpointStore(meta, meta_db)
+        history = CheckpointHistory(meta, meta_db)
         for node in self.config.dn:
             if storage is not None and node.id not in storage:
                 log.info("dn%d is configured but not a storage DN (yet): not merged", node.id)
                 continue
-            cp = cps.load(f"dn{node.id}")
+            cp = self._resume_checkpoint(cps, history, f"dn{node.id}")
             joined = joined_at(records, node.id)
             if cp is None and joined is not None and storage is not None:
                 # Added by StorageChange but no checkpoint yet: start again at the marker.
@@ -221,7 +231,26 @@ class Leader:
         self.joint = MergeJoint(
             self.queue, dict.fromkeys(self.sources), topo.record, schemas.record, self._on_marker
         )
-        log.info("leader: resuming after %s", self.written_key)
+        log.info("leader (term %d): resuming after %s", self.term, self.written_key)
+
+    def _resume_checkpoint(
+        self, cps: CheckpointStore, history: CheckpointHistory, stream: str
+    ) -> Checkpoint | None:
+        """The newest checkpoint taken at a watermark at or below the last written key. The
+        single-row table is only a fallback for GMS data written before the history existed."""
+        if not history.has(stream):
+            return cps.load(stream)
+        if self.written_key is None:
+            return None  # nothing written here: read the DN from its first binlog again
+        cp = history.at_or_below(stream, self.written_key)
+        if cp is None:
+            raise LeaderError(
+                f"{stream}: no checkpoint at or below the last written key {self.written_key} "
+                f"(kept for [pipeline] checkpoint_history_s = "
+                f"{self.config.pipeline.checkpoint_history_s}s): this copy of the global binlog "
+                "is too old to resume from"
+            )
+        return cp
 
     async def _on_marker(self, txn: Transaction) -> None:
         """StorageChange: a new DN joins the merge exactly after the marker's TSO. CdcStart:
@@ -326,7 +355,10 @@ class Leader:
     async def _write_loop(self) -> None:
         assert self.joint is not None
         writer, stats = self.writer, self.stats
+        fence = self.fence
         async for ready in self.joint.transactions():
+            if fence is not None:
+                fence()
             for txn in ready:
                 self._write(txn)
             writer.flush()
@@ -374,14 +406,23 @@ class Leader:
         )
         await asyncio.to_thread(self._save_checkpoints, ready, entry)
 
-    def _save_checkpoints(self, ready: dict[int, SourceCheckpoint], entry: FileEntry) -> None:
+    def _save_checkpoints(
+        self, ready: dict[int, tuple[GlobalKey, SourceCheckpoint]], entry: FileEntry
+    ) -> None:
         # Its own connection: marker history is recorded from another worker thread meanwhile.
         meta_db = self.config.pipeline.meta_database
         conn = gms.connect(self.config.gms)
         try:
-            store = CheckpointStore(conn, meta_db)
-            for dn, cp in ready.items():
-                store.save(Checkpoint(f"dn{dn}", cp.file, cp.pos, cp.max_tso_seen))
+            store, history = CheckpointStore(conn, meta_db), CheckpointHistory(conn, meta_db)
+            prune = time.monotonic() - self._last_prune > PRUNE_INTERVAL_S
+            for dn, (watermark, cp) in ready.items():
+                saved = Checkpoint(f"dn{dn}", cp.file, cp.pos, cp.max_tso_seen)
+                history.save(watermark, saved)
+                store.save(saved)
+                if prune:
+                    history.prune(saved.stream, self.config.pipeline.checkpoint_history_s)
+            if prune:
+                self._last_prune = time.monotonic()
             FileIndex(conn, meta_db).upsert(entry)
         finally:
             conn.close()

@@ -232,6 +232,13 @@ class QueryExecutor:
     def _do_Purge(self, stmt: sql.Purge) -> Result:
         if not (self.state.user and self.state.user.admin):
             raise denied("SUPER", "BINLOG_ADMIN")
+        if self.ctx.read_only():
+            raise sql.SqlError(
+                "The MySQL server is running with the --read-only option so it cannot execute "
+                "this statement (an HA follower: PURGE on the leader)",
+                1290,
+                "HY000",
+            )
         try:
             if stmt.to is not None:
                 self.ctx.files.purge_to(self.ctx.files.resolve(stmt.to) or stmt.to)

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from cdc.config import DumperConfig
@@ -88,6 +89,7 @@ async def serve(
     binlog_dir: str | os.PathLike[str] | None = None,
     notifier: Notifier | None = None,
     schema: SchemaProvider | None = None,
+    read_only: Callable[[], bool] | None = None,
 ) -> Server:
     """Start serving `binlog_dir` (default `config.binlog_dir`) and return the running Server."""
     files = BinlogFiles(Path(binlog_dir or config.binlog_dir), config.binlog_base)
@@ -97,4 +99,6 @@ async def serve(
         schema=schema if schema is not None else InMemorySchemaProvider(),
         notifier=notifier or PollNotifier(),
     )
+    if read_only is not None:
+        ctx.read_only = read_only
     return await Server(ctx).start()

@@ -10,10 +10,13 @@ import logging
 import os
 import signal
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from cdc.config import Config
 from dumper.binlog_sender import CurrentEventNotifier
+from dumper.ha import HaNode, ha_status
 from dumper.history_schema import HistorySchemaProvider
 from dumper.leader import Leader, leader_status
 from dumper.server import serve as serve_binlog
@@ -24,12 +27,18 @@ log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_S = 15.0
 
 
-async def _status_loop(leader: Leader, path: Path) -> None:
+async def _status_loop(status: Callable[[], dict], path: Path) -> None:
     tmp = path.with_suffix(".tmp")
     while True:
-        tmp.write_text(json.dumps(leader_status(leader)))
+        tmp.write_text(json.dumps(status()))
         tmp.replace(path)
         await asyncio.sleep(1)
+
+
+def _ha_status(node: HaNode) -> dict:
+    status = leader_status(node.leader) if node.leader is not None else {"written_at": time.time()}
+    status["ha"] = ha_status(node)
+    return status
 
 
 async def _heartbeats(config: Config) -> None:
@@ -55,21 +64,41 @@ async def serve(
     """Run everything until SIGTERM/SIGINT (or cancellation). `own_process`: this is the whole
     process (`cdc start`), so a stop that hangs on I/O may end it the hard way."""
     state_dir.mkdir(parents=True, exist_ok=True)
-    leader = Leader(config)
-    tasks = [
-        asyncio.create_task(leader.run(), name="leader"),
-        asyncio.create_task(_status_loop(leader, state_dir / "status.json"), name="status"),
-    ]
     schema = HistorySchemaProvider(lambda: gms.connect(config.gms), config.pipeline.meta_database)
-    server = await serve_binlog(
-        config.dumper,
-        leader.writer.dir,
-        notifier=CurrentEventNotifier(lambda: leader.notify),
-        schema=schema,
-    )
+    if config.dumper.peers:
+        # HA: lead or follow as the lease says; the CN heartbeat runs only while leading.
+        node = HaNode(config, on_lead=(lambda: _heartbeats(config)) if heartbeat else None)
+        tasks = [
+            asyncio.create_task(node.run(), name="ha"),
+            asyncio.create_task(
+                _status_loop(lambda: _ha_status(node), state_dir / "status.json"), name="status"
+            ),
+        ]
+        server = await serve_binlog(
+            config.dumper,
+            node.dir,
+            notifier=CurrentEventNotifier(node.current_notify),
+            schema=schema,
+            read_only=node.read_only,
+        )
+    else:
+        leader = Leader(config)
+        tasks = [
+            asyncio.create_task(leader.run(), name="leader"),
+            asyncio.create_task(
+                _status_loop(lambda: leader_status(leader), state_dir / "status.json"),
+                name="status",
+            ),
+        ]
+        server = await serve_binlog(
+            config.dumper,
+            leader.writer.dir,
+            notifier=CurrentEventNotifier(lambda: leader.notify),
+            schema=schema,
+        )
+        if heartbeat:
+            tasks.append(asyncio.create_task(_heartbeats(config), name="heartbeat"))
     log.info("serving the global binlog on %s:%d", server.host, server.port)
-    if heartbeat:
-        tasks.append(asyncio.create_task(_heartbeats(config), name="heartbeat"))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

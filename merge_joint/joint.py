@@ -42,13 +42,14 @@ class MergeJoint:
         # Per DN: (lifted watermark, source checkpoint) not yet handed out, oldest first.
         self._checkpoints: dict[int, deque[tuple[GlobalKey, SourceCheckpoint]]] = {}
 
-    def checkpoints_upto(self, written: GlobalKey) -> dict[int, SourceCheckpoint]:
-        """For each DN, the newest checkpoint whose watermark is at or below `written`: once
-        the global binlog durably holds everything up to `written`, a restart may begin there."""
-        out: dict[int, SourceCheckpoint] = {}
+    def checkpoints_upto(self, written: GlobalKey) -> dict[int, tuple[GlobalKey, SourceCheckpoint]]:
+        """For each DN, the newest checkpoint whose watermark is at or below `written`, with
+        that (lifted) watermark: once the global binlog durably holds everything up to
+        `written`, a restart may begin there."""
+        out: dict[int, tuple[GlobalKey, SourceCheckpoint]] = {}
         for dn, pending in self._checkpoints.items():
             while pending and pending[0][0] <= written:
-                out[dn] = pending.popleft()[1]
+                out[dn] = pending.popleft()
         return out
 
     async def transactions(self) -> AsyncIterator[list[Transaction]]:

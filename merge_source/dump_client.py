@@ -76,6 +76,8 @@ class DumpSettings:
     reconnect: bool = True
     max_backoff: float = 2.0
     verify_checksum: bool = True
+    # Hand out the real ROTATE at the end of each file too (a byte-for-byte copy needs it).
+    keep_rotate: bool = False
 
 
 class DumpClient:
@@ -179,6 +181,9 @@ class DumpClient:
                     if type_code == ROTATE_EVENT:
                         # Fake (artificial) or real: either way the stream continues in that file.
                         pos = struct.unpack_from("<Q", data, 19)[0]
+                        if s.keep_rotate and log_pos and not flags & ARTIFICIAL_FLAG:
+                            append(DnEvent(file, log_pos - size, data))
+                            end = log_pos
                         file = bytes(data[27:-4]).decode()
                         if flags & ARTIFICIAL_FLAG:
                             if batch:  # events of the previous file go out first

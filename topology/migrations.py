@@ -72,6 +72,47 @@ MIGRATIONS: tuple[Migration, ...] = (
             ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
         ),
     ),
+    Migration(
+        2,
+        "dumper HA: members, terms, checkpoint history",
+        (
+            # Each dumper process reports its role and how far its copy reaches (cdc status,
+            # and a follower takes over only if no live peer holds more).
+            """CREATE TABLE binlog_dumper_member (
+                dumper_id INT NOT NULL PRIMARY KEY,
+                address VARCHAR(128) NOT NULL,
+                role VARCHAR(16) NOT NULL,
+                term BIGINT UNSIGNED NOT NULL DEFAULT 0,
+                file_name VARCHAR(64) NOT NULL DEFAULT '',
+                position BIGINT UNSIGNED NOT NULL DEFAULT 0,
+                updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+            # Where each leader term began writing: a copy that holds bytes of an older term
+            # past this point is truncated to it before it follows the new leader.
+            """CREATE TABLE binlog_dumper_term (
+                term BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+                dumper_id INT NOT NULL,
+                file_name VARCHAR(64) NOT NULL,
+                position BIGINT UNSIGNED NOT NULL,
+                started_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+            # Checkpoints keyed by the global key of the watermark they were taken at: a leader
+            # whose copy ends at key K resumes from the newest checkpoint at or below K.
+            """CREATE TABLE binlog_checkpoint_history (
+                stream VARCHAR(64) NOT NULL,
+                wm_tso BIGINT UNSIGNED NOT NULL,
+                wm_kind TINYINT UNSIGNED NOT NULL,
+                wm_dn INT NOT NULL,
+                wm_seq BIGINT UNSIGNED NOT NULL,
+                file_name VARCHAR(64) NOT NULL,
+                position BIGINT UNSIGNED NOT NULL,
+                tso BIGINT UNSIGNED NOT NULL DEFAULT 0,
+                created_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+                PRIMARY KEY (stream, wm_tso, wm_kind, wm_dn, wm_seq),
+                KEY k_created (created_at)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+        ),
+    ),
 )
 
 

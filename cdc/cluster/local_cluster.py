@@ -230,6 +230,9 @@ class LocalCluster:
                     admin=True,
                 )
             ],
+            # HA followers copy the leader's files as this user (docs/dumper.md).
+            peer_user=DEFAULT_USER,
+            peer_password=DEFAULT_PASSWORD,
         )
         return Config(
             dumper=dumper,

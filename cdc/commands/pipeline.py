@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from cdc.config import ConfigError, load
+from cdc.config import Config, ConfigError, load
 
 DEFAULT_CONFIG = "cdc.toml"
 
@@ -36,18 +36,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     status.set_defaults(func=cmd_status)
     for p in (start, stop, status):
         p.add_argument("--config", default=DEFAULT_CONFIG, help=f"default {DEFAULT_CONFIG}")
+        p.add_argument(
+            "--dumper-id",
+            type=int,
+            default=0,
+            help="HA: which [[dumper.peers]] entry this process is (required when peers are listed)",
+        )
 
 
-def state_dir(config_path: str) -> Path:
+def load_for(config_path: str, dumper_id: int) -> Config:
+    """The configuration as run by this process: with HA peers, peer `dumper_id`'s."""
     cfg = load(config_path)
+    if cfg.dumper.peers and not dumper_id:
+        raise ConfigError(
+            f"{config_path} lists [[dumper.peers]] (HA): pass --dumper-id "
+            f"(one of {[p.id for p in cfg.dumper.peers]})"
+        )
+    return cfg.for_dumper(dumper_id) if dumper_id else cfg
+
+
+def state_dir(config_path: str, dumper_id: int = 0) -> Path:
+    cfg = load_for(config_path, dumper_id)
     path = Path(cfg.dumper.binlog_dir)
     if not path.is_absolute():
         path = Path(config_path).absolute().parent / path
-    return path.parent / "pipeline"
+    return path.parent / (f"pipeline-{dumper_id}" if dumper_id else "pipeline")
 
 
 def cmd_start(args) -> int:
-    directory = state_dir(args.config)
+    directory = state_dir(args.config, args.dumper_id)
     directory.mkdir(parents=True, exist_ok=True)
     pid_file = directory / "pipeline.pid"
     if _running(pid_file):
@@ -56,7 +73,8 @@ def cmd_start(args) -> int:
     if args.background:
         with open(directory / "pipeline.log", "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "cdc.cli", "start", "--config", args.config],
+                [sys.executable, "-m", "cdc.cli", "start", "--config", args.config]
+                + (["--dumper-id", str(args.dumper_id)] if args.dumper_id else []),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -79,13 +97,13 @@ def cmd_start(args) -> int:
 
     pid_file.write_text(str(os.getpid()))
     try:
-        return run_service(load(args.config), directory)
+        return run_service(load_for(args.config, args.dumper_id), directory)
     finally:
         pid_file.unlink(missing_ok=True)
 
 
 def cmd_stop(args) -> int:
-    pid_file = state_dir(args.config) / "pipeline.pid"
+    pid_file = state_dir(args.config, args.dumper_id) / "pipeline.pid"
     if not _running(pid_file):
         print("not running")
         return 0
@@ -102,7 +120,7 @@ def cmd_stop(args) -> int:
 
 
 def cmd_status(args) -> int:
-    directory = state_dir(args.config)
+    directory = state_dir(args.config, args.dumper_id)
     status_file = directory / "status.json"
     if not status_file.exists() or not _running(directory / "pipeline.pid"):
         print("not running")
@@ -112,6 +130,11 @@ def cmd_status(args) -> int:
         print(json.dumps(status, indent=2))
         return 0
     age = time.time() - status["written_at"]
+    ha = status.get("ha")
+    if ha is not None:
+        print(_ha_line(ha))
+        if ha["role"] != "leader":
+            return 0
     print(
         f"global TSO {status['last_tso']}  lag {status['lag_ms']} ms  "
         f"{status['transactions']} txns  {status['events_per_s']:.0f} events/s  "
@@ -126,6 +149,23 @@ def cmd_status(args) -> int:
     for problem in status.get("problems", []):
         print(f"! {problem}")
     return 0
+
+
+def _ha_line(ha: dict) -> str:
+    head = f"dumper {ha['dumper_id']} ({ha['address']}): {ha['role']}, term {ha['term']}"
+    if ha["role"] == "leader":
+        return head
+    if ha["role"] == "follower":
+        behind = (
+            f"{ha['behind_bytes']} bytes behind"
+            if ha.get("behind_bytes") is not None
+            else f"{ha.get('behind_files')} file(s) behind"
+        )
+        return (
+            f"{head}; copying from {ha['leader']} at {ha['file']}:{ha['position']} "
+            f"(leader {ha['leader_file']}:{ha['leader_position']}, {behind})"
+        )
+    return head + " (looking for a leader)"
 
 
 def _alive(pid: int) -> bool:

@@ -7,20 +7,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
 import time
 
 from cdc.cluster.testing import free_base_port, throwaway_cluster
-from cdc.cn import ComputeNode, init
 from cdc.cn.ground_truth import read as read_ground_truth
 from cdc.cn.workloads.runner import run_workload
-from cdc.cn.workloads.transfer import TransferWorkload
 from cdc.config import load
+from tests.chaos.transfer_setup import chaos_rng, transfer_cn
 from tests.e2e.global_binlog import read_global_binlog
-from tests.e2e.test_pipeline import ACCOUNTS, BALANCE, check_transfer_invariant
+from tests.e2e.test_pipeline import check_transfer_invariant
 
 KILLS = int(os.environ.get("CDC_CHAOS_KILLS", "6"))
 
@@ -54,14 +52,8 @@ async def test_pipeline_killed_at_random_moments_loses_and_repeats_nothing(tmp_p
         config_path = str(tmp_path / "cdc.toml")
         cfg.dump(config_path)
         cfg = load(config_path)
-        await init(cfg)
-        cn = ComputeNode(cfg)
-        await cn.start()
-        workload = TransferWorkload(cn, accounts=ACCOUNTS, initial_balance=BALANCE, partitions=6)
-        await workload.setup()
-        seed = int(os.environ.get("CDC_CHAOS_SEED", time.time()))
-        print(f"chaos seed {seed} (CDC_CHAOS_SEED to replay the kill timing)")
-        rng = random.Random(seed)
+        cn, workload = await transfer_cn(cfg)
+        rng = chaos_rng("chaos")
         log = open(tmp_path / "pipeline.log", "ab")
         proc = start_pipeline(config_path, log)
         kills = 0

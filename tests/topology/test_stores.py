@@ -49,7 +49,10 @@ def test_migrations_apply_once_even_concurrently(cluster_config):
     assert current_version(conn, database) == MIGRATIONS[-1].version
     assert migrate(conn, database) == []
     with conn.cursor() as cur:
-        cur.execute(f"UPDATE `{database}`.binlog_schema_version SET version=99")
+        cur.execute(
+            f"INSERT INTO `{database}`.binlog_schema_version (version, description) "
+            "VALUES (99, 'from the future')"
+        )
     with pytest.raises(MigrationError, match="newer than this program"):
         migrate(conn, database)
     with conn.cursor() as cur:

@@ -1,0 +1,362 @@
+"""Dumper HA: several dumper processes, one leader elected by a lease in the GMS, the others
+followers that copy the leader's files byte for byte (COM_BINLOG_DUMP from the leader's own
+dump server) and serve their copy read-only. See docs/dumper.md, "High availability".
+
+Fencing: the leader renews its lease every `lease_renew_ms`; the lease expires `lease_ms` after
+the GMS received the last renewal, and the leader stops writing `LEASE_MARGIN_S` before its own
+clock says that, counting from *before* it sent the renewal. So a follower (which can only
+take the lease once the GMS clock passed `expires_at`) never writes while the old leader does.
+
+Copies of different terms: each new term records where it began (`binlog_dumper_term`). A copy
+that holds bytes of an older term past that point (it followed the old leader further than the
+new leader had copied) is cut back to it before it follows the new leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from binlog_writer import layout
+from binlog_writer.copier import BinlogCopier, CopyError, truncate_copy
+from cdc.config import Config
+from dumper.leader import Leader, LeaderError
+from merge_source.dump_client import BinlogPosition, DumpClient, DumpError, DumpSettings
+from topology import gms
+from topology.dumper_lease import DumperLeaseStore, Lease, Member, TermStart
+from topology.migrations import migrate
+
+log = logging.getLogger(__name__)
+
+LEASE_MARGIN_S = 1.0
+STATE_FILE = "ha-state.json"  # the term whose stream this copy is a prefix of
+FOLLOWER_SERVER_ID_BASE = 9900  # dump clients of followers register as base + dumper id
+
+
+class FencedError(LeaderError):
+    """This dumper lost its lease: it stopped writing (restart it: it comes back as follower)."""
+
+
+@dataclass(slots=True)
+class FollowerProgress:
+    leader: str = ""
+    leader_id: int = 0
+    file: str = ""
+    position: int = 0
+    leader_file: str = ""
+    leader_position: int = 0
+    last_copy_at: float = 0.0
+
+
+class HaNode:
+    """One dumper process of an HA group: candidate → follower ⇄ leader (until fenced)."""
+
+    def __init__(self, config: Config, on_lead: Callable[[], Awaitable[None]] | None = None):
+        self.config = config
+        self._on_lead = on_lead  # runs alongside the pipeline while this process leads
+        self.id = config.dumper.id
+        self.address = f"{config.dumper.host}:{config.dumper.port}"
+        self.dir = Path(config.dumper.binlog_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.role = "candidate"
+        self.term = 0
+        self.leader: Leader | None = None
+        self.progress = FollowerProgress()
+        self.notify = asyncio.Event()
+        self.took_over_at: float | None = None  # wall time this process became leader
+        self._valid_until = 0.0
+        self._stop_lead = asyncio.Event()
+        self._db = config.pipeline.meta_database
+
+    # -- GMS helpers (each call on its own short connection, in a worker thread) --------------
+    def _with_store(self, fn):
+        conn = gms.connect(self.config.gms)
+        try:
+            return fn(DumperLeaseStore(conn, self._db))
+        finally:
+            conn.close()
+
+    async def _gms(self, fn):
+        return await asyncio.to_thread(self._with_store, fn)
+
+    def current_notify(self) -> asyncio.Event:
+        return self.leader.notify if self.leader is not None else self.notify
+
+    def read_only(self) -> bool:
+        return self.role != "leader"
+
+    # -- main loop ----------------------------------------------------------------------------
+    async def run(self) -> None:
+        await asyncio.to_thread(self._migrate)
+        reporter = asyncio.create_task(self._report_loop(), name="ha-report")
+        try:
+            while True:
+                lease = await self._gms(lambda s: s.current())
+                if lease is not None and lease.live and lease.holder != self.id:
+                    await self._follow(lease)
+                    continue
+                if (lease is None or not lease.live) and await self._may_take_over():
+                    term = await self._gms(
+                        lambda s: s.try_acquire(self.id, self.address, self.config.dumper.lease_ms)
+                    )
+                    if term is not None:
+                        await self._lead(term)  # returns only by an exception
+                await asyncio.sleep(self.config.dumper.lease_renew_ms / 1000 / 4)
+        finally:
+            reporter.cancel()
+            with contextlib.suppress(BaseException):
+                await reporter
+
+    def _migrate(self) -> None:
+        conn = gms.connect(self.config.gms)
+        try:
+            migrate(conn, self._db)
+        finally:
+            conn.close()
+
+    async def _may_take_over(self) -> bool:
+        """Only the live member whose copy reaches furthest takes over (ties: lowest id), so
+        followers of the old leader lose as little as possible."""
+        mine = _order(*self._copy_end())
+        stale_s = self.config.dumper.lease_ms / 1000
+        for m in await self._gms(lambda s: s.members()):
+            if m.dumper_id == self.id or m.age_s > stale_s or m.role == "leader":
+                continue
+            theirs = _order(m.file, m.position)
+            if theirs > mine or (theirs == mine and m.dumper_id < self.id):
+                return False
+        return True
+
+    def _copy_end(self) -> tuple[str, int]:
+        names = layout.read_index(self.dir, self.config.dumper.binlog_base)
+        if not names:
+            return "", 0
+        path = self.dir / names[-1]
+        return names[-1], path.stat().st_size if path.exists() else 0
+
+    async def _report_loop(self) -> None:
+        while True:
+            if self.leader is not None:
+                file, pos = self.leader.writer.file, self.leader.writer.position
+            else:
+                file, pos = self._copy_end()
+            member = Member(self.id, self.address, self.role, self.term, file, pos, 0.0)
+            with contextlib.suppress(Exception):
+                await self._gms(lambda s, m=member: s.report(m))
+                if self.role == "follower":
+                    for m in await self._gms(lambda s: s.members()):
+                        if m.dumper_id == self.progress.leader_id:
+                            self.progress.leader_file = m.file
+                            self.progress.leader_position = m.position
+            await asyncio.sleep(self.config.dumper.lease_renew_ms / 1000)
+
+    # -- follower -----------------------------------------------------------------------------
+    def _state_term(self) -> int:
+        try:
+            return int(json.loads((self.dir / STATE_FILE).read_text())["term"])
+        except (OSError, ValueError, KeyError):
+            return 0
+
+    def _save_state_term(self, term: int) -> None:
+        tmp = self.dir / (STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps({"term": term}))
+        tmp.replace(self.dir / STATE_FILE)
+
+    def _align_with_terms(self, upto: int) -> bool:
+        """Cut the copy back to the start of every recorded term after the one it was copied
+        from, up to `upto`. Returns whether term `upto` has recorded its start (a term that
+        never did wrote nothing)."""
+        terms = self._with_store(lambda s: s.terms_after(self._state_term()))
+        terms = [t for t in terms if t.term <= upto]
+        if terms:
+            first = min(terms, key=lambda t: _order(t.file, t.position))
+            end = _order(*self._copy_end())
+            base = self.config.dumper.binlog_base
+            if end > _order(first.file, first.position) and truncate_copy(
+                self.dir, base, first.file, first.position
+            ):
+                log.warning(
+                    "dumper %d: cut the copy back to %s:%d where term %d began",
+                    self.id,
+                    first.file,
+                    first.position,
+                    first.term,
+                )
+        recorded = any(t.term == upto for t in terms)
+        if recorded:
+            self._save_state_term(upto)
+        return recorded
+
+    async def _follow(self, lease: Lease) -> None:
+        """Copy the leader's files until its lease ends or another term begins."""
+        if self.role != "follower" or self.term != lease.term:
+            log.info(
+                "dumper %d: following dumper %d at %s (term %d)",
+                self.id,
+                lease.holder,
+                lease.address,
+                lease.term,
+            )
+        self.role, self.term = "follower", lease.term
+        self.progress.leader, self.progress.leader_id = lease.address, lease.holder
+        if not await asyncio.to_thread(self._align_with_terms, lease.term):
+            await asyncio.sleep(0.1)  # the new leader records its start right after the lease
+            return
+        copy = asyncio.create_task(self._copy(lease), name="ha-copy")
+        try:
+            while not copy.done():
+                await asyncio.wait([copy], timeout=self.config.dumper.lease_renew_ms / 1000)
+                now = await self._gms(lambda s: s.current())
+                if now is None or not now.live or now.term != lease.term:
+                    return
+            copy.result()
+        except (DumpError, CopyError, ConnectionError, OSError) as exc:
+            log.warning("dumper %d: copy from %s stopped: %s", self.id, lease.address, exc)
+            await asyncio.sleep(0.2)
+        finally:
+            copy.cancel()
+            with contextlib.suppress(BaseException):
+                await copy
+
+    async def _copy(self, lease: Lease) -> None:
+        d = self.config.dumper
+        copier = BinlogCopier(self.dir, base=d.binlog_base)
+        host, _, port = lease.address.rpartition(":")
+        file, pos = copier.resume_point()
+        settings = DumpSettings(
+            host,
+            int(port),
+            d.peer_user,
+            d.peer_password,
+            server_id=FOLLOWER_SERVER_ID_BASE + self.id,
+            name=f"leader dumper {lease.holder}",
+            heartbeat_period=0.5,
+            idle_timeout=max(2.0, d.lease_ms / 1000),
+            reconnect=False,
+            keep_rotate=True,
+        )
+        client = DumpClient(settings, BinlogPosition(file, pos))
+        try:
+            async for batch in client.batches():
+                for ev in batch:
+                    copier.add(ev.file, ev.pos, ev.data)
+                copier.maybe_sync()
+                self.progress.file, self.progress.position = copier.file, copier.pos
+                self.progress.last_copy_at = time.time()
+                self.notify.set()
+                self.notify = asyncio.Event()
+        finally:
+            copier.close()
+            await client.close()
+
+    # -- leader -------------------------------------------------------------------------------
+    async def _lead(self, term: int) -> None:
+        d = self.config.dumper
+        self._valid_until = time.monotonic() + d.lease_ms / 1000 - LEASE_MARGIN_S
+        self.role, self.term = "leader", term
+        self.took_over_at = time.time()
+        # Terms between the one this copy came from and ours may have cut the stream below
+        # our end (a term that never recorded its start wrote nothing).
+        await asyncio.to_thread(self._align_with_terms, term - 1)
+        leader = Leader(self.config)
+        leader.term, leader.fence = term, self._fence
+        rec = leader.writer.recovery
+        start = TermStart(
+            term,
+            self.id,
+            leader.writer.file,
+            4 if rec.started_new_file else leader.writer.position,
+        )
+        await self._gms(lambda s: s.record_term(start))
+        self._save_state_term(term)
+        self.leader = leader
+        log.info(
+            "dumper %d: leader of term %d, writing from %s:%d",
+            self.id,
+            term,
+            start.file,
+            start.position,
+        )
+        tasks = [
+            asyncio.create_task(self._renew_loop(term), name="lease"),
+            asyncio.create_task(leader.run(), name="leader"),
+        ]
+        if self._on_lead is not None:
+            tasks.append(asyncio.create_task(self._on_lead(), name="on-lead"))
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                t.result()
+            raise LeaderError(f"{next(iter(done)).get_name()} stopped unexpectedly")
+        finally:
+            for t in tasks:
+                t.cancel()
+            for t in tasks:
+                with contextlib.suppress(BaseException):
+                    await t
+            if time.monotonic() < self._valid_until:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self._gms(lambda s: s.release(self.id, term)), 2)
+
+    def _fence(self) -> None:
+        if time.monotonic() >= self._valid_until:
+            raise FencedError(
+                f"dumper {self.id}: the lease of term {self.term} could not be renewed within "
+                f"{self.config.dumper.lease_ms} ms; stopped writing (another dumper may lead now)"
+            )
+
+    async def _renew_loop(self, term: int) -> None:
+        d = self.config.dumper
+        while True:
+            await asyncio.sleep(d.lease_renew_ms / 1000)
+            sent = time.monotonic()
+            try:
+                ok = await asyncio.wait_for(
+                    self._gms(lambda s: s.renew(self.id, term, d.lease_ms)),
+                    max(0.1, self._valid_until - sent),
+                )
+            except (Exception, TimeoutError) as exc:  # GMS unreachable: keep trying until fenced
+                log.warning("dumper %d: lease renewal failed: %s", self.id, exc)
+                ok = None
+            if ok:
+                self._valid_until = sent + d.lease_ms / 1000 - LEASE_MARGIN_S
+            elif ok is False:
+                self._valid_until = 0
+            self._fence()
+
+
+def _order(file: str, pos: int) -> tuple[int, int]:
+    return (layout.file_number(file) if file else 0, pos)
+
+
+def ha_status(node: HaNode) -> dict:
+    """The HA part of `cdc status`."""
+    out = {"dumper_id": node.id, "role": node.role, "term": node.term, "address": node.address}
+    if node.role == "leader":
+        out["took_over_at"] = node.took_over_at
+        return out
+    p = node.progress
+    out.update(
+        leader=p.leader,
+        file=p.file,
+        position=p.position,
+        leader_file=p.leader_file,
+        leader_position=p.leader_position,
+        # The leader reports every renew interval: a follower may be ahead of that report.
+        behind_bytes=(
+            max(0, p.leader_position - p.position)
+            if p.leader_file == p.file and p.leader_file
+            else None
+        ),
+        behind_files=(
+            _order(p.leader_file, 0)[0] - _order(p.file, 0)[0] if p.leader_file and p.file else None
+        ),
+        last_copy_at=p.last_copy_at,
+    )
+    return out

@@ -1,0 +1,211 @@
+"""Dumper HA on a cluster of its own: two dumper processes, one leader (GMS lease), one
+follower copying its files. Under transfer traffic the leader is SIGKILLed at random moments
+(CDC_HA_KILLS, default 3) and restarted: the other one takes over, a MariaDB replica attached
+to the follower's address keeps replicating, both copies end byte-identical, and
+`cdc verify-binlog` / `cdc check` pass against the ground truth."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cdc.check import run_check
+from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from cdc.cluster.testing import free_base_port, throwaway_cluster, throwaway_server
+from cdc.cn.ground_truth import read as read_ground_truth
+from cdc.cn.workloads.runner import run_workload
+from cdc.config import DumperPeer, load
+from cdc.verify_binlog import check, read_server
+from tests.chaos.transfer_setup import chaos_rng, transfer_cn
+
+KILLS = int(os.environ.get("CDC_HA_KILLS", "3"))
+IDS = (1, 2)
+
+
+class Dumpers:
+    """The dumper processes of the test, by id: start, kill, read their status."""
+
+    def __init__(self, config_path: str, root: Path):
+        self.config_path, self.root = config_path, root
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.log = open(root / "dumpers.log", "ab")
+
+    def start(self, i: int) -> None:
+        self.procs[i] = subprocess.Popen(
+            [sys.executable, "-m", "cdc.cli", "start", "--config", self.config_path]
+            + ["--dumper-id", str(i)],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def kill(self, i: int) -> None:
+        proc = self.procs.pop(i)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    def status(self, i: int) -> dict:
+        try:
+            status = json.loads((self.root / f"d{i}" / f"pipeline-{i}" / "status.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return status if status.get("written_at", 0) > time.time() - 3 else {}
+
+    def role(self, i: int) -> str:
+        return self.status(i).get("ha", {}).get("role", "")
+
+    def binlog(self, i: int) -> Path:
+        return self.root / f"d{i}" / "binlog"
+
+    async def wait(self, what, timeout: float, message: str):
+        deadline = time.monotonic() + timeout
+        while not (result := what()):
+            for i, p in self.procs.items():
+                assert p.poll() is None, f"dumper {i} exited: {self.tail()}"
+            assert time.monotonic() < deadline, f"{message}: {self.tail()}"
+            await asyncio.sleep(0.1)
+        return result
+
+    def tail(self) -> str:
+        self.log.flush()
+        return (self.root / "dumpers.log").read_text()[-4000:]
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs.values():
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self.log.close()
+
+
+def copies_identical(a: Path, b: Path) -> bool:
+    names = sorted(p.name for p in a.iterdir() if p.name.startswith("binlog."))
+    other = sorted(p.name for p in b.iterdir() if p.name.startswith("binlog."))
+    return names == other and all((a / n).read_bytes() == (b / n).read_bytes() for n in names)
+
+
+@pytest.fixture
+def ha_setup(tmp_path):
+    cluster = throwaway_cluster(tmp_path / "cluster", dns=2)
+    replica = throwaway_server(tmp_path, server_id=500)
+    try:
+        cfg = cluster.config()
+        base = free_base_port(len(IDS))
+        cfg.dumper.peers = [
+            DumperPeer(i, port=base + i, binlog_dir=str(tmp_path / f"d{i}" / "binlog")) for i in IDS
+        ]
+        cfg.dumper.binlog_dir = str(tmp_path / "unused-binlog")
+        cfg.cn.ground_truth_log = str(tmp_path / "truth.jsonl")
+        cfg.pipeline.checkpoint_interval_ms = 200
+        config_path = str(tmp_path / "cdc.toml")
+        cfg.dump(config_path)
+        yield load(config_path), config_path, replica
+    finally:
+        replica.stop()
+        cluster.down()
+
+
+async def test_leader_kills_follower_takes_over_copies_identical(ha_setup, tmp_path):
+    cfg, config_path, replica = ha_setup
+    cn, workload = await transfer_cn(cfg)
+    rng = chaos_rng("ha")
+    dumpers = Dumpers(config_path, tmp_path)
+    takeovers: list[float] = []
+    load_task: asyncio.Task | None = None
+    try:
+        dumpers.start(1)
+        await dumpers.wait(lambda: dumpers.role(1) == "leader", 60, "dumper 1 did not lead")
+        dumpers.start(2)
+        await dumpers.wait(
+            lambda: (dumpers.binlog(2) / "binlog.index").exists(), 60, "dumper 2 copies nothing"
+        )
+        follower_port = cfg.dumper.peers[1].port
+        await asyncio.to_thread(attach_replica, replica, follower_port)
+        load_task = asyncio.create_task(
+            run_workload(workload.step, threads=3, duration_s=KILLS * 12 + 4)
+        )
+        for _ in range(KILLS):
+            await asyncio.sleep(rng.uniform(1.0, 4.0))
+            leader = next(i for i in IDS if dumpers.role(i) == "leader")
+            other = next(i for i in IDS if i != leader)
+            await dumpers.wait(lambda o=other: dumpers.role(o) == "follower", 60, "no follower")
+            dumpers.kill(leader)
+            killed_at = time.monotonic()
+            await dumpers.wait(
+                lambda o=other: (
+                    dumpers.role(o) == "leader" and dumpers.status(o).get("transactions", 0) > 0
+                ),
+                60,
+                f"dumper {other} did not take over",
+            )
+            takeovers.append(time.monotonic() - killed_at)
+            dumpers.start(leader)  # comes back as a follower
+        stats = await load_task
+
+        # Let the leader catch up with the last commit, then the follower with the leader.
+        last_tso = max(e["tso"] for e in read_ground_truth(cfg.cn.ground_truth_log))
+        leader = await dumpers.wait(
+            lambda: next(
+                (
+                    i
+                    for i in IDS
+                    if dumpers.role(i) == "leader"
+                    and (dumpers.status(i).get("low_watermark_tso") or 0) >= last_tso
+                ),
+                None,
+            ),
+            60,
+            "the leader did not catch up",
+        )
+        other = next(i for i in IDS if i != leader)
+        await dumpers.wait(
+            lambda: copies_identical(dumpers.binlog(leader), dumpers.binlog(other)),
+            30,
+            "the follower's copy differs from the leader's files",
+        )
+        truth = read_ground_truth(cfg.cn.ground_truth_log)
+        for i in IDS:  # every dumper serves the same, complete global binlog
+            read = await asyncio.to_thread(
+                read_server,
+                "127.0.0.1",
+                cfg.dumper.peers[i - 1].port,
+                DEFAULT_USER,
+                DEFAULT_PASSWORD,
+            )
+            report = check(read, truth)
+            assert report.ok, report.render()
+        result = await asyncio.to_thread(run_check, cfg, replica.host, replica.port, "root", "", 60)
+        assert result.equal, result.render()
+        assert stats.committed > 0
+    finally:
+        if load_task is not None and not load_task.done():
+            load_task.cancel()
+            with contextlib.suppress(BaseException):
+                await load_task
+        dumpers.stop()
+        await cn.close()
+        print("takeover times (s):", ", ".join(f"{t:.1f}" for t in takeovers))
+
+
+def attach_replica(replica, port: int) -> None:
+    with replica.connect() as conn, conn.cursor() as cur:
+        cur.execute(
+            f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={port}, "
+            f"MASTER_USER='{DEFAULT_USER}', MASTER_PASSWORD='{DEFAULT_PASSWORD}', "
+            "MASTER_LOG_FILE='binlog.000001', MASTER_LOG_POS=4, MASTER_USE_GTID=no, "
+            "MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1"
+        )
+        cur.execute("START SLAVE")

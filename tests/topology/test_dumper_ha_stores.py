@@ -1,0 +1,50 @@
+"""Dumper HA state on the real GMS: the lease (one holder, terms, fencing by term), term starts,
+members, and checkpoints kept by watermark."""
+
+from __future__ import annotations
+
+import time
+
+from tests.topology.test_stores import meta  # noqa: F401 (fixture)
+from topology.checkpoints import Checkpoint, CheckpointHistory
+from topology.dumper_lease import DumperLeaseStore, Member, TermStart
+
+
+def test_lease_one_holder_new_term_after_expiry(meta):  # noqa: F811
+    store = DumperLeaseStore(*meta)
+    assert store.current() is None
+    assert store.try_acquire(1, "h:1", 400) == 1
+    assert store.try_acquire(2, "h:2", 400) is None  # live lease: nobody else
+    assert store.renew(1, 1, 400)
+    lease = store.current()
+    assert (lease.holder, lease.term, lease.live) == (1, 1, True)
+    time.sleep(0.5)
+    assert not store.current().live
+    assert not store.renew(1, 1, 400)  # expired: the holder is fenced, no silent revival
+    assert store.try_acquire(2, "h:2", 400) == 2
+    assert not store.renew(1, 1, 400)  # an old term never renews
+    store.release(2, 2)
+    assert store.try_acquire(1, "h:1", 400) == 3
+
+    store.record_term(TermStart(2, 2, "binlog.000003", 1234))
+    store.record_term(TermStart(3, 1, "binlog.000004", 4))
+    assert [t.term for t in store.terms_after(1)] == [2, 3]
+    store.report(Member(1, "h:1", "leader", 3, "binlog.000004", 900, 0))
+    store.report(Member(1, "h:1", "leader", 3, "binlog.000004", 950, 0))
+    (m,) = store.members()
+    assert (m.position, m.role) == (950, "leader") and m.age_s < 5
+
+
+def test_checkpoint_history_newest_at_or_below_a_key(meta):  # noqa: F811
+    history = CheckpointHistory(*meta)
+    assert not history.has("dn1")
+    history.save((100, 0, 0, 0), Checkpoint("dn1", "binlog.000001", 400, 90))
+    history.save((200, 1, 2, 5), Checkpoint("dn1", "binlog.000001", 800, 190))
+    history.save((300, 0, 0, 0), Checkpoint("dn1", "binlog.000002", 4, 290))
+    assert history.has("dn1")
+    assert history.at_or_below("dn1", (99, 9, 9, 9)) is None
+    assert history.at_or_below("dn1", (200, 1, 2, 5)).position == 800
+    assert history.at_or_below("dn1", (250, 0, 0, 0)).position == 800
+    assert history.at_or_below("dn1", (10**18, 0, 0, 0)).file == "binlog.000002"
+    history.prune("dn1", 3600)  # nothing old enough
+    assert history.at_or_below("dn1", (150, 0, 0, 0)).position == 400

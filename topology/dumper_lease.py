@@ -1,0 +1,142 @@
+"""Dumper HA state in the GMS: the leader lease (`binlog_dumper_lease`), where each leader term
+began (`binlog_dumper_term`) and what every dumper process reports (`binlog_dumper_member`).
+
+Times are the GMS's own clock (`NOW(6)`), so the dumpers' clocks never need to agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pymysql
+
+LEASE_NAME = "global-binlog"
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    holder: int  # dumper id
+    address: str  # host:port of the holder's dump server
+    term: int
+    live: bool  # not expired by the GMS clock
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    dumper_id: int
+    address: str
+    role: str  # leader | follower | candidate
+    term: int
+    file: str
+    position: int
+    age_s: float  # since the member last reported
+
+
+@dataclass(frozen=True, slots=True)
+class TermStart:
+    term: int
+    dumper_id: int
+    file: str
+    position: int
+
+
+class DumperLeaseStore:
+    def __init__(self, conn: pymysql.Connection, database: str = "cdc_meta"):
+        self._conn = conn
+        self._db = f"`{database}`"
+
+    def current(self) -> Lease | None:
+        with self._conn.cursor() as cur:
+            cur.execute(
+                f"SELECT holder, address, epoch, expires_at > NOW(6) FROM {self._db}.binlog_dumper_lease "
+                "WHERE name=%s",
+                (LEASE_NAME,),
+            )
+            row = cur.fetchone()
+        return Lease(int(row[0]), row[1], int(row[2]), bool(row[3])) if row else None
+
+    def try_acquire(self, holder: int, address: str, lease_ms: int) -> int | None:
+        """Take the lease if nobody holds a live one; returns the new term, or None."""
+        with self._conn.cursor() as cur:
+            cur.execute("BEGIN")
+            try:
+                cur.execute(
+                    f"SELECT epoch, expires_at > NOW(6) FROM {self._db}.binlog_dumper_lease "
+                    "WHERE name=%s FOR UPDATE",
+                    (LEASE_NAME,),
+                )
+                row = cur.fetchone()
+                if row is not None and row[1]:
+                    cur.execute("ROLLBACK")
+                    return None
+                term = (int(row[0]) if row else 0) + 1
+                cur.execute(
+                    f"INSERT INTO {self._db}.binlog_dumper_lease (name, holder, address, epoch, expires_at) "
+                    "VALUES (%s, %s, %s, %s, NOW(6) + INTERVAL %s MICROSECOND) "
+                    "ON DUPLICATE KEY UPDATE holder=VALUES(holder), address=VALUES(address), "
+                    "epoch=VALUES(epoch), expires_at=VALUES(expires_at)",
+                    (LEASE_NAME, str(holder), address, term, lease_ms * 1000),
+                )
+                cur.execute("COMMIT")
+                return term
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+
+    def renew(self, holder: int, term: int, lease_ms: int) -> bool:
+        """Extend our lease; False if another term has begun (we are fenced)."""
+        with self._conn.cursor() as cur:
+            n = cur.execute(
+                f"UPDATE {self._db}.binlog_dumper_lease SET expires_at = NOW(6) + INTERVAL %s MICROSECOND "
+                "WHERE name=%s AND holder=%s AND epoch=%s AND expires_at > NOW(6)",
+                (lease_ms * 1000, LEASE_NAME, str(holder), term),
+            )
+        return n == 1
+
+    def release(self, holder: int, term: int) -> None:
+        """Clean stop: let a follower take over at once instead of after the lease time."""
+        with self._conn.cursor() as cur:
+            cur.execute(
+                f"UPDATE {self._db}.binlog_dumper_lease SET expires_at = NOW(6) "
+                "WHERE name=%s AND holder=%s AND epoch=%s",
+                (LEASE_NAME, str(holder), term),
+            )
+
+    def record_term(self, start: TermStart) -> None:
+        with self._conn.cursor() as cur:
+            cur.execute(
+                f"INSERT INTO {self._db}.binlog_dumper_term (term, dumper_id, file_name, position) "
+                "VALUES (%s, %s, %s, %s)",
+                (start.term, start.dumper_id, start.file, start.position),
+            )
+
+    def terms_after(self, term: int) -> list[TermStart]:
+        with self._conn.cursor() as cur:
+            cur.execute(
+                f"SELECT term, dumper_id, file_name, position FROM {self._db}.binlog_dumper_term "
+                "WHERE term > %s ORDER BY term",
+                (term,),
+            )
+            return [TermStart(int(r[0]), int(r[1]), r[2], int(r[3])) for r in cur.fetchall()]
+
+    def report(self, m: Member) -> None:
+        with self._conn.cursor() as cur:
+            cur.execute(
+                f"INSERT INTO {self._db}.binlog_dumper_member (dumper_id, address, role, term, file_name, position) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE address=VALUES(address), "
+                "role=VALUES(role), term=VALUES(term), file_name=VALUES(file_name), "
+                "position=VALUES(position), updated_at=NOW(6)",
+                (m.dumper_id, m.address, m.role, m.term, m.file, m.position),
+            )
+
+    def members(self) -> list[Member]:
+        with self._conn.cursor() as cur:
+            cur.execute(
+                f"SELECT dumper_id, address, role, term, file_name, position, "
+                f"TIMESTAMPDIFF(MICROSECOND, updated_at, NOW(6)) / 1e6 FROM {self._db}.binlog_dumper_member "
+                "ORDER BY dumper_id"
+            )
+            return [
+                Member(int(r[0]), r[1], r[2], int(r[3]), r[4], int(r[5]), float(r[6]))
+                for r in cur.fetchall()
+            ]
