@@ -1,6 +1,7 @@
-"""SIGKILL the pipeline process (MergeSources + MergeJoint + leader + dumper) at random moments
-under transfer traffic, restart it each time: the global binlog still holds every committed
-transfer exactly once, in TSO order, with the total unchanged after every transaction."""
+"""SIGKILL, at random moments under transfer traffic, the pipeline process (MergeJoint + leader
++ dumper; restarted by the test each time) or one of its MergeSource processes (the leader
+restarts the pipeline itself): the global binlog still holds every committed transfer exactly
+once, in TSO order, with the total unchanged after every transaction."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+import pytest
 
 from cdc.cluster.testing import free_base_port, throwaway_cluster
 from cdc.cn.ground_truth import read as read_ground_truth
@@ -41,7 +45,25 @@ def start_pipeline(config_path: str, log) -> subprocess.Popen:
     )
 
 
-async def test_pipeline_killed_at_random_moments_loses_and_repeats_nothing(tmp_path):
+def source_processes(pipeline_pid: int) -> list[int]:
+    """The MergeSource worker processes the pipeline spawned."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pipeline_pid and b"merge_source.worker" in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.parametrize("target", ["pipeline", "merge-source"])
+async def test_killed_at_random_moments_loses_and_repeats_nothing(tmp_path, target):
     cluster = throwaway_cluster(tmp_path / "cluster", dns=3)
     try:
         cfg = cluster.config()
@@ -49,6 +71,7 @@ async def test_pipeline_killed_at_random_moments_loses_and_repeats_nothing(tmp_p
         cfg.dumper.binlog_dir = str(tmp_path / "binlog")
         cfg.cn.ground_truth_log = str(tmp_path / "truth.jsonl")
         cfg.pipeline.checkpoint_interval_ms = 200
+        cfg.pipeline.max_restarts_per_minute = 10 * KILLS
         config_path = str(tmp_path / "cdc.toml")
         cfg.dump(config_path)
         cfg = load(config_path)
@@ -62,6 +85,13 @@ async def test_pipeline_killed_at_random_moments_loses_and_repeats_nothing(tmp_p
             nonlocal proc, kills
             while kills < KILLS:
                 await asyncio.sleep(rng.uniform(0.5, 2.5))
+                if target == "merge-source":
+                    sources = source_processes(proc.pid)
+                    if not sources:
+                        continue  # between a restart and the spawn of its sources
+                    os.kill(rng.choice(sources), signal.SIGKILL)
+                    kills += 1
+                    continue
                 os.kill(proc.pid, signal.SIGKILL)
                 await asyncio.to_thread(proc.wait)
                 kills += 1
@@ -104,6 +134,10 @@ async def test_pipeline_killed_at_random_moments_loses_and_repeats_nothing(tmp_p
                 log.close()
             await cn.close()
         assert kills == KILLS and stats.committed > 0
+        restarts = status.get("restarts", 0)
+        print(f"{target}: {kills} SIGKILLs, {stats.committed} transfers, {restarts} restarts")
+        if target == "merge-source":
+            assert restarts >= 1
         txns = read_global_binlog(tmp_path / "binlog")
         tsos = [t.tso for t in txns]
         assert tsos == sorted(tsos), "global binlog not in TSO order"
