@@ -19,19 +19,11 @@ from cdc.cn.ground_truth import read as read_ground_truth
 from cdc.cn.workloads.runner import run_workload
 from cdc.cn.workloads.transfer import TransferWorkload
 from cdc.config import load
+from tests.chaos.harness import in_doubt
 from tests.e2e.global_binlog import read_global_binlog
 from tests.e2e.test_pipeline import ACCOUNTS, BALANCE, check_transfer_invariant
 
 KILLS = int(os.environ.get("CDC_CHAOS_KILLS", "6"))
-
-
-def in_doubt(cluster) -> dict:
-    out = {}
-    for dn in cluster.dns:
-        with dn.connect() as conn, conn.cursor() as cur:
-            cur.execute("XA RECOVER")
-            out[dn.name] = cur.fetchall()
-    return out
 
 
 def start_pipeline(config_path: str, log) -> subprocess.Popen:
