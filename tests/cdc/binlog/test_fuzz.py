@@ -9,7 +9,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from cdc.binlog.checksum import seal
@@ -48,6 +48,10 @@ def test_fixture_reads():
 @FAST
 @given(st.integers(0, len(FIXTURE) - 1), st.integers(1, 255))
 def test_any_flipped_byte_is_detected(pos, xor):
+    # The one undetectable flip (found by the 100k run): the FDE's LOG_EVENT_BINLOG_IN_USE_F
+    # bit (flags at offset 17 of the FDE at 4), which the server leaves out of the FDE's CRC
+    # because it clears it on close; it only says whether the file was closed cleanly.
+    assume((pos, xor) != (4 + 17, 0x01))
     buf = bytearray(FIXTURE)
     buf[pos] ^= xor
     with pytest.raises(CodecError) as info:
