@@ -10,7 +10,7 @@ APT_PACKAGES := mariadb-server mariadb-client
 NODE_DIR := tests/compat/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 
-.PHONY: apt node setup demo stop test test-fast lint bench clean
+.PHONY: apt node setup demo stop test test-fast fuzz lint bench clean
 
 setup: apt $(STAMP) node
 
@@ -50,6 +50,13 @@ test: setup
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -ra -m "not slow"
+
+# The long fuzz run (issue 10): dumper packet parsing and the binlog codec, FUZZ_EXAMPLES
+# hypothesis examples per test (`make test` runs a few hundred); prints RSS before/after.
+FUZZ_EXAMPLES ?= 100000
+fuzz: setup
+	CDC_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -s -p no:cacheprovider \
+		--timeout=0 tests/dumper/test_fuzz.py tests/cdc/binlog/test_fuzz.py
 
 lint: setup
 	$(BIN)/ruff check .

@@ -17,6 +17,10 @@ class GroundTruthLog:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
+    @property
+    def enabled(self) -> bool:
+        return self._fd is not None
+
     def record(
         self,
         tso: int,

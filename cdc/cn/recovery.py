@@ -169,7 +169,24 @@ async def _commit(ctx, txn_id, dns, decision: CommitRecord, records, unreachable
             done = False
     if done and not unrecorded:
         report.committed.append(txn_id)
-        ctx.ground_truth.record(decision.commit_tso, txn_id, decision.participants, recovered=True)
+        if ctx.ground_truth.enabled:
+            kind = await _kind(ctx, txn_id, decision.participants)
+            ctx.ground_truth.record(
+                decision.commit_tso, txn_id, decision.participants, kind, recovered=True
+            )
+
+
+async def _kind(ctx: CnContext, txn_id: int, participants: list[int]) -> str:
+    """The ground-truth kind of a transaction recovery just committed. Logging a recovered
+    heartbeat or marker as "txn" would make `cdc verify-binlog` expect it in the global binlog,
+    where heartbeats and markers never appear."""
+    for dn in participants:  # every participant holds the private row; the first that answers
+        try:
+            rows = await ctx.pools.execute(dn, schema.SELECT_KIND, (txn_id, txn_id, txn_id))
+        except pymysql.err.MySQLError:
+            continue
+        return rows[0][0] if rows else "txn"
+    return "txn"
 
 
 async def _rollback(ctx, txn_id, dns, report) -> None:

@@ -104,6 +104,16 @@ SELECT_RECORD = (
 )
 
 
+# What a committed CN transaction was, from the private rows it wrote (recovery logs it in the
+# ground truth): a marker's type, "ddl", "heartbeat" (this txn is still the CN's last beat: its
+# dead CN writes no later one), or no row for an ordinary transaction.
+SELECT_KIND = (
+    f"SELECT type FROM `{PRIVATE_DB}`.`{INSTRUCTION}` WHERE id = %s "
+    f"UNION ALL SELECT 'ddl' FROM `{PRIVATE_DB}`.`{DDL_RECORD}` WHERE id = %s "
+    f"UNION ALL SELECT 'heartbeat' FROM `{PRIVATE_DB}`.`{HEARTBEAT}` WHERE txn_id = %s"
+)
+
+
 def format_participants(dns: list[int]) -> str:
     return ",".join(str(d) for d in dns)
 

@@ -20,20 +20,12 @@ from cdc.cluster.testing import free_base_port, throwaway_cluster
 from cdc.cn.ground_truth import read as read_ground_truth
 from cdc.cn.workloads.runner import run_workload
 from cdc.config import load
+from tests.chaos.harness import in_doubt
 from tests.chaos.transfer_setup import chaos_rng, transfer_cn
 from tests.e2e.global_binlog import read_global_binlog
 from tests.e2e.test_pipeline import check_transfer_invariant
 
 KILLS = int(os.environ.get("CDC_CHAOS_KILLS", "6"))
-
-
-def in_doubt(cluster) -> dict:
-    out = {}
-    for dn in cluster.dns:
-        with dn.connect() as conn, conn.cursor() as cur:
-            cur.execute("XA RECOVER")
-            out[dn.name] = cur.fetchall()
-    return out
 
 
 def start_pipeline(config_path: str, log) -> subprocess.Popen:

@@ -54,3 +54,43 @@ async def test_kill_at_every_protocol_step_then_recover(cn_config, cn_config_fil
     assert kills >= 20
     _check_commit_records(cn_config)
     print(f"{kills} kills + recoveries in {time.monotonic() - started:.1f}s")
+
+
+CRASHING_HEARTBEAT = """
+import asyncio, sys
+from cdc.cn import ComputeNode
+from cdc.cn.crash_points import CrashPoints
+from cdc.config import load
+
+async def main():
+    cn = ComputeNode(load(sys.argv[1]), crash_points=CrashPoints("after_primary_record"))
+    await cn.start(recover=False)
+    await cn.heartbeat_once()
+
+asyncio.run(main())
+"""
+
+
+def test_a_recovered_heartbeat_is_logged_as_a_heartbeat(cn_config, cn_config_file):
+    """Recovery logs what it commits in the ground truth with its real kind: a heartbeat logged
+    as "txn" made `cdc verify-binlog` report it missing from the global binlog."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    res = subprocess.run(
+        [sys.executable, "-c", CRASHING_HEARTBEAT, str(cn_config_file)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).parents[3],
+    )
+    assert res.returncode == -9, res.stderr
+    crashed = {x.txn_id for branches in xa_prepared(cn_config).values() for x in branches}
+    assert crashed, "the heartbeat left no prepared branch"
+    rec = cli("cn", "recover", "--config", str(cn_config_file))
+    assert rec.returncode == 0, rec.stdout + rec.stderr
+    lines = Path(cn_config.cn.ground_truth_log).read_text().splitlines()
+    recovered = [e for e in map(json.loads, lines) if e["txn_id"] in crashed and e["recovered"]]
+    assert [e["kind"] for e in recovered] == ["heartbeat"] * len(crashed), recovered

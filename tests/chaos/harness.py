@@ -1,0 +1,232 @@
+"""What the chaos tests share: a throw-away cluster with the pipeline (`cdc start`), CN workloads
+(`cdc workload transfer|orders`) and a MariaDB replica of the dumper, all as separate processes;
+then the end-of-run proof: every in-doubt branch settled, the pipeline caught up with the CN's
+ground truth, `cdc verify-binlog` and `cdc check` pass.
+
+Kill counts come from CDC_CHAOS_KILLS (per kind, default 5), the random timing from
+CDC_CHAOS_SEED (printed, to replay a run)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from cdc.cluster.testing import free_base_port, throwaway_cluster, throwaway_server
+from cdc.cn.ground_truth import read as read_ground_truth
+from cdc.config import load
+
+KILLS = int(os.environ.get("CDC_CHAOS_KILLS", "5"))
+ROOT = Path(__file__).parents[2]
+ACCOUNTS = 100  # the transfer table every workload process shares
+# Small "large" orders transactions: the chaos is about kills, not size (spill has its tests).
+WORKLOADS = {
+    "transfer": ["--threads", "3", "--accounts", str(ACCOUNTS), "--heartbeat"],
+    "orders": ["--threads", "2", "--large-rows", "300", "--large-every", "100"],
+}
+
+
+def cdc(*args: str) -> list[str]:
+    return [sys.executable, "-m", "cdc.cli", *args]
+
+
+def in_doubt(cluster) -> dict:
+    out = {}
+    for dn in cluster.dns:
+        try:
+            with dn.connect() as conn, conn.cursor() as cur:
+                cur.execute("XA RECOVER")
+                out[dn.name] = cur.fetchall()
+        except Exception as exc:  # noqa: BLE001 - a diagnostic only
+            out[dn.name] = repr(exc)
+    return out
+
+
+class Chaos:
+    """One cluster + pipeline + replica for a chaos run; `close()` tears everything down."""
+
+    def __init__(self, directory: Path, *, replica: bool = True):
+        self.dir = directory
+        self.cluster = throwaway_cluster(directory / "cluster", dns=3)
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.replica = None
+        self.kills: Counter[str] = Counter()
+        self.settled: Counter[str] = Counter()  # by `cdc cn recover` runs: committed/rolled back
+        seed = int(os.environ.get("CDC_CHAOS_SEED", time.time()))
+        print(f"chaos seed {seed} (CDC_CHAOS_SEED to replay the timing)")
+        self.rng = random.Random(seed)
+        try:
+            cfg = self.cluster.config()
+            cfg.dumper.port = free_base_port(0)
+            cfg.dumper.binlog_dir = str(directory / "binlog")
+            cfg.cn.ground_truth_log = str(directory / "truth.jsonl")
+            cfg.pipeline.checkpoint_interval_ms = 200
+            # A paused DN is noticed (and its dump reconnected) within 2 s, as in tests/e2e.
+            cfg.pipeline.dn_idle_timeout_ms = 2000
+            self.config_path = str(directory / "cdc.toml")
+            cfg.dump(self.config_path)
+            self.cfg = load(self.config_path)
+            self.run_cdc("cn", "init")
+            if replica:
+                self.replica = throwaway_server(directory, server_id=600)
+        except BaseException:
+            self.close()
+            raise
+        self.log = open(directory / "processes.log", "ab")  # noqa: SIM115 - closed in close()
+
+    # -- processes -------------------------------------------------------------------------------
+    def run_cdc(self, *args: str, timeout: float = 120, check: bool = True) -> str:
+        res = subprocess.run(
+            cdc(*args, "--config", self.config_path),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=ROOT,
+        )
+        if check:
+            assert res.returncode == 0, f"cdc {' '.join(args)}: {res.stdout}{res.stderr}"
+        if args[:2] == ("cn", "recover"):
+            m = re.search(r"committed (\d+), rolled back (\d+)", res.stdout)
+            if m:
+                self.settled["committed"] += int(m[1])
+                self.settled["rolled back"] += int(m[2])
+        return res.stdout
+
+    def spawn(self, name: str, args: list[str], env: dict | None = None) -> subprocess.Popen:
+        self.log.write(f"--- {time.strftime('%T')} {name}: {' '.join(args)}\n".encode())
+        self.log.flush()
+        proc = subprocess.Popen(
+            cdc(*args, "--config", self.config_path),
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
+        )
+        self.procs[name] = proc
+        return proc
+
+    def start_pipeline(self) -> None:
+        self.spawn("pipeline", ["start"])
+        deadline = time.monotonic() + 60
+        while not (self.state_dir / "status.json").exists():
+            self.assert_pipeline_alive()
+            assert time.monotonic() < deadline, "the pipeline wrote no status within 60 s"
+            time.sleep(0.2)
+
+    def start_workload(self, name: str, env: dict | None = None) -> subprocess.Popen:
+        return self.spawn(name, ["workload", name, "--duration", "3600", *WORKLOADS[name]], env)
+
+    async def kill(self, name: str) -> None:
+        proc = self.procs[name]
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        await asyncio.to_thread(proc.wait)
+
+    def assert_pipeline_alive(self) -> None:
+        proc = self.procs["pipeline"]
+        assert proc.poll() is None, f"the pipeline exited ({proc.returncode}):\n{self.log_tail()}"
+
+    def log_tail(self, n: int = 4000) -> str:
+        return (self.dir / "processes.log").read_bytes()[-n:].decode(errors="replace")
+
+    @property
+    def state_dir(self) -> Path:
+        return Path(self.cfg.dumper.binlog_dir).parent / "pipeline"
+
+    # -- the replica -----------------------------------------------------------------------------
+    def attach_replica(self) -> None:
+        with self.replica.connect() as conn, conn.cursor() as cur:
+            cur.execute(
+                f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={self.cfg.dumper.port}, "
+                f"MASTER_USER='{DEFAULT_USER}', MASTER_PASSWORD='{DEFAULT_PASSWORD}', "
+                "MASTER_LOG_FILE='binlog.000001', MASTER_LOG_POS=4, MASTER_USE_GTID=no, "
+                "MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1"
+            )
+            cur.execute("START SLAVE")
+
+    # -- the end-of-run proof --------------------------------------------------------------------
+    async def stop_workloads(self) -> None:
+        for name in list(self.procs):
+            if name != "pipeline":
+                await self.kill(name)  # at a random moment too: recovery settles it
+
+    def recover(self) -> str:
+        """`cdc cn recover` until nothing is left in doubt (a DN just restarted may still be
+        finishing its own crash recovery)."""
+        deadline = time.monotonic() + 60
+        while True:
+            out = self.run_cdc("cn", "recover", "--wait", "10", check=False)
+            if "left in doubt" not in out and out.startswith("recovery:"):
+                return out.strip()
+            assert time.monotonic() < deadline, f"still in doubt: {out}; {in_doubt(self.cluster)}"
+            time.sleep(1)
+
+    async def wait_caught_up(self, timeout: float = 120) -> None:
+        """Until the pipeline's low watermark passes the last commit of the ground truth."""
+        last_tso = max(e["tso"] for e in read_ground_truth(self.cfg.cn.ground_truth_log))
+        status_file = self.state_dir / "status.json"
+        deadline = time.monotonic() + timeout
+        while True:
+            self.assert_pipeline_alive()
+            try:
+                status = json.loads(status_file.read_text())
+            except (OSError, ValueError):
+                status = {}
+            low = status.get("low_watermark_tso") or 0
+            if low >= last_tso and status["written_at"] > time.time() - 2:
+                return
+            assert time.monotonic() < deadline, (
+                f"pipeline did not catch up: {status}; {in_doubt(self.cluster)}"
+            )
+            await asyncio.sleep(0.5)
+
+    async def prove(self, what: str) -> str:
+        """Settle, catch up, `cdc verify-binlog` and `cdc check`; returns a summary line."""
+        await self.stop_workloads()
+        recovered = await asyncio.to_thread(self.recover)
+        await self.wait_caught_up()
+        res = await asyncio.to_thread(
+            subprocess.run,
+            cdc("verify-binlog", "--config", self.config_path),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
+        )
+        assert res.returncode == 0, f"verify-binlog after {what}:\n{res.stdout}{res.stderr}"
+        checked = "no replica"
+        if self.replica is not None:
+            from cdc.check import run_check
+
+            report = await asyncio.to_thread(
+                run_check, self.cfg, self.replica.host, self.replica.port, "root", "", 120
+            )
+            assert report.equal, f"cdc check after {what}:\n{report.render()}"
+            checked = f"cdc check equal ({len(report.tables)} tables)"
+        verified = next(line for line in res.stdout.splitlines() if "exactly once" in line)
+        return f"{recovered}; {' '.join(verified.split())}; {checked}"
+
+    def close(self) -> None:
+        for name, proc in self.procs.items():
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGTERM if name == "pipeline" else signal.SIGKILL)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    proc.wait()
+        if getattr(self, "log", None) is not None:
+            self.log.close()
+        if self.replica is not None:
+            self.replica.stop()
+        self.cluster.down()

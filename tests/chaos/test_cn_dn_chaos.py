@@ -1,0 +1,144 @@
+"""Under `transfer` + `orders` load (separate CN processes) with the pipeline running: SIGKILL CN
+processes at random moments and at random steps of the commit protocol, SIGKILL and restart DNs,
+SIGSTOP DNs for longer than the heartbeat interval and the idle timeout. After each kind
+`cdc verify-binlog` (0 lost, 0 duplicated, 0 reordered against the CN ground truth) and
+`cdc check` (a MariaDB replica of the dumper equals the logical tables) pass.
+
+`pytest -s` prints one summary line per kind; CDC_CHAOS_KILLS sets the kills per kind."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+from collections import Counter
+
+import pytest
+
+from cdc.cn.crash_points import STEPS
+from tests.chaos.harness import KILLS, WORKLOADS, Chaos
+
+
+@pytest.fixture(scope="module")
+def chaos(tmp_path_factory):
+    c = Chaos(tmp_path_factory.mktemp("chaos"))
+    try:
+        c.start_pipeline()
+        c.attach_replica()
+        yield c
+    finally:
+        c.close()
+
+
+def start_load(c: Chaos) -> None:
+    for name in WORKLOADS:
+        c.start_workload(name)
+
+
+async def recover_now(c: Chaos) -> None:
+    """`cdc cn recover` while the load runs (its tombstones race live commits; both are safe)."""
+    await asyncio.to_thread(c.run_cdc, "cn", "recover", "--wait", "2", check=False)
+
+
+def wait_for_exit(proc, timeout: float) -> None:
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+async def test_cn_processes_killed_mid_commit(chaos):
+    c = chaos
+    start_load(c)
+    crash_env: dict[str, str | None] = dict.fromkeys(WORKLOADS)  # the step each one will die at
+    at_step: Counter[str] = Counter()
+    recoveries = 0
+    for _ in range(KILLS):
+        name = c.rng.choice(list(WORKLOADS))
+        proc, step = c.procs[name], crash_env[name]
+        if step:  # let it reach its step (process start + a few commits)
+            await asyncio.to_thread(wait_for_exit, proc, 15)
+        else:
+            await asyncio.sleep(c.rng.uniform(0.5, 2.0))
+        if step and proc.poll() == -signal.SIGKILL:
+            at_step[step] += 1  # it killed itself at that step of the commit protocol
+        else:
+            await c.kill(name)
+            c.kills["random moment"] += 1
+        if c.rng.random() < 0.5:
+            await recover_now(c)
+            recoveries += 1
+        # Half the restarts die by themselves at a random step of the commit protocol.
+        crash_env[name] = c.rng.choice(STEPS) if c.rng.random() < 0.5 else None
+        env = {}
+        if crash_env[name]:
+            env = {
+                "CDC_CN_CRASH_AT": crash_env[name],
+                "CDC_CN_CRASH_AFTER": str(c.rng.randint(1, 20)),
+            }
+        c.start_workload(name, env)
+        c.assert_pipeline_alive()
+    await asyncio.sleep(1)
+    proof = await c.prove("CN kills")
+    kills = c.kills["random moment"] + sum(at_step.values())
+    assert kills == KILLS
+    steps = ", ".join(f"{s} x{n}" for s, n in sorted(at_step.items())) or "none"
+    print(
+        f"\nCHAOS CN: {kills} CN SIGKILLs ({c.kills['random moment']} at random moments, "
+        f"{sum(at_step.values())} at protocol steps: {steps}); {recoveries} recoveries under "
+        f"load; {proof}; all `cdc cn recover` runs so far: {dict(c.settled)}"
+    )
+
+
+async def test_dns_killed_and_restarted_under_load(chaos):
+    c = chaos
+    start_load(c)
+    restarts = []
+    for _ in range(KILLS):
+        await asyncio.sleep(c.rng.uniform(1.0, 3.0))
+        dn = c.rng.choice(c.cluster.dns)
+        await asyncio.to_thread(dn.kill)  # SIGKILL by the pid our cluster recorded
+        c.kills[dn.name] += 1
+        await asyncio.sleep(c.rng.uniform(0.0, 1.5))
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await asyncio.to_thread(dn.start)
+        restarts.append(loop.time() - started)
+        if c.rng.random() < 0.5:
+            await recover_now(c)
+        c.assert_pipeline_alive()
+    await asyncio.sleep(1)
+    proof = await c.prove("DN kills")
+    per_dn = ", ".join(f"{n} x{k}" for n, k in sorted(c.kills.items()) if n.startswith("dn"))
+    print(
+        f"\nCHAOS DN: {len(restarts)} DN SIGKILLs ({per_dn}), restart "
+        f"{min(restarts):.1f}-{max(restarts):.1f}s; {proof}; all `cdc cn recover` runs so far: "
+        f"{dict(c.settled)}"
+    )
+
+
+async def test_dns_paused_longer_than_heartbeat_and_idle_timeout(chaos):
+    c = chaos
+    start_load(c)
+    idle_s = c.cfg.pipeline.dn_idle_timeout_ms / 1000
+    floor = max(
+        idle_s, c.cfg.pipeline.dn_heartbeat_ms / 1000, c.cfg.cn.heartbeat_interval_ms / 1000
+    )
+    paused = []
+    for _ in range(KILLS):
+        await asyncio.sleep(c.rng.uniform(0.5, 2.0))
+        dn = c.rng.choice(c.cluster.dns)
+        pause = c.rng.uniform(floor + 0.2, floor + 2.0)
+        dn.kill(signal.SIGSTOP)
+        try:
+            await asyncio.sleep(pause)
+        finally:
+            dn.kill(signal.SIGCONT)
+        paused.append(pause)
+        c.assert_pipeline_alive()
+    await asyncio.sleep(1)
+    proof = await c.prove("DN pauses")
+    print(
+        f"\nCHAOS PAUSE: {len(paused)} DN SIGSTOPs of {min(paused):.1f}-{max(paused):.1f}s "
+        f"(idle timeout {idle_s:.1f}s); {proof}"
+    )
