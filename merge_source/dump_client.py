@@ -89,10 +89,9 @@ class DumpClient:
         self.reconnects = 0
         self._client: MySQLClient | None = None
 
-    def where(self) -> str:
-        return (
-            f"{self.settings.name} ({self.settings.host}:{self.settings.port}) at {self.position}"
-        )
+    def where(self, at: BinlogPosition | None = None) -> str:
+        s = self.settings
+        return f"{s.name} ({s.host}:{s.port}) at {at or self.position}"
 
     async def _open(self) -> MySQLClient:
         s = self.settings
@@ -166,16 +165,25 @@ class DumpClient:
                         f"{self.where()}: unexpected packet 0x{packet[0]:02x} in dump stream"
                     )
                 data = packet[1:]
+                # Errors name the bad event's own start: the end of the one before it (`end`),
+                # not its log_pos, which may be part of the damage.
                 if len(data) < 19:
-                    raise DumpError(f"{self.where()}: truncated event header ({len(data)} bytes)")
+                    raise DumpError(
+                        f"{self.where(BinlogPosition(file, end))}: truncated event header "
+                        f"({len(data)} bytes)"
+                    )
                 type_code, size, log_pos, flags = unpack(data, 4)
                 if size != len(data):
-                    raise DumpError(f"{self.where()}: event size {size} != packet size {len(data)}")
+                    raise DumpError(
+                        f"{self.where(BinlogPosition(file, end))}: event size {size} != packet "
+                        f"size {len(data)}"
+                    )
                 # The CRC over the event *with* its CRC is a constant: no slicing per event.
                 if verify and crc32(data) != CRC32_RESIDUE:
                     if type_code != FORMAT_DESCRIPTION_EVENT or not _fde_crc_ok(data):
                         raise DumpError(
-                            f"{self.where()}: event type {type_code} failed its CRC32 check"
+                            f"{self.where(BinlogPosition(file, end))}: event type {type_code} "
+                            "failed its CRC32 check"
                         )
                 if type_code in NOT_IN_FILE or not log_pos:
                     if type_code == ROTATE_EVENT:

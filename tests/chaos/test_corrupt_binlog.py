@@ -64,11 +64,6 @@ async def test_the_dump_client_names_dn_and_file(corrupt_dn):
     assert client.reconnects == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="merge_source/dump_client.py names the position of the batch the corrupt event came "
-    "in (DumpClient.position), not the event's own position (log_pos - size)",
-)
 async def test_the_error_names_the_corrupt_events_position(corrupt_dn):
     server, pos = corrupt_dn
     client = DumpClient(settings(server), BinlogPosition("binlog.000001", 4))
