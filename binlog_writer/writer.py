@@ -98,6 +98,8 @@ class BinlogWriter:
         self._pending = bytearray()
         self._buffer_size = 0 if self.fsync.mode == FsyncMode.TXN else buffer_size
         self._mark_only = boundary == Boundary.MARK
+        self._stream_start: int | None = None  # set while a streamed transaction is written
+        self._stream_tail = b""
         self.dir.mkdir(parents=True, exist_ok=True)
         self.recovery = self._open()
 
@@ -119,6 +121,12 @@ class BinlogWriter:
     def position(self) -> int:
         """End offset of the current file (where the next transaction starts)."""
         return self._pos
+
+    def visible_end(self, name: str) -> int | None:
+        """Where readers of file `name` must stop: the start of a transaction still being
+        streamed into it (its events are in the file, the transaction is not); None: the file
+        holds whole transactions only."""
+        return self._stream_start if name == self._file_name else None
 
     @property
     def closed(self) -> bool:
@@ -224,6 +232,8 @@ class BinlogWriter:
         server_id and the current time). Returns where it landed."""
         if self._fd is None:
             raise RuntimeError("BinlogWriter is closed")
+        if self._stream_start is not None:
+            raise RuntimeError("append_transaction while a streamed transaction is open")
         try:
             buf = bytearray().join(events)  # type: ignore[arg-type]
         except TypeError:
@@ -277,6 +287,66 @@ class BinlogWriter:
             )
         self._check_last(buf, None)
         return self._append(buf, start)
+
+    # ------------------------------------------------------------------ streamed transactions
+
+    def begin_stream(self, size_hint: int) -> int:
+        """Start a transaction too large to hold in memory: its events then come in parts
+        (`write_part`) and it ends with `end_stream` (or `abort_stream`). Until it ends,
+        `visible_end` keeps readers before it; after a crash, recovery truncates it like any
+        torn tail. Returns its start offset (rotates first if `size_hint` would overflow)."""
+        if self._stream_start is not None:
+            raise RuntimeError("a streamed transaction is already open")
+        start = self.prepare(size_hint)
+        self._stream_start, self._stream_tail = start, b""
+        return start
+
+    def write_part(self, events: Iterable[bytes | bytearray | memoryview]) -> None:
+        """Append raw events (any log_pos/CRC: both are stamped here) to the open stream."""
+        fd = self._require_open()
+        if self._stream_start is None:
+            raise RuntimeError("write_part without begin_stream")
+        buf = bytearray().join(events)
+        if not buf:
+            return
+        last = stamp_positions(buf, self._pos)
+        self._stream_tail = bytes(buf[last:])
+        self._pos += len(buf)
+        if self._buffer_size:
+            self._pending += buf
+            if len(self._pending) >= self._buffer_size:
+                self.flush()
+        else:
+            self._write_all(fd, buf)
+
+    def end_stream(self) -> TxnPosition:
+        """The streamed transaction is whole: check its terminator, make it visible."""
+        start = self._stream_start
+        if start is None:
+            raise RuntimeError("end_stream without begin_stream")
+        try:
+            self._check_last(self._stream_tail, None)
+        except (ValueError, CodecError):
+            self.abort_stream()
+            raise
+        self._stream_start = None
+        self._unsynced += 1
+        if self.fsync.mode == FsyncMode.TXN or (
+            self.fsync.mode != FsyncMode.NEVER and self._sync_due()
+        ):
+            self.sync()
+        return TxnPosition(self._file_name, start, self._pos)
+
+    def abort_stream(self) -> None:
+        """Drop the open streamed transaction: the file ends where it began."""
+        start = self._stream_start
+        if start is None:
+            return
+        fd = self._require_open()
+        self.flush()
+        os.ftruncate(fd, start)
+        os.lseek(fd, start, os.SEEK_SET)  # writes use the fd's offset: no hole after the cut
+        self._pos, self._stream_start = start, None
 
     def _check_last(self, buf: bytes | bytearray | memoryview, last: int | None) -> None:
         """The last event must be the transaction's terminator (walks the headers if the
@@ -351,6 +421,8 @@ class BinlogWriter:
     def rotate(self) -> str:
         """End the current file with ROTATE (next name, pos 4) and start the next one."""
         fd = self._require_open()
+        if self._stream_start is not None:
+            raise RuntimeError("cannot rotate inside a streamed transaction")
         nxt = layout.file_name(self.base, self._number + 1)
         self._finish_file(fd, RotateEvent(nxt.encode(), 4))
         self._start_file(self._number + 1)
@@ -360,6 +432,7 @@ class BinlogWriter:
         """Clean shutdown: STOP event, in-use flag cleared, file closed."""
         if self._fd is None:
             return
+        self.abort_stream()  # a half-written transaction is not part of the file
         self._finish_file(self._fd, StopEvent())
 
     def _finish_file(self, fd: int, last: object) -> None:

@@ -56,12 +56,20 @@ class Notifier(Protocol):
 
     async def wait(self, timeout: float) -> None: ...
 
+    def visible_end(self, name: str) -> int | None:
+        """Where a dump of file `name` must stop for now (a transaction being streamed into it
+        is not whole yet), or None: everything in it may be sent."""
+        ...
+
 
 class PollNotifier:
     """No writer in the process: just sleep; the sender polls the file size."""
 
     async def wait(self, timeout: float) -> None:
         await asyncio.sleep(timeout)
+
+    def visible_end(self, name: str) -> int | None:
+        return None
 
 
 class EventNotifier:
@@ -80,13 +88,24 @@ class EventNotifier:
         except TimeoutError:
             pass
 
+    def visible_end(self, name: str) -> int | None:
+        return None
+
 
 class CurrentEventNotifier:
     """For a writer that sets, then replaces, an asyncio.Event after each append (the Leader's
     `notify` attribute): `CurrentEventNotifier(lambda: leader.notify)`."""
 
-    def __init__(self, current: Callable[[], asyncio.Event]) -> None:
+    def __init__(
+        self,
+        current: Callable[[], asyncio.Event],
+        visible: Callable[[str], int | None] | None = None,
+    ) -> None:
         self._current = current
+        self._visible = visible  # the writer's `visible_end`, when it streams huge transactions
+
+    def visible_end(self, name: str) -> int | None:
+        return self._visible(name) if self._visible is not None else None
 
     async def wait(self, timeout: float) -> None:
         try:
@@ -261,7 +280,7 @@ class BinlogSender:
         try:
             last_sent = time.monotonic()
             while True:
-                new = self._send_available(fd, pos)
+                new = self._send_available(fd, pos, self.notifier.visible_end(name))
                 if new != pos:
                     pos = self.pos = new
                     last_sent = time.monotonic()
@@ -273,7 +292,7 @@ class BinlogSender:
                 i = names.index(name)
                 if i + 1 < len(names):
                     # Rotated: the writer finished this file before indexing the next one.
-                    new = self._send_available(fd, pos)
+                    new = self._send_available(fd, pos, None)  # a finished file is whole
                     if new != pos:
                         pos = self.pos = new
                         await self.sink.flush()
@@ -297,9 +316,13 @@ class BinlogSender:
         finally:
             os.close(fd)
 
-    def _send_available(self, fd: int, pos: int) -> int:
-        """Send the whole events present from `pos` (up to about batch_bytes); new position."""
-        data = os.pread(fd, self.batch_bytes, pos)
+    def _send_available(self, fd: int, pos: int, limit: int | None) -> int:
+        """Send the whole events present from `pos` (up to about batch_bytes, never past
+        `limit`); the new position."""
+        want = self.batch_bytes if limit is None else min(self.batch_bytes, limit - pos)
+        if want <= 0:
+            return pos
+        data = os.pread(fd, want, pos)
         view = memoryview(data)
         events = []
         off = 0
@@ -310,7 +333,8 @@ class BinlogSender:
             if size < HEADER_LEN:
                 raise DumpError(f"{MSG_BOGUS} (event size {size} at {pos + off})")
             if off + size > end:
-                if off == 0 and end == self.batch_bytes:  # one event bigger than a batch
+                fits = limit is None or pos + size <= limit
+                if off == 0 and end == want and fits:  # one event bigger than a batch
                     big = os.pread(fd, size, pos)
                     if len(big) == size:
                         self.sink.send(b"\x00" + big)

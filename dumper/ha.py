@@ -88,6 +88,9 @@ class HaNode:
     def current_notify(self) -> asyncio.Event:
         return self.leader.notify if self.leader is not None else self.notify
 
+    def visible_end(self, name: str) -> int | None:
+        return self.leader.writer.visible_end(name) if self.leader is not None else None
+
     def read_only(self) -> bool:
         return self.role != "leader"
 

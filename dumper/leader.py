@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 
 
 PRUNE_INTERVAL_S = 60.0
+# A streamed (spilled) transaction goes to the writer in parts of about this many bytes, with
+# the event loop free in between (dump clients, lease renewal, status).
+STREAM_PART_BYTES = 4 << 20
 
 
 class LeaderError(RuntimeError):
@@ -360,7 +363,10 @@ class Leader:
             if fence is not None:
                 fence()
             for txn in ready:
-                self._write(txn)
+                if any(f.spilled for f in txn.fragments):
+                    await self._write_streamed(txn)
+                else:
+                    self._write(txn)
             writer.flush()
             self.written_key = ready[-1].key
             stats.last_tso = ready[-1].tso
@@ -380,6 +386,39 @@ class Leader:
         self.writer.append_transaction(events)
         self.stats.transactions += 1
         self.stats.events += len(events)
+
+    async def _write_streamed(self, txn: Transaction) -> None:
+        """A huge transaction, from its spill files to the binlog file part by part: memory
+        stays at one part, readers see it only once it is whole (`BinlogWriter.visible_end`)."""
+        events = self.encoder.iter_encode(txn)
+        if events is None:
+            return
+        writer = self.writer
+        writer.begin_stream(txn.size)
+        self._file_first_tso.setdefault(writer.file, txn.tso)
+        count = 0
+        try:
+            part: list[bytes] = []
+            size = 0
+            for e in events:
+                part.append(e)
+                size += len(e)
+                if size >= STREAM_PART_BYTES:
+                    writer.write_part(part)
+                    count += len(part)
+                    part, size = [], 0
+                    if self.fence is not None:
+                        self.fence()
+                    await asyncio.sleep(0)
+            writer.write_part(part)
+            count += len(part)
+            writer.end_stream()
+        except BaseException:
+            writer.abort_stream()
+            raise
+        log.info("streamed transaction at TSO %d: %d events, %d bytes", txn.tso, count, txn.size)
+        self.stats.transactions += 1
+        self.stats.events += count
 
     async def _checkpoint_loop(self) -> None:
         interval = self.config.pipeline.checkpoint_interval_ms / 1000

@@ -77,7 +77,7 @@ async def serve(
         server = await serve_binlog(
             config.dumper,
             node.dir,
-            notifier=CurrentEventNotifier(node.current_notify),
+            notifier=CurrentEventNotifier(node.current_notify, node.visible_end),
             schema=schema,
             read_only=node.read_only,
         )
@@ -93,7 +93,7 @@ async def serve(
         server = await serve_binlog(
             config.dumper,
             leader.writer.dir,
-            notifier=CurrentEventNotifier(lambda: leader.notify),
+            notifier=CurrentEventNotifier(lambda: leader.notify, leader.writer.visible_end),
             schema=schema,
         )
         if heartbeat:

@@ -10,6 +10,7 @@ log_pos and CRC are left to the writer, which stamps each event once when it lan
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from cdc.binlog.constants import EventType
 from cdc.binlog.events import XidEvent, cts_mark, encode_event
@@ -50,34 +51,43 @@ class TransactionEncoder:
 
     def encode(self, txn: Transaction) -> list[bytes] | None:
         """The events of `txn`, or None if it has nothing to write (e.g. only dropped rows)."""
+        events = self.iter_encode(txn)
+        return None if events is None else list(events)
+
+    def iter_encode(self, txn: Transaction) -> Iterator[bytes] | None:
+        """Like `encode`, one event at a time: a spilled (huge) transaction streams from its
+        spill files through here to the writer without being held in memory."""
         timestamp = max(f.timestamp for f in txn.fragments)
         if txn.kind is FragmentKind.DDL:
-            return self._ddl(txn, timestamp)
+            ddl = self._ddl(txn, timestamp)
+            return None if ddl is None else iter(ddl)
         if txn.kind is not FragmentKind.DATA and txn.kind is not FragmentKind.LOCAL:
             return None  # instruction markers are not written (FlushLogs is handled by the caller)
-        if not any(st.events for st in txn.statements):
+        if not any(st.count for st in txn.statements):
             return None
+        return self._rows(txn, timestamp)
+
+    def _rows(self, txn: Transaction, timestamp: int) -> Iterator[bytes]:
         sid = self.server_id
-        out = [self._event(self._begin, timestamp)]
+        yield self._event(self._begin, timestamp)
         for st in txn.statements:
             ids: dict[bytes, int] = {}  # DN table id (6 raw bytes) -> logical id
-            for e in st.events:
+            for e in st.iter_events():
                 code = e[4]
                 if code == TABLE_MAP:
                     tid = self.table_ids.id_for(*table_name(e))
                     ids[e[19:25]] = tid
-                    out.append(bytes(rewrite(e, table_id=tid, server_id=sid, timestamp=timestamp)))
+                    yield bytes(rewrite(e, table_id=tid, server_id=sid, timestamp=timestamp))
                 elif code in ROWS_TYPES:
                     tid = ids.get(e[19:25])
                     if tid is None:
                         raise EncodeError(
                             f"txn {txn.txn_id} at TSO {txn.tso}: rows event without its TABLE_MAP"
                         )
-                    out.append(bytes(rewrite(e, table_id=tid, server_id=sid, timestamp=timestamp)))
+                    yield bytes(rewrite(e, table_id=tid, server_id=sid, timestamp=timestamp))
         self._xid += 1
-        out.append(self._event(XidEvent(self._xid), timestamp))
-        out.append(self._event(cts_mark(txn.tso, cts_suffix(txn)), timestamp))
-        return out
+        yield self._event(XidEvent(self._xid), timestamp)
+        yield self._event(cts_mark(txn.tso, cts_suffix(txn)), timestamp)
 
     def _ddl(self, txn: Transaction, timestamp: int) -> list[bytes] | None:
         marker = next(iter(txn.fragments[0].markers), None)

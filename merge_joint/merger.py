@@ -37,6 +37,11 @@ class Transaction:
     def tso(self) -> int:
         return self.key[0]
 
+    @property
+    def size(self) -> int:
+        """Bytes of its row events as the DNs wrote them (spilled ones are not read back)."""
+        return sum(f.size for f in self.fragments)
+
 
 class Merger:
     def __init__(self, sources: dict[int, SortKey | None]):

@@ -367,3 +367,40 @@ async def test_ddl_during_traffic_and_flush_logs(e2e):
         e["tso"] for e in read_ground_truth(cfg.cn.ground_truth_log) if e["kind"] == "ddl"
     )
     assert sorted(t.tso for t in ddls) == truth_ddl
+
+
+async def test_a_spilled_transaction_streams_through_whole(e2e):
+    """A transaction larger than `spill_mb` on its DNs: spilled by its MergeSources, handed to
+    the leader as files, streamed into the binlog in parts; it comes out whole, once, and the
+    replica applies it (the 1 GB version with its memory: `cdc bench big-txn`)."""
+    cfg, directory, replica, cluster = e2e
+    cfg.pipeline.spill_mb = 1
+    cn = ComputeNode(cfg)
+    await cn.start()
+    rows = 8
+
+    async def work():
+        await cn.execute_ddl(
+            "CREATE TABLE big.blobs (id INT PRIMARY KEY, b LONGBLOB NOT NULL)",
+            shard_key="id",
+            partitions=3,
+        )
+        async with cn.transaction() as tx:
+            for i in range(rows):
+                await tx.execute(
+                    f"INSERT INTO big.blobs (id, b) VALUES ({i}, REPEAT(CHAR(65 + {i}), 1 << 20))"
+                )
+        return tx.commit_tso
+
+    try:
+        tso = await run_pipeline_while(cfg, directory, work)
+    finally:
+        cfg.pipeline.spill_mb = 64
+        await cn.close()
+    (txn,) = [t for t in read_global_binlog(directory / "binlog") if t.tso == tso]
+    written = sorted(row for db, table, kind, got in txn.changes for row in got)
+    assert [(i, len(b), b[:1]) for i, b in written] == [
+        (i, 1 << 20, bytes([65 + i])) for i in range(rows)
+    ]
+    report = await check_replica(cfg, directory, replica)
+    assert report.equal, report.render()
