@@ -109,7 +109,9 @@ async def big_transaction(cfg, mb: int) -> int:
         )
         async with cn.transaction() as tx:
             for i in range(mb):
-                await tx.execute(f"INSERT INTO big.blobs (id, b) VALUES ({i}, REPEAT('x', {ROW_BYTES}))")
+                await tx.execute(
+                    f"INSERT INTO big.blobs (id, b) VALUES ({i}, REPEAT('x', {ROW_BYTES}))"
+                )
         assert tx.commit_tso is not None
         return tx.commit_tso
     finally:
