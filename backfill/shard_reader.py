@@ -59,20 +59,6 @@ def keyset_params(last: tuple) -> list:
     return params
 
 
-def connect(shard: Shard) -> pymysql.Connection:
-    return pymysql.connect(
-        host=shard.host,
-        port=shard.port,
-        user=shard.user,
-        password=shard.password,
-        charset="utf8mb4",
-        autocommit=True,
-        connect_timeout=10,
-        # TIMESTAMP values in UTC, as the binlog has them; loads use the same zone.
-        init_command="SET time_zone = '+00:00'",
-    )
-
-
 def read_shard(task: ShardTask) -> ShardResult:
     spec, shard = task.spec, task.shard
     schema = arrow_schema(list(spec.columns), spec.qualified)
@@ -88,7 +74,7 @@ def read_shard(task: ShardTask) -> ShardResult:
     )
     rows_total, parts, last = 0, [], None
     try:
-        conn = connect(shard)
+        conn = shard.connect()
     except pymysql.err.MySQLError as exc:
         return ShardResult(spec.qualified, shard.label, 0, (), f"{shard.where}: {exc}")
     started = time.monotonic()

@@ -39,6 +39,19 @@ class Shard:
     def where(self) -> str:
         return f"dn{self.dn} ({self.host}:{self.port}) {self.db}.{self.table}"
 
+    def connect(self) -> pymysql.Connection:
+        return pymysql.connect(
+            host=self.host,
+            port=self.port,
+            user=self.user,
+            password=self.password,
+            charset="utf8mb4",
+            autocommit=True,
+            connect_timeout=10,
+            # TIMESTAMP values in UTC, as the binlog has them; loads use the same zone.
+            init_command="SET time_zone = '+00:00'",
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class TableSpec:
@@ -144,14 +157,7 @@ def check_dns_up(specs: list[TableSpec]) -> None:
                 continue
             seen.add(shard.dn)
             try:
-                conn = pymysql.connect(
-                    host=shard.host,
-                    port=shard.port,
-                    user=shard.user,
-                    password=shard.password,
-                    connect_timeout=5,
-                )
-                conn.close()
+                shard.connect().close()
             except pymysql.err.MySQLError as exc:
                 raise BackfillError(
                     f"dn{shard.dn} ({shard.host}:{shard.port}) is down or refuses connections: "
