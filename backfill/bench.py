@@ -13,8 +13,8 @@ import argparse
 import asyncio
 import shutil
 import subprocess
+import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -46,6 +46,7 @@ def fill(cluster, placement, rows: int) -> None:
     for part, dn in placement:
         with cluster.dn(dn).connect() as conn, conn.cursor() as cur:
             cur.execute("SET SESSION sql_log_bin = 0")
+            cur.execute(f"USE {DB}_p")  # the SEQUENCE tables need a current database
             cur.execute(
                 f"INSERT INTO {DB}_p.{TABLE}_p{part:04d} SELECT seq, seq % 1000, "
                 "CONCAT('item-', seq), seq / 100, '2024-01-01' + INTERVAL seq SECOND "
@@ -76,19 +77,10 @@ def plain_dump(cluster, placement, out: Path) -> float:
     return time.perf_counter() - start
 
 
-def run_pipeline(cfg, directory: Path, stop: threading.Event) -> threading.Thread:
-    from dumper.service import serve
-
-    async def main() -> None:
-        task = asyncio.create_task(serve(cfg, directory, heartbeat=True))
-        while not stop.is_set() and not task.done():
-            await asyncio.sleep(0.2)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-
-    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
-    thread.start()
-    return thread
+def cdc(*args: str) -> None:
+    """The pipeline runs as `cdc start --background`, a process of its own like in production
+    (its service wants the main thread, and must not share a GIL with the Spark driver)."""
+    subprocess.run([sys.executable, "-m", "cdc.cli", *args], check=True, capture_output=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,14 +94,15 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="cdc-bench-backfill-"))
     cluster = throwaway_cluster(work / "cluster", dns=3)
-    stop = threading.Event()
+    config_file = work / "cdc.toml"
     try:
         cfg = cluster.config()
         cfg.dumper.binlog_dir = str(work / "binlog")
         cfg.dumper.port = free_base_port(0)
         placement = asyncio.run(create_table(cfg))
         fill(cluster, placement, args.rows)
-        pipeline = run_pipeline(cfg, work / "pipeline", stop)
+        cfg.dump(config_file)
+        cdc("start", "--background", "--config", str(config_file))
         dump_s = plain_dump(cluster, placement, work / "dump.tsv")
         dumper = Dumper("127.0.0.1", cfg.dumper.port, DEFAULT_USER, DEFAULT_PASSWORD)
         opts = Options(
@@ -124,8 +117,6 @@ def main(argv: list[str] | None = None) -> int:
         manifest = run(cfg, opts)
         total_s = time.perf_counter() - start
         dump2_s = plain_dump(cluster, placement, work / "dump.tsv")
-        stop.set()
-        pipeline.join(10)
         rows = manifest.tables[0].rows
         best = min(dump_s, dump2_s)
         size = sum(f.stat().st_size for f in (work / "snapshot").rglob("*.parquet"))
@@ -140,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"  ratio backfill rows/s / plain dump rows/s: {best / total_s:.2f} (goal >= 0.5)")
     finally:
-        stop.set()
+        if config_file.exists():
+            cdc("stop", "--config", str(config_file))
         cluster.down()
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -198,7 +198,16 @@ def scan(
     timeout: float,
 ) -> Window:
     """Read from `start` until the transaction with TSO `stop_tso` (the high watermark)."""
-    return asyncio.run(_scan(dumper, start, snapshot_tso, stop_tso, specs, timeout))
+    # Bounded as a whole: an idle dump only gets heartbeats, which the dump client swallows.
+    try:
+        return asyncio.run(
+            asyncio.wait_for(_scan(dumper, start, snapshot_tso, stop_tso, specs, timeout), timeout)
+        )
+    except TimeoutError:
+        raise BackfillError(
+            f"the global binlog from {dumper.where} did not reach TSO {stop_tso} within "
+            f"{timeout:.0f}s: is the pipeline running and keeping up?"
+        ) from None
 
 
 async def _scan(dumper, start, snapshot_tso, stop_tso, specs, timeout) -> Window:
