@@ -81,8 +81,8 @@ class Pipeline:
     async def __aexit__(self, *exc):
         assert not self.task.done(), self.task.exception()
         self.task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await self.task
+        with pytest.raises(asyncio.CancelledError):  # bounded: a hang names this stage
+            await asyncio.wait_for(self.task, 30)
 
 
 def replicate(replica, port: int, file: str, pos: int, until: bool) -> None:
@@ -163,7 +163,7 @@ async def test_snapshot_at_a_past_tso_equals_a_replica_stopped_there(env, spark)
                 cfg, out, tso=tso, tables=["shop.orders", "shop.customers", "shop.currencies"]
             )
             manifest = await asyncio.to_thread(run, cfg, opts, spark)
-            stats = await traffic
+            stats = await asyncio.wait_for(traffic, 60)
     finally:
         await cn.close()
     assert stats.committed > 50 and manifest.tso == tso
@@ -196,7 +196,7 @@ async def test_loaded_snapshot_continues_from_the_printed_position(env, spark):
             traffic = asyncio.create_task(run_workload(orders.step, threads=3, duration_s=8))
             await asyncio.sleep(1)
             manifest = await asyncio.to_thread(run, cfg, options(cfg, out, fmt="csv"), spark)
-            await traffic
+            await asyncio.wait_for(traffic, 60)
             loaded = await asyncio.to_thread(load, out, f"mysql://root@{r2.host}:{r2.port}")
             assert loaded == {f"{t.db}.{t.table}": t.rows for t in manifest.tables}
             statement = change_master(manifest, DEFAULT_USER, DEFAULT_PASSWORD)
