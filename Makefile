@@ -35,7 +35,7 @@ node:
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	@$(BIN)/pip install -q --disable-pip-version-check -e '.[test]'
+	@$(BIN)/pip install -q --disable-pip-version-check -e '.[test,spark]'
 	@touch $@
 
 demo: setup

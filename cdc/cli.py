@@ -15,6 +15,7 @@ import pymysql
 
 from cdc.cluster import ClusterError, ServerError
 from cdc.cn.errors import CnError
+from cdc.commands import backfill as backfill_cmd
 from cdc.commands import bench as bench_cmd
 from cdc.commands import check as check_cmd
 from cdc.commands import cluster as cluster_cmd
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         pipeline_cmd,
         check_cmd,
         verify_cmd,
+        backfill_cmd,
         bench_cmd,
         demo_cmd,
     ):

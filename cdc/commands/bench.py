@@ -35,6 +35,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     pipe.add_argument("--seconds", type=float, default=20)
     pipe.add_argument("--threads", type=int, default=8)
     pipe.set_defaults(func=cmd_pipeline)
+    backfill = bsub.add_parser(
+        "backfill", help="Spark backfill vs a plain SELECT * dump of the same shards"
+    )
+    backfill.add_argument("--rows", type=int, default=1_000_000)
+    backfill.add_argument("--chunk-rows", type=int, default=50_000)
+    backfill.set_defaults(func=cmd_backfill)
     every = bsub.add_parser("all", help="every benchmark, with its defaults")
     every.set_defaults(func=cmd_all)
 
@@ -76,7 +82,14 @@ def cmd_pipeline(args) -> int:
     )
 
 
+def cmd_backfill(args) -> int:
+    from backfill.bench import main
+
+    return main(["--rows", str(args.rows), "--chunk-rows", str(args.chunk_rows)])
+
+
 def cmd_all(args) -> int:
+    from backfill.bench import main as backfill
     from binlog_writer.bench import main as writer
     from dumper.bench import main as dumper
     from dumper.bench_pipeline import main as pipeline
@@ -91,4 +104,6 @@ def cmd_all(args) -> int:
     print("\n== merge-source")
     merge_source([])
     print("\n== pipeline")
-    return pipeline([])
+    pipeline([])
+    print("\n== backfill")
+    return backfill([])

@@ -1,0 +1,138 @@
+"""`cdc bench backfill`: the Spark backfill vs a plain `SELECT *` dump of the same shards.
+
+A cluster of its own (3 DNs), one logical table of N rows (8 partitions) filled straight into
+the shards with MariaDB's SEQUENCE engine (the data's history is not what is measured), the
+pipeline running. In the same run: `mariadb --quick --batch -e 'SELECT * ...'` of every shard
+into a file, one after the other (the plain dump), then `cdc backfill --tso latest` with
+local[2] to Parquet. Prints rows/s of both and the ratio (goal >= 0.5 with 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from cdc.cluster.testing import free_base_port, throwaway_cluster
+
+DB, TABLE, PARTITIONS = "bench", "items", 8
+CREATE = (
+    f"CREATE TABLE {DB}.{TABLE} (id BIGINT UNSIGNED NOT NULL PRIMARY KEY, k INT NOT NULL, "
+    "name VARCHAR(64) NOT NULL, amount DECIMAL(12,2) NOT NULL, at DATETIME(6) NOT NULL)"
+)
+
+
+async def create_table(cfg) -> list[tuple[int, int]]:
+    from cdc.cn import ComputeNode, init
+
+    await init(cfg)
+    cn = ComputeNode(cfg)
+    await cn.start()
+    try:
+        await cn.execute_ddl(CREATE, shard_key="id", partitions=PARTITIONS)
+        return list(enumerate(cn.catalogue.table(DB, TABLE).placement))
+    finally:
+        await cn.close()
+
+
+def fill(cluster, placement, rows: int) -> None:
+    """Row id goes to partition CRC32(id) % 8, the CN's hash; not binlogged (not measured)."""
+    for part, dn in placement:
+        with cluster.dn(dn).connect() as conn, conn.cursor() as cur:
+            cur.execute("SET SESSION sql_log_bin = 0")
+            cur.execute(f"USE {DB}_p")  # the SEQUENCE tables need a current database
+            cur.execute(
+                f"INSERT INTO {DB}_p.{TABLE}_p{part:04d} SELECT seq, seq % 1000, "
+                "CONCAT('item-', seq), seq / 100, '2024-01-01' + INTERVAL seq SECOND "
+                f"FROM seq_1_to_{rows} WHERE CRC32(seq) % {PARTITIONS} = {part}"
+            )
+            conn.commit()
+
+
+def plain_dump(cluster, placement, out: Path) -> float:
+    start = time.perf_counter()
+    with out.open("wb") as f:
+        for part, dn in placement:
+            node = cluster.dn(dn)
+            subprocess.run(
+                [
+                    "mariadb",
+                    "--quick",
+                    "--batch",
+                    "-h127.0.0.1",
+                    f"-P{node.port}",
+                    "-uroot",
+                    "-e",
+                    f"SELECT * FROM {DB}_p.{TABLE}_p{part:04d}",
+                ],
+                stdout=f,
+                check=True,
+            )
+    return time.perf_counter() - start
+
+
+def cdc(*args: str) -> None:
+    """The pipeline runs as `cdc start --background`, a process of its own like in production
+    (its service wants the main thread, and must not share a GIL with the Spark driver)."""
+    subprocess.run([sys.executable, "-m", "cdc.cli", *args], check=True, capture_output=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from backfill import Options, run
+    from backfill.global_binlog import Dumper
+
+    p = argparse.ArgumentParser(prog="cdc bench backfill", description=__doc__)
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--chunk-rows", type=int, default=50_000)
+    p.add_argument("--master", default="local[2]")
+    args = p.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="cdc-bench-backfill-"))
+    cluster = throwaway_cluster(work / "cluster", dns=3)
+    config_file = work / "cdc.toml"
+    try:
+        cfg = cluster.config()
+        cfg.dumper.binlog_dir = str(work / "binlog")
+        cfg.dumper.port = free_base_port(0)
+        placement = asyncio.run(create_table(cfg))
+        fill(cluster, placement, args.rows)
+        cfg.dump(config_file)
+        cdc("start", "--background", "--config", str(config_file))
+        dump_s = plain_dump(cluster, placement, work / "dump.tsv")
+        dumper = Dumper("127.0.0.1", cfg.dumper.port, DEFAULT_USER, DEFAULT_PASSWORD)
+        opts = Options(
+            out=work / "snapshot",
+            dumper=dumper,
+            tables=[f"{DB}.{TABLE}"],
+            master=args.master,
+            chunk_rows=args.chunk_rows,
+            progress=False,
+        )
+        start = time.perf_counter()
+        manifest = run(cfg, opts)
+        total_s = time.perf_counter() - start
+        dump2_s = plain_dump(cluster, placement, work / "dump.tsv")
+        rows = manifest.tables[0].rows
+        best = min(dump_s, dump2_s)
+        size = sum(f.stat().st_size for f in (work / "snapshot").rglob("*.parquet"))
+        print(f"backfill bench: {rows:,} rows, {PARTITIONS} shards on 3 DNs, {args.master}")
+        print(
+            f"  plain SELECT * (mariadb --quick --batch), shard by shard  {best:6.2f} s  "
+            f"{rows / best:>10,.0f} rows/s  (runs: {dump_s:.2f}, {dump2_s:.2f} s)"
+        )
+        print(
+            f"  cdc backfill --tso latest -> Parquet ({size / 1e6:.0f} MB)      {total_s:6.2f} s  "
+            f"{rows / total_s:>10,.0f} rows/s  (incl. Spark start, watermarks, binlog scan)"
+        )
+        print(f"  ratio backfill rows/s / plain dump rows/s: {best / total_s:.2f} (goal >= 0.5)")
+    finally:
+        if config_file.exists():
+            cdc("stop", "--config", str(config_file))
+        cluster.down()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0

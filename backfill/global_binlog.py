@@ -1,0 +1,276 @@
+"""The global binlog as the backfill reads it: over the dumper's MySQL protocol (the same dump
+client the MergeSources use), decoded with the codec's slow path.
+
+`scan` walks the binlog from a start position and answers, for a snapshot TSO T and the high
+watermark H: the position right after T (where a consumer continues), and for every primary key
+of the chosen tables touched in (T, H) its state just before the first such change (the
+before-image; None when the change created the key). See docs/backfill.md for why that is
+exactly the table at T.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pymysql
+
+from backfill.columns import key_value, row_converter
+from backfill.errors import BackfillError
+from backfill.tables import TableSpec
+from cdc.binlog.constants import EventType
+from cdc.binlog.events import decode_event, parse_cts
+from cdc.binlog.fde import FormatDescription
+from cdc.binlog.row_image import MISSING
+from cdc.cn.ddl import parse_ddl
+from cdc.cn.errors import CatalogueError
+from merge_source.dump_client import BinlogPosition, DumpClient, DumpError, DumpSettings
+
+FDE = int(EventType.FORMAT_DESCRIPTION)
+TABLE_MAP = int(EventType.TABLE_MAP)
+QUERY = int(EventType.QUERY)
+ROWS_QUERY = int(EventType.ROWS_QUERY)
+ROWS = frozenset({23, 24, 25, 30, 31, 32})
+LOCAL_MARK = b"::L"
+
+
+@dataclass(frozen=True, slots=True)
+class Dumper:
+    host: str
+    port: int
+    user: str
+    password: str
+
+    @property
+    def where(self) -> str:
+        return f"the dumper at {self.host}:{self.port}"
+
+    def query(self, sql: str) -> list[tuple]:
+        try:
+            conn = pymysql.connect(
+                host=self.host,
+                port=self.port,
+                user=self.user,
+                password=self.password,
+                connect_timeout=5,
+            )
+        except pymysql.err.MySQLError as exc:
+            raise BackfillError(
+                f"cannot reach {self.where} ({exc}): is the pipeline (`cdc start`) running?"
+            ) from None
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql)
+                return list(cur.fetchall())
+        finally:
+            conn.close()
+
+    def files(self) -> list[str]:
+        return [r[0] for r in self.query("SHOW BINARY LOGS")]
+
+    def end(self) -> BinlogPosition:
+        rows = self.query("SHOW MASTER STATUS")
+        if not rows:
+            raise BackfillError(f"{self.where} has no binlog yet: is the pipeline running?")
+        return BinlogPosition(rows[0][0], int(rows[0][1]))
+
+
+def mark_key(mark: bytes) -> tuple[int, int]:
+    """Order of a CTS mark against a snapshot TSO: (tso, 0) for a CN transaction, (tso, 1) for
+    a local one (it sorts after the CN transaction of the same TSO, as in the merge)."""
+    tso = parse_cts(mark)
+    if tso is None:
+        raise BackfillError(f"not a CTS mark in the global binlog: {mark[:60]!r}")
+    return tso, int(LOCAL_MARK in mark)
+
+
+@dataclass(slots=True)
+class Window:
+    """What `scan` found."""
+
+    after_snapshot: BinlogPosition  # right after the last transaction at or below T
+    # per table (db.table): primary key → the row at T (a tuple) or None (absent at T)
+    patches: dict[str, dict[tuple, tuple | None]] = field(default_factory=dict)
+    transactions: int = 0
+    first_mark: tuple[int, int] | None = None
+
+
+class _Decoder:
+    """Rows events of the chosen tables → first-touch states per key."""
+
+    def __init__(self, specs: list[TableSpec]):
+        self.specs = {(s.db, s.name): s for s in specs}
+        self.convert = {
+            k: row_converter(list(s.columns), s.qualified) for k, s in self.specs.items()
+        }
+        self.keys = {k: s.key_index for k, s in self.specs.items()}
+
+    def feed(self, events: list[bytes], fde: FormatDescription, tso: int, window: Window) -> None:
+        tables: dict[int, tuple[tuple[str, str], list]] = {}
+        for data in events:
+            ev = decode_event(data, fde)
+            code = ev.type_code
+            if code == TABLE_MAP:
+                name = (ev.body.schema.decode(), ev.body.table.decode())
+                if name in self.specs:
+                    tables[ev.body.table_id] = (name, ev.body.columns())
+            elif code in ROWS:
+                entry = tables.get(ev.body.table_id)
+                if entry is not None:
+                    self._rows(entry, ev.body, window)
+            elif code == QUERY:
+                self._ddl(ev.body, tso)
+
+    def _rows(self, entry, body, window: Window) -> None:
+        name, columns = entry
+        spec = self.specs[name]
+        if len(columns) != len(spec.columns):
+            raise BackfillError(
+                f"{spec.qualified}: the global binlog has {len(columns)} columns, the catalogue "
+                f"{len(spec.columns)}: the table changed during the backfill; run it again"
+            )
+        convert, key_index = self.convert[name], self.keys[name]
+        patch = window.patches.setdefault(spec.qualified, {})
+
+        def key(row: tuple) -> tuple:
+            return tuple(key_value(row[i]) for i in key_index)
+
+        for item in body.decode_rows(columns):
+            before, after = item if body.is_update else (item, item)
+            if any(v is MISSING for v in before) or any(v is MISSING for v in after):
+                raise BackfillError(
+                    f"{spec.qualified}: partial row image: DNs need binlog_row_image=FULL"
+                )
+            before, after = convert(before), convert(after)
+            if body.kind == "write":
+                patch.setdefault(key(after), None)
+            elif body.kind == "delete":
+                patch.setdefault(key(before), before)
+            else:
+                patch.setdefault(key(before), before)
+                patch.setdefault(key(after), None)  # a new key did not exist before the update
+
+    def _ddl(self, body, tso: int) -> None:
+        text = body.query.decode("utf-8", "replace")
+        try:
+            target = parse_ddl(text, body.db.decode() or None)
+        except (CatalogueError, IndexError):
+            return  # CREATE DATABASE and such
+        if (target.db, target.table) in self.specs:
+            raise BackfillError(
+                f"{target.db}.{target.table} changed by DDL at TSO {tso} during the backfill "
+                f"({text[:80]}): run the backfill again (at a TSO after the DDL)"
+            )
+
+
+async def _events(dumper: Dumper, start: BinlogPosition, idle_timeout: float) -> AsyncIterator:
+    settings = DumpSettings(
+        dumper.host,
+        dumper.port,
+        dumper.user,
+        dumper.password,
+        server_id=random.randrange(1 << 20, 1 << 30),  # unique among the dumper's clients
+        name="global binlog",
+        heartbeat_period=1.0,
+        idle_timeout=idle_timeout,
+        reconnect=False,
+    )
+    client = DumpClient(settings, start)
+    try:
+        async for batch in client.batches():
+            for ev in batch:
+                yield ev
+    except DumpError as exc:
+        raise BackfillError(f"reading the global binlog from {dumper.where}: {exc}") from None
+    finally:
+        await client.close()
+
+
+def scan(
+    dumper: Dumper,
+    start: BinlogPosition,
+    snapshot_tso: int,
+    stop_tso: int,
+    specs: list[TableSpec],
+    timeout: float,
+) -> Window:
+    """Read from `start` until the transaction with TSO `stop_tso` (the high watermark)."""
+    # Bounded as a whole: an idle dump only gets heartbeats, which the dump client swallows.
+    try:
+        return asyncio.run(
+            asyncio.wait_for(_scan(dumper, start, snapshot_tso, stop_tso, specs, timeout), timeout)
+        )
+    except TimeoutError:
+        raise BackfillError(
+            f"the global binlog from {dumper.where} did not reach TSO {stop_tso} within "
+            f"{timeout:.0f}s: is the pipeline running and keeping up?"
+        ) from None
+
+
+async def _scan(dumper, start, snapshot_tso, stop_tso, specs, timeout) -> Window:
+    decoder = _Decoder(specs)
+    snapshot = (snapshot_tso, 0)
+    window = Window(after_snapshot=start)
+    fde: FormatDescription | None = None
+    pending: list[bytes] = []
+    txn_start = start
+    seen_after = False
+    deadline = time.monotonic() + timeout
+    async for ev in _events(dumper, start, idle_timeout=min(timeout, 30.0)):
+        code = ev.type_code
+        if code == FDE:
+            fde = FormatDescription.parse(ev.data[19:])
+            continue
+        if code in ROWS or code == TABLE_MAP or code == QUERY:
+            pending.append(ev.data)
+        elif code == ROWS_QUERY and fde is not None:
+            mark = bytes(decode_event(ev.data, fde).body.query)
+            key = mark_key(mark)
+            if window.first_mark is None:
+                window.first_mark = key
+            if key <= snapshot:
+                if seen_after:
+                    raise BackfillError(f"global binlog out of TSO order at {ev.file}:{ev.pos}")
+                window.after_snapshot = BinlogPosition(ev.file, ev.end)
+            else:
+                if not seen_after:
+                    window.after_snapshot = txn_start
+                    seen_after = True
+                if key[0] >= stop_tso:
+                    return window
+                decoder.feed(pending, fde, key[0], window)
+                window.transactions += 1
+            pending = []
+            txn_start = BinlogPosition(ev.file, ev.end)
+        if time.monotonic() > deadline:
+            break
+    raise BackfillError(
+        f"the global binlog from {dumper.where} did not reach TSO {stop_tso} within "
+        f"{timeout:.0f}s (read up to {txn_start}): is the pipeline running and keeping up?"
+    )
+
+
+async def _first_mark(dumper: Dumper, file: str, timeout: float) -> tuple[int, int] | None:
+    fde = None
+    async for ev in _events(dumper, BinlogPosition(file, 4), idle_timeout=timeout):
+        if ev.type_code == FDE:
+            fde = FormatDescription.parse(ev.data[19:])
+        elif ev.type_code == ROWS_QUERY and fde is not None:
+            return mark_key(bytes(decode_event(ev.data, fde).body.query))
+    return None
+
+
+def first_mark(dumper: Dumper, file: str, timeout: float = 10.0) -> tuple[int, int] | None:
+    """The first CTS mark of `file` (None when it has no transaction yet)."""
+    try:
+        return asyncio.run(asyncio.wait_for(_first_mark(dumper, file, timeout), timeout))
+    except TimeoutError:
+        return None
+
+
+def wait_for(dumper: Dumper, start: BinlogPosition, tso: int, timeout: float) -> None:
+    """Block until the transaction with TSO `tso` is in the global binlog (after `start`)."""
+    scan(dumper, start, tso - 1, tso, [], timeout)

@@ -1,0 +1,231 @@
+"""Backfill on a cluster of its own (a pipeline needs a binlog history that starts clean): while
+the orders workload writes through the CN, `backfill.run` takes a snapshot with Spark (local[2]).
+
+1. At a past TSO T: a MariaDB replica of the dumper stopped exactly at T's position (START SLAVE
+   UNTIL) holds, row for row, the snapshot.
+2. At `latest`, loaded into an empty MariaDB that then replicates from the printed position:
+   after more traffic, `cdc check` finds every logical table equal.
+3. Clear errors: unknown table, a DN that is down, a TSO before the retained binlog or in the
+   future.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import time
+
+import pymysql
+import pytest
+
+from backfill import BackfillError, Options, run
+from backfill.columns import ColumnSpec, arrow_schema, key_value
+from backfill.dataset import Manifest, read_part, table_dir
+from backfill.global_binlog import Dumper
+from backfill.job import spark_session
+from backfill.load import change_master, load
+from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from cdc.cluster.testing import free_base_port, throwaway_cluster, throwaway_server
+from cdc.cn import ComputeNode, init
+from cdc.cn.workloads.orders import OrdersWorkload
+from cdc.cn.workloads.runner import run_workload
+from dumper.service import serve
+
+pytestmark = pytest.mark.timeout(400)
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("backfill")
+    cluster = throwaway_cluster(directory / "cluster", dns=3)
+    cfg = cluster.config()
+    cfg.dumper.binlog_dir = str(directory / "binlog")
+    cfg.pipeline.checkpoint_interval_ms = 200
+    cfg.dumper.port = free_base_port(0)
+    replicas = [throwaway_server(directory, server_id=600 + i, name=f"r{i}") for i in (1, 2)]
+    try:
+        yield cfg, directory, replicas
+    finally:
+        for r in replicas:
+            r.stop()
+        cluster.down()
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = spark_session("local[2]")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def options(cfg, out, **kw) -> Options:
+    dumper = Dumper("127.0.0.1", cfg.dumper.port, DEFAULT_USER, DEFAULT_PASSWORD)
+    return Options(out=out, dumper=dumper, chunk_rows=300, timeout=60, **kw)
+
+
+class Pipeline:
+    """The pipeline (with its CN heartbeat task) running in this event loop for a `with`."""
+
+    def __init__(self, cfg, directory):
+        self.cfg, self.directory = cfg, directory
+
+    async def __aenter__(self):
+        self.task = asyncio.create_task(
+            serve(self.cfg, self.directory / "pipeline", heartbeat=True)
+        )
+        return self
+
+    async def __aexit__(self, *exc):
+        assert not self.task.done(), self.task.exception()
+        self.task.cancel()
+        with pytest.raises(asyncio.CancelledError):  # bounded: a hang names this stage
+            await asyncio.wait_for(self.task, 30)
+
+
+def replicate(replica, port: int, file: str, pos: int, until: bool) -> None:
+    """Point `replica` at the dumper from file:pos; with `until`, from the start up to it."""
+    with replica.connect() as conn, conn.cursor() as cur:
+        start_file, start_pos = ("binlog.000001", 4) if until else (file, pos)
+        cur.execute(
+            f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={port}, "
+            f"MASTER_USER='{DEFAULT_USER}', MASTER_PASSWORD='{DEFAULT_PASSWORD}', "
+            f"MASTER_LOG_FILE='{start_file}', MASTER_LOG_POS={start_pos}, MASTER_USE_GTID=no, "
+            "MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1"
+        )
+        if until:
+            cur.execute(f"START SLAVE UNTIL MASTER_LOG_FILE='{file}', MASTER_LOG_POS={pos}")
+        else:
+            cur.execute("START SLAVE")
+
+
+def wait_stopped_at(replica, file: str, pos: int, timeout: float = 90) -> None:
+    """The SQL thread stopped at T: after the XID of T's last transaction, which is at most the
+    CTS mark (an ignorable Rows_query event, not a group of its own) before `pos`."""
+    deadline = time.monotonic() + timeout
+    with replica.connect() as conn, conn.cursor() as cur:
+        while True:
+            cur.execute("SHOW SLAVE STATUS")
+            row = dict(zip([d[0] for d in cur.description], cur.fetchone(), strict=True))
+            assert row["Last_SQL_Error"] == "", row
+            if row["Slave_SQL_Running"] == "No":
+                assert row["Relay_Master_Log_File"] == file, row
+                assert 0 <= pos - row["Exec_Master_Log_Pos"] < 100, row
+                return
+            assert time.monotonic() < deadline, f"replica did not stop at {file}:{pos}: {row}"
+            time.sleep(0.2)
+
+
+def snapshot_rows(out, manifest: Manifest, t) -> set[tuple]:
+    columns = [ColumnSpec(**c) for c in t.columns]
+    schema = arrow_schema(columns, t.table)
+    rows = set()
+    for part in t.parts:
+        table = read_part(table_dir(out, t.db, t.table) / part, schema, manifest.format)
+        rows |= {tuple(key_value(v) for v in r.values()) for r in table.to_pylist()}
+    return rows
+
+
+def server_rows(replica, t) -> set[tuple]:
+    conn = pymysql.connect(
+        host=replica.host,
+        port=replica.port,
+        user="root",
+        charset="utf8mb4",
+        init_command="SET time_zone = '+00:00'",
+    )
+    try:
+        with conn.cursor() as cur:
+            cols = ", ".join(f"`{c['name']}`" for c in t.columns)
+            cur.execute(f"SELECT {cols} FROM `{t.db}`.`{t.table}`")
+            return set(cur.fetchall())
+    finally:
+        conn.close()
+
+
+async def test_snapshot_at_a_past_tso_equals_a_replica_stopped_there(env, spark):
+    cfg, directory, (r1, _) = env
+    await init(cfg)
+    cn = ComputeNode(cfg)
+    await cn.start()
+    orders = OrdersWorkload(cn, customers=200, large_rows=400, large_every=150)
+    out = directory / "snap1"
+    try:
+        async with Pipeline(cfg, directory):
+            await orders.setup()
+            traffic = asyncio.create_task(run_workload(orders.step, threads=3, duration_s=12))
+            await asyncio.sleep(3)
+            tso = await cn.tso.next()  # T: in the middle of the traffic, before the reads
+            await asyncio.sleep(1)
+            opts = options(
+                cfg, out, tso=tso, tables=["shop.orders", "shop.customers", "shop.currencies"]
+            )
+            manifest = await asyncio.to_thread(run, cfg, opts, spark)
+            stats = await asyncio.wait_for(traffic, 60)
+    finally:
+        await cn.close()
+    assert stats.committed > 50 and manifest.tso == tso
+    assert manifest.low_watermark_tso > tso
+    async with Pipeline(cfg, directory):
+        replicate(r1, cfg.dumper.port, manifest.binlog_file, manifest.binlog_position, until=True)
+        await asyncio.to_thread(wait_stopped_at, r1, manifest.binlog_file, manifest.binlog_position)
+    assert {f"{t.db}.{t.table}" for t in manifest.tables} == set(opts.tables)
+    for t in manifest.tables:
+        expected = server_rows(r1, t)
+        got = snapshot_rows(out, manifest, t)
+        assert len(got) == t.rows, f"{t.db}.{t.table}: duplicate rows in the snapshot"
+        assert got == expected, (
+            f"{t.db}.{t.table}: {len(got - expected)} rows only in the snapshot, "
+            f"{len(expected - got)} only on the replica at T"
+        )
+    assert sum(t.rows for t in manifest.tables) > 200
+
+
+async def test_loaded_snapshot_continues_from_the_printed_position(env, spark):
+    from cdc.check import run_check
+
+    cfg, directory, (_, r2) = env
+    cn = ComputeNode(cfg)
+    await cn.start()
+    orders = OrdersWorkload(cn, customers=200, large_rows=400, large_every=150)
+    out = directory / "snap2"
+    try:
+        async with Pipeline(cfg, directory):
+            traffic = asyncio.create_task(run_workload(orders.step, threads=3, duration_s=8))
+            await asyncio.sleep(1)
+            manifest = await asyncio.to_thread(run, cfg, options(cfg, out, fmt="csv"), spark)
+            await asyncio.wait_for(traffic, 60)
+            loaded = await asyncio.to_thread(load, out, f"mysql://root@{r2.host}:{r2.port}")
+            assert loaded == {f"{t.db}.{t.table}": t.rows for t in manifest.tables}
+            statement = change_master(manifest, DEFAULT_USER, DEFAULT_PASSWORD)
+            assert f"MASTER_LOG_POS={manifest.binlog_position}" in statement
+            with r2.connect() as conn, conn.cursor() as cur:
+                cur.execute(statement)
+                cur.execute("START SLAVE")
+            more = await run_workload(orders.step, threads=3, duration_s=3)
+            report = await asyncio.to_thread(run_check, cfg, r2.host, r2.port, "root", "", 60)
+    finally:
+        await cn.close()
+    assert more.committed > 0
+    assert report.equal, report.render()
+    assert {("shop", "orders"), ("cdc_backfill", "watermarks")} <= {
+        (t.db, t.table) for t in report.tables
+    }
+
+
+async def test_clear_errors_before_any_work(env, tmp_path):
+    cfg, directory, _ = env
+    async with Pipeline(cfg, directory):
+        with pytest.raises(BackfillError, match=r"unknown logical table shop\.nope"):
+            await asyncio.to_thread(run, cfg, options(cfg, tmp_path / "a", tables=["shop.nope"]))
+        down = dataclasses.replace(cfg, dn=list(cfg.dn))
+        down.dn[1] = dataclasses.replace(cfg.dn[1], port=free_base_port(0))
+        with pytest.raises(BackfillError, match=r"dn2 \(127\.0\.0\.1:\d+\) is down"):
+            await asyncio.to_thread(run, down, options(cfg, tmp_path / "b"))
+        with pytest.raises(BackfillError, match="older than the retained global binlog"):
+            await asyncio.to_thread(run, cfg, options(cfg, tmp_path / "c", tso=1))
+        future = (int(dt.datetime.now().timestamp() * 1000) + 3_600_000) << 22
+        with pytest.raises(BackfillError, match="in the future"):
+            await asyncio.to_thread(run, cfg, options(cfg, tmp_path / "d", tso=future))
