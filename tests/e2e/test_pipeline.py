@@ -4,6 +4,7 @@ pipeline writes the global binlog; the binlog is checked against the CN's ground
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 
 import pytest
@@ -19,6 +20,9 @@ from tests.e2e.global_binlog import Txn, read_global_binlog
 
 ACCOUNTS = 100
 BALANCE = 1000
+# Traffic seconds of the long phases (transfers; orders + transfers around the scale-out);
+# `make test` keeps them short, CDC_E2E_SECONDS=60 runs the 60 s version.
+LONG_S = float(os.environ.get("CDC_E2E_SECONDS", "0"))
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +105,7 @@ async def test_transfers_come_out_once_in_tso_order_with_the_total_unchanged(e2e
 
     async def work():
         await workload.setup()
-        return await run_workload(workload.step, threads=8, duration_s=8)
+        return await run_workload(workload.step, threads=8, duration_s=LONG_S or 8)
 
     consumed = {}
 
@@ -255,8 +259,8 @@ async def test_orders_and_scale_out_under_traffic_reach_the_replica_intact(e2e):
     async def work():
         await orders.setup()
         first = asyncio.gather(
-            run_workload(orders.step, threads=3, duration_s=4),
-            run_workload(transfer.step, threads=3, duration_s=4),
+            run_workload(orders.step, threads=3, duration_s=LONG_S or 4),
+            run_workload(transfer.step, threads=3, duration_s=LONG_S or 4),
         )
         await asyncio.sleep(1)
         spec = await asyncio.to_thread(cluster.add_dn)  # scale-out in the middle of traffic
