@@ -84,7 +84,8 @@ class EventNotifier:
 
     async def wait(self, timeout: float) -> None:
         try:
-            await asyncio.wait_for(self._event.wait(), timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: it can swallow a cancel (3.11)
+                await self._event.wait()
         except TimeoutError:
             pass
 
@@ -109,7 +110,8 @@ class CurrentEventNotifier:
 
     async def wait(self, timeout: float) -> None:
         try:
-            await asyncio.wait_for(self._current().wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._current().wait()
         except TimeoutError:
             pass
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from binlog_writer import layout
 from binlog_writer.copier import BinlogCopier, CopyError, truncate_copy
 from cdc.config import Config
+from cdc.tasks import cancel_and_wait
 from dumper.leader import Leader, LeaderError
 from merge_source.dump_client import BinlogPosition, DumpClient, DumpError, DumpSettings
 from topology import gms
@@ -298,11 +299,7 @@ class HaNode:
                 t.result()
             raise LeaderError(f"{next(iter(done)).get_name()} stopped unexpectedly")
         finally:
-            for t in tasks:
-                t.cancel()
-            for t in tasks:
-                with contextlib.suppress(BaseException):
-                    await t
+            await cancel_and_wait(tasks)
             if time.monotonic() < self._valid_until:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(self._gms(lambda s: s.release(self.id, term)), 2)

@@ -28,6 +28,7 @@ from binlog_writer.writer import BinlogWriter
 from cdc.binlog.events import parse_cts
 from cdc.cn.schema import CDC_START, FLUSH_LOGS, STORAGE_CHANGE
 from cdc.config import Config, NodeConfig
+from cdc.tasks import cancel_and_wait
 from dumper.txn_encoder import TransactionEncoder
 from merge_joint.joint import MergeJoint
 from merge_joint.merger import Transaction
@@ -349,11 +350,7 @@ class Leader:
                     raise LeaderError(f"{t.get_name()} stopped unexpectedly")
         finally:
             tasks = [writer_task, cp_task, *self._tasks.values()]
-            for t in tasks:
-                t.cancel()
-            for t in tasks:
-                with contextlib.suppress(BaseException):
-                    await t
+            await cancel_and_wait(tasks)
 
     async def _write_loop(self) -> None:
         assert self.joint is not None

@@ -4,7 +4,6 @@ protocol server, until SIGTERM/SIGINT."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -15,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cdc.config import Config
+from cdc.tasks import cancel_and_wait
 from dumper.binlog_sender import CurrentEventNotifier
 from dumper.ha import HaNode, ha_status
 from dumper.history_schema import HistorySchemaProvider
@@ -116,11 +116,7 @@ async def serve(
         watchdog.daemon = True
         if own_process:
             watchdog.start()
-        for t in [*tasks, stopper]:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(BaseException):
-                await t
+        await cancel_and_wait([*tasks, stopper])
         await server.close()
         # (in own_process mode the watchdog stays armed: asyncio.run() still joins worker
         # threads after this, and a daemon timer does not delay a normal exit)

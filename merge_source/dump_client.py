@@ -147,7 +147,10 @@ class DumpClient:
         crc32 = zlib.crc32
         verify = s.verify_checksum
         while True:
-            packets = await asyncio.wait_for(client.read_packets(), s.idle_timeout)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that lands as
+            # the read completes, and a cancelled pipeline then never stops.
+            async with asyncio.timeout(s.idle_timeout):
+                packets = await client.read_packets()
             self.last_packet_at = time.monotonic()
             batch: list[DnEvent] = []
             append = batch.append

@@ -19,6 +19,7 @@ import signal
 import sys
 import time
 
+from cdc.tasks import cancel_and_wait
 from merge_source.source import Batch, MergeSource, SourceSpec
 from merge_source.wire import FRAME, encode_batch, encode_status, encode_text
 
@@ -53,7 +54,8 @@ async def _send(source: MergeSource, queue: asyncio.Queue[Batch], out, spill_dir
     while True:
         frames = []
         try:
-            batch = await asyncio.wait_for(queue.get(), STATUS_INTERVAL_S)
+            async with asyncio.timeout(STATUS_INTERVAL_S):  # not wait_for: see dump_client
+                batch = await queue.get()
             frames.append(encode_batch(batch, spill_dir))
             while not queue.empty() and len(frames) < 16:  # fewer, larger writes
                 frames.append(encode_batch(queue.get_nowait(), spill_dir))
@@ -88,11 +90,7 @@ async def serve(spec: SourceSpec) -> int:
             return EXIT_SOURCE_FAILED
         raise exc
     finally:
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(BaseException):
-                await t
+        await cancel_and_wait(tasks)
 
 
 def main() -> int:

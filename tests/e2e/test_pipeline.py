@@ -4,6 +4,8 @@ pipeline writes the global binlog; the binlog is checked against the CN's ground
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import subprocess
 
@@ -394,6 +396,12 @@ async def test_a_spilled_transaction_streams_through_whole(e2e):
                 await tx.execute(
                     f"INSERT INTO big.blobs (id, b) VALUES ({i}, REPEAT(CHAR(65 + {i}), 1 << 20))"
                 )
+        status = directory / "pipeline" / "status.json"
+        for _ in range(600):  # a loaded machine may need more than the usual 1.5 s
+            with contextlib.suppress(OSError, ValueError):
+                if json.loads(status.read_text())["last_tso"] >= tx.commit_tso:
+                    break
+            await asyncio.sleep(0.1)
         return tx.commit_tso
 
     try:
