@@ -1,4 +1,5 @@
-"""`cdc bench writer|dumper|all`: benchmarks that print ratios measured side by side in one run."""
+"""`cdc bench writer|dumper|merge-source|pipeline|latency|scale|all`: benchmarks that print
+ratios measured side by side in one run."""
 
 from __future__ import annotations
 
@@ -34,7 +35,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     pipe.add_argument("--dns", type=int, default=3)
     pipe.add_argument("--seconds", type=float, default=20)
     pipe.add_argument("--threads", type=int, default=8)
+    pipe.add_argument("--profile", help="save a cProfile of the catch-up to this file")
     pipe.set_defaults(func=cmd_pipeline)
+    latency = bsub.add_parser(
+        "latency", help="CN commit -> visible to a dump client of the dumper, at a steady TPS"
+    )
+    latency.add_argument("--tps", type=float, default=2000)
+    latency.add_argument("--seconds", type=float, default=20)
+    latency.add_argument("--dns", type=int, default=3)
+    latency.add_argument("--heartbeat-ms", type=int, default=200)
+    latency.add_argument("--workers", type=int, default=32)
+    latency.add_argument("--transfers", type=float, default=0.2)
+    latency.set_defaults(func=cmd_latency)
+    scale = bsub.add_parser("scale", help="pipeline catch-up throughput on 2, 4 and 8 DNs")
+    scale.add_argument("--dns", default="2,4,8")
+    scale.add_argument("--events", type=int, default=100_000)
+    scale.add_argument("--threads", type=int, default=8)
+    scale.set_defaults(func=cmd_scale)
     every = bsub.add_parser("all", help="every benchmark, with its defaults")
     every.set_defaults(func=cmd_all)
 
@@ -71,15 +88,37 @@ def cmd_merge_source(args) -> int:
 def cmd_pipeline(args) -> int:
     from dumper.bench_pipeline import main
 
+    argv = ["--dns", str(args.dns), "--seconds", str(args.seconds), "--threads", str(args.threads)]
+    return main(argv + (["--profile", args.profile] if args.profile else []))
+
+
+def cmd_latency(args) -> int:
+    from dumper.bench_latency import main
+
     return main(
-        ["--dns", str(args.dns), "--seconds", str(args.seconds), "--threads", str(args.threads)]
+        [
+            f"--tps={args.tps}",
+            f"--seconds={args.seconds}",
+            f"--dns={args.dns}",
+            f"--heartbeat-ms={args.heartbeat_ms}",
+            f"--workers={args.workers}",
+            f"--transfers={args.transfers}",
+        ]
     )
+
+
+def cmd_scale(args) -> int:
+    from dumper.bench_scale import main
+
+    return main([f"--dns={args.dns}", f"--events={args.events}", f"--threads={args.threads}"])
 
 
 def cmd_all(args) -> int:
     from binlog_writer.bench import main as writer
     from dumper.bench import main as dumper
+    from dumper.bench_latency import main as latency
     from dumper.bench_pipeline import main as pipeline
+    from dumper.bench_scale import main as scale
     from merge_source.bench import main as merge_source
 
     print("== writer: small transactions (5 events)")
@@ -91,4 +130,8 @@ def cmd_all(args) -> int:
     print("\n== merge-source")
     merge_source([])
     print("\n== pipeline")
-    return pipeline([])
+    pipeline([])
+    print("\n== latency")
+    latency([])
+    print("\n== scale")
+    return scale([])
