@@ -79,9 +79,9 @@ async def _watch(host: str, port: int, user: str, password: str, conn) -> None:
 # -- the load (this process) ---------------------------------------------------------------------
 async def steady_load(
     cfg, tps: float, seconds: float, workers: int, transfers: float
-) -> tuple[list[tuple[int, float]], float]:
+) -> tuple[list[tuple[int, float]], list[float], float]:
     """Run the CN at `tps` for `seconds`; ([(commit tso, monotonic time its commit returned)],
-    elapsed seconds)."""
+    sorted transaction durations in ms, elapsed seconds)."""
     from cdc.cn import ComputeNode
     from cdc.cn.workloads.runner import run_workload
     from cdc.cn.workloads.transfer import TransferWorkload
@@ -91,6 +91,7 @@ async def steady_load(
     cn = ComputeNode(cfg, pool_size=2 * workers + 4)
     await cn.start()
     commits: list[tuple[int, float]] = []
+    durations: list[float] = []  # ms from a transaction's start to its commit's return
     try:
         table = TransferWorkload(cn, accounts=ACCOUNTS).table
 
@@ -102,15 +103,18 @@ async def steady_load(
                     # NOW(6) makes every update change the row: an unchanged row logs nothing.
                     await tx.execute(f"UPDATE {table} SET updated_at = NOW(6) WHERE id = %s", (i,))
 
+            began = time.monotonic()
             _, tso = await cn.run_transaction(body)
-            commits.append((tso, time.monotonic()))
+            now = time.monotonic()
+            commits.append((tso, now))
+            durations.append((now - began) * 1000)
 
         stats = await asyncio.wait_for(
             run_workload(step, threads=workers, duration_s=seconds, tps=tps), seconds + 60
         )
     finally:
         await cn.close()
-    return commits, stats.elapsed_s
+    return commits, sorted(durations), stats.elapsed_s
 
 
 async def prepare(cfg) -> None:
@@ -133,6 +137,8 @@ class Latency:
     p90_ms: float
     p99_ms: float
     max_ms: float
+    txn_p50_ms: float  # CN transaction duration (start → commit returned)
+    txn_p99_ms: float
     pipeline_cpu: float  # CPU of the pipeline process / wall time during the load (1.0 = a core)
     load_cpu: float  # same for this process (the CN)
 
@@ -190,7 +196,7 @@ def measure(
     tps: float = 2000,
     seconds: float = 20,
     heartbeat_ms: int = 200,
-    workers: int = 32,
+    workers: int = 16,
     transfers: float = 0.2,
 ) -> Latency:
     from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
@@ -223,7 +229,7 @@ def measure(
         time.sleep(2 * heartbeat_ms / 1000)  # the setup's transactions pass first
         start = time.monotonic()
         pipeline_cpu, load_cpu = process_cpu_s(pipeline.pid), time.process_time()
-        commits, elapsed = asyncio.run(
+        commits, durations, elapsed = asyncio.run(
             steady_load(cfg, tps, seconds, workers=workers, transfers=transfers)
         )
         pipeline_cpu = process_cpu_s(pipeline.pid) - pipeline_cpu
@@ -244,6 +250,8 @@ def measure(
             p90_ms=percentile(lat, 0.90),
             p99_ms=percentile(lat, 0.99),
             max_ms=lat[-1] if lat else float("nan"),
+            txn_p50_ms=percentile(durations, 0.50),
+            txn_p99_ms=percentile(durations, 0.99),
             pipeline_cpu=pipeline_cpu / elapsed,
             load_cpu=load_cpu / elapsed,
         )
@@ -262,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=20)
     p.add_argument("--dns", type=int, default=3)
     p.add_argument("--heartbeat-ms", type=int, default=200)
-    p.add_argument("--workers", type=int, default=32, help="concurrent CN transactions")
+    p.add_argument("--workers", type=int, default=16, help="concurrent CN transactions")
     p.add_argument(
         "--transfers", type=float, default=0.2, help="fraction of two-row (two-DN) transactions"
     )
@@ -292,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
         f"  commit -> CTS mark at a dump client: p50 {r.p50_ms:.0f} ms  p90 {r.p90_ms:.0f} ms"
         f"  p99 {r.p99_ms:.0f} ms  max {r.max_ms:.0f} ms   ({r.counted:,} transactions after"
         f" {WARMUP_S:.0f} s warm-up, {r.missing} never seen)"
+    )
+    print(
+        f"  CN transaction (start -> commit returned): p50 {r.txn_p50_ms:.0f} ms"
+        f"  p99 {r.txn_p99_ms:.0f} ms"
     )
     goal = "met" if r.p99_ms <= 250 and r.achieved_tps >= 0.95 * 2000 else "not met"
     print(f"  goal p99 <= 250 ms at 2,000 TPS with 200 ms heartbeats: {goal}")

@@ -92,6 +92,7 @@ class CatchUp:
     dns: int
     committed: int  # CN transactions generated
     raw_bytes: int  # size of the DN binlogs
+    dn_events: int  # events in the DN binlogs (what the MergeSources read)
     raw_s: float  # mariadb-binlog --raw of every DN, one after the other
     catch_up_s: float  # pipeline start → global binlog holds the last transaction
     cpu_s: float  # CPU time of this process (the pipeline) during the catch-up
@@ -102,6 +103,10 @@ class CatchUp:
     @property
     def effective_per_s(self) -> float:
         return self.effective / self.catch_up_s
+
+    @property
+    def dn_events_per_s(self) -> float:
+        return self.dn_events / self.catch_up_s
 
     @property
     def ratio(self) -> float:
@@ -142,10 +147,12 @@ def measure(
             prof.dump_stats(profile)
         cpu = time.process_time() - cpu
         everything, effective = count_events(work / "binlog")
+        dn_events = sum(count_events(work / "raw" / dn.name)[0] for dn in cluster.dns)
         return CatchUp(
             dns=dns,
             committed=committed,
             raw_bytes=raw_bytes,
+            dn_events=dn_events,
             raw_s=raw_s,
             catch_up_s=elapsed,
             cpu_s=cpu,
@@ -169,7 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"pipeline bench: {r.dns} DNs, {r.committed:,} CN transactions, DN binlogs {r.raw_bytes / 1e6:.1f} MB"
     )
-    print(f"  mariadb-binlog -R --raw, DN by DN   {r.raw_s:6.2f} s")
+    print(
+        f"  mariadb-binlog -R --raw, DN by DN   {r.raw_s:6.2f} s   ({r.dn_events:,} DN events;"
+        f" the pipeline read {r.dn_events_per_s:,.0f} DN events/s)"
+    )
     print(
         f"  pipeline catch-up                   {r.catch_up_s:6.2f} s   {r.effective_per_s:>10,.0f} effective ev/s"
         f"   ({r.events:,} events written, {r.transactions:,} transactions; CPU {r.cpu_s:.2f} s)"

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"scale bench: {transactions:,} CN transfers per DN count")
     print(
         f"  {'DNs':>4} {'DN binlogs':>11} {'raw dump':>9} {'catch-up':>9}"
-        f" {'effective ev/s':>15} {'CPU':>7} {'vs raw':>7}"
+        f" {'effective ev/s':>15} {'DN ev/s':>9} {'CPU':>7} {'vs raw':>7}"
     )
     results = []
     for dns in counts:
@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         results.append(r)
         print(
             f"  {r.dns:>4} {r.raw_bytes / 1e6:>8.1f} MB {r.raw_s:>7.2f} s {r.catch_up_s:>7.2f} s"
-            f" {r.effective_per_s:>15,.0f} {r.cpu_s:>5.2f} s {r.ratio:>7.2f}",
+            f" {r.effective_per_s:>15,.0f} {r.dn_events_per_s:>9,.0f} {r.cpu_s:>5.2f} s"
+            f" {r.ratio:>7.2f}",
             flush=True,
         )
     first, last = results[0], results[-1]

@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     latency.add_argument("--seconds", type=float, default=20)
     latency.add_argument("--dns", type=int, default=3)
     latency.add_argument("--heartbeat-ms", type=int, default=200)
-    latency.add_argument("--workers", type=int, default=32)
+    latency.add_argument("--workers", type=int, default=16)
     latency.add_argument("--transfers", type=float, default=0.2)
     latency.set_defaults(func=cmd_latency)
     scale = bsub.add_parser("scale", help="pipeline catch-up throughput on 2, 4 and 8 DNs")
