@@ -22,6 +22,8 @@ from cdc.cn.ground_truth import read as read_ground_truth
 from cdc.raw_dump import raw_dump
 from dumper.leader import Leader
 
+STALL_S = 60.0  # a catch-up that writes nothing for this long has stalled: fail, never hang
+
 
 async def generate(cfg, seconds: float, threads: int, transactions: int | None = None) -> int:
     from cdc.cn import ComputeNode, init
@@ -52,11 +54,19 @@ async def generate(cfg, seconds: float, threads: int, transactions: int | None =
 async def catch_up(cfg, last_tso: int) -> tuple[float, Leader]:
     leader = Leader(cfg)
     task = asyncio.create_task(leader.run())
-    start = time.perf_counter()
+    start = progress_at = time.perf_counter()
+    seen = 0
     try:
         while leader.stats.last_tso < last_tso:
             if task.done():
                 task.result()
+            if leader.stats.last_tso != seen:
+                seen, progress_at = leader.stats.last_tso, time.perf_counter()
+            elif time.perf_counter() - progress_at > STALL_S:
+                raise RuntimeError(
+                    f"catch-up stalled: nothing written for {STALL_S:.0f}s at TSO {seen}"
+                    f" (waiting for {last_tso}); a prepared XA branch on a DN holds the merge?"
+                )
             await asyncio.sleep(0.02)
         return time.perf_counter() - start, leader
     finally:
