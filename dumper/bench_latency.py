@@ -305,6 +305,11 @@ def main(argv: list[str] | None = None) -> int:
         f"  CN transaction (start -> commit returned): p50 {r.txn_p50_ms:.0f} ms"
         f"  p99 {r.txn_p99_ms:.0f} ms"
     )
-    goal = "met" if r.p99_ms <= 250 and r.achieved_tps >= 0.95 * 2000 else "not met"
+    if args.heartbeat_ms != 200:
+        goal = f"not measured (heartbeats every {args.heartbeat_ms} ms)"
+    elif r.achieved_tps < 0.95 * 2000:
+        goal = f"not measured at 2,000 TPS (the CN reached {r.achieved_tps:,.0f})"
+    else:
+        goal = "met" if r.p99_ms <= 250 else "not met"
     print(f"  goal p99 <= 250 ms at 2,000 TPS with 200 ms heartbeats: {goal}")
     return 0 if r.missing == 0 else 1
