@@ -70,7 +70,12 @@ async def catch_up(cfg, last_tso: int) -> tuple[float, Leader]:
             await asyncio.sleep(0.02)
         return time.perf_counter() - start, leader
     finally:
-        task.cancel()
+        # Cancel until it has ended: on Python 3.11 asyncio.wait_for swallows a cancellation
+        # that races with its inner read completing (fixed in 3.12); a MergeSource then kept
+        # running and the leader waited for it forever (once in three 8-DN runs).
+        while not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=1.0)
         await asyncio.gather(task, return_exceptions=True)
 
 
