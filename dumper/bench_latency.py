@@ -17,7 +17,6 @@ import multiprocessing
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -25,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from cdc.cluster.testing import free_base_port, throwaway_cluster
+from cdc.cluster.testing import free_base_port, stop_process, throwaway_cluster
 
 ROWS_QUERY_EVENT = 29
 ACCOUNTS = 20_000
@@ -178,16 +177,6 @@ def start_pipeline(config_path: Path, state: Path, log) -> subprocess.Popen:
             raise RuntimeError(f"the pipeline did not start; see {log.name}")
         time.sleep(0.1)
     return proc
-
-
-def stop_process(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def measure(

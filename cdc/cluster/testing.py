@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import signal
+import subprocess
 from pathlib import Path
 
 from cdc.cluster.local_cluster import LocalCluster
@@ -38,3 +40,14 @@ def throwaway_server(directory: Path, server_id: int = 500, name: str = "replica
         install_datadir(server.datadir, server.home / "install-db.log")
     server.start()
     return server
+
+
+def stop_process(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
+    """SIGTERM a process we started (e.g. `cdc start`), SIGKILL it after `grace_s`."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
