@@ -21,7 +21,16 @@ def test_latency_bench_runs(capsys):
     ]
     assert bench_latency.main(args) == 0  # 0: every committed transaction reached the client
     out = capsys.readouterr().out
-    for field in ("achieved", "CN transaction", "p50", "p90", "p99", "max", "0 never seen", "goal p99"):
+    for field in (
+        "achieved",
+        "CN transaction",
+        "p50",
+        "p90",
+        "p99",
+        "max",
+        "0 never seen",
+        "goal p99",
+    ):
         assert field in out, out
 
 
