@@ -16,15 +16,13 @@ import asyncio
 import multiprocessing
 import os
 import random
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from cdc.cluster.testing import free_base_port, stop_process, throwaway_cluster
+from cdc.cluster.testing import free_base_port, scratch_cluster, stop_process
 
 ROWS_QUERY_EVENT = 29
 ACCOUNTS = 20_000
@@ -191,66 +189,63 @@ def measure(
     from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
     from cdc.config import load
 
-    work = Path(tempfile.mkdtemp(prefix="cdc-bench-latency-"))
-    cluster = throwaway_cluster(work / "cluster", dns=dns)
-    pipeline = watcher = None
-    try:
-        cfg = cluster.config()
-        cfg.cn.heartbeat_interval_ms = heartbeat_ms
-        cfg.dumper.binlog_dir = str(work / "binlog")
-        cfg.dumper.port = free_base_port(0)
-        config_path = work / "cdc.toml"
-        cfg.dump(config_path)
-        cfg = load(config_path)
-        asyncio.run(prepare(cfg))
-        log = open(work / "pipeline.log", "ab")
-        pipeline = start_pipeline(config_path, work / "pipeline", log)
-        ours, theirs = multiprocessing.Pipe()
-        ctx = multiprocessing.get_context("spawn")
-        watcher = ctx.Process(
-            target=watch,
-            args=(cfg.dumper.host, cfg.dumper.port, DEFAULT_USER, DEFAULT_PASSWORD, theirs),
-            daemon=True,
-        )
-        watcher.start()
-        if not ours.poll(60) or ours.recv() != "ready":
-            raise RuntimeError("the dump client did not connect to the dumper")
-        time.sleep(2 * heartbeat_ms / 1000)  # the setup's transactions pass first
-        start = time.monotonic()
-        pipeline_cpu, load_cpu = process_cpu_s(pipeline.pid), time.process_time()
-        commits, durations, elapsed = asyncio.run(
-            steady_load(cfg, tps, seconds, workers=workers, transfers=transfers)
-        )
-        pipeline_cpu = process_cpu_s(pipeline.pid) - pipeline_cpu
-        load_cpu = time.process_time() - load_cpu
-        # Wait for the last marks (at most 10 s: the pipeline may be far behind).
-        time.sleep(min(10.0, 1.0 + 5 * heartbeat_ms / 1000))
-        ours.send("stop")
-        if not ours.poll(30):
-            raise RuntimeError("the dump client did not answer")
-        seen = ours.recv()
-        lat, missing = summarize(commits, seen, start)
-        return Latency(
-            target_tps=tps,
-            achieved_tps=len(commits) / elapsed if elapsed else 0.0,
-            counted=len(lat) + missing,
-            missing=missing,
-            p50_ms=percentile(lat, 0.50),
-            p90_ms=percentile(lat, 0.90),
-            p99_ms=percentile(lat, 0.99),
-            max_ms=lat[-1] if lat else float("nan"),
-            txn_p50_ms=percentile(durations, 0.50),
-            txn_p99_ms=percentile(durations, 0.99),
-            pipeline_cpu=pipeline_cpu / elapsed,
-            load_cpu=load_cpu / elapsed,
-        )
-    finally:
-        if watcher is not None and watcher.is_alive():
-            watcher.kill()
-        if pipeline is not None:
-            stop_process(pipeline)
-        cluster.down()
-        shutil.rmtree(work, ignore_errors=True)
+    with scratch_cluster("cdc-bench-latency-", dns) as (work, cluster):
+        pipeline = watcher = None
+        try:
+            cfg = cluster.config()
+            cfg.cn.heartbeat_interval_ms = heartbeat_ms
+            cfg.dumper.binlog_dir = str(work / "binlog")
+            cfg.dumper.port = free_base_port(0)
+            config_path = work / "cdc.toml"
+            cfg.dump(config_path)
+            cfg = load(config_path)
+            asyncio.run(prepare(cfg))
+            log = open(work / "pipeline.log", "ab")
+            pipeline = start_pipeline(config_path, work / "pipeline", log)
+            ours, theirs = multiprocessing.Pipe()
+            ctx = multiprocessing.get_context("spawn")
+            watcher = ctx.Process(
+                target=watch,
+                args=(cfg.dumper.host, cfg.dumper.port, DEFAULT_USER, DEFAULT_PASSWORD, theirs),
+                daemon=True,
+            )
+            watcher.start()
+            if not ours.poll(60) or ours.recv() != "ready":
+                raise RuntimeError("the dump client did not connect to the dumper")
+            time.sleep(2 * heartbeat_ms / 1000)  # the setup's transactions pass first
+            start = time.monotonic()
+            pipeline_cpu, load_cpu = process_cpu_s(pipeline.pid), time.process_time()
+            commits, durations, elapsed = asyncio.run(
+                steady_load(cfg, tps, seconds, workers=workers, transfers=transfers)
+            )
+            pipeline_cpu = process_cpu_s(pipeline.pid) - pipeline_cpu
+            load_cpu = time.process_time() - load_cpu
+            # Wait for the last marks (at most 10 s: the pipeline may be far behind).
+            time.sleep(min(10.0, 1.0 + 5 * heartbeat_ms / 1000))
+            ours.send("stop")
+            if not ours.poll(30):
+                raise RuntimeError("the dump client did not answer")
+            seen = ours.recv()
+            lat, missing = summarize(commits, seen, start)
+            return Latency(
+                target_tps=tps,
+                achieved_tps=len(commits) / elapsed if elapsed else 0.0,
+                counted=len(lat) + missing,
+                missing=missing,
+                p50_ms=percentile(lat, 0.50),
+                p90_ms=percentile(lat, 0.90),
+                p99_ms=percentile(lat, 0.99),
+                max_ms=lat[-1] if lat else float("nan"),
+                txn_p50_ms=percentile(durations, 0.50),
+                txn_p99_ms=percentile(durations, 0.99),
+                pipeline_cpu=pipeline_cpu / elapsed,
+                load_cpu=load_cpu / elapsed,
+            )
+        finally:
+            if watcher is not None and watcher.is_alive():
+                watcher.kill()
+            if pipeline is not None:
+                stop_process(pipeline)
 
 
 def main(argv: list[str] | None = None) -> int:

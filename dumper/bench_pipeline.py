@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from cdc.cluster.testing import free_base_port, throwaway_cluster
+from cdc.cluster.testing import free_base_port, scratch_cluster
 from cdc.cn.ground_truth import read as read_ground_truth
 from cdc.raw_dump import raw_dump
 from dumper.leader import Leader
@@ -139,9 +137,7 @@ def measure(
     """Generate traffic on a fresh `dns`-DN cluster (for `seconds`, or `transactions` CN
     transactions), then time the raw dump and the pipeline's catch-up over it. With `profile`,
     the catch-up runs under cProfile and the stats are saved there."""
-    work = Path(tempfile.mkdtemp(prefix="cdc-bench-pipeline-"))
-    cluster = throwaway_cluster(work / "cluster", dns=dns)
-    try:
+    with scratch_cluster("cdc-bench-pipeline-", dns) as (work, cluster):
         cfg = cluster.config()
         cfg.dumper.binlog_dir = str(work / "binlog")
         cfg.dumper.port = free_base_port(0)
@@ -175,9 +171,6 @@ def measure(
             effective=effective,
             transactions=leader.stats.transactions,
         )
-    finally:
-        cluster.down()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
+import shutil
 import signal
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from cdc.cluster.local_cluster import LocalCluster
@@ -28,6 +32,21 @@ def throwaway_cluster(directory: Path, dns: int = 3, spare_dns: int = 4) -> Loca
     cluster = LocalCluster(directory)
     cluster.up(dns=dns, base_port=free_base_port(dns + spare_dns + 1))
     return cluster
+
+
+@contextlib.contextmanager
+def scratch_cluster(prefix: str, dns: int) -> Iterator[tuple[Path, LocalCluster]]:
+    """(a new temp directory, a throw-away cluster in it); on exit the cluster is stopped and
+    the directory removed, also when the cluster fails to start (benches)."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        cluster = throwaway_cluster(work / "cluster", dns=dns)
+        try:
+            yield work, cluster
+        finally:
+            cluster.down()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def throwaway_server(directory: Path, server_id: int = 500, name: str = "replica"):
