@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from cdc.cluster.local_cluster import LocalCluster
@@ -28,6 +34,21 @@ def throwaway_cluster(directory: Path, dns: int = 3, spare_dns: int = 4) -> Loca
     return cluster
 
 
+@contextlib.contextmanager
+def scratch_cluster(prefix: str, dns: int) -> Iterator[tuple[Path, LocalCluster]]:
+    """(a new temp directory, a throw-away cluster in it); on exit the cluster is stopped and
+    the directory removed, also when the cluster fails to start (benches)."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        cluster = throwaway_cluster(work / "cluster", dns=dns)
+        try:
+            yield work, cluster
+        finally:
+            cluster.down()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def throwaway_server(directory: Path, server_id: int = 500, name: str = "replica"):
     """One stand-alone MariaDB server (e.g. a replica of the dumper) on a free port."""
     from cdc.cluster.mariadb_server import MariaDBServer, install_datadir
@@ -38,3 +59,14 @@ def throwaway_server(directory: Path, server_id: int = 500, name: str = "replica
         install_datadir(server.datadir, server.home / "install-db.log")
     server.start()
     return server
+
+
+def stop_process(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
+    """SIGTERM a process we started (e.g. `cdc start`), SIGKILL it after `grace_s`."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)

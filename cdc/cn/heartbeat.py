@@ -13,6 +13,9 @@ from cdc.cn.transaction import Transaction
 
 log = logging.getLogger(__name__)
 
+# How long `stop()` lets a beat in flight finish before cancelling it.
+STOP_GRACE_S = 10.0
+
 HEARTBEAT_SQL = (
     f"INSERT INTO `{schema.PRIVATE_DB}`.`{schema.HEARTBEAT}` (cn_id, txn_id, sent_at) "
     "VALUES (%s, %s, NOW(6)) ON DUPLICATE KEY UPDATE txn_id = VALUES(txn_id), "
@@ -34,6 +37,7 @@ class Heartbeat:
     def __init__(self, ctx: CnContext):
         self._ctx = ctx
         self._task: asyncio.Task | None = None
+        self._stopping = asyncio.Event()
         self.last_tso: int | None = None
         self.count = 0
 
@@ -43,12 +47,23 @@ class Heartbeat:
 
     def start(self) -> None:
         if not self.running:
+            self._stopping = asyncio.Event()
             self._task = asyncio.create_task(self._loop(), name="cn-heartbeat")
 
     async def stop(self) -> None:
+        """End the task between beats. A beat cancelled between XA PREPARE and XA COMMIT would
+        leave prepared branches on every DN: they hold the heartbeat row (the next beat waits
+        on its lock) and the merge (nothing committed later is released) until a recovery."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
+        if task is None:
+            return
+        self._stopping.set()
+        try:
+            await asyncio.wait({task}, timeout=STOP_GRACE_S)
+        finally:  # also when stop() itself is cancelled: never leave the task running
+            if not task.done():
+                log.warning("heartbeat still running after stop: cancelled")
+                task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
     async def _loop(self) -> None:
@@ -56,7 +71,7 @@ class Heartbeat:
         interval = cfg.heartbeat_interval_ms / 1000
         loop = asyncio.get_running_loop()
         next_purge = loop.time() + cfg.purge_interval_s
-        while True:
+        while not self._stopping.is_set():
             started = loop.time()
             try:
                 self.last_tso = await beat(self._ctx)
@@ -68,4 +83,8 @@ class Heartbeat:
                 raise
             except Exception as exc:  # noqa: BLE001 - a missed beat must not end the task
                 log.warning("heartbeat failed: %s", exc)
-            await asyncio.sleep(max(0.0, interval - (loop.time() - started)))
+            pause = max(0.0, interval - (loop.time() - started))
+            try:
+                await asyncio.wait_for(self._stopping.wait(), pause)
+            except TimeoutError:
+                pass

@@ -1,4 +1,5 @@
-"""`cdc bench writer|dumper|all`: benchmarks that print ratios measured side by side in one run."""
+"""`cdc bench writer|dumper|merge-source|pipeline|latency|scale|all`: benchmarks that print
+ratios measured side by side in one run."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     pipe.add_argument("--dns", type=int, default=3)
     pipe.add_argument("--seconds", type=float, default=20)
     pipe.add_argument("--threads", type=int, default=8)
+    pipe.add_argument("--profile", help="save a cProfile of the catch-up to this file")
     pipe.set_defaults(func=cmd_pipeline)
     backfill = bsub.add_parser(
         "backfill", help="Spark backfill vs a plain SELECT * dump of the same shards"
@@ -41,6 +43,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     backfill.add_argument("--rows", type=int, default=1_000_000)
     backfill.add_argument("--chunk-rows", type=int, default=50_000)
     backfill.set_defaults(func=cmd_backfill)
+    latency = bsub.add_parser(
+        "latency", help="CN commit -> visible to a dump client of the dumper, at a steady TPS"
+    )
+    latency.add_argument("--tps", type=float, default=2000)
+    latency.add_argument("--seconds", type=float, default=20)
+    latency.add_argument("--dns", type=int, default=3)
+    latency.add_argument("--heartbeat-ms", type=int, default=200)
+    latency.add_argument("--workers", type=int, default=16)
+    latency.add_argument("--transfers", type=float, default=0.2)
+    latency.set_defaults(func=cmd_latency)
+    scale = bsub.add_parser("scale", help="pipeline catch-up throughput on 2, 4 and 8 DNs")
+    scale.add_argument("--dns", default="2,4,8")
+    scale.add_argument("--events", type=int, default=100_000)
+    scale.add_argument("--threads", type=int, default=8)
+    scale.set_defaults(func=cmd_scale)
+    big = bsub.add_parser(
+        "big-txn", help="one huge CN transaction through the pipeline: time and peak RSS"
+    )
+    big.add_argument("--mb", type=int, default=1024)
+    big.add_argument("--dns", type=int, default=2)
+    big.add_argument("--spill-mb", type=int, default=64)
+    big.set_defaults(func=cmd_big_txn)
     every = bsub.add_parser("all", help="every benchmark, with its defaults")
     every.set_defaults(func=cmd_all)
 
@@ -77,8 +101,22 @@ def cmd_merge_source(args) -> int:
 def cmd_pipeline(args) -> int:
     from dumper.bench_pipeline import main
 
+    argv = ["--dns", str(args.dns), "--seconds", str(args.seconds), "--threads", str(args.threads)]
+    return main(argv + (["--profile", args.profile] if args.profile else []))
+
+
+def cmd_latency(args) -> int:
+    from dumper.bench_latency import main
+
     return main(
-        ["--dns", str(args.dns), "--seconds", str(args.seconds), "--threads", str(args.threads)]
+        [
+            f"--tps={args.tps}",
+            f"--seconds={args.seconds}",
+            f"--dns={args.dns}",
+            f"--heartbeat-ms={args.heartbeat_ms}",
+            f"--workers={args.workers}",
+            f"--transfers={args.transfers}",
+        ]
     )
 
 
@@ -88,11 +126,26 @@ def cmd_backfill(args) -> int:
     return main(["--rows", str(args.rows), "--chunk-rows", str(args.chunk_rows)])
 
 
+def cmd_scale(args) -> int:
+    from dumper.bench_scale import main
+
+    return main([f"--dns={args.dns}", f"--events={args.events}", f"--threads={args.threads}"])
+
+
+def cmd_big_txn(args) -> int:
+    from dumper.bench_big_txn import main
+
+    return main([f"--mb={args.mb}", f"--dns={args.dns}", f"--spill-mb={args.spill_mb}"])
+
+
 def cmd_all(args) -> int:
     from backfill.bench import main as backfill
     from binlog_writer.bench import main as writer
     from dumper.bench import main as dumper
+    from dumper.bench_big_txn import main as big_txn
+    from dumper.bench_latency import main as latency
     from dumper.bench_pipeline import main as pipeline
+    from dumper.bench_scale import main as scale
     from merge_source.bench import main as merge_source
 
     print("== writer: small transactions (5 events)")
@@ -106,4 +159,10 @@ def cmd_all(args) -> int:
     print("\n== pipeline")
     pipeline([])
     print("\n== backfill")
-    return backfill([])
+    backfill([])
+    print("\n== latency")
+    latency([])
+    print("\n== scale")
+    scale([])
+    print("\n== big-txn (1 GB)")
+    return big_txn([])

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import signal
 import socket
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import pymysql
 import pytest
 
 from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from cdc.cluster.testing import free_base_port, throwaway_cluster
+from cdc.cluster.testing import free_base_port, stop_process, throwaway_cluster
 from cdc.cn import ComputeNode, init
 from cdc.cn.ground_truth import read as read_ground_truth
 from cdc.cn.workloads.orders import OrdersWorkload
@@ -116,16 +115,6 @@ def tail(path: Path, lines: int = 30) -> str:
         return "(no log)"
 
 
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
 @pytest.fixture(scope="package")
 def pipeline(tmp_path_factory) -> Pipeline:
     directory = tmp_path_factory.mktemp("compat")
@@ -172,5 +161,5 @@ def pipeline(tmp_path_factory) -> Pipeline:
         )
     finally:
         if proc is not None:
-            stop(proc)
+            stop_process(proc, grace_s=20)
         cluster.down()

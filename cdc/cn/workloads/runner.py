@@ -42,9 +42,17 @@ class WorkloadStats:
 
 
 async def run_workload(
-    step: Step, threads: int, duration_s: float, tps: float | None = None, seed: int | None = None
+    step: Step,
+    threads: int,
+    duration_s: float,
+    tps: float | None = None,
+    seed: int | None = None,
+    max_transactions: int | None = None,
 ) -> WorkloadStats:
+    """Run until `duration_s` has passed or `max_transactions` steps have started (benches
+    that compare runs need the same amount of work in each)."""
     stats = WorkloadStats()
+    started = 0
     start = time.monotonic()
     deadline = start + duration_s
     master = random.Random(seed)
@@ -52,8 +60,13 @@ async def run_workload(
     interval = threads / tps if tps else 0.0
 
     async def worker(rng: random.Random) -> None:
+        nonlocal started
         next_at = time.monotonic()
         while time.monotonic() < deadline:
+            if max_transactions is not None:
+                if started >= max_transactions:
+                    return
+                started += 1
             try:
                 await step(rng)
                 stats.committed += 1

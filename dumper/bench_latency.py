@@ -1,0 +1,299 @@
+"""`cdc bench latency`: commit at the CN → the transaction's `CTS::<tso>` mark reaches a dump
+client of the dumper, under a steady CN load.
+
+Three processes, as in production: the pipeline (`cdc start`, with its CN heartbeat task at
+`--heartbeat-ms`), a dump client of the dumper (our asyncio protocol client, in its own process
+so that the load does not delay its reads), and this process, which runs the reference CN at a
+target rate with several workers: single-row updates and, for `--transfers` of them, two-row
+transfers (two DNs, usually). Both sides stamp `time.monotonic()` (one system-wide clock on
+Linux): after the CN's commit returned, and when the batch holding the mark was read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import random
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from cdc.cluster.testing import free_base_port, scratch_cluster, stop_process
+
+ROWS_QUERY_EVENT = 29
+ACCOUNTS = 20_000
+WARMUP_S = 1.0  # commits in the first second are not counted (connections, caches)
+
+
+# -- the dump client (own process) -------------------------------------------------------------
+def watch(host: str, port: int, user: str, password: str, conn) -> None:
+    """Process entry: dump the global binlog from its current end; send "ready", then on "stop"
+    send back {tso: monotonic time the mark was read}."""
+    asyncio.run(_watch(host, port, user, password, conn))
+
+
+async def _watch(host: str, port: int, user: str, password: str, conn) -> None:
+    from cdc.binlog.events import parse_cts
+    from cdc.protocol.client import MySQLClient
+    from merge_source.dump_client import BinlogPosition, DumpClient, DumpSettings
+
+    probe = await MySQLClient.connect(host, port, user, password)
+    file, pos = (await probe.query("SHOW MASTER STATUS")).rows[0][:2]
+    await probe.quit()
+    settings = DumpSettings(host, port, user, password, server_id=7900, name="dumper")
+    settings.reconnect = False
+    client = DumpClient(settings, BinlogPosition(file, int(pos)))
+    seen: dict[int, float] = {}
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_reader(conn.fileno(), stop.set)  # the only message after "ready" is "stop"
+
+    async def read() -> None:
+        async for batch in client.batches():
+            now = time.monotonic()
+            for ev in batch:
+                if ev.data[4] == ROWS_QUERY_EVENT:
+                    tso = parse_cts(bytes(ev.data[20:-4]))  # body: length byte, then the text
+                    if tso is not None:
+                        seen[tso] = now
+
+    reader = asyncio.create_task(read())
+    conn.send("ready")
+    await asyncio.wait([reader, asyncio.create_task(stop.wait())], return_when="FIRST_COMPLETED")
+    if reader.done():
+        reader.result()  # the dump ended: raise why
+    loop.remove_reader(conn.fileno())
+    reader.cancel()
+    await asyncio.gather(reader, return_exceptions=True)
+    conn.recv()
+    conn.send(seen)
+
+
+# -- the load (this process) ---------------------------------------------------------------------
+async def steady_load(
+    cfg, tps: float, seconds: float, workers: int, transfers: float
+) -> tuple[list[tuple[int, float]], list[float], float]:
+    """Run the CN at `tps` for `seconds`; ([(commit tso, monotonic time its commit returned)],
+    sorted transaction durations in ms, elapsed seconds)."""
+    from cdc.cn import ComputeNode
+    from cdc.cn.workloads.runner import run_workload
+    from cdc.cn.workloads.transfer import TransferWorkload
+
+    # Two connections per transaction on a DN (the branch, then the commit record): a pool
+    # smaller than that deadlocks once every connection holds a branch.
+    cn = ComputeNode(cfg, pool_size=2 * workers + 4)
+    await cn.start()
+    commits: list[tuple[int, float]] = []
+    durations: list[float] = []  # ms from a transaction's start to its commit's return
+    try:
+        table = TransferWorkload(cn, accounts=ACCOUNTS).table
+
+        async def step(rng: random.Random) -> None:
+            ids = rng.sample(range(ACCOUNTS), 2 if rng.random() < transfers else 1)
+
+            async def body(tx) -> None:
+                for i in sorted(ids):  # id order: no cross-DN deadlock
+                    # NOW(6) makes every update change the row: an unchanged row logs nothing.
+                    await tx.execute(f"UPDATE {table} SET updated_at = NOW(6) WHERE id = %s", (i,))
+
+            began = time.monotonic()
+            _, tso = await cn.run_transaction(body)
+            now = time.monotonic()
+            commits.append((tso, now))
+            durations.append((now - began) * 1000)
+
+        stats = await asyncio.wait_for(
+            run_workload(step, threads=workers, duration_s=seconds, tps=tps), seconds + 60
+        )
+    finally:
+        await cn.close()
+    return commits, sorted(durations), stats.elapsed_s
+
+
+async def prepare(cfg) -> None:
+    from cdc.cn import ComputeNode, init
+    from cdc.cn.workloads.transfer import TransferWorkload
+
+    await init(cfg)
+    async with ComputeNode(cfg) as cn:
+        await TransferWorkload(cn, accounts=ACCOUNTS).setup()
+
+
+# -- the bench -----------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Latency:
+    target_tps: float
+    achieved_tps: float
+    counted: int  # transactions after the warm-up
+    missing: int  # committed but never seen by the dump client
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: float
+    txn_p50_ms: float  # CN transaction duration (start → commit returned)
+    txn_p99_ms: float
+    pipeline_cpu: float  # CPU of the pipeline process / wall time during the load (1.0 = a core)
+    load_cpu: float  # same for this process (the CN)
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def process_cpu_s(pid: int) -> float:
+    """utime + stime of a process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def summarize(
+    commits: list[tuple[int, float]], seen: dict[int, float], start: float
+) -> tuple[list[float], int]:
+    """(sorted latencies in ms of commits after the warm-up, how many were never seen)."""
+    counted = [(tso, t) for tso, t in commits if t >= start + WARMUP_S]
+    lat = sorted((seen[tso] - t) * 1000 for tso, t in counted if tso in seen)
+    return lat, len(counted) - len(lat)
+
+
+def start_pipeline(config_path: Path, state: Path, log) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cdc.cli", "start", "--config", str(config_path)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while not (state / "status.json").exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"the pipeline did not start; see {log.name}")
+        time.sleep(0.1)
+    return proc
+
+
+def measure(
+    *,
+    dns: int = 3,
+    tps: float = 2000,
+    seconds: float = 20,
+    heartbeat_ms: int = 200,
+    workers: int = 16,
+    transfers: float = 0.2,
+) -> Latency:
+    from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+    from cdc.config import load
+
+    with scratch_cluster("cdc-bench-latency-", dns) as (work, cluster):
+        pipeline = watcher = None
+        try:
+            cfg = cluster.config()
+            cfg.cn.heartbeat_interval_ms = heartbeat_ms
+            cfg.dumper.binlog_dir = str(work / "binlog")
+            cfg.dumper.port = free_base_port(0)
+            config_path = work / "cdc.toml"
+            cfg.dump(config_path)
+            cfg = load(config_path)
+            asyncio.run(prepare(cfg))
+            log = open(work / "pipeline.log", "ab")
+            pipeline = start_pipeline(config_path, work / "pipeline", log)
+            ours, theirs = multiprocessing.Pipe()
+            ctx = multiprocessing.get_context("spawn")
+            watcher = ctx.Process(
+                target=watch,
+                args=(cfg.dumper.host, cfg.dumper.port, DEFAULT_USER, DEFAULT_PASSWORD, theirs),
+                daemon=True,
+            )
+            watcher.start()
+            if not ours.poll(60) or ours.recv() != "ready":
+                raise RuntimeError("the dump client did not connect to the dumper")
+            time.sleep(2 * heartbeat_ms / 1000)  # the setup's transactions pass first
+            start = time.monotonic()
+            pipeline_cpu, load_cpu = process_cpu_s(pipeline.pid), time.process_time()
+            commits, durations, elapsed = asyncio.run(
+                steady_load(cfg, tps, seconds, workers=workers, transfers=transfers)
+            )
+            pipeline_cpu = process_cpu_s(pipeline.pid) - pipeline_cpu
+            load_cpu = time.process_time() - load_cpu
+            # Wait for the last marks (at most 10 s: the pipeline may be far behind).
+            time.sleep(min(10.0, 1.0 + 5 * heartbeat_ms / 1000))
+            ours.send("stop")
+            if not ours.poll(30):
+                raise RuntimeError("the dump client did not answer")
+            seen = ours.recv()
+            lat, missing = summarize(commits, seen, start)
+            return Latency(
+                target_tps=tps,
+                achieved_tps=len(commits) / elapsed if elapsed else 0.0,
+                counted=len(lat) + missing,
+                missing=missing,
+                p50_ms=percentile(lat, 0.50),
+                p90_ms=percentile(lat, 0.90),
+                p99_ms=percentile(lat, 0.99),
+                max_ms=lat[-1] if lat else float("nan"),
+                txn_p50_ms=percentile(durations, 0.50),
+                txn_p99_ms=percentile(durations, 0.99),
+                pipeline_cpu=pipeline_cpu / elapsed,
+                load_cpu=load_cpu / elapsed,
+            )
+        finally:
+            if watcher is not None and watcher.is_alive():
+                watcher.kill()
+            if pipeline is not None:
+                stop_process(pipeline)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="cdc bench latency", description=__doc__)
+    p.add_argument("--tps", type=float, default=2000, help="target CN transactions/s")
+    p.add_argument("--seconds", type=float, default=20)
+    p.add_argument("--dns", type=int, default=3)
+    p.add_argument("--heartbeat-ms", type=int, default=200)
+    p.add_argument("--workers", type=int, default=16, help="concurrent CN transactions")
+    p.add_argument(
+        "--transfers", type=float, default=0.2, help="fraction of two-row (two-DN) transactions"
+    )
+    args = p.parse_args(argv)
+    r = measure(
+        dns=args.dns,
+        tps=args.tps,
+        seconds=args.seconds,
+        heartbeat_ms=args.heartbeat_ms,
+        workers=args.workers,
+        transfers=args.transfers,
+    )
+    print(
+        f"latency bench: {args.dns} DNs, heartbeat {args.heartbeat_ms} ms, {args.workers} CN workers,"
+        f" {args.transfers:.0%} two-row transactions"
+    )
+    print(
+        f"  CN load: target {r.target_tps:,.0f} TPS, achieved {r.achieved_tps:,.0f} TPS"
+        f"   (CPU: CN process {r.load_cpu:.2f}, pipeline process {r.pipeline_cpu:.2f} cores)"
+    )
+    if r.achieved_tps < 0.95 * r.target_tps:
+        print(
+            f"  NOTE: the CN did not reach the target rate on this machine: the latency below is"
+            f" at {r.achieved_tps:,.0f} TPS, not {r.target_tps:,.0f}"
+        )
+    print(
+        f"  commit -> CTS mark at a dump client: p50 {r.p50_ms:.0f} ms  p90 {r.p90_ms:.0f} ms"
+        f"  p99 {r.p99_ms:.0f} ms  max {r.max_ms:.0f} ms   ({r.counted:,} transactions after"
+        f" {WARMUP_S:.0f} s warm-up, {r.missing} never seen)"
+    )
+    print(
+        f"  CN transaction (start -> commit returned): p50 {r.txn_p50_ms:.0f} ms"
+        f"  p99 {r.txn_p99_ms:.0f} ms"
+    )
+    if args.heartbeat_ms != 200:
+        goal = f"not measured (heartbeats every {args.heartbeat_ms} ms)"
+    elif r.achieved_tps < 0.95 * 2000:
+        goal = f"not measured at 2,000 TPS (the CN reached {r.achieved_tps:,.0f})"
+    else:
+        goal = "met" if r.p99_ms <= 250 else "not met"
+    print(f"  goal p99 <= 250 ms at 2,000 TPS with 200 ms heartbeats: {goal}")
+    return 0 if r.missing == 0 else 1

@@ -1,0 +1,54 @@
+"""`cdc bench scale`: the pipeline's catch-up throughput (as `cdc bench pipeline` measures it) on
+2, 4 and 8 DNs with the same amount of CN traffic, and the ratio of the largest to the smallest.
+
+Each DN count gets a fresh cluster and the same number of CN transfers (two accounts, on two
+DNs for most pairs), so the binlogs hold about the same effective events; what changes is how
+many MergeSources feed the merge and how many fragments a transaction has.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from dumper.bench_pipeline import measure
+
+# Effective events per CN transfer: a table map and an update rows event per account.
+EFFECTIVE_PER_TXN = 4
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="cdc bench scale", description=__doc__)
+    p.add_argument("--dns", default="2,4,8", help="DN counts, comma-separated (default 2,4,8)")
+    p.add_argument(
+        "--events",
+        type=int,
+        default=100_000,
+        help="effective events to generate per DN count (default 100,000)",
+    )
+    p.add_argument("--threads", type=int, default=8)
+    args = p.parse_args(argv)
+    counts = [int(n) for n in args.dns.split(",")]
+    transactions = max(1, args.events // EFFECTIVE_PER_TXN)
+    print(f"scale bench: {transactions:,} CN transfers per DN count")
+    print(
+        f"  {'DNs':>4} {'DN binlogs':>11} {'raw dump':>9} {'catch-up':>9}"
+        f" {'effective ev/s':>15} {'DN ev/s':>9} {'CPU':>7} {'vs raw':>7}"
+    )
+    results = []
+    for dns in counts:
+        r = measure(dns, transactions=transactions, threads=args.threads)
+        results.append(r)
+        print(
+            f"  {r.dns:>4} {r.raw_bytes / 1e6:>8.1f} MB {r.raw_s:>7.2f} s {r.catch_up_s:>7.2f} s"
+            f" {r.effective_per_s:>15,.0f} {r.dn_events_per_s:>9,.0f} {r.cpu_s:>5.2f} s"
+            f" {r.ratio:>7.2f}",
+            flush=True,
+        )
+    first, last = results[0], results[-1]
+    if len(results) > 1:
+        ratio = last.effective_per_s / first.effective_per_s
+        print(
+            f"  throughput {last.dns} DNs / {first.dns} DNs: {ratio:.2f}"
+            + (" (goal >= 0.8)" if (first.dns, last.dns) == (2, 8) else "")
+        )
+    return 0
