@@ -114,6 +114,7 @@ class Leader:
         self.written_key: GlobalKey | None = None
         self._file_first_tso: dict[str, int] = {}
         self._conn: pymysql.Connection | None = None
+        self._cp_conn: pymysql.Connection | None = None
         self.notify = asyncio.Event()  # set after each batch reaches the file (dump server)
         # HA: raises if this process may no longer write (its lease ran out); called before
         # every batch. `term` is the lease term, for logs and status (0 = no HA).
@@ -445,9 +446,12 @@ class Leader:
     def _save_checkpoints(
         self, ready: dict[int, tuple[GlobalKey, SourceCheckpoint]], entry: FileEntry
     ) -> None:
-        # Its own connection: marker history is recorded from another worker thread meanwhile.
+        # Its own connection (marker history is recorded from another worker thread meanwhile),
+        # kept open: a new one per second costs a TLS context and a login every time.
         meta_db = self.config.pipeline.meta_database
-        conn = gms.connect(self.config.gms)
+        if self._cp_conn is None or not self._cp_conn.open:
+            self._cp_conn = gms.connect(self.config.gms)
+        conn = self._cp_conn
         try:
             store, history = CheckpointStore(conn, meta_db), CheckpointHistory(conn, meta_db)
             prune = time.monotonic() - self._last_prune > PRUNE_INTERVAL_S
@@ -460,15 +464,19 @@ class Leader:
             if prune:
                 self._last_prune = time.monotonic()
             FileIndex(conn, meta_db).upsert(entry)
-        finally:
-            conn.close()
+        except BaseException:
+            self._cp_conn = None  # reconnect next time; the next round saves them again
+            with contextlib.suppress(Exception):
+                conn.close()
+            raise
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.writer.close()
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()
+        for conn in (self._conn, self._cp_conn):
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    conn.close()
 
 
 def storage_dns(records: list[TopologyRecord]) -> set[int] | None:

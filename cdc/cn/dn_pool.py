@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
@@ -24,12 +25,21 @@ async def connect(node: NodeConfig, timeout: float = 5.0) -> aiomysql.Connection
 
 
 class DnPools:
-    """One aiomysql pool per DN, opened lazily."""
+    """Two aiomysql pools per DN, opened lazily: one for transaction branches (`acquire`), one
+    for short control statements (`connection`, `execute`: commit records, XA COMMIT,
+    recovery). Apart because a transaction holds its branches while it writes its commit
+    records: with one pool, as many concurrent transactions as connections would each wait
+    for a connection none of them gives back."""
 
     def __init__(self, nodes: list[NodeConfig], maxsize: int = 64):
         self._nodes = {n.id: n for n in nodes}
-        self._pools: dict[int, aiomysql.Pool] = {}
+        self._pools: dict[tuple[int, bool], aiomysql.Pool] = {}
         self._maxsize = maxsize
+        self._control_maxsize = max(8, maxsize // 2)
+        # A transaction holds at most one branch connection per DN; admitting at most `maxsize`
+        # transactions with branches at once means a branch pool never runs dry under them
+        # (otherwise two transactions can each hold what the other waits for, on two DNs).
+        self.admission = asyncio.Semaphore(maxsize)
 
     def node(self, dn_id: int) -> NodeConfig:
         try:
@@ -43,13 +53,14 @@ class DnPools:
     def add_node(self, node: NodeConfig) -> None:
         self._nodes[node.id] = node
 
-    async def _pool(self, dn_id: int) -> aiomysql.Pool:
-        pool = self._pools.get(dn_id)
+    async def _pool(self, dn_id: int, control: bool = False) -> aiomysql.Pool:
+        key = (dn_id, control)
+        pool = self._pools.get(key)
         if pool is None:
             node = self.node(dn_id)
             pool = await aiomysql.create_pool(
                 minsize=0,
-                maxsize=self._maxsize,
+                maxsize=self._control_maxsize if control else self._maxsize,
                 host=node.host,
                 port=node.port,
                 user=node.user,
@@ -58,29 +69,34 @@ class DnPools:
                 charset="utf8mb4",
                 connect_timeout=5,
             )
-            self._pools[dn_id] = self._pools.get(dn_id) or pool
-        return self._pools[dn_id]
+            if self._pools.get(key) is None:
+                self._pools[key] = pool
+            else:  # created meanwhile by another task
+                pool.close()
+        return self._pools[key]
 
-    async def acquire(self, dn_id: int) -> aiomysql.Connection:
-        return await (await self._pool(dn_id)).acquire()
+    async def acquire(self, dn_id: int, control: bool = False) -> aiomysql.Connection:
+        return await (await self._pool(dn_id, control)).acquire()
 
-    def release(self, dn_id: int, conn: aiomysql.Connection, discard: bool = False) -> None:
+    def release(
+        self, dn_id: int, conn: aiomysql.Connection, discard: bool = False, control: bool = False
+    ) -> None:
         if discard:
             conn.close()
-        pool = self._pools.get(dn_id)
+        pool = self._pools.get((dn_id, control))
         if pool is not None:
             pool.release(conn)
 
     @contextlib.asynccontextmanager
     async def connection(self, dn_id: int) -> AsyncIterator[aiomysql.Connection]:
         """An autocommit connection; discarded if the block raises (its state is unknown)."""
-        conn = await self.acquire(dn_id)
+        conn = await self.acquire(dn_id, control=True)
         try:
             yield conn
         except BaseException:
-            self.release(dn_id, conn, discard=True)
+            self.release(dn_id, conn, discard=True, control=True)
             raise
-        self.release(dn_id, conn)
+        self.release(dn_id, conn, control=True)
 
     async def execute(self, dn_id: int, sql: str, params: tuple | None = None) -> list[tuple]:
         async with self.connection(dn_id) as conn, conn.cursor() as cur:

@@ -44,6 +44,7 @@ class Transaction:
         self._seq = 0
         self._held: set[PartitionKey] = set()
         self._state = "open"  # open | failed | closed
+        self._admitted = False  # holds a slot of `pools.admission` (from its first branch on)
 
     # -- statements ------------------------------------------------------------------------------
     async def execute(self, sql: str, params=None) -> Result:
@@ -123,6 +124,9 @@ class Transaction:
     async def _branch(self, dn_id: int) -> Branch:
         branch = self._branches.get(dn_id)
         if branch is None:
+            if not self._admitted:
+                await self._ctx.pools.admission.acquire()
+                self._admitted = True
             conn = await self._ctx.pools.acquire(dn_id)
             branch = Branch(Xid(self.txn_id, dn_id), conn)
             try:
@@ -164,7 +168,13 @@ class Transaction:
             )
             return self.commit_tso
         finally:
+            self._leave_admission()
             await self._ctx.gate.leave(self._held)
+
+    def _leave_admission(self) -> None:
+        if self._admitted:
+            self._admitted = False
+            self._ctx.pools.admission.release()
 
     async def rollback(self) -> None:
         if self._state == "closed":
@@ -177,6 +187,7 @@ class Transaction:
                 "txn %s: rollback incomplete (%s); recovery will finish it", self.txn_id, exc
             )
         finally:
+            self._leave_admission()
             await self._ctx.gate.leave(self._held)
 
     async def __aenter__(self) -> Transaction:

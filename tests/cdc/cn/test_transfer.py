@@ -63,3 +63,23 @@ def _check_commit_records(config) -> None:
         expected = {int(d) for d in participants.split(",")}
         assert set(by_dn) == expected, (txn_id, by_dn)
         assert {v[0] for v in by_dn.values()} == {tso}
+
+
+async def test_more_concurrent_transactions_than_pooled_connections(cn_config):
+    """Each transaction holds its branch connections while it writes its commit records: those
+    come from a pool of their own, or 8 transfers over 2 connections per DN would deadlock."""
+    import asyncio
+
+    cn = ComputeNode(cn_config, pool_size=2)
+    await cn.start()
+    try:
+        workload = TransferWorkload(cn, db="transfer_test", accounts=300, partitions=6)
+        await workload.setup()
+        stats = await asyncio.wait_for(
+            run_workload(workload.step, threads=8, duration_s=2, seed=2), 60
+        )
+        assert stats.committed > 0 and stats.failed == 0, stats.summary("transfer")
+        assert await workload.totals() == (300, workload.expected_total)
+    finally:
+        await cn.close()
+    assert xa_prepared(cn_config) == {1: [], 2: [], 3: []}
