@@ -18,6 +18,7 @@ from pathlib import Path
 from cdc.cluster.testing import free_base_port, scratch_cluster
 from cdc.cn.ground_truth import read as read_ground_truth
 from cdc.raw_dump import raw_dump
+from cdc.tasks import cancel_and_wait
 from dumper.leader import Leader
 
 STALL_S = 60.0  # a catch-up that writes nothing for this long has stalled: fail, never hang
@@ -68,13 +69,7 @@ async def catch_up(cfg, last_tso: int) -> tuple[float, Leader]:
             await asyncio.sleep(0.02)
         return time.perf_counter() - start, leader
     finally:
-        # Cancel until it has ended: on Python 3.11 asyncio.wait_for swallows a cancellation
-        # that races with its inner read completing (fixed in 3.12); a MergeSource then kept
-        # running and the leader waited for it forever (once in three 8-DN runs).
-        while not task.done():
-            task.cancel()
-            await asyncio.wait({task}, timeout=1.0)
-        await asyncio.gather(task, return_exceptions=True)
+        await cancel_and_wait([task], grace=60)  # see cdc/tasks.py
 
 
 def raw_dump_all(cluster, out: Path) -> tuple[float, int]:
@@ -112,6 +107,8 @@ class CatchUp:
     events: int  # events written to the global binlog
     effective: int  # table maps + rows events among them
     transactions: int  # transactions the leader wrote
+    # The same catch-up with every MergeSource in the leader's process (None: not measured)
+    in_process_s: float | None = None
 
     @property
     def effective_per_s(self) -> float:
@@ -133,6 +130,7 @@ def measure(
     transactions: int | None = None,
     threads: int = 8,
     profile: Path | None = None,
+    compare_in_process: bool = False,
 ) -> CatchUp:
     """Generate traffic on a fresh `dns`-DN cluster (for `seconds`, or `transactions` CN
     transactions), then time the raw dump and the pipeline's catch-up over it. With `profile`,
@@ -157,6 +155,13 @@ def measure(
                 elapsed, leader = asyncio.run(catch_up(cfg, last_tso))
             prof.dump_stats(profile)
         cpu = time.process_time() - cpu
+        in_process_s = None
+        if compare_in_process:
+            # Same DN binlogs, from scratch: a meta database and a binlog dir of its own.
+            cfg.pipeline.source_processes = False
+            cfg.pipeline.meta_database = "cdc_meta_in_process"
+            cfg.dumper.binlog_dir = str(work / "binlog_in_process")
+            in_process_s, _ = asyncio.run(catch_up(cfg, last_tso))
         everything, effective = count_events(work / "binlog")
         dn_events = sum(count_events(work / "raw" / dn.name)[0] for dn in cluster.dns)
         return CatchUp(
@@ -170,6 +175,7 @@ def measure(
             events=everything,
             effective=effective,
             transactions=leader.stats.transactions,
+            in_process_s=in_process_s,
         )
 
 
@@ -180,7 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=8)
     p.add_argument("--profile", type=Path, help="save a cProfile of the catch-up to this file")
     args = p.parse_args(argv)
-    r = measure(args.dns, seconds=args.seconds, threads=args.threads, profile=args.profile)
+    r = measure(
+        args.dns,
+        seconds=args.seconds,
+        threads=args.threads,
+        profile=args.profile,
+        compare_in_process=True,
+    )
     print(
         f"pipeline bench: {r.dns} DNs, {r.committed:,} CN transactions, DN binlogs {r.raw_bytes / 1e6:.1f} MB"
     )
@@ -190,8 +202,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"  pipeline catch-up                   {r.catch_up_s:6.2f} s   {r.effective_per_s:>10,.0f} effective ev/s"
-        f"   ({r.events:,} events written, {r.transactions:,} transactions; CPU {r.cpu_s:.2f} s)"
+        f"   ({r.events:,} events written, {r.transactions:,} transactions;"
+        f" leader CPU {r.cpu_s:.2f} s)"
     )
+    if r.in_process_s is not None:
+        print(
+            f"  same, MergeSources in the leader    {r.in_process_s:6.2f} s"
+            f"   (own processes are {r.in_process_s / r.catch_up_s:.2f}x as fast)"
+        )
     print(
         f"  ratio raw dump time / catch-up time: {r.ratio:.2f} (goal >= 0.3; 300K effective ev/s)"
     )
