@@ -41,7 +41,7 @@ FOLLOWER_SERVER_ID_BASE = 9900  # dump clients of followers register as base + d
 
 
 class FencedError(LeaderError):
-    """This dumper lost its lease: it stopped writing (restart it: it comes back as follower)."""
+    """This dumper lost its lease: it stopped writing and goes back to following."""
 
 
 @dataclass(slots=True)
@@ -110,7 +110,13 @@ class HaNode:
                         lambda s: s.try_acquire(self.id, self.address, self.config.dumper.lease_ms)
                     )
                     if term is not None:
-                        await self._lead(term)  # returns only by an exception
+                        try:
+                            await self._lead(term)  # returns only by an exception
+                        except FencedError as exc:
+                            # Its writer is closed; whoever leads now cuts our copy back to
+                            # where their term began before we follow (`_follow`).
+                            log.error("%s; following again", exc)
+                            self.leader, self.role = None, "candidate"
                 await asyncio.sleep(self.config.dumper.lease_renew_ms / 1000 / 4)
         finally:
             reporter.cancel()
@@ -313,8 +319,14 @@ class HaNode:
 
     async def _renew_loop(self, term: int) -> None:
         d = self.config.dumper
+        first = True
         while True:
-            await asyncio.sleep(d.lease_renew_ms / 1000)
+            # The first renewal goes at once: taking over (recovery of the copy, the writer)
+            # may have used up much of the lease already, and a late first renewal would
+            # find the lease as good as expired.
+            if not first:
+                await asyncio.sleep(d.lease_renew_ms / 1000)
+            first = False
             sent = time.monotonic()
             try:
                 ok = await asyncio.wait_for(
