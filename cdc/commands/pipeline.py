@@ -143,8 +143,8 @@ def cmd_status(args) -> int:
     print(f"{'DN':<6}{'STATE':<10}{'POSITION':<28}{'WATERMARK TSO':<22}{'SILENT':>8}")
     for dn in status["dns"]:
         print(
-            f"{dn['name']:<6}{dn['state']:<10}{dn['position']:<28}{dn['watermark_tso'] or '-'!s:<22}"
-            f"{dn['silent_s']:>7.1f}s"
+            f"{dn['name']:<6}{dn['state']:<10}{dn.get('position', '-'):<28}"
+            f"{dn.get('watermark_tso') or '-'!s:<22}{dn.get('silent_s', 0.0):>7.1f}s"
         )
     for problem in status.get("problems", []):
         print(f"! {problem}")
