@@ -135,8 +135,11 @@ async def test_leader_kills_follower_takes_over_copies_identical(ha_setup, tmp_p
         )
         follower_port = cfg.dumper.peers[1].port
         await asyncio.to_thread(attach_replica, replica, follower_port)
+        # Traffic for as long as the kills take (takeovers slow down as the DN binlogs grow):
+        # a leader is only seen to have taken over once it wrote something.
+        stop_load = asyncio.Event()
         load_task = asyncio.create_task(
-            run_workload(workload.step, threads=3, duration_s=KILLS * 12 + 4)
+            run_workload(workload.step, threads=3, duration_s=KILLS * 60 + 60, stop=stop_load)
         )
         for _ in range(KILLS):
             await asyncio.sleep(rng.uniform(1.0, 4.0))
@@ -161,6 +164,7 @@ async def test_leader_kills_follower_takes_over_copies_identical(ha_setup, tmp_p
             await repoint_replica(
                 replica, cfg.dumper.peers[leader - 1].port, dumpers.binlog(leader)
             )
+        stop_load.set()
         stats = await load_task
 
         # Let the leader catch up with the last commit, then the follower with the leader.

@@ -48,9 +48,11 @@ async def run_workload(
     tps: float | None = None,
     seed: int | None = None,
     max_transactions: int | None = None,
+    stop: asyncio.Event | None = None,
 ) -> WorkloadStats:
-    """Run until `duration_s` has passed or `max_transactions` steps have started (benches
-    that compare runs need the same amount of work in each)."""
+    """Run until `duration_s` has passed, `max_transactions` steps have started (benches
+    that compare runs need the same amount of work in each) or `stop` is set (steps under way
+    finish: cancelling one mid-commit would leave prepared branches behind)."""
     stats = WorkloadStats()
     started = 0
     start = time.monotonic()
@@ -62,7 +64,7 @@ async def run_workload(
     async def worker(rng: random.Random) -> None:
         nonlocal started
         next_at = time.monotonic()
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (stop is not None and stop.is_set()):
             if max_transactions is not None:
                 if started >= max_transactions:
                     return
