@@ -20,6 +20,7 @@ from merge_source.dump_client import BinlogPosition, DumpClient, DumpSettings
 from merge_source.fragment import Fragment, GlobalKey, Watermark
 from merge_source.processor import SourceCheckpoint, SourceProcessor
 from merge_source.renamer import NameMap
+from merge_source.spill import DEFAULT_SPILL_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ class SourceSpec:
     max_tso_seen: int = 0
     names: NameMap | None = None
     wait_for_start: bool = False
-    spill_bytes: int = 64 << 20
+    spill_bytes: int = DEFAULT_SPILL_BYTES
     spill_dir: str | None = None
 
     def processor(self) -> SourceProcessor:

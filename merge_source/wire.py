@@ -104,7 +104,7 @@ def _fragment(parts: list[bytes], f: Fragment, spill_dir: str | None) -> None:
         flags = HAS_TRACE if trace is not None else 0
         a, b = trace if trace is not None else (0, 0)
         if st.span is None:
-            events = st._events
+            events = st.events  # in memory here: the list itself, no copy
             data = b"".join(events)
             parts.append(_STMT.pack(flags, a, b, len(events), len(data)))
             parts.append(data)
