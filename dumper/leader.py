@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import pymysql
 
 from binlog_writer.fsync import FsyncPolicy
-from binlog_writer.recovery import scan
+from binlog_writer.recovery_point import RecoveryPoint, scan_file
 from binlog_writer.writer import BinlogWriter
 from cdc.binlog.events import parse_cts
 from cdc.cn.schema import CDC_START, FLUSH_LOGS, STORAGE_CHANGE
@@ -75,9 +75,9 @@ def key_from_mark(mark: bytes) -> GlobalKey:
 
 def last_written_key(writer: BinlogWriter) -> GlobalKey | None:
     """The global key of the last complete transaction in the binlog, newest file first."""
+    point = RecoveryPoint(writer.dir, writer.base)  # scan only after it (not whole files)
     for name in reversed(writer.files()):
-        data = (writer.dir / name).read_bytes()
-        mark = scan(data, file=name).last_mark
+        mark = scan_file(writer.dir / name, point.load(name)).last_mark
         if mark is not None:
             return key_from_mark(mark)
     return None
