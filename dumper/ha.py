@@ -29,6 +29,7 @@ from cdc.config import Config
 from cdc.tasks import cancel_and_wait
 from dumper.leader import Leader, LeaderError
 from dumper.takeover import TakeoverTimeline
+from dumper.warm_sources import WarmSources
 from merge_source.dump_client import BinlogPosition, DumpClient, DumpError, DumpSettings
 from topology import gms
 from topology.dumper_lease import DumperLeaseStore, Lease, Member, TermStart
@@ -77,6 +78,8 @@ class HaNode:
         self._copied_at = 0.0  # monotonic: the leader was last heard (copy data or heartbeat)
         self._lease_free_at: float | None = None  # monotonic: first saw the lease expired
         self._db = config.pipeline.meta_database
+        warm = config.dumper.warm_sources and config.pipeline.source_processes
+        self._warm = WarmSources(len(config.dn)) if warm else None
 
     # -- GMS helpers (each call on its own short connection, in a worker thread) --------------
     def _with_store(self, fn):
@@ -127,6 +130,8 @@ class HaNode:
             reporter.cancel()
             with contextlib.suppress(BaseException):
                 await reporter
+            if self._warm is not None:
+                await self._warm.close()
 
     def _timeline(self, term: int) -> TakeoverTimeline:
         """Counted from when the old leader was last heard, if this process was copying from
@@ -236,14 +241,21 @@ class HaNode:
                 lease.term,
             )
         self.role, self.term = "follower", lease.term
+        if self._warm is not None:
+            await self._warm.fill()
         self.progress.leader, self.progress.leader_id = lease.address, lease.holder
         if not await asyncio.to_thread(self._align_with_terms, lease.term):
             await asyncio.sleep(0.1)  # the new leader records its start right after the lease
             return
         copy = asyncio.create_task(self._copy(lease), name="ha-copy")
+        renew_s = self.config.dumper.lease_renew_ms / 1000
+        now: Lease | None = lease
         try:
             while not copy.done():
-                await asyncio.wait([copy], timeout=self.config.dumper.lease_renew_ms / 1000)
+                # Look again when the lease would run out if not renewed meanwhile: a dead
+                # leader's lease is seen expired within ~50 ms, not up to a renew interval.
+                wait = min(renew_s, max(0.05, now.remaining_s + 0.02)) if now else renew_s
+                await asyncio.wait([copy], timeout=wait)
                 now = await self._gms(lambda s: s.current())
                 if now is None or not now.live or now.term != lease.term:
                     if now is None or not now.live:
@@ -303,6 +315,9 @@ class HaNode:
             timeline.mark("copy aligned with the terms")
         leader = Leader(self.config)
         leader.term, leader.fence, leader.timeline = term, self._fence, timeline
+        leader.gms_migrated = True  # by `run`
+        if self._warm is not None:
+            leader.spawn = self._warm.take
         if timeline is not None:
             timeline.mark("copy recovered")
         rec = leader.writer.recovery

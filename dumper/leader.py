@@ -39,7 +39,7 @@ from merge_source.processor import SourceCheckpoint
 from merge_source.renamer import NameMap
 from merge_source.sorter import Kind, SortKey
 from merge_source.source import MergeSource, SourceSpec
-from merge_source.source_process import SourceProcess, SourceProcessDied
+from merge_source.source_process import SourceProcess, SourceProcessDied, spawn_worker
 from merge_source.spill import sweep_handoffs
 from topology import gms
 from topology.checkpoints import Checkpoint, CheckpointHistory, CheckpointStore
@@ -122,6 +122,8 @@ class Leader:
         self.fence: Callable[[], None] | None = None
         self.term = 0
         self.timeline: TakeoverTimeline | None = None  # HA: phases of the takeover, for the log
+        self.spawn = spawn_worker  # how MergeSource processes start (HA: warm ones first)
+        self.gms_migrated = False  # HA: the node migrated the GMS already
         self._last_prune = 0.0
 
     # -- start --------------------------------------------------------------------------------
@@ -191,7 +193,7 @@ class Leader:
             "%s: reading from %s (%s)", name, start, "first start" if first_start else "checkpoint"
         )
         if p.source_processes:
-            return SourceProcess(spec, self.queue)
+            return SourceProcess(spec, self.queue, self.spawn)
         return MergeSource.from_spec(spec, self.queue)
 
     def _names_at(self, dn_id: int, tso: int) -> NameMap | None:
@@ -214,7 +216,9 @@ class Leader:
         """Synchronous part of the start: schema, resume key, one MergeSource per storage DN."""
         meta_db = self.config.pipeline.meta_database
         meta = self._meta()
-        migrate(meta, meta_db)
+        if not self.gms_migrated:
+            migrate(meta, meta_db)
+            self.gms_migrated = True
         if removed := sweep_handoffs(self.config.pipeline.spill_dir or None):
             log.info("removed %d spill handoff files left by a crash", removed)
         self._mark("GMS migrated")
