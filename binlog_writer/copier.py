@@ -20,8 +20,9 @@ from pathlib import Path
 from cdc.binlog.constants import BINLOG_MAGIC, HEADER_LEN, EventType
 from cdc.binlog.errors import CodecError
 
-from . import layout
-from .recovery import is_cts_mark, scan
+from . import layout, recovery_point
+from .recovery import is_cts_mark
+from .recovery_point import RecoveryPoint, scan_file
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,8 @@ class BinlogCopier:
         self._unsynced = False
         self._last_sync = time.monotonic()
         self._finished = False  # the current file ended with ROTATE/STOP
+        self._point = RecoveryPoint(self.dir, base)
+        self._txn_end = 0  # end of the last whole transaction of `file` (0: none yet)
         self._recover()
 
     # ---------------------------------------------------------------- open / recovery
@@ -59,8 +62,8 @@ class BinlogCopier:
         if not names:
             return
         path = self.dir / names[-1]
-        data = path.read_bytes() if path.exists() else b""
-        result = scan(data, file=str(path)) if len(data) >= 4 else None
+        size = path.stat().st_size if path.exists() else 0
+        result = scan_file(path, self._point.load(names[-1])) if size >= 4 else None
         if result is None or result.header_end == 0:
             # Nothing but (part of) a header: fetch the file again from its start.
             truncate_copy(self.dir, self.base, names[-1], 4)
@@ -68,6 +71,7 @@ class BinlogCopier:
             return
         self.file = names[-1]
         self.pos = result.valid_end
+        self._txn_end = result.last_txn_end or 0
         self._finished = result.closed_by is not None
         if result.torn_bytes:
             log.warning(
@@ -112,8 +116,11 @@ class BinlogCopier:
         if code in _FILE_END_EVENTS:
             self._write_pending()
             self._finish_file()
-        elif code == EventType.PREVIOUS_GTIDS or is_cts_mark(data):
+        elif code == EventType.PREVIOUS_GTIDS:
             self._write_pending()
+        elif is_cts_mark(data):
+            self._write_pending()
+            self._txn_end = self.pos
 
     def _begin_file(self, name: str, fde: bytes) -> None:
         if self._pending:
@@ -139,6 +146,7 @@ class BinlogCopier:
         layout.append_index(self.dir, self.base, name)
         layout.fsync_dir(self.dir)
         self._fd, self.file, self.pos, self._finished = fd, name, len(header), False
+        self._txn_end = 0
 
     def _write_pending(self) -> None:
         assert self._fd is not None
@@ -162,6 +170,8 @@ class BinlogCopier:
     def sync(self) -> None:
         if self._fd is not None and self._unsynced:
             os.fsync(self._fd)
+            if self._txn_end:
+                self._point.save(self.file, self._txn_end)
         self._unsynced = False
         self._last_sync = time.monotonic()
 
@@ -196,6 +206,7 @@ def truncate_copy(directory: Path, base: str, file: str, pos: int) -> bool:
     target = layout.file_number(file)
     keep = [n for n in names if layout.file_number(n) < target or (n == file and pos > 4)]
     cut = False
+    recovery_point.cut(directory, base, keep, file, pos)
     if keep != names:
         tmp = layout.index_path(directory, base).with_suffix(".index.tmp")
         tmp.write_text("".join(f"./{n}\n" for n in keep))

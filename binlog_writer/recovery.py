@@ -79,9 +79,14 @@ def scan(
     *,
     boundary: Boundary = Boundary.MARK,
     file: str | None = None,
+    anchor: tuple[int, bytes] | None = None,
 ) -> TailScan:
     """Walk the file and find the last clean point. Never raises for a torn tail; raises
-    CodecError only if the file is not a binlog at all (bad magic)."""
+    CodecError only if the file is not a binlog at all (bad magic).
+
+    `anchor`: (pos, mark) of a verified durable transaction boundary and the text of the CTS
+    mark ending there (`recovery_point`): only the header and the bytes after `pos` are read,
+    and `transactions` counts those after it."""
     size = len(buf)
     if size < len(BINLOG_MAGIC) or bytes(buf[:4]) != BINLOG_MAGIC:
         if bytes(buf[: min(size, 4)]) == BINLOG_MAGIC[: min(size, 4)]:
@@ -97,6 +102,21 @@ def scan(
     closed_by = None
     in_use = False
     reason = ""
+    if anchor is not None:
+        for ev in reader:  # the header only
+            if ev.type_code == EventType.FORMAT_DESCRIPTION:
+                in_use = bool(ev.header.flags & 1)
+                header_end = ev.end
+            elif ev.type_code == EventType.PREVIOUS_GTIDS and ev.pos == header_end:
+                header_end = ev.end
+            else:
+                break
+        valid_end = last_txn_end = anchor[0]
+        last_mark = anchor[1]
+        last_cts = parse_cts(last_mark)
+        reader = EventReader(
+            buf, file=file, start=valid_end, fde=reader.fde, allow_partial_tail=True
+        )
     try:
         for ev in reader:
             code = ev.type_code

@@ -21,7 +21,8 @@ from cdc.binlog.fde import DEFAULT_SERVER_VERSION
 
 from . import layout
 from .fsync import FsyncMode, FsyncPolicy
-from .recovery import Boundary, TailScan, is_cts_mark, is_terminator, scan
+from .recovery import Boundary, TailScan, is_cts_mark, is_terminator
+from .recovery_point import RecoveryPoint, scan_file
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,7 @@ class BinlogWriter:
         self._stream_start: int | None = None  # set while a streamed transaction is written
         self._stream_tail = b""
         self.dir.mkdir(parents=True, exist_ok=True)
+        self._point = RecoveryPoint(self.dir, base)  # where recovery may start scanning
         self.recovery = self._open()
 
     # ------------------------------------------------------------------ state
@@ -151,10 +153,7 @@ class BinlogWriter:
                 "restore it or remove it from the index",
                 file=str(path),
             )
-        with open(path, "rb") as f:
-            data = f.read()
-        result = scan(data, boundary=self.boundary, file=str(path))
-        del data
+        result = scan_file(path, self._point.load(newest), boundary=self.boundary)
         if result.closed_by is not None:
             # Clean close (STOP) or a rotation interrupted before the next file was indexed.
             if result.in_use:
@@ -410,6 +409,9 @@ class BinlogWriter:
             os.fsync(self._fd)
             self._unsynced = 0
             self._last_sync = time.monotonic()
+            end = self._pos if self._stream_start is None else self._stream_start
+            if end > self._header_end:
+                self._point.save(self._file_name, end)
 
     def _require_open(self) -> int:
         if self._fd is None:

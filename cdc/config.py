@@ -123,6 +123,9 @@ class DumperConfig:
     # could not renew for lease_ms (minus a margin) stops writing before anyone may take over.
     lease_ms: int = 5000
     lease_renew_ms: int = 1000
+    # HA followers keep one idle MergeSource worker process per DN, so that a takeover does
+    # not wait for Python to start and import the pipeline ([pipeline] source_processes only).
+    warm_sources: bool = True
     # The account followers use to copy the leader's files (a [[dumper.users]] entry with
     # `replication`; the plain password is needed to log in).
     peer_user: str = "repl"

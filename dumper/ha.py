@@ -28,6 +28,8 @@ from binlog_writer.copier import BinlogCopier, CopyError, truncate_copy
 from cdc.config import Config
 from cdc.tasks import cancel_and_wait
 from dumper.leader import Leader, LeaderError
+from dumper.takeover import TakeoverTimeline
+from dumper.warm_sources import WarmSources
 from merge_source.dump_client import BinlogPosition, DumpClient, DumpError, DumpSettings
 from topology import gms
 from topology.dumper_lease import DumperLeaseStore, Lease, Member, TermStart
@@ -73,7 +75,11 @@ class HaNode:
         self.took_over_at: float | None = None  # wall time this process became leader
         self._valid_until = 0.0
         self._stop_lead = asyncio.Event()
+        self._copied_at = 0.0  # monotonic: the leader was last heard (copy data or heartbeat)
+        self._lease_free_at: float | None = None  # monotonic: first saw the lease expired
         self._db = config.pipeline.meta_database
+        warm = config.dumper.warm_sources and config.pipeline.source_processes
+        self._warm = WarmSources(len(config.dn)) if warm else None
 
     # -- GMS helpers (each call on its own short connection, in a worker thread) --------------
     def _with_store(self, fn):
@@ -105,13 +111,15 @@ class HaNode:
                 if lease is not None and lease.live and lease.holder != self.id:
                     await self._follow(lease)
                     continue
+                if lease is None or not lease.live:
+                    self._lease_free_at = self._lease_free_at or time.monotonic()
                 if (lease is None or not lease.live) and await self._may_take_over():
                     term = await self._gms(
                         lambda s: s.try_acquire(self.id, self.address, self.config.dumper.lease_ms)
                     )
                     if term is not None:
                         try:
-                            await self._lead(term)  # returns only by an exception
+                            await self._lead(term, self._timeline(term))  # only ends by raising
                         except FencedError as exc:
                             # Its writer is closed; whoever leads now cuts our copy back to
                             # where their term began before we follow (`_follow`).
@@ -122,6 +130,25 @@ class HaNode:
             reporter.cancel()
             with contextlib.suppress(BaseException):
                 await reporter
+            if self._warm is not None:
+                await self._warm.close()
+
+    def _timeline(self, term: int) -> TakeoverTimeline:
+        """Counted from when the old leader was last heard, if this process was copying from
+        it lately; else from when it saw the lease free."""
+        now = time.monotonic()
+        free = self._lease_free_at or now
+        if self._copied_at and now - self._copied_at < 2 * self.config.dumper.lease_ms / 1000:
+            timeline = TakeoverTimeline(
+                self.id, self._copied_at, "the old leader's last copied data"
+            )
+            timeline.mark("lease expiry noticed", free)
+        else:
+            timeline = TakeoverTimeline(self.id, free, "the lease seen free")
+        timeline.term = term
+        timeline.mark("lease won", now)
+        self._lease_free_at = None
+        return timeline
 
     def _migrate(self) -> None:
         conn = gms.connect(self.config.gms)
@@ -214,16 +241,25 @@ class HaNode:
                 lease.term,
             )
         self.role, self.term = "follower", lease.term
+        if self._warm is not None:
+            await self._warm.fill()
         self.progress.leader, self.progress.leader_id = lease.address, lease.holder
         if not await asyncio.to_thread(self._align_with_terms, lease.term):
             await asyncio.sleep(0.1)  # the new leader records its start right after the lease
             return
         copy = asyncio.create_task(self._copy(lease), name="ha-copy")
+        renew_s = self.config.dumper.lease_renew_ms / 1000
+        now: Lease | None = lease
         try:
             while not copy.done():
-                await asyncio.wait([copy], timeout=self.config.dumper.lease_renew_ms / 1000)
+                # Look again when the lease would run out if not renewed meanwhile: a dead
+                # leader's lease is seen expired within ~50 ms, not up to a renew interval.
+                wait = min(renew_s, max(0.05, now.remaining_s + 0.02)) if now else renew_s
+                await asyncio.wait([copy], timeout=wait)
                 now = await self._gms(lambda s: s.current())
                 if now is None or not now.live or now.term != lease.term:
+                    if now is None or not now.live:
+                        self._lease_free_at = time.monotonic()
                     return
             copy.result()
         except (DumpError, CopyError, ConnectionError, OSError) as exc:
@@ -254,6 +290,7 @@ class HaNode:
         client = DumpClient(settings, BinlogPosition(file, pos))
         try:
             async for batch in client.batches():
+                self._copied_at = time.monotonic()
                 for ev in batch:
                     copier.add(ev.file, ev.pos, ev.data)
                 copier.maybe_sync()
@@ -266,7 +303,7 @@ class HaNode:
             await client.close()
 
     # -- leader -------------------------------------------------------------------------------
-    async def _lead(self, term: int) -> None:
+    async def _lead(self, term: int, timeline: TakeoverTimeline | None = None) -> None:
         d = self.config.dumper
         self._valid_until = time.monotonic() + d.lease_ms / 1000 - LEASE_MARGIN_S
         self.role, self.term = "leader", term
@@ -274,8 +311,15 @@ class HaNode:
         # Terms between the one this copy came from and ours may have cut the stream below
         # our end (a term that never recorded its start wrote nothing).
         await asyncio.to_thread(self._align_with_terms, term - 1)
+        if timeline is not None:
+            timeline.mark("copy aligned with the terms")
         leader = Leader(self.config)
-        leader.term, leader.fence = term, self._fence
+        leader.term, leader.fence, leader.timeline = term, self._fence, timeline
+        leader.gms_migrated = True  # by `run`
+        if self._warm is not None:
+            leader.spawn = self._warm.take
+        if timeline is not None:
+            timeline.mark("copy recovered")
         rec = leader.writer.recovery
         start = TermStart(
             term,
@@ -285,6 +329,8 @@ class HaNode:
         )
         await self._gms(lambda s: s.record_term(start))
         self._save_state_term(term)
+        if timeline is not None:
+            timeline.mark("term recorded")
         self.leader = leader
         log.info(
             "dumper %d: leader of term %d, writing from %s:%d",

@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 import pymysql
 
 from binlog_writer.fsync import FsyncPolicy
-from binlog_writer.recovery import scan
+from binlog_writer.recovery_point import RecoveryPoint, scan_file
 from binlog_writer.writer import BinlogWriter
 from cdc.binlog.events import parse_cts
 from cdc.cn.schema import CDC_START, FLUSH_LOGS, STORAGE_CHANGE
 from cdc.config import Config, NodeConfig
 from cdc.tasks import cancel_and_wait
+from dumper.takeover import TakeoverTimeline
 from dumper.txn_encoder import TransactionEncoder
 from merge_joint.joint import MergeJoint
 from merge_joint.merger import Transaction
@@ -38,7 +39,7 @@ from merge_source.processor import SourceCheckpoint
 from merge_source.renamer import NameMap
 from merge_source.sorter import Kind, SortKey
 from merge_source.source import MergeSource, SourceSpec
-from merge_source.source_process import SourceProcess, SourceProcessDied
+from merge_source.source_process import SourceProcess, SourceProcessDied, spawn_worker
 from merge_source.spill import sweep_handoffs
 from topology import gms
 from topology.checkpoints import Checkpoint, CheckpointHistory, CheckpointStore
@@ -74,9 +75,9 @@ def key_from_mark(mark: bytes) -> GlobalKey:
 
 def last_written_key(writer: BinlogWriter) -> GlobalKey | None:
     """The global key of the last complete transaction in the binlog, newest file first."""
+    point = RecoveryPoint(writer.dir, writer.base)  # scan only after it (not whole files)
     for name in reversed(writer.files()):
-        data = (writer.dir / name).read_bytes()
-        mark = scan(data, file=name).last_mark
+        mark = scan_file(writer.dir / name, point.load(name)).last_mark
         if mark is not None:
             return key_from_mark(mark)
     return None
@@ -120,6 +121,9 @@ class Leader:
         # every batch. `term` is the lease term, for logs and status (0 = no HA).
         self.fence: Callable[[], None] | None = None
         self.term = 0
+        self.timeline: TakeoverTimeline | None = None  # HA: phases of the takeover, for the log
+        self.spawn = spawn_worker  # how MergeSource processes start (HA: warm ones first)
+        self.gms_migrated = False  # HA: the node migrated the GMS already
         self._last_prune = 0.0
 
     # -- start --------------------------------------------------------------------------------
@@ -189,7 +193,7 @@ class Leader:
             "%s: reading from %s (%s)", name, start, "first start" if first_start else "checkpoint"
         )
         if p.source_processes:
-            return SourceProcess(spec, self.queue)
+            return SourceProcess(spec, self.queue, self.spawn)
         return MergeSource.from_spec(spec, self.queue)
 
     def _names_at(self, dn_id: int, tso: int) -> NameMap | None:
@@ -212,10 +216,14 @@ class Leader:
         """Synchronous part of the start: schema, resume key, one MergeSource per storage DN."""
         meta_db = self.config.pipeline.meta_database
         meta = self._meta()
-        migrate(meta, meta_db)
+        if not self.gms_migrated:
+            migrate(meta, meta_db)
+            self.gms_migrated = True
         if removed := sweep_handoffs(self.config.pipeline.spill_dir or None):
             log.info("removed %d spill handoff files left by a crash", removed)
+        self._mark("GMS migrated")
         self.written_key = last_written_key(self.writer)
+        self._mark("last key found")
         topo, schemas = TopologyHistory(meta, meta_db), SchemaHistory(meta, meta_db)
         records = topo.all()
         storage = storage_dns(records)
@@ -233,10 +241,46 @@ class Leader:
                 self.sources[node.id] = self._make_source(node, None, (joined, 9, 0, 0), names)
             else:
                 self.sources[node.id] = self._make_source(node, cp)
+        self._mark("checkpoints and names read")
         self.joint = MergeJoint(
             self.queue, dict.fromkeys(self.sources), topo.record, schemas.record, self._on_marker
         )
         log.info("leader (term %d): resuming after %s", self.term, self.written_key)
+
+    def _mark(self, phase: str) -> None:
+        if self.timeline is not None and not self.timeline.done:
+            self.timeline.mark(phase)
+
+    async def _watch_takeover(self, timeline: TakeoverTimeline) -> None:
+        """Mark when each source is connected and has read past the resume key (the old
+        leader's last transaction), and the first write; log slow takeovers meanwhile."""
+        start_key = self.written_key
+        started: set[int] = set()
+        connected: set[int] = set()
+        caught_up: set[int] = set()
+        while not timeline.done:
+            for dn, source in list(self.sources.items()):
+                status = source.status()
+                if dn not in started and status.get("pid") and status.get("state") != "starting":
+                    started.add(dn)  # the worker process runs and reported
+                    timeline.mark(f"{source.name} process up")
+                if dn not in connected and status.get("state") == "up":
+                    connected.add(dn)
+                    timeline.mark(f"{source.name} connected")
+                wm = self.joint.merger.watermark(dn) if self.joint is not None else None
+                if (
+                    dn not in caught_up
+                    and wm is not None
+                    and (start_key is None or wm >= start_key)
+                ):
+                    caught_up.add(dn)
+                    timeline.mark(
+                        f"{source.name} caught up ({status.get('events', 0)} events read)"
+                    )
+            if self.written_key != start_key:
+                timeline.finish()
+            timeline.check_slow()
+            await asyncio.sleep(0.02)
 
     def _resume_checkpoint(
         self, cps: CheckpointStore, history: CheckpointHistory, stream: str
@@ -337,8 +381,12 @@ class Leader:
         await asyncio.to_thread(self.start)
         for dn, source in self.sources.items():
             self._tasks[dn] = asyncio.create_task(source.run(), name=f"merge-source-dn{dn}")
+        self._mark("sources started")
         writer_task = asyncio.create_task(self._write_loop(), name="writer")
         cp_task = asyncio.create_task(self._checkpoint_loop(), name="checkpoints")
+        watch = None
+        if self.timeline is not None and not self.timeline.done:
+            watch = asyncio.create_task(self._watch_takeover(self.timeline), name="takeover")
         try:
             while True:  # sources may be added (StorageChange): look at the current set each time
                 tasks = [writer_task, cp_task, *self._tasks.values()]
@@ -351,7 +399,7 @@ class Leader:
                     raise LeaderError(f"{t.get_name()} stopped unexpectedly")
         finally:
             tasks = [writer_task, cp_task, *self._tasks.values()]
-            await cancel_and_wait(tasks)
+            await cancel_and_wait(tasks + ([watch] if watch is not None else []))
 
     async def _write_loop(self) -> None:
         assert self.joint is not None

@@ -15,6 +15,7 @@ import os
 import pickle
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from merge_source.source import Batch, SourceSpec
@@ -33,10 +34,29 @@ class SourceProcessDied(RuntimeError):
     """The MergeSource process ended without saying why (killed, crashed): restartable."""
 
 
+async def spawn_worker() -> asyncio.subprocess.Process:
+    """A worker process. It imports everything, then waits for its spec on stdin, so one
+    spawned ahead of time starts at once (dumper HA followers keep some warm for a takeover)."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "merge_source.worker",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        limit=1 << 20,
+    )
+
+
 class SourceProcess:
-    def __init__(self, spec: SourceSpec, queue: asyncio.Queue[Batch]):
+    def __init__(
+        self,
+        spec: SourceSpec,
+        queue: asyncio.Queue[Batch],
+        spawn: Callable[[], Awaitable[asyncio.subprocess.Process]] = spawn_worker,
+    ):
         self.spec = spec
         self.queue = queue
+        self._spawn = spawn
         self.error: BaseException | None = None
         self.pid: int | None = None
         self._status: dict[str, Any] = {"state": "starting"}
@@ -60,14 +80,7 @@ class SourceProcess:
         return status
 
     async def run(self) -> None:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "merge_source.worker",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            limit=1 << 20,
-        )
+        proc = await self._spawn()
         self.pid = proc.pid
         assert proc.stdin is not None and proc.stdout is not None
         try:

@@ -95,6 +95,8 @@ async def serve(spec: SourceSpec) -> int:
 
 def main() -> int:
     raw = sys.stdin.buffer.read(FRAME.size)
+    if len(raw) < FRAME.size:
+        return 0  # spawned ahead of time (HA follower) and never used: the parent is gone
     (n,) = FRAME.unpack(raw)
     spec, parent, level = pickle.loads(sys.stdin.buffer.read(n))
     _die_with_parent(parent)

@@ -19,6 +19,7 @@ class Lease:
     address: str  # host:port of the holder's dump server
     term: int
     live: bool  # not expired by the GMS clock
+    remaining_s: float = 0.0  # until it expires, by the GMS clock (at the time of reading)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,12 +49,15 @@ class DumperLeaseStore:
     def current(self) -> Lease | None:
         with self._conn.cursor() as cur:
             cur.execute(
-                f"SELECT holder, address, epoch, expires_at > NOW(6) FROM {self._db}.binlog_dumper_lease "
-                "WHERE name=%s",
+                f"SELECT holder, address, epoch, expires_at > NOW(6), "
+                f"TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at) / 1e6 "
+                f"FROM {self._db}.binlog_dumper_lease WHERE name=%s",
                 (LEASE_NAME,),
             )
             row = cur.fetchone()
-        return Lease(int(row[0]), row[1], int(row[2]), bool(row[3])) if row else None
+        if row is None:
+            return None
+        return Lease(int(row[0]), row[1], int(row[2]), bool(row[3]), float(row[4]))
 
     def try_acquire(self, holder: int, address: str, lease_ms: int) -> int | None:
         """Take the lease if nobody holds a live one; returns the new term, or None."""
