@@ -27,6 +27,7 @@ from cdc.protocol.packets import (
     read_nul_str,
 )
 from cdc.protocol.resultset import result_set_packets
+from cdc.protocol.tls_stream import TlsStream
 from dumper import sql
 from dumper.binlog_sender import BinlogSender, DumpError, DumpOptions, DumpRequest
 from dumper.context import Registration, ServerContext, SessionState
@@ -220,7 +221,9 @@ class Session:
                 await self.flush()
                 return False
             try:
-                await self.writer.start_tls(self.ctx.tls)
+                tls = TlsStream(self.reader, self.writer, self.ctx.tls)
+                await tls.handshake()
+                self.reader = self.writer = tls  # type: ignore[assignment]
                 payload = await self.read_packet()
                 name, response, plugin = self._parse_handshake_response(payload)
             except (

@@ -370,7 +370,19 @@ async def test_ddl_during_traffic_and_flush_logs(e2e):
 
     async def work():
         await mix.setup()
-        stats = await run_workload(mix.step, threads=3, duration_s=4)
+        stop = asyncio.Event()
+
+        async def enough_ddl() -> None:  # >= 4 s and >= 5 DDLs (a loaded machine is slower)
+            await asyncio.sleep(4)
+            while mix.ddl_done < 5:
+                await asyncio.sleep(0.1)
+            stop.set()
+
+        stopper = asyncio.create_task(enough_ddl())
+        try:
+            stats = await run_workload(mix.step, threads=3, duration_s=60, stop=stop)
+        finally:
+            stopper.cancel()
         await mix.report()
         await cn.flush_logs()
         return stats
