@@ -74,11 +74,19 @@ async def _watch(host: str, port: int, user: str, password: str, conn) -> None:
 
 
 # -- the load (this process) ---------------------------------------------------------------------
+@dataclass(slots=True)
+class LoadResult:
+    commits: list[tuple[int, float]]  # (commit tso, monotonic time its commit returned)
+    durations: list[float]  # ms from a transaction's start to its commit's return
+    elapsed_s: float
+    cpu_s: float  # CPU time of the CN process(es) during the load
+
+
 async def steady_load(
-    cfg, tps: float, seconds: float, workers: int, transfers: float
-) -> tuple[list[tuple[int, float]], list[float], float]:
-    """Run the CN at `tps` for `seconds`; ([(commit tso, monotonic time its commit returned)],
-    sorted transaction durations in ms, elapsed seconds)."""
+    cfg, tps: float, seconds: float, workers: int, transfers: float, ready=None
+) -> LoadResult:
+    """Run a CN at `tps` for `seconds`. `ready()`, if given, is called once the CN has started
+    and before the load begins (several CN processes start their load together)."""
     from cdc.cn import ComputeNode
     from cdc.cn.workloads.runner import run_workload
     from cdc.cn.workloads.transfer import TransferWorkload
@@ -87,6 +95,9 @@ async def steady_load(
     # smaller than that deadlocks once every connection holds a branch.
     cn = ComputeNode(cfg, pool_size=2 * workers + 4)
     await cn.start()
+    if ready is not None:
+        ready()
+    cpu = time.process_time()
     commits: list[tuple[int, float]] = []
     durations: list[float] = []  # ms from a transaction's start to its commit's return
     try:
@@ -109,9 +120,61 @@ async def steady_load(
         stats = await asyncio.wait_for(
             run_workload(step, threads=workers, duration_s=seconds, tps=tps), seconds + 60
         )
+        cpu = time.process_time() - cpu
     finally:
         await cn.close()
-    return commits, sorted(durations), stats.elapsed_s
+    return LoadResult(commits, durations, stats.elapsed_s, cpu)
+
+
+def cn_process(config_path: str, tps, seconds, workers, transfers, barrier, conn) -> None:
+    """Process entry: one CN (its own instance id; the TSO comes from GMS, shared by all CNs,
+    docs/cn.md "TSO"), started, then the load once every CN process is ready."""
+    from cdc.config import load
+
+    result = asyncio.run(
+        steady_load(
+            load(config_path), tps, seconds, workers, transfers, ready=lambda: barrier.wait(120)
+        )
+    )
+    conn.send(result)
+
+
+def multi_cn_load(
+    config_path: Path, processes: int, tps: float, seconds: float, workers: int, transfers: float
+) -> LoadResult:
+    """The load from `processes` CN processes (PolarDB-X runs many CNs; one Python process
+    tops out at one core), each with `workers` tasks at tps/processes; results merged."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(processes)
+    pipes, procs = [], []
+    try:
+        for _ in range(processes):
+            ours, theirs = ctx.Pipe()
+            proc = ctx.Process(
+                target=cn_process,
+                args=(str(config_path), tps / processes, seconds, workers, transfers, barrier),
+                kwargs={"conn": theirs},
+                daemon=True,
+            )
+            proc.start()
+            pipes.append(ours)
+            procs.append(proc)
+        results = []
+        for ours, proc in zip(pipes, procs, strict=True):
+            if not ours.poll(seconds + 180):
+                raise RuntimeError(f"CN load process {proc.pid} did not report")
+            results.append(ours.recv())
+    finally:
+        for proc in procs:
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
+    return LoadResult(
+        [c for r in results for c in r.commits],
+        [d for r in results for d in r.durations],
+        max(r.elapsed_s for r in results),
+        sum(r.cpu_s for r in results),
+    )
 
 
 async def prepare(cfg) -> None:
@@ -136,8 +199,9 @@ class Latency:
     max_ms: float
     txn_p50_ms: float  # CN transaction duration (start → commit returned)
     txn_p99_ms: float
-    pipeline_cpu: float  # CPU of the pipeline process / wall time during the load (1.0 = a core)
-    load_cpu: float  # same for this process (the CN)
+    pipeline_cpu: float  # CPU of the pipeline processes / wall time during the load (1.0 = a core)
+    load_cpu: float  # same for the CN process(es), summed
+    servers_cpu: float  # same for the MariaDB servers (DNs and GMS)
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -150,6 +214,22 @@ def process_cpu_s(pid: int) -> float:
     """utime + stime of a process, from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_s(pid: int) -> dict[int, float]:
+    """{pid: CPU seconds} of a process and its live descendants (the pipeline runs each
+    MergeSource in a child process)."""
+    out: dict[int, float] = {}
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            out[p] = process_cpu_s(p)
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo.extend(int(c) for c in (task / "children").read_text().split())
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # ended meanwhile
+    return out
 
 
 def summarize(
@@ -185,6 +265,7 @@ def measure(
     heartbeat_ms: int = 200,
     workers: int = 16,
     transfers: float = 0.2,
+    cn_processes: int = 1,
 ) -> Latency:
     from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
     from cdc.config import load
@@ -214,12 +295,18 @@ def measure(
                 raise RuntimeError("the dump client did not connect to the dumper")
             time.sleep(2 * heartbeat_ms / 1000)  # the setup's transactions pass first
             start = time.monotonic()
-            pipeline_cpu, load_cpu = process_cpu_s(pipeline.pid), time.process_time()
-            commits, durations, elapsed = asyncio.run(
-                steady_load(cfg, tps, seconds, workers=workers, transfers=transfers)
+            pipeline_cpu = tree_cpu_s(pipeline.pid)
+            servers = [srv.pid() for srv in cluster.servers()]
+            servers_cpu = sum(process_cpu_s(p) for p in servers if p)
+            if cn_processes > 1:
+                load = multi_cn_load(config_path, cn_processes, tps, seconds, workers, transfers)
+            else:
+                load = asyncio.run(steady_load(cfg, tps, seconds, workers, transfers))
+            pipeline_cpu = sum(
+                cpu - pipeline_cpu.get(p, 0.0) for p, cpu in tree_cpu_s(pipeline.pid).items()
             )
-            pipeline_cpu = process_cpu_s(pipeline.pid) - pipeline_cpu
-            load_cpu = time.process_time() - load_cpu
+            servers_cpu = sum(process_cpu_s(p) for p in servers if p) - servers_cpu
+            commits, durations, elapsed = load.commits, sorted(load.durations), load.elapsed_s
             # Wait for the last marks (at most 10 s: the pipeline may be far behind).
             time.sleep(min(10.0, 1.0 + 5 * heartbeat_ms / 1000))
             ours.send("stop")
@@ -239,7 +326,8 @@ def measure(
                 txn_p50_ms=percentile(durations, 0.50),
                 txn_p99_ms=percentile(durations, 0.99),
                 pipeline_cpu=pipeline_cpu / elapsed,
-                load_cpu=load_cpu / elapsed,
+                load_cpu=load.cpu_s / elapsed,
+                servers_cpu=servers_cpu / elapsed,
             )
         finally:
             if watcher is not None and watcher.is_alive():
@@ -254,7 +342,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=20)
     p.add_argument("--dns", type=int, default=3)
     p.add_argument("--heartbeat-ms", type=int, default=200)
-    p.add_argument("--workers", type=int, default=16, help="concurrent CN transactions")
+    p.add_argument("--workers", type=int, default=16, help="concurrent transactions per CN process")
+    p.add_argument(
+        "--cn-processes",
+        type=int,
+        default=2,
+        help="CN processes sharing the load (one Python process tops out at one core)",
+    )
     p.add_argument(
         "--transfers", type=float, default=0.2, help="fraction of two-row (two-DN) transactions"
     )
@@ -266,14 +360,17 @@ def main(argv: list[str] | None = None) -> int:
         heartbeat_ms=args.heartbeat_ms,
         workers=args.workers,
         transfers=args.transfers,
+        cn_processes=args.cn_processes,
     )
     print(
-        f"latency bench: {args.dns} DNs, heartbeat {args.heartbeat_ms} ms, {args.workers} CN workers,"
+        f"latency bench: {args.dns} DNs, heartbeat {args.heartbeat_ms} ms,"
+        f" {args.cn_processes} CN process(es) x {args.workers} workers,"
         f" {args.transfers:.0%} two-row transactions"
     )
     print(
         f"  CN load: target {r.target_tps:,.0f} TPS, achieved {r.achieved_tps:,.0f} TPS"
-        f"   (CPU: CN process {r.load_cpu:.2f}, pipeline process {r.pipeline_cpu:.2f} cores)"
+        f"   (CPU: CN {r.load_cpu:.2f}, DNs+GMS {r.servers_cpu:.2f},"
+        f" pipeline {r.pipeline_cpu:.2f} cores)"
     )
     if r.achieved_tps < 0.95 * r.target_tps:
         print(

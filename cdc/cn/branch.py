@@ -16,24 +16,50 @@ log = logging.getLogger(__name__)
 
 ER_XAER_NOTA = 1397  # unknown xid: never prepared, already settled, or still owned by a session
 
-ACTIVE, PREPARED, DONE, DETACHED = "active", "prepared", "done", "detached"
+# NEW: XA START not sent yet (it rides with the branch's first statement).
+NEW, ACTIVE, ENDED, PREPARED, DONE, DETACHED = (
+    "new",
+    "active",
+    "ended",
+    "prepared",
+    "done",
+    "detached",
+)
 
 
 @dataclass(slots=True)
 class Branch:
+    """Branch connections accept several statements per packet (CLIENT_MULTI_STATEMENTS): the
+    CN sends `XA START` with the first statement and `XA END` with `XA PREPARE`, one round trip
+    each instead of two. MariaDB stops at the first failing statement of a packet, so the state
+    below is exact: it advances as each result arrives."""
+
     xid: Xid
     conn: aiomysql.Connection | None
     wrote: bool = False
-    state: str = ACTIVE
+    state: str = NEW
 
     @property
     def dn_id(self) -> int:
         return self.xid.dn_id
 
     async def run(self, sql: str) -> aiomysql.Cursor:
+        """Run one statement (starting the branch first if needed); the cursor holds its result."""
         cur = await self.conn.cursor()
-        await cur.execute(sql)
+        if self.state == NEW:
+            await cur.execute(f"XA START {self.xid.sql}; {sql}")
+            self.state = ACTIVE
+            await cur.nextset()  # the statement's own result (raises its error)
+        else:
+            await cur.execute(sql)
         return cur
+
+    async def end_and_prepare(self) -> None:
+        cur = await self.conn.cursor()
+        await cur.execute(f"XA END {self.xid.sql}; XA PREPARE {self.xid.sql}")
+        self.state = ENDED
+        await cur.nextset()
+        self.state = PREPARED
 
     def release(self, ctx: CnContext, discard: bool = False) -> None:
         """Give the owner connection back; `discard` closes it, which detaches a prepared branch
@@ -53,6 +79,10 @@ def errno(exc: BaseException) -> int | None:
 async def abort(ctx: CnContext, b: Branch) -> None:
     """Roll the branch back by whatever means is left; leave it for recovery if the DN is away."""
     if b.state == DONE:
+        return
+    if b.state == NEW:  # XA START never ran: nothing to roll back
+        b.state = DONE
+        b.release(ctx)
         return
     if b.conn is not None:
         try:

@@ -9,7 +9,7 @@ import logging
 import pymysql
 
 from cdc.cn import schema
-from cdc.cn.branch import DONE, PREPARED, Branch, abort, settle_detached
+from cdc.cn.branch import DONE, Branch, abort, settle_detached
 from cdc.cn.context import CnContext
 from cdc.cn.errors import CommitOutcomeUnknown, TransactionAborted
 
@@ -55,10 +55,7 @@ async def abort_all(ctx: CnContext, branches: list[Branch]) -> None:
 
 async def _prepare_all(ctx: CnContext, txn_id: int, branches: list[Branch]) -> None:
     async def prepare(b: Branch) -> None:
-        await b.run(f"XA END {b.xid.sql}")
-        b.state = "ended"
-        await b.run(f"XA PREPARE {b.xid.sql}")
-        b.state = PREPARED
+        await b.end_and_prepare()
         ctx.crash.reached("after_first_prepare")
 
     results = await asyncio.gather(*(prepare(b) for b in branches), return_exceptions=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pymysql
 
 from cdc.cn import commit_protocol
-from cdc.cn.branch import Branch
+from cdc.cn.branch import NEW, Branch
 from cdc.cn.context import CnContext
 from cdc.cn.errors import TransactionAborted
 from cdc.cn.partition_gate import PartitionKey
@@ -56,10 +56,10 @@ class Transaction:
             self._seq += 1
             if isinstance(plan, ShardKeyMove):
                 return await self._move(plan)
-            await self._enter(plan.table, [s.partition for s in plan.statements])
-            # Route again: waiting at the gate may have outlasted a partition move, and the
-            # first plan would then write to the old copy (lost once it is dropped).
-            plan = route(text, self._ctx.catalogue, self.default_db)
+            if await self._enter(plan.table, [s.partition for s in plan.statements]):
+                # Route again: waiting at the gate may have outlasted a partition move, and the
+                # first plan would then write to the old copy (lost once it is dropped).
+                plan = route(text, self._ctx.catalogue, self.default_db)
             result = Result()
             for sub, st in enumerate(plan.statements):
                 cur = await self._run(st.dn_id, sub, st.sql, write=plan.is_write)
@@ -89,7 +89,13 @@ class Transaction:
 
     async def _run(self, dn_id: int, subseq: int, sql: str, write: bool):
         branch = await self._branch(dn_id)
-        cur = await branch.run(f"{trace_hint(self._seq, subseq, self._ctx.server_id)} {sql}")
+        try:
+            cur = await branch.run(f"{trace_hint(self._seq, subseq, self._ctx.server_id)} {sql}")
+        except BaseException:
+            if branch.state == NEW:  # XA START failed: the connection's state is unknown
+                del self._branches[dn_id]
+                branch.release(self._ctx, discard=True)
+            raise
         if write and cur.rowcount > 0:
             branch.wrote = True  # affected (changed) rows: exactly when row events are logged
         return cur
@@ -128,23 +134,19 @@ class Transaction:
                 await self._ctx.pools.admission.acquire()
                 self._admitted = True
             conn = await self._ctx.pools.acquire(dn_id)
+            # XA START is sent with the branch's first statement (Branch.run).
             branch = Branch(Xid(self.txn_id, dn_id), conn)
-            try:
-                await branch.run(f"XA START {branch.xid.sql}")
-            except BaseException:
-                branch.release(self._ctx, discard=True)
-                raise
             self._branches[dn_id] = branch
         return branch
 
-    async def _enter(self, table, partitions) -> None:
+    async def _enter(self, table, partitions) -> bool:
         # A broadcast table is one gate key (-1): logical DDL freezes it as a whole.
         keys = (
             {(table.db, table.name, -1)}
             if table.is_broadcast
             else {(table.db, table.name, p) for p in partitions}
         )
-        await self._ctx.gate.enter(keys, self._held)
+        return await self._ctx.gate.enter(keys, self._held)
 
     def _check_open(self) -> None:
         if self._state == "failed":
