@@ -38,6 +38,7 @@ class Branch:
     conn: aiomysql.Connection | None
     wrote: bool = False
     state: str = NEW
+    batched: bool = True  # CnConfig.batch_round_trips
 
     @property
     def dn_id(self) -> int:
@@ -47,18 +48,25 @@ class Branch:
         """Run one statement (starting the branch first if needed); the cursor holds its result."""
         cur = await self.conn.cursor()
         if self.state == NEW:
-            await cur.execute(f"XA START {self.xid.sql}; {sql}")
+            await cur.execute(
+                f"XA START {self.xid.sql}; {sql}" if self.batched else f"XA START {self.xid.sql}"
+            )
             self.state = ACTIVE
-            await cur.nextset()  # the statement's own result (raises its error)
-        else:
-            await cur.execute(sql)
+            if self.batched:
+                await cur.nextset()  # the statement's own result (raises its error)
+                return cur
+        await cur.execute(sql)
         return cur
 
     async def end_and_prepare(self) -> None:
         cur = await self.conn.cursor()
-        await cur.execute(f"XA END {self.xid.sql}; XA PREPARE {self.xid.sql}")
+        end, prepare = f"XA END {self.xid.sql}", f"XA PREPARE {self.xid.sql}"
+        await cur.execute(f"{end}; {prepare}" if self.batched else end)
         self.state = ENDED
-        await cur.nextset()
+        if self.batched:
+            await cur.nextset()
+        else:
+            await cur.execute(prepare)
         self.state = PREPARED
 
     def release(self, ctx: CnContext, discard: bool = False) -> None:

@@ -73,14 +73,19 @@ async def _prepare_all(ctx: CnContext, txn_id: int, branches: list[Branch]) -> N
     ) from exc
 
 
+async def _write_record(ctx: CnContext, dn: int, row: tuple[int, int, str], upsert: bool):
+    if ctx.config.cn.batch_round_trips:
+        await ctx.records.write(dn, row, upsert)  # with concurrent transactions' records
+    else:
+        stmt = schema.UPSERT_RECORD if upsert else schema.INSERT_PRIMARY_RECORD
+        await ctx.pools.execute(dn, stmt, row)
+
+
 async def _write_primary_record(ctx, txn_id, tso, participants, branches) -> None:
     primary = participants[0]
     try:
-        async with ctx.pools.connection(primary) as conn, conn.cursor() as cur:
-            await cur.execute(
-                schema.INSERT_PRIMARY_RECORD,
-                (txn_id, tso, schema.format_participants(participants)),
-            )
+        row = (txn_id, tso, schema.format_participants(participants))
+        await _write_record(ctx, primary, row, upsert=False)
     except pymysql.err.IntegrityError as exc:
         if exc.args and exc.args[0] == ER_DUP_ENTRY:
             # Recovery wrote a tombstone first: it decided "rolled back" for us.
@@ -103,7 +108,7 @@ async def _write_secondary_records(ctx, txn_id, tso, participants) -> set[int]:
     text = schema.format_participants(participants)
 
     async def write(dn: int) -> None:
-        await ctx.pools.execute(dn, schema.UPSERT_RECORD, (txn_id, tso, text))
+        await _write_record(ctx, dn, (txn_id, tso, text), upsert=True)
 
     pending = participants[1:]
     # The decision (the primary's record) is taken: a secondary record that fails (a lock wait

@@ -135,7 +135,9 @@ class Transaction:
                 self._admitted = True
             conn = await self._ctx.pools.acquire(dn_id)
             # XA START is sent with the branch's first statement (Branch.run).
-            branch = Branch(Xid(self.txn_id, dn_id), conn)
+            branch = Branch(
+                Xid(self.txn_id, dn_id), conn, batched=self._ctx.config.cn.batch_round_trips
+            )
             self._branches[dn_id] = branch
         return branch
 

@@ -1,4 +1,4 @@
-"""`cdc bench writer|dumper|merge-source|pipeline|latency|scale|all`: benchmarks that print
+"""`cdc bench writer|dumper|merge-source|pipeline|latency|cn|scale|all`: benchmarks that print
 ratios measured side by side in one run."""
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     latency.add_argument("--seconds", type=float, default=20)
     latency.add_argument("--dns", type=int, default=3)
     latency.add_argument("--heartbeat-ms", type=int, default=200)
-    latency.add_argument("--workers", type=int, default=16)
+    latency.add_argument("--workers", type=int, default=16, help="per CN process")
+    latency.add_argument("--cn-processes", type=int, default=2)
     latency.add_argument("--transfers", type=float, default=0.2)
     latency.set_defaults(func=cmd_latency)
     scale = bsub.add_parser("scale", help="pipeline catch-up throughput on 2, 4 and 8 DNs")
@@ -65,6 +66,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     big.add_argument("--dns", type=int, default=2)
     big.add_argument("--spill-mb", type=int, default=64)
     big.set_defaults(func=cmd_big_txn)
+    cn = bsub.add_parser(
+        "cn", help="CN throughput: XA statements batched vs one per round trip, CPU per txn"
+    )
+    cn.add_argument("--dns", type=int, default=3)
+    cn.add_argument("--seconds", type=float, default=10)
+    cn.add_argument("--rounds", type=int, default=2)
+    cn.add_argument("--workers", type=int, default=32)
+    cn.set_defaults(func=cmd_cn)
     every = bsub.add_parser("all", help="every benchmark, with its defaults")
     every.set_defaults(func=cmd_all)
 
@@ -116,6 +125,20 @@ def cmd_latency(args) -> int:
             f"--heartbeat-ms={args.heartbeat_ms}",
             f"--workers={args.workers}",
             f"--transfers={args.transfers}",
+            f"--cn-processes={args.cn_processes}",
+        ]
+    )
+
+
+def cmd_cn(args) -> int:
+    from cdc.cn.bench import main
+
+    return main(
+        [
+            f"--dns={args.dns}",
+            f"--seconds={args.seconds}",
+            f"--rounds={args.rounds}",
+            f"--workers={args.workers}",
         ]
     )
 
