@@ -25,6 +25,7 @@ from cdc.cn.workloads.steady import (
     multi_cn_load,
     prepare,
     process_cpu_s,
+    run_fast,
     steady_load,
     tree_cpu_s,
 )
@@ -169,7 +170,7 @@ def measure(
             if cn_processes > 1:
                 load = multi_cn_load(config_path, cn_processes, tps, seconds, workers, transfers)
             else:
-                load = asyncio.run(steady_load(cfg, tps, seconds, workers, transfers))
+                load = run_fast(steady_load(cfg, tps, seconds, workers, transfers))
             pipeline_cpu = sum(
                 cpu - pipeline_cpu.get(p, 0.0) for p, cpu in tree_cpu_s(pipeline.pid).items()
             )

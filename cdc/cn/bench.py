@@ -1,8 +1,8 @@
 """`cdc bench cn`: CN throughput with its round trips batched (`cn.batch_round_trips`, the
 default: XA START with the first statement, XA END with XA PREPARE, commit records of concurrent
-transactions in one INSERT) vs one statement per round trip, side by side on one throw-away
-cluster, and the CPU each transaction costs the CN process and the MariaDB servers (which bounds
-the rate on a given machine)."""
+transactions in one INSERT) vs one statement per round trip, and on uvloop vs asyncio's own
+loop, side by side on one throw-away cluster; and the CPU each transaction costs the CN process
+and the MariaDB servers (which bounds the rate on a given machine)."""
 
 from __future__ import annotations
 
@@ -12,30 +12,36 @@ import time
 from dataclasses import dataclass
 
 from cdc.cluster.testing import scratch_cluster
-from cdc.cn.workloads.steady import prepare, process_cpu_s, steady_load
+from cdc.cn.workloads.steady import prepare, process_cpu_s, run_fast, steady_load
 
 
 @dataclass(slots=True)
 class Round:
-    batch_round_trips: bool
+    mode: str
     tps: float
     cn_us: float  # CN process CPU per transaction (µs)
     servers_us: float  # DNs + GMS CPU per transaction (µs)
     p50_ms: float
 
 
-def run_round(
-    cfg, cluster, batch_round_trips: bool, seconds: float, workers: int, transfers: float
-):
-    cfg.cn.batch_round_trips = batch_round_trips
+# (label, cn.batch_round_trips, uvloop): the CN before this bench's changes, then each step.
+MODES = [
+    ("one per trip, asyncio", False, False),
+    ("batched, asyncio", True, False),
+    ("batched, uvloop", True, True),
+]
+
+
+def run_round(cfg, cluster, mode, seconds: float, workers: int, transfers: float) -> Round:
+    label, cfg.cn.batch_round_trips, uvloop = mode
     pids = [p for p in (srv.pid() for srv in cluster.servers()) if p]
     servers = sum(process_cpu_s(p) for p in pids)
-    load = asyncio.run(steady_load(cfg, None, seconds, workers, transfers))
+    load = run_fast(steady_load(cfg, None, seconds, workers, transfers), uvloop)
     servers = sum(process_cpu_s(p) for p in pids) - servers
     n = max(len(load.commits), 1)
     durations = sorted(load.durations) or [float("nan")]
     return Round(
-        batch_round_trips,
+        label,
         len(load.commits) / load.elapsed_s,
         load.cpu_s / n * 1e6,
         servers / n * 1e6,
@@ -56,11 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         cfg = cluster.config()
         asyncio.run(prepare(cfg))
         for _ in range(args.rounds):
-            for batch_round_trips in (False, True):
+            for mode in MODES:
                 rounds.append(
-                    run_round(
-                        cfg, cluster, batch_round_trips, args.seconds, args.workers, args.transfers
-                    )
+                    run_round(cfg, cluster, mode, args.seconds, args.workers, args.transfers)
                 )
                 time.sleep(0.5)
     print(
@@ -68,22 +72,25 @@ def main(argv: list[str] | None = None) -> int:
         f" {args.transfers:.0%} two-row transactions, {args.seconds:.0f} s per round"
     )
     for r in rounds:
-        mode = "batched     " if r.batch_round_trips else "one per trip"
         print(
-            f"  {mode} {r.tps:7,.0f} TPS  txn p50 {r.p50_ms:5.1f} ms  CPU per txn: CN"
+            f"  {r.mode:22} {r.tps:7,.0f} TPS  txn p50 {r.p50_ms:5.1f} ms  CPU per txn: CN"
             f" {r.cn_us:5.0f} us, DNs+GMS {r.servers_us:5.0f} us"
         )
 
-    def mean(batch_round_trips: bool, attr: str) -> float:
-        values = [getattr(r, attr) for r in rounds if r.batch_round_trips is batch_round_trips]
+    def mean(label: str, attr: str) -> float:
+        values = [getattr(r, attr) for r in rounds if r.mode == label]
         return sum(values) / len(values)
 
-    new, old = mean(True, "tps"), mean(False, "tps")
-    cn_new, cn_old = mean(True, "cn_us"), mean(False, "cn_us")
-    total = cn_new + mean(True, "servers_us")
+    base = MODES[0][0]
+    for label, *_ in MODES[1:]:
+        print(
+            f"  {label} / {base}: TPS x{mean(label, 'tps') / mean(base, 'tps'):.2f},"
+            f" CN CPU per txn x{mean(label, 'cn_us') / mean(base, 'cn_us'):.2f}"
+        )
+    best = MODES[-1][0]
+    total = mean(best, "cn_us") + mean(best, "servers_us")
     print(
-        f"  batched / one per trip: TPS x{new / old:.2f}, CN CPU per txn x{cn_new / cn_old:.2f};"
-        f" CN + servers {total:,.0f} us per txn: at most {2e6 / total:,.0f} TPS on 2 idle cores"
-        f" before the pipeline's share"
+        f"  {best}: CN + servers {total:,.0f} us of CPU per txn: at most {2e6 / total:,.0f} TPS"
+        f" on 2 idle cores, before the pipeline's share"
     )
     return 0
