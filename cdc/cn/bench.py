@@ -1,7 +1,7 @@
 """`cdc bench cn`: CN throughput with its round trips batched (`cn.batch_round_trips`, the
 default: XA START with the first statement, XA END with XA PREPARE, commit records of concurrent
-transactions in one INSERT) vs one statement per round trip, and on uvloop vs asyncio's own
-loop, side by side on one throw-away cluster; and the CPU each transaction costs the CN process
+transactions in one INSERT) vs one statement per round trip, on uvloop vs asyncio's own loop,
+and with the updates deferred (`Transaction.defer`: sent with XA END + XA PREPARE), side by side on one throw-away cluster; and the CPU each transaction costs the CN process
 and the MariaDB servers (which bounds the rate on a given machine)."""
 
 from __future__ import annotations
@@ -24,19 +24,21 @@ class Round:
     p50_ms: float
 
 
-# (label, cn.batch_round_trips, uvloop): the CN before this bench's changes, then each step.
+# (label, cn.batch_round_trips, uvloop, Transaction.defer): the CN before this bench's
+# changes, then each step.
 MODES = [
-    ("one per trip, asyncio", False, False),
-    ("batched, asyncio", True, False),
-    ("batched, uvloop", True, True),
+    ("one per trip, asyncio", False, False, False),
+    ("batched, asyncio", True, False, False),
+    ("batched, uvloop", True, True, False),
+    ("batched+defer, uvloop", True, True, True),
 ]
 
 
 def run_round(cfg, cluster, mode, seconds: float, workers: int, transfers: float) -> Round:
-    label, cfg.cn.batch_round_trips, uvloop = mode
+    label, cfg.cn.batch_round_trips, uvloop, defer = mode
     pids = [p for p in (srv.pid() for srv in cluster.servers()) if p]
     servers = sum(process_cpu_s(p) for p in pids)
-    load = run_fast(steady_load(cfg, None, seconds, workers, transfers), uvloop)
+    load = run_fast(steady_load(cfg, None, seconds, workers, transfers, defer=defer), uvloop)
     servers = sum(process_cpu_s(p) for p in pids) - servers
     n = max(len(load.commits), 1)
     durations = sorted(load.durations) or [float("nan")]

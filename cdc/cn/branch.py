@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiomysql
 import pymysql
@@ -30,44 +30,59 @@ NEW, ACTIVE, ENDED, PREPARED, DONE, DETACHED = (
 @dataclass(slots=True)
 class Branch:
     """Branch connections accept several statements per packet (CLIENT_MULTI_STATEMENTS): the
-    CN sends `XA START` with the first statement and `XA END` with `XA PREPARE`, one round trip
-    each instead of two. MariaDB stops at the first failing statement of a packet, so the state
-    below is exact: it advances as each result arrives."""
+    CN sends `XA START` with the first statement, deferred writes (`Transaction.defer`) with
+    the next statement or with `XA END` + `XA PREPARE`, all in one round trip. MariaDB stops at
+    the first failing statement of a packet, so the state below is exact: it advances as each
+    result arrives."""
 
     xid: Xid
     conn: aiomysql.Connection | None
-    wrote: bool = False
+    wrote: bool = False  # a statement changed rows: the branch is a participant
     state: str = NEW
     batched: bool = True  # CnConfig.batch_round_trips
+    pending: list[str] = field(default_factory=list)  # deferred writes, not sent yet
 
     @property
     def dn_id(self) -> int:
         return self.xid.dn_id
 
     async def run(self, sql: str) -> aiomysql.Cursor:
-        """Run one statement (starting the branch first if needed); the cursor holds its result."""
-        cur = await self.conn.cursor()
-        if self.state == NEW:
-            await cur.execute(
-                f"XA START {self.xid.sql}; {sql}" if self.batched else f"XA START {self.xid.sql}"
-            )
-            self.state = ACTIVE
-            if self.batched:
-                await cur.nextset()  # the statement's own result (raises its error)
-                return cur
-        await cur.execute(sql)
-        return cur
+        """Run one statement (after XA START and deferred writes, if any); the cursor holds its
+        result."""
+        return await self._send(sql, end=False)
+
+    async def flush(self) -> None:
+        """Send the deferred writes (and XA START if needed)."""
+        if self.pending:
+            await self._send(None, end=False)
 
     async def end_and_prepare(self) -> None:
+        """XA END + XA PREPARE, after the deferred writes."""
+        await self._send(None, end=True)
+
+    async def _send(self, sql: str | None, end: bool) -> aiomysql.Cursor:
+        x = self.xid.sql
+        # (statement, state after its success; None: a deferred write, "": the statement)
+        steps = [(f"XA START {x}", ACTIVE)] if self.state == NEW else []
+        steps += [(w, None) for w in self.pending]
+        self.pending = []
+        if sql is not None:
+            steps.append((sql, ""))
+        if end:
+            steps += [(f"XA END {x}", ENDED), (f"XA PREPARE {x}", PREPARED)]
         cur = await self.conn.cursor()
-        end, prepare = f"XA END {self.xid.sql}", f"XA PREPARE {self.xid.sql}"
-        await cur.execute(f"{end}; {prepare}" if self.batched else end)
-        self.state = ENDED
         if self.batched:
-            await cur.nextset()
-        else:
-            await cur.execute(prepare)
-        self.state = PREPARED
+            await cur.execute("; ".join(s for s, _ in steps))
+        for i, (text, state) in enumerate(steps):
+            if not self.batched:
+                await cur.execute(text)
+            elif i:
+                await cur.nextset()  # the next statement's result (raises its error)
+            if state:
+                self.state = state
+            elif state is None and cur.rowcount > 0:
+                self.wrote = True
+        return cur
 
     def release(self, ctx: CnContext, discard: bool = False) -> None:
         """Give the owner connection back; `discard` closes it, which detaches a prepared branch

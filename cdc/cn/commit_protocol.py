@@ -9,7 +9,7 @@ import logging
 import pymysql
 
 from cdc.cn import schema
-from cdc.cn.branch import DONE, Branch, abort, settle_detached
+from cdc.cn.branch import ACTIVE, DONE, NEW, Branch, abort, settle_detached
 from cdc.cn.context import CnContext
 from cdc.cn.errors import CommitOutcomeUnknown, TransactionAborted
 
@@ -26,12 +26,15 @@ async def commit(
 
     `branches` are in first-touch order; the primary is the first branch that wrote rows.
     """
-    writers = [b for b in branches if b.wrote]
-    if not writers:
+    if not any(b.wrote or b.pending for b in branches):
         # Read-only: nothing reaches any binlog, so no TSO and no commit record are needed.
         await abort_all(ctx, branches)
         return None
-    await _prepare_all(ctx, txn_id, branches)
+    await _prepare_all(ctx, txn_id, branches)  # sends deferred writes first
+    writers = [b for b in branches if b.wrote]
+    if not writers:  # deferred writes that changed no row: read-only after all
+        await abort_all(ctx, branches)
+        return None
     ctx.crash.reached("after_prepare")
     try:
         tso = await ctx.tso.next()
@@ -58,18 +61,21 @@ async def _prepare_all(ctx: CnContext, txn_id: int, branches: list[Branch]) -> N
         await b.end_and_prepare()
         ctx.crash.reached("after_first_prepare")
 
+    deferred = {b.dn_id for b in branches if b.pending}
     results = await asyncio.gather(*(prepare(b) for b in branches), return_exceptions=True)
     failed = [
         (b, r) for b, r in zip(branches, results, strict=True) if isinstance(r, BaseException)
     ]
     if not failed:
         return
+    b, exc = failed[0]
+    step = "a deferred write" if b.dn_id in deferred and b.state in (NEW, ACTIVE) else "XA PREPARE"
     for b, _ in failed:
         b.release(ctx, discard=True)  # its state is unknown: let the DN detach or drop it
     await abort_all(ctx, branches)
-    b, exc = failed[0]
+    b = failed[0][0]
     raise TransactionAborted(
-        f"txn {txn_id}: XA PREPARE failed on DN {b.dn_id} ({exc}); rolled back on every DN"
+        f"txn {txn_id}: {step} failed on DN {b.dn_id} ({exc}); rolled back on every DN"
     ) from exc
 
 

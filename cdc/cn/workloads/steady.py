@@ -36,10 +36,18 @@ class LoadResult:
 
 
 async def steady_load(
-    cfg, tps: float | None, seconds: float, workers: int, transfers: float, ready=None
+    cfg,
+    tps: float | None,
+    seconds: float,
+    workers: int,
+    transfers: float,
+    ready=None,
+    defer: bool = True,
 ) -> LoadResult:
-    """Run a CN at `tps` (None: as fast as it goes) for `seconds`. `ready()`, if given, is called once the CN has started
-    and before the load begins (several CN processes start their load together)."""
+    """Run a CN at `tps` (None: as fast as it goes) for `seconds`. `ready()`, if given, is
+    called once the CN has started and before the load begins (several CN processes start
+    their load together). `defer`: the updates use `Transaction.defer` (their results are not
+    needed), else `execute`."""
     from cdc.cn import ComputeNode
     from cdc.cn.workloads.runner import run_workload
     from cdc.cn.workloads.transfer import TransferWorkload
@@ -60,9 +68,10 @@ async def steady_load(
             ids = rng.sample(range(ACCOUNTS), 2 if rng.random() < transfers else 1)
 
             async def body(tx) -> None:
+                run = tx.defer if defer else tx.execute
                 for i in sorted(ids):  # id order: no cross-DN deadlock
                     # NOW(6) makes every update change the row: an unchanged row logs nothing.
-                    await tx.execute(f"UPDATE {table} SET updated_at = NOW(6) WHERE id = %s", (i,))
+                    await run(f"UPDATE {table} SET updated_at = NOW(6) WHERE id = %s", (i,))
 
             began = time.monotonic()
             _, tso = await cn.run_transaction(body)

@@ -1,7 +1,8 @@
 """Fewer round trips (cn.batch_round_trips): commit records of concurrent transactions in one
 INSERT, with a recovery tombstone among them aborting only its own transaction; XA START / XA
-END + XA PREPARE in one packet each; no `;` through the router (branch connections accept
-several statements per packet)."""
+END + XA PREPARE in one packet each; deferred writes (`Transaction.defer`) sent with the next
+statement or with the prepare, in statement order; no `;` through the router (branch
+connections accept several statements per packet)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import asyncio
 import pymysql
 import pytest
 
-from cdc.cn import RoutingError, schema
+from cdc.cn import RoutingError, TransactionAborted, schema
+from cdc.cn.branch import Branch
+from cdc.cn.catalogue import partition_of
 from cdc.cn.record_batch import CommitRecords
 
 UPSERT = "INSERT INTO batching.t (id, v) VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = v + 1"
@@ -116,3 +119,63 @@ async def test_semicolons_are_refused(cn):
     async with cn.transaction() as tx:
         got = await tx.execute("SELECT s FROM batching.s WHERE id = 1")
     assert got.rows == [("a;b",)]
+
+
+async def test_deferred_writes_go_with_prepare_and_keep_statement_order(cn):
+    await cn.execute_ddl(
+        "CREATE TABLE IF NOT EXISTS batching.d (id INT PRIMARY KEY, v INT NOT NULL)",
+        shard_key="id",
+        partitions=4,
+    )
+    table = cn.catalogue.table("batching", "d")
+    on_dn: dict[int, list[int]] = {}
+    for k in range(1000):
+        on_dn.setdefault(table.placement[partition_of(k, table.partitions)], []).append(k)
+    (dn_a, keys_a), (dn_b, keys_b) = list(on_dn.items())[:2]
+    packets: list[tuple[int, int]] = []  # (dn, statements) per branch round trip
+    send = Branch._send
+
+    async def counting(self, sql, end):
+        packets.append((self.dn_id, len(self.pending) + (sql is not None) + 2 * end))
+        return await send(self, sql, end)
+
+    Branch._send = counting
+    try:
+        async with cn.transaction() as tx:  # single DN: write + prepare in one packet
+            await tx.defer("INSERT INTO batching.d (id, v) VALUES (%s, 1)", (keys_a[0],))
+            await tx.defer("UPDATE batching.d SET v = 2 WHERE id = %s", (keys_a[0],))
+        # INSERT, UPDATE, XA END, XA PREPARE (and XA START) in one packet; then XA COMMIT
+        assert tx.commit_tso is not None and packets == [(dn_a, 4), (dn_a, 1)]
+        packets.clear()
+        async with cn.transaction() as tx:  # A, then B: A's write is sent before B's
+            await tx.defer("INSERT INTO batching.d (id, v) VALUES (%s, 1)", (keys_a[1],))
+            await tx.defer("INSERT INTO batching.d (id, v) VALUES (%s, 1)", (keys_b[0],))
+            got = await tx.execute("SELECT v FROM batching.d WHERE id = %s", (keys_b[0],))
+            assert got.rows == [(1,)]  # B's deferred write went with the SELECT
+        assert packets[:2] == [(dn_a, 1), (dn_b, 2)]
+        async with cn.transaction() as tx:  # deferred writes that change nothing: read-only
+            await tx.defer("UPDATE batching.d SET v = 2 WHERE id = %s", (keys_a[0],))
+        assert tx.commit_tso is None
+    finally:
+        Branch._send = send
+    async with cn.transaction() as tx:
+        got = await tx.execute("SELECT v FROM batching.d WHERE id = %s", (keys_a[0],))
+    assert got.rows == [(2,)]
+
+
+async def test_a_failing_deferred_write_rolls_back_at_commit(cn):
+    await cn.execute_ddl(
+        "CREATE TABLE IF NOT EXISTS batching.f (id INT PRIMARY KEY, v INT NOT NULL)",
+        shard_key="id",
+        partitions=2,
+    )
+    tx = cn.transaction()
+    await tx.defer("INSERT INTO batching.f (id, v) VALUES (7, 1)")
+    await tx.defer("INSERT INTO batching.f (id, v) VALUES (8, NULL)")  # fails when sent
+    with pytest.raises(TransactionAborted, match="deferred write failed"):
+        await tx.commit()
+    for dn in cn.catalogue.dns:
+        assert not await cn.ctx.pools.execute(dn, "XA RECOVER")
+    async with cn.transaction() as tx:
+        got = await tx.execute("SELECT id FROM batching.f WHERE id IN (7, 8)")
+    assert got.rows == []
