@@ -62,7 +62,13 @@ async def _prepare_all(ctx: CnContext, txn_id: int, branches: list[Branch]) -> N
         ctx.crash.reached("after_first_prepare")
 
     deferred = {b.dn_id for b in branches if b.pending}
-    results = await asyncio.gather(*(prepare(b) for b in branches), return_exceptions=True)
+    if len(branches) == 1:  # most transactions: no task for a single branch
+        try:
+            results: list = [await prepare(branches[0])]
+        except Exception as exc:  # noqa: BLE001 - handled below like gather's results
+            results = [exc]
+    else:
+        results = await asyncio.gather(*(prepare(b) for b in branches), return_exceptions=True)
     failed = [
         (b, r) for b, r in zip(branches, results, strict=True) if isinstance(r, BaseException)
     ]
