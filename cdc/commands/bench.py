@@ -114,33 +114,25 @@ def cmd_pipeline(args) -> int:
     return main(argv + (["--profile", args.profile] if args.profile else []))
 
 
+def forward(args, *names: str) -> list[str]:
+    """`--name=value` options for a bench's own parser, from ours."""
+    return [f"--{n.replace('_', '-')}={getattr(args, n)}" for n in names]
+
+
 def cmd_latency(args) -> int:
     from dumper.bench_latency import main
 
     return main(
-        [
-            f"--tps={args.tps}",
-            f"--seconds={args.seconds}",
-            f"--dns={args.dns}",
-            f"--heartbeat-ms={args.heartbeat_ms}",
-            f"--workers={args.workers}",
-            f"--transfers={args.transfers}",
-            f"--cn-processes={args.cn_processes}",
-        ]
+        forward(
+            args, "tps", "seconds", "dns", "heartbeat_ms", "workers", "transfers", "cn_processes"
+        )
     )
 
 
 def cmd_cn(args) -> int:
     from cdc.cn.bench import main
 
-    return main(
-        [
-            f"--dns={args.dns}",
-            f"--seconds={args.seconds}",
-            f"--rounds={args.rounds}",
-            f"--workers={args.workers}",
-        ]
-    )
+    return main(forward(args, "dns", "seconds", "rounds", "workers"))
 
 
 def cmd_backfill(args) -> int:
@@ -164,6 +156,7 @@ def cmd_big_txn(args) -> int:
 def cmd_all(args) -> int:
     from backfill.bench import main as backfill
     from binlog_writer.bench import main as writer
+    from cdc.cn.bench import main as cn
     from dumper.bench import main as dumper
     from dumper.bench_big_txn import main as big_txn
     from dumper.bench_latency import main as latency
@@ -185,6 +178,8 @@ def cmd_all(args) -> int:
     backfill([])
     print("\n== latency")
     latency([])
+    print("\n== cn")
+    cn([])
     print("\n== scale")
     scale([])
     print("\n== big-txn (1 GB)")

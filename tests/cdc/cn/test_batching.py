@@ -19,6 +19,14 @@ from cdc.cn.record_batch import CommitRecords
 UPSERT = "INSERT INTO batching.t (id, v) VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = v + 1"
 
 
+async def make_table(cn, name: str, columns: str, partitions: int) -> None:
+    await cn.execute_ddl(
+        f"CREATE TABLE IF NOT EXISTS batching.{name} (id INT PRIMARY KEY, {columns})",
+        shard_key="id",
+        partitions=partitions,
+    )
+
+
 async def records_of(cn, dn: int, txn_ids: list[int]) -> dict[int, tuple]:
     marks = ", ".join(["%s"] * len(txn_ids))
     rows = await cn.ctx.pools.execute(
@@ -52,11 +60,7 @@ async def test_a_tombstone_in_a_batch_fails_only_its_own_record(cn):
 
 
 async def test_concurrent_commits_share_record_inserts_and_all_land(cn):
-    await cn.execute_ddl(
-        "CREATE TABLE IF NOT EXISTS batching.t (id INT PRIMARY KEY, v INT)",
-        shard_key="id",
-        partitions=4,
-    )
+    await make_table(cn, "t", "v INT", 4)
     statements = records = 0
     insert = cn.ctx.records._insert
 
@@ -90,11 +94,7 @@ async def test_concurrent_commits_share_record_inserts_and_all_land(cn):
 
 
 async def test_a_failing_first_statement_leaves_no_branch(cn):
-    await cn.execute_ddl(
-        "CREATE TABLE IF NOT EXISTS batching.u (id INT PRIMARY KEY, v INT NOT NULL)",
-        shard_key="id",
-        partitions=2,
-    )
+    await make_table(cn, "u", "v INT NOT NULL", 2)
     tx = cn.transaction()
     with pytest.raises(pymysql.err.MySQLError):  # NULL into NOT NULL: fails after XA START
         await tx.execute("INSERT INTO batching.u (id, v) VALUES (1, NULL)")
@@ -105,11 +105,7 @@ async def test_a_failing_first_statement_leaves_no_branch(cn):
 
 
 async def test_semicolons_are_refused(cn):
-    await cn.execute_ddl(
-        "CREATE TABLE IF NOT EXISTS batching.s (id INT PRIMARY KEY, s VARCHAR(20))",
-        shard_key="id",
-        partitions=2,
-    )
+    await make_table(cn, "s", "s VARCHAR(20)", 2)
     async with cn.transaction() as tx:
         with pytest.raises(RoutingError, match="one statement at a time"):
             await tx.execute("UPDATE batching.t SET v = 1 WHERE id = 1; DROP TABLE batching.t")
@@ -122,11 +118,7 @@ async def test_semicolons_are_refused(cn):
 
 
 async def test_deferred_writes_go_with_prepare_and_keep_statement_order(cn):
-    await cn.execute_ddl(
-        "CREATE TABLE IF NOT EXISTS batching.d (id INT PRIMARY KEY, v INT NOT NULL)",
-        shard_key="id",
-        partitions=4,
-    )
+    await make_table(cn, "d", "v INT NOT NULL", 4)
     table = cn.catalogue.table("batching", "d")
     on_dn: dict[int, list[int]] = {}
     for k in range(1000):
@@ -164,11 +156,7 @@ async def test_deferred_writes_go_with_prepare_and_keep_statement_order(cn):
 
 
 async def test_a_failing_deferred_write_rolls_back_at_commit(cn):
-    await cn.execute_ddl(
-        "CREATE TABLE IF NOT EXISTS batching.f (id INT PRIMARY KEY, v INT NOT NULL)",
-        shard_key="id",
-        partitions=2,
-    )
+    await make_table(cn, "f", "v INT NOT NULL", 2)
     tx = cn.transaction()
     await tx.defer("INSERT INTO batching.f (id, v) VALUES (7, 1)")
     await tx.defer("INSERT INTO batching.f (id, v) VALUES (8, NULL)")  # fails when sent
