@@ -44,7 +44,9 @@ class TlsStream:
             except ssl.SSLWantReadError:
                 await self._send_pending()
                 if not await self._receive():
-                    raise ConnectionResetError("connection closed during the TLS handshake") from None
+                    raise ConnectionResetError(
+                        "connection closed during the TLS handshake"
+                    ) from None
         await self._send_pending()  # the last flight (and TLS 1.3 session tickets)
 
     # -- reading -------------------------------------------------------------------------------
