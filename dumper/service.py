@@ -80,6 +80,7 @@ async def serve(
             notifier=CurrentEventNotifier(node.current_notify, node.visible_end),
             schema=schema,
             read_only=node.read_only,
+            acks=node.acks,
         )
     else:
         leader = Leader(config)
