@@ -52,6 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     latency.add_argument("--heartbeat-ms", type=int, default=200)
     latency.add_argument("--workers", type=int, default=16)
     latency.add_argument("--transfers", type=float, default=0.2)
+    latency.add_argument(
+        "--ha", action="store_true", help="leader + follower: the cost of acknowledged serving"
+    )
     latency.set_defaults(func=cmd_latency)
     scale = bsub.add_parser("scale", help="pipeline catch-up throughput on 2, 4 and 8 DNs")
     scale.add_argument("--dns", default="2,4,8")
@@ -116,6 +119,7 @@ def cmd_latency(args) -> int:
             f"--heartbeat-ms={args.heartbeat_ms}",
             f"--workers={args.workers}",
             f"--transfers={args.transfers}",
+            *(["--ha"] if args.ha else []),
         ]
     )
 

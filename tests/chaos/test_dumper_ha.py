@@ -30,6 +30,7 @@ from cdc.cluster.testing import free_base_port, throwaway_cluster, throwaway_ser
 from cdc.cn.ground_truth import read as read_ground_truth
 from cdc.cn.workloads.runner import run_workload
 from cdc.config import DumperPeer, load
+from cdc.tasks import cancel_and_wait
 from cdc.verify_binlog import check, read_server
 from tests.chaos.transfer_setup import chaos_rng, transfer_cn
 
@@ -225,12 +226,13 @@ async def test_leader_kills_follower_takes_over_copies_identical(ha_setup, tmp_p
         assert result.equal, result.render()
         assert stats.committed > 0
     finally:
-        if load_task is not None and not load_task.done():
-            load_task.cancel()
-            with contextlib.suppress(BaseException):
-                await load_task
+        if load_task is not None:
+            # cancel_and_wait: a single cancel can be swallowed (3.11) and hang a failed run.
+            await cancel_and_wait([load_task])
         dumpers.stop()
-        await cn.close()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(30):
+                await cn.close()
         print("takeover times (s):", ", ".join(f"{t:.1f}" for t in takeovers))
 
 
