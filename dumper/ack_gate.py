@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from binlog_writer.layout import file_number
+
 log = logging.getLogger(__name__)
 
 REPLY_MAGIC = 0xEF  # MySQL/MariaDB semi-sync ACK: 0xEF, u64 position, file name (to the end)
@@ -32,13 +34,16 @@ def parse_ack(payload: bytes) -> tuple[str, int] | None:
     if len(payload) < 10 or payload[0] != REPLY_MAGIC:
         return None
     name = payload[9:].split(b"\0", 1)[0].decode("utf-8", "replace")
-    return (name, _POS.unpack_from(payload, 1)[0]) if name else None
+    try:
+        file_number(name)
+    except ValueError:
+        return None
+    return name, _POS.unpack_from(payload, 1)[0]
 
 
 def _order(file: str, pos: int) -> tuple[int, int]:
     """Binlog coordinates in stream order (`binlog.000012` → 12)."""
-    suffix = file.rsplit(".", 1)[-1]
-    return (int(suffix) if suffix.isdigit() else 0, pos)
+    return (file_number(file), pos)
 
 
 @dataclass(slots=True)

@@ -57,6 +57,7 @@ async def test_ack_packet_round_trip():
     assert parse_ack(ack_packet("binlog.000007", 123456789012)) == ("binlog.000007", 123456789012)
     assert parse_ack(b"\x0e") is None  # COM_PING
     assert parse_ack(b"\xef" + bytes(8)) is None  # no file name
+    assert parse_ack(ack_packet("../etc", 4)) is None  # not a binlog file name
 
 
 async def test_consumer_waits_for_follower_acknowledgement(binlogs):
