@@ -132,3 +132,16 @@ async def test_stale_acknowledgement_does_not_count(binlogs):
     assert gate.limit("binlog.000001") == 0
     gate.active = lambda: False  # not the leader (a follower serving its copy): no limit
     assert gate.limit("binlog.000001") is None
+
+
+async def test_status_line_shows_acknowledgements():
+    from cdc.commands.pipeline import _ha_line
+
+    ha = {"dumper_id": 1, "address": "h:1", "role": "leader", "term": 3}
+    ha |= {
+        "acknowledged": {"9902": {"file": "binlog.000002", "position": 791, "age_s": 0.4}},
+        "ack_gate_degraded": False,
+    }
+    line = _ha_line(ha)
+    assert "acknowledged data only: on" in line and "binlog.000002:791 (0.4s ago)" in line
+    assert "DEGRADED" in _ha_line(ha | {"ack_gate_degraded": True})
