@@ -64,6 +64,11 @@ class CnConfig:
     commit_record_retention_s: int = 600
     # How often the heartbeat task purges old commit records.
     purge_interval_s: int = 60
+    # Fewer round trips: XA START rides with a branch's first statement, XA END with XA
+    # PREPARE (multi-statement packets), and the commit records of concurrent transactions on
+    # a DN share one INSERT (record_batch.py). false: one statement per round trip, one INSERT
+    # per record (`cdc bench cn` compares the two).
+    batch_round_trips: bool = True
 
 
 @dataclass(slots=True)

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import multiprocessing
-import os
-import random
 import subprocess
 import sys
 import time
@@ -28,9 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cdc.cluster.testing import free_base_port, scratch_cluster, stop_process
+from cdc.cn.workloads.steady import (
+    multi_cn_load,
+    prepare,
+    process_cpu_s,
+    run_fast,
+    steady_load,
+    tree_cpu_s,
+)
 
 ROWS_QUERY_EVENT = 29
-ACCOUNTS = 20_000
 WARMUP_S = 1.0  # commits in the first second are not counted (connections, caches)
 
 
@@ -78,57 +84,6 @@ async def _watch(host: str, port: int, user: str, password: str, conn, server_id
     conn.send(seen)
 
 
-# -- the load (this process) ---------------------------------------------------------------------
-async def steady_load(
-    cfg, tps: float, seconds: float, workers: int, transfers: float
-) -> tuple[list[tuple[int, float]], list[float], float]:
-    """Run the CN at `tps` for `seconds`; ([(commit tso, monotonic time its commit returned)],
-    sorted transaction durations in ms, elapsed seconds)."""
-    from cdc.cn import ComputeNode
-    from cdc.cn.workloads.runner import run_workload
-    from cdc.cn.workloads.transfer import TransferWorkload
-
-    # Two connections per transaction on a DN (the branch, then the commit record): a pool
-    # smaller than that deadlocks once every connection holds a branch.
-    cn = ComputeNode(cfg, pool_size=2 * workers + 4)
-    await cn.start()
-    commits: list[tuple[int, float]] = []
-    durations: list[float] = []  # ms from a transaction's start to its commit's return
-    try:
-        table = TransferWorkload(cn, accounts=ACCOUNTS).table
-
-        async def step(rng: random.Random) -> None:
-            ids = rng.sample(range(ACCOUNTS), 2 if rng.random() < transfers else 1)
-
-            async def body(tx) -> None:
-                for i in sorted(ids):  # id order: no cross-DN deadlock
-                    # NOW(6) makes every update change the row: an unchanged row logs nothing.
-                    await tx.execute(f"UPDATE {table} SET updated_at = NOW(6) WHERE id = %s", (i,))
-
-            began = time.monotonic()
-            _, tso = await cn.run_transaction(body)
-            now = time.monotonic()
-            commits.append((tso, now))
-            durations.append((now - began) * 1000)
-
-        stats = await asyncio.wait_for(
-            run_workload(step, threads=workers, duration_s=seconds, tps=tps), seconds + 60
-        )
-    finally:
-        await cn.close()
-    return commits, sorted(durations), stats.elapsed_s
-
-
-async def prepare(cfg) -> None:
-    from cdc.cn import ComputeNode, init
-    from cdc.cn.workloads.transfer import TransferWorkload
-
-    await init(cfg)
-    async with ComputeNode(cfg) as cn:
-        await TransferWorkload(cn, accounts=ACCOUNTS).setup()
-
-
-# -- the bench -----------------------------------------------------------------------------------
 @dataclass(slots=True)
 class Latency:
     target_tps: float
@@ -141,20 +96,15 @@ class Latency:
     max_ms: float
     txn_p50_ms: float  # CN transaction duration (start → commit returned)
     txn_p99_ms: float
-    pipeline_cpu: float  # CPU of the pipeline process / wall time during the load (1.0 = a core)
-    load_cpu: float  # same for this process (the CN)
+    pipeline_cpu: float  # CPU of the pipeline processes / wall time during the load (1.0 = a core)
+    load_cpu: float  # same for the CN process(es), summed
+    servers_cpu: float  # same for the MariaDB servers (DNs and GMS)
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
     if not sorted_values:
         return float("nan")
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
-
-
-def process_cpu_s(pid: int) -> float:
-    """utime + stime of a process, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def summarize(
@@ -170,8 +120,6 @@ def start_pipeline(
     config_path: Path, state: Path, log, dumper_id: int = 0, role: str = ""
 ) -> subprocess.Popen:
     """`cdc start` (as HA peer `dumper_id`, if set), once its status file shows `role`."""
-    import json
-
     args = ["--dumper-id", str(dumper_id)] if dumper_id else []
     proc = subprocess.Popen(
         [sys.executable, "-m", "cdc.cli", "start", "--config", str(config_path), *args],
@@ -201,6 +149,7 @@ def measure(
     heartbeat_ms: int = 200,
     workers: int = 16,
     transfers: float = 0.2,
+    cn_processes: int = 1,
     ha: bool = False,
 ) -> dict[str, Latency]:
     """One Latency per dump client: "consumer" (and, with `ha`, "unheld": a reader with the
@@ -255,12 +204,18 @@ def measure(
             time.sleep(2 * heartbeat_ms / 1000)  # the setup's transactions pass first
             start = time.monotonic()
             leader = pipelines[0]
-            pipeline_cpu, load_cpu = process_cpu_s(leader.pid), time.process_time()
-            commits, durations, elapsed = asyncio.run(
-                steady_load(cfg, tps, seconds, workers=workers, transfers=transfers)
+            pipeline_cpu = tree_cpu_s(leader.pid)
+            servers = [srv.pid() for srv in cluster.servers()]
+            servers_cpu = sum(process_cpu_s(p) for p in servers if p)
+            if cn_processes > 1:
+                load = multi_cn_load(config_path, cn_processes, tps, seconds, workers, transfers)
+            else:
+                load = run_fast(steady_load(cfg, tps, seconds, workers, transfers))
+            pipeline_cpu = sum(
+                cpu - pipeline_cpu.get(p, 0.0) for p, cpu in tree_cpu_s(leader.pid).items()
             )
-            pipeline_cpu = process_cpu_s(leader.pid) - pipeline_cpu
-            load_cpu = time.process_time() - load_cpu
+            servers_cpu = sum(process_cpu_s(p) for p in servers if p) - servers_cpu
+            commits, durations, elapsed = load.commits, sorted(load.durations), load.elapsed_s
             # Wait for the last marks (at most 10 s: the pipeline may be far behind).
             time.sleep(min(10.0, 1.0 + 5 * heartbeat_ms / 1000))
             out = {}
@@ -281,7 +236,8 @@ def measure(
                     txn_p50_ms=percentile(durations, 0.50),
                     txn_p99_ms=percentile(durations, 0.99),
                     pipeline_cpu=pipeline_cpu / elapsed,
-                    load_cpu=load_cpu / elapsed,
+                    load_cpu=load.cpu_s / elapsed,
+                    servers_cpu=servers_cpu / elapsed,
                 )
             return out
         finally:
@@ -298,7 +254,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=20)
     p.add_argument("--dns", type=int, default=3)
     p.add_argument("--heartbeat-ms", type=int, default=200)
-    p.add_argument("--workers", type=int, default=16, help="concurrent CN transactions")
+    p.add_argument("--workers", type=int, default=16, help="concurrent transactions per CN process")
+    p.add_argument(
+        "--cn-processes",
+        type=int,
+        default=2,
+        help="CN processes sharing the load (one Python process tops out at one core)",
+    )
     p.add_argument(
         "--transfers", type=float, default=0.2, help="fraction of two-row (two-DN) transactions"
     )
@@ -315,16 +277,19 @@ def main(argv: list[str] | None = None) -> int:
         heartbeat_ms=args.heartbeat_ms,
         workers=args.workers,
         transfers=args.transfers,
+        cn_processes=args.cn_processes,
         ha=args.ha,
     )
     r = results["consumer"]
     print(
-        f"latency bench: {args.dns} DNs, heartbeat {args.heartbeat_ms} ms, {args.workers} CN workers,"
+        f"latency bench: {args.dns} DNs, heartbeat {args.heartbeat_ms} ms,"
+        f" {args.cn_processes} CN process(es) x {args.workers} workers,"
         f" {args.transfers:.0%} two-row transactions"
     )
     print(
         f"  CN load: target {r.target_tps:,.0f} TPS, achieved {r.achieved_tps:,.0f} TPS"
-        f"   (CPU: CN process {r.load_cpu:.2f}, pipeline process {r.pipeline_cpu:.2f} cores)"
+        f"   (CPU: CN {r.load_cpu:.2f}, DNs+GMS {r.servers_cpu:.2f},"
+        f" pipeline {r.pipeline_cpu:.2f} cores)"
     )
     if r.achieved_tps < 0.95 * r.target_tps:
         print(

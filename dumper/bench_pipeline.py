@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,10 +51,38 @@ async def generate(cfg, seconds: float, threads: int, transactions: int | None =
     return stats.committed
 
 
-async def catch_up(cfg, last_tso: int) -> tuple[float, Leader]:
+def sched_s(pid: int) -> tuple[float, float]:
+    """(seconds on a CPU, seconds runnable but waiting for one) of a process's live threads,
+    from /proc/<pid>/task/*/schedstat (zeros if it is gone). The wait is what other load on
+    the machine costs: on a shared 2-core box it can exceed the CPU time several times."""
+    on = wait = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0, 0.0
+    for tid in tids:
+        try:
+            fields = open(f"/proc/{pid}/task/{tid}/schedstat").read().split()  # noqa: SIM115
+        except OSError:
+            continue  # the thread ended meanwhile
+        on, wait = on + int(fields[0]), wait + int(fields[1])
+    return on / 1e9, wait / 1e9
+
+
+@dataclass(slots=True)
+class Cpu:
+    """Where the catch-up's time went, per process kind (from the scheduler's own counts)."""
+
+    leader_s: float = 0.0
+    sources_s: float = 0.0  # MergeSource processes (0 when they run in the leader)
+    wait_s: float = 0.0  # runnable but no free core, summed over the leader and the sources
+
+
+async def catch_up(cfg, last_tso: int, cpu: Cpu | None = None) -> tuple[float, Leader]:
     leader = Leader(cfg)
     task = asyncio.create_task(leader.run())
     start = progress_at = time.perf_counter()
+    at_start = sched_s(os.getpid())
     seen = 0
     try:
         while leader.stats.last_tso < last_tso:
@@ -67,7 +96,17 @@ async def catch_up(cfg, last_tso: int) -> tuple[float, Leader]:
                     f" (waiting for {last_tso}); a prepared XA branch on a DN holds the merge?"
                 )
             await asyncio.sleep(0.02)
-        return time.perf_counter() - start, leader
+        elapsed = time.perf_counter() - start
+        if cpu is not None:  # before the sources are stopped: their counters go with them
+            on, wait = sched_s(os.getpid())
+            cpu.leader_s, cpu.wait_s = on - at_start[0], wait - at_start[1]
+            for source in leader.sources.values():
+                pid = getattr(source, "pid", None)
+                if pid is not None:
+                    on, wait = sched_s(pid)
+                    cpu.sources_s += on
+                    cpu.wait_s += wait
+        return elapsed, leader
     finally:
         await cancel_and_wait([task], grace=60)  # see cdc/tasks.py
 
@@ -104,6 +143,7 @@ class CatchUp:
     raw_s: float  # mariadb-binlog --raw of every DN, one after the other
     catch_up_s: float  # pipeline start → global binlog holds the last transaction
     cpu_s: float  # CPU time of this process (the pipeline) during the catch-up
+    cpu: Cpu  # the same per process kind, and the time spent waiting for a free core
     events: int  # events written to the global binlog
     effective: int  # table maps + rows events among them
     transactions: int  # transactions the leader wrote
@@ -146,13 +186,14 @@ def measure(
         )
         raw_s, raw_bytes = raw_dump_all(cluster, work / "raw")
         cpu = time.process_time()
+        sched = Cpu()
         if profile is None:
-            elapsed, leader = asyncio.run(catch_up(cfg, last_tso))
+            elapsed, leader = asyncio.run(catch_up(cfg, last_tso, sched))
         else:
             import cProfile
 
             with cProfile.Profile() as prof:
-                elapsed, leader = asyncio.run(catch_up(cfg, last_tso))
+                elapsed, leader = asyncio.run(catch_up(cfg, last_tso, sched))
             prof.dump_stats(profile)
         cpu = time.process_time() - cpu
         in_process_s = None
@@ -172,6 +213,7 @@ def measure(
             raw_s=raw_s,
             catch_up_s=elapsed,
             cpu_s=cpu,
+            cpu=sched,
             events=everything,
             effective=effective,
             transactions=leader.stats.transactions,
@@ -204,6 +246,11 @@ def main(argv: list[str] | None = None) -> int:
         f"  pipeline catch-up                   {r.catch_up_s:6.2f} s   {r.effective_per_s:>10,.0f} effective ev/s"
         f"   ({r.events:,} events written, {r.transactions:,} transactions;"
         f" leader CPU {r.cpu_s:.2f} s)"
+    )
+    c = r.cpu
+    print(
+        f"  CPU: leader {c.leader_s:.2f} s, MergeSource processes {c.sources_s:.2f} s;"
+        f" waiting for a free core {c.wait_s:.2f} s (other load on the machine)"
     )
     if r.in_process_s is not None:
         print(

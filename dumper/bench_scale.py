@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  {'DNs':>4} {'DN binlogs':>11} {'raw dump':>9} {'catch-up':>9}"
         f" {'effective ev/s':>15} {'DN ev/s':>9} {'CPU':>7} {'vs raw':>7}"
+        f" {'leader CPU':>10} {'sources CPU':>11} {'core wait':>9}"
     )
     results = []
     for dns in counts:
@@ -41,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  {r.dns:>4} {r.raw_bytes / 1e6:>8.1f} MB {r.raw_s:>7.2f} s {r.catch_up_s:>7.2f} s"
             f" {r.effective_per_s:>15,.0f} {r.dn_events_per_s:>9,.0f} {r.cpu_s:>5.2f} s"
-            f" {r.ratio:>7.2f}",
+            f" {r.ratio:>7.2f} {r.cpu.leader_s:>8.2f} s {r.cpu.sources_s:>9.2f} s"
+            f" {r.cpu.wait_s:>7.2f} s",
             flush=True,
         )
     first, last = results[0], results[-1]

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from cdc.config import Config
+from cdc.config import Config, ConfigError
 from cdc.tasks import cancel_and_wait
 from dumper.binlog_sender import CurrentEventNotifier
 from dumper.ha import HaNode, ha_status
@@ -25,6 +25,8 @@ from topology import gms
 log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_S = 15.0
+# How often the heartbeat CN looks for storage DNs added by another CN process.
+STORAGE_POLL_S = 1.0
 
 
 async def _status_loop(status: Callable[[], dict], path: Path) -> None:
@@ -52,10 +54,40 @@ async def _heartbeats(config: Config) -> None:
     await cn.start(recover=True)
     try:
         cn.start_heartbeat()
-        await asyncio.Event().wait()  # until cancelled
+        await _follow_storage(cn, config)  # until cancelled
     finally:
         await cn.stop_heartbeat()
         await cn.close()
+
+
+async def _follow_storage(cn, config: Config) -> None:
+    """Heartbeats must touch a DN that another CN process added (`cdc cn add-dn`) too: the
+    merge waits for every DN's watermark, and without its own traffic the new DN's would stay
+    at its StorageChange marker, holding the global binlog for ever. Its address comes from
+    the marker: the leader, which shares `config`, adds it to `config.dn` when it merges it."""
+    waiting: set[int] = set()
+    while True:
+        await asyncio.sleep(STORAGE_POLL_S)
+        try:
+            catalogue = await cn.store.load()
+        except Exception as exc:  # GMS away for a moment: the heartbeat itself reports it
+            log.debug("storage DNs not read: %s", exc)
+            continue
+        added = [dn for dn in catalogue.dns if dn not in cn.catalogue.dns]
+        if not added:
+            continue
+        try:
+            nodes = [config.dn_by_id(dn) for dn in added]
+        except ConfigError:
+            if waiting != set(added):
+                log.info("storage DNs %s added: heartbeats wait for their addresses", added)
+                waiting = set(added)
+            continue
+        for node in nodes:
+            cn.pools.add_node(node)
+        cn.ctx.catalogue = catalogue
+        waiting = set()
+        log.info("heartbeats touch dn%s too from now on", ", dn".join(map(str, added)))
 
 
 async def serve(

@@ -27,6 +27,7 @@ from cdc.protocol.packets import (
     read_nul_str,
 )
 from cdc.protocol.resultset import result_set_packets
+from cdc.protocol.tls_stream import TlsStream
 from dumper import sql
 from dumper.ack_gate import parse_ack
 from dumper.binlog_sender import BinlogSender, DumpError, DumpOptions, DumpRequest
@@ -221,7 +222,9 @@ class Session:
                 await self.flush()
                 return False
             try:
-                await self.writer.start_tls(self.ctx.tls)
+                tls = TlsStream(self.reader, self.writer, self.ctx.tls)
+                await tls.handshake()
+                self.reader = self.writer = tls  # type: ignore[assignment]
                 payload = await self.read_packet()
                 name, response, plugin = self._parse_handshake_response(payload)
             except (

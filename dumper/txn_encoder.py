@@ -3,18 +3,19 @@
 Per transaction: `Query BEGIN`, then each statement's TABLE_MAP(s) (table id renumbered) and
 rows events (MariaDB v1 turned into MySQL v2, same table id), `XID`, and the `CTS::<tso>` mark
 that makes the commit TSO recoverable from the file. A DDL marker becomes one Query event and
-its mark. Row images are never decoded: events are patched byte-wise (`cdc.binlog.fastpath`).
-log_pos and CRC are left to the writer, which stamps each event once when it lands.
+its mark. Row images are never decoded: events are patched byte-wise. log_pos and CRC are
+left to the writer, which stamps each event once when it lands.
 """
 
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Iterator
 
-from cdc.binlog.constants import EventType
-from cdc.binlog.events import XidEvent, cts_mark, encode_event
-from cdc.binlog.fastpath import rewrite
+from cdc.binlog.constants import CHECKSUM_LEN, HEADER_LEN, EventFlag, EventType
+from cdc.binlog.events import CTS_PREFIX, XidEvent, cts_mark, encode_event
+from cdc.binlog.header import HEADER as _HEADER
 from cdc.binlog.query import QueryEvent
 from dumper.table_id_map import TableIdMap
 from merge_joint.merger import Transaction
@@ -26,7 +27,16 @@ TABLE_MAP = int(EventType.TABLE_MAP)
 CREATE_TABLE = re.compile(
     rb"\s*(/\*.*?\*/\s*)*CREATE\s+(TEMPORARY\s+)?TABLE\b", re.IGNORECASE | re.DOTALL
 )
-ROWS_TYPES = frozenset({23, 24, 25, 30, 31, 32})
+ROWS_V1 = frozenset({23, 24, 25})  # MariaDB WRITE/UPDATE/DELETE_ROWS v1
+ROWS_V2 = frozenset({30, 31, 32})
+V1_TO_V2 = 7
+V2_EXTRA = b"\x02\x00"  # extra-data length 2 = no extra data (the field counts itself)
+ROWS_QUERY = int(EventType.ROWS_QUERY)
+IGNORABLE = int(EventFlag.IGNORABLE)
+NO_CRC = bytes(CHECKSUM_LEN)  # a CRC slot the writer fills
+_HEAD = struct.Struct("<IBII")  # timestamp, type, server_id, event size: header offsets 0-12
+_TS = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
 
 
 class EncodeError(RuntimeError):
@@ -40,54 +50,111 @@ def cts_suffix(txn: Transaction) -> bytes:
 
 
 class TransactionEncoder:
+    """Encodes transactions for one writer (its XID counter and table ids are stream state).
+
+    Per event of a data transaction the work is: one copy of the DN bytes into a bytearray,
+    one header pack (timestamp, type, server_id, size), the 6-byte table id slice and, for a
+    MariaDB rows v1 event, a 2-byte insertion (v1 → v2). The CRC is not computed here: the
+    writer stamps log_pos and the CRC of every event once, where it lands
+    (`fastpath.stamp_positions`). BEGIN, XID and the CTS mark are built from pre-encoded
+    templates.
+    """
+
     def __init__(self, server_id: int, table_ids: TableIdMap | None = None):
         self.server_id = server_id
         self.table_ids = table_ids or TableIdMap()
         self._xid = 0
-        self._begin = QueryEvent(b"BEGIN")
+        # Templates without their leading timestamp (and, for XID, its value and CRC).
+        begin = self._event(QueryEvent(b"BEGIN"), 0)
+        self._begin_tail = begin[4:]
+        xid = self._event(XidEvent(0), 0)
+        self._xid_head = xid[4:HEADER_LEN]
+        # TABLE_MAP content (names + columns, DN table id excluded) -> 6-byte logical id.
+        # Cleared when a DDL bumps a table's id.
+        self._tm_ids: dict[bytes, bytes] = {}
 
     def _event(self, body: object, timestamp: int) -> bytes:
         return encode_event(body, timestamp=timestamp, server_id=self.server_id)
 
-    def encode(self, txn: Transaction) -> list[bytes] | None:
-        """The events of `txn`, or None if it has nothing to write (e.g. only dropped rows)."""
+    def encode(self, txn: Transaction) -> list[bytes | bytearray] | None:
+        """The events of `txn`, or None if it has nothing to write (e.g. only dropped rows).
+        log_pos and CRC of the events are left for the writer to stamp."""
         events = self.iter_encode(txn)
         return None if events is None else list(events)
 
-    def iter_encode(self, txn: Transaction) -> Iterator[bytes] | None:
+    def iter_encode(self, txn: Transaction) -> Iterator[bytes | bytearray] | None:
         """Like `encode`, one event at a time: a spilled (huge) transaction streams from its
         spill files through here to the writer without being held in memory."""
-        timestamp = max(f.timestamp for f in txn.fragments)
-        if txn.kind is FragmentKind.DDL:
+        fragments = txn.fragments
+        if len(fragments) == 1:
+            timestamp = fragments[0].timestamp
+        else:
+            timestamp = max(f.timestamp for f in fragments)
+        kind = txn.kind
+        if kind is FragmentKind.DDL:
             ddl = self._ddl(txn, timestamp)
             return None if ddl is None else iter(ddl)
-        if txn.kind is not FragmentKind.DATA and txn.kind is not FragmentKind.LOCAL:
+        if kind is not FragmentKind.DATA and kind is not FragmentKind.LOCAL:
             return None  # instruction markers are not written (FlushLogs is handled by the caller)
         if not any(st.count for st in txn.statements):
             return None
         return self._rows(txn, timestamp)
 
-    def _rows(self, txn: Transaction, timestamp: int) -> Iterator[bytes]:
+    def _table_id(self, event: bytes) -> bytes:
+        """The logical table id (6 bytes) for a TABLE_MAP event, cached by its content."""
+        content = event[25:-4]
+        tid = self._tm_ids.get(content)
+        if tid is None:
+            tid = self.table_ids.id_for(*table_name(event)).to_bytes(6, "little")
+            self._tm_ids[content] = tid
+        return tid
+
+    def _rows(self, txn: Transaction, timestamp: int) -> Iterator[bytes | bytearray]:
         sid = self.server_id
-        yield self._event(self._begin, timestamp)
+        head = _HEAD.pack_into
+        ts = _TS.pack(timestamp)
+        yield ts + self._begin_tail
+        table_id = self._table_id
         for st in txn.statements:
-            ids: dict[bytes, int] = {}  # DN table id (6 raw bytes) -> logical id
+            ids: dict[bytes, bytes] = {}  # DN table id (6 raw bytes) -> logical id (6 bytes)
             for e in st.iter_events():
                 code = e[4]
                 if code == TABLE_MAP:
-                    tid = self.table_ids.id_for(*table_name(e))
-                    ids[e[19:25]] = tid
-                    yield bytes(rewrite(e, table_id=tid, server_id=sid, timestamp=timestamp))
-                elif code in ROWS_TYPES:
+                    tid = ids[e[19:25]] = table_id(e)
+                    b = bytearray(e)
+                elif code in ROWS_V1:
                     tid = ids.get(e[19:25])
                     if tid is None:
-                        raise EncodeError(
-                            f"txn {txn.txn_id} at TSO {txn.tso}: rows event without its TABLE_MAP"
-                        )
-                    yield bytes(rewrite(e, table_id=tid, server_id=sid, timestamp=timestamp))
+                        raise self._orphan(txn)
+                    b = bytearray(e)
+                    b[27:27] = V2_EXTRA  # after table id + flags: MySQL's v2 extra-data length
+                    code += V1_TO_V2
+                elif code in ROWS_V2:
+                    tid = ids.get(e[19:25])
+                    if tid is None:
+                        raise self._orphan(txn)
+                    b = bytearray(e)
+                else:
+                    continue
+                head(b, 0, timestamp, code, sid, len(b))
+                b[19:25] = tid
+                yield b
         self._xid += 1
-        yield self._event(XidEvent(self._xid), timestamp)
-        yield self._event(cts_mark(txn.tso, cts_suffix(txn)), timestamp)
+        yield ts + self._xid_head + _U64.pack(self._xid) + NO_CRC
+        mark = CTS_PREFIX + str(txn.tso).encode()
+        if txn.key[1] != Kind.BRANCH:
+            mark += b"::" + cts_suffix(txn)
+        size = HEADER_LEN + 1 + len(mark) + CHECKSUM_LEN
+        yield (
+            _HEADER.pack(timestamp, ROWS_QUERY, sid, size, 0, IGNORABLE)
+            + bytes((min(len(mark), 255),))
+            + mark
+            + NO_CRC
+        )
+
+    @staticmethod
+    def _orphan(txn: Transaction) -> EncodeError:
+        return EncodeError(f"txn {txn.txn_id} at TSO {txn.tso}: rows event without its TABLE_MAP")
 
     def _ddl(self, txn: Transaction, timestamp: int) -> list[bytes] | None:
         marker = next(iter(txn.fragments[0].markers), None)
@@ -95,6 +162,7 @@ class TransactionEncoder:
             return None
         db, table = marker["db"].encode(), marker["tbl"].encode()
         self.table_ids.bump(db, table)
+        self._tm_ids.clear()  # its next TABLE_MAP gets the new id
         ddl = marker["ddl"].encode()
         out = []
         if CREATE_TABLE.match(ddl):

@@ -58,19 +58,33 @@ class MergeJoint:
         history was recorded."""
         merger = self.merger
         queue = self.queue
+        push_fragment = merger.push_fragment
         while True:
             batch = await queue.get()
+            # Nothing is popped while batches are pushed, so of each DN's watermarks only the
+            # last one matters to the merge, and of its checkpoints only the last one is kept
+            # (an older one would only be a restart point further back): one push per DN and
+            # drain instead of one per watermark.
+            marks: dict[int, Watermark] = {}
+            cps: dict[int, Watermark] = {}
             while True:
                 for item in batch:
-                    merger.push(item)
-                    if isinstance(item, Watermark) and item.checkpoint is not None:
-                        self._checkpoints.setdefault(item.dn, deque()).append(
-                            (lift(item.dn, item.key), item.checkpoint)
-                        )
+                    if type(item) is Watermark:
+                        marks[item.dn] = item
+                        if item.checkpoint is not None:
+                            cps[item.dn] = item
+                    else:
+                        push_fragment(item)  # type: ignore[arg-type]
                 try:
                     batch = queue.get_nowait()  # drain what is there: fewer, larger merges
                 except asyncio.QueueEmpty:
                     break
+            for mark in marks.values():
+                merger.push_watermark(mark)
+            for dn, mark in cps.items():
+                self._checkpoints.setdefault(dn, deque()).append(
+                    (lift(dn, mark.key), mark.checkpoint)
+                )
             while ready := merger.pop_ready():
                 for txn in ready:
                     if txn.kind in (FragmentKind.INSTRUCTION, FragmentKind.DDL):

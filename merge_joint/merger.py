@@ -17,6 +17,7 @@ from merge_source.fragment import Fragment, FragmentKind, GlobalKey, Statement, 
 from merge_source.sorter import Kind, SortKey
 
 _NO_TRACE = (1 << 62, 0)
+_BRANCH = Kind.BRANCH
 
 
 class MergeError(RuntimeError):
@@ -78,20 +79,32 @@ class Merger:
         self._wm.pop(dn, None)
 
     def push(self, item: Fragment | Watermark) -> None:
-        if isinstance(item, Watermark):
-            if item.dn not in self._wm:
-                raise MergeError(f"watermark from unknown source dn{item.dn}")
-            mark = lift(item.dn, item.key)
-            old = self._wm[item.dn]
-            if old is not None and mark < old:
-                raise MergeError(f"dn{item.dn} watermark went back from {old} to {mark}")
-            self._wm[item.dn] = mark
-            return
-        if item.dn not in self._wm:
-            raise MergeError(f"fragment from unknown source dn{item.dn}")
-        key = item.global_key
-        if self.last_emitted is not None and key <= self.last_emitted:
-            raise MergeError(f"dn{item.dn} delivered {key} after {self.last_emitted} was emitted")
+        if type(item) is Watermark:
+            self.push_watermark(item)
+        else:
+            self.push_fragment(item)  # type: ignore[arg-type]
+
+    def push_watermark(self, item: Watermark) -> None:
+        dn = item.dn
+        if dn not in self._wm:
+            raise MergeError(f"watermark from unknown source dn{dn}")
+        key = item.key
+        mark = (key.tso, key.kind, dn, key.seq)  # lift(), inlined: once per watermark
+        old = self._wm[dn]
+        if old is not None and mark < old:
+            raise MergeError(f"dn{dn} watermark went back from {old} to {mark}")
+        self._wm[dn] = mark
+
+    def push_fragment(self, item: Fragment) -> None:
+        dn = item.dn
+        if dn not in self._wm:
+            raise MergeError(f"fragment from unknown source dn{dn}")
+        k = item.key
+        # global_key(), inlined: this runs once per fragment
+        key = (k.tso, _BRANCH, 0, 0) if k.kind == _BRANCH else (k.tso, k.kind, dn, k.seq)
+        last = self.last_emitted
+        if last is not None and key <= last:
+            raise MergeError(f"dn{dn} delivered {key} after {last} was emitted")
         group = self._pending.get(key)
         if group is None:
             self._pending[key] = [item]
@@ -120,6 +133,15 @@ class Merger:
 def coalesce(key: GlobalKey, fragments: list[Fragment]) -> Transaction:
     """One transaction from its fragments: statements in TraceId order, participants checked."""
     first = fragments[0]
+    if len(fragments) == 1:  # the common case, checked without building lists
+        if key[1] == _BRANCH:
+            expected = first.participants
+            if expected and (len(expected) != 1 or expected[0] != first.dn):
+                raise MergeError(
+                    f"txn {first.txn_id} at TSO {key[0]}: fragments from DNs {[first.dn]} but the "
+                    f"commit record names participants {sorted(expected)}; a fragment is missing"
+                )
+        return Transaction(key, first.txn_id, first.kind, fragments, list(first.statements))
     if key[1] == Kind.BRANCH:
         dns = sorted(f.dn for f in fragments)
         if len(set(dns)) != len(dns):
@@ -136,14 +158,12 @@ def coalesce(key: GlobalKey, fragments: list[Fragment]) -> Transaction:
             raise MergeError(
                 f"two transactions share TSO {key[0]}: {sorted({f.txn_id for f in fragments})}"
             )
-    if len(fragments) == 1:
-        statements = list(first.statements)
-    else:
-        numbered = [
-            (s.trace_id or _NO_TRACE, f.dn, i, s)
-            for f in fragments
-            for i, s in enumerate(f.statements)
-        ]
-        numbered.sort(key=lambda t: t[:3])
-        statements = [t[3] for t in numbered]
-    return Transaction(key, first.txn_id, first.kind, fragments, statements)
+    numbered = [
+        (s.trace_id or _NO_TRACE, f.dn, i, s) for f in fragments for i, s in enumerate(f.statements)
+    ]
+    numbered.sort(key=_trace_order)
+    return Transaction(key, first.txn_id, first.kind, fragments, [t[3] for t in numbered])
+
+
+def _trace_order(t: tuple) -> tuple:
+    return t[:3]

@@ -41,6 +41,7 @@ _PART = struct.Struct("<I")
 HAS_TRACE, SPILLED = 1, 2
 KINDS = list(FragmentKind)
 KIND_CODE = {k: i for i, k in enumerate(KINDS)}
+SORT_KINDS = tuple(Kind)  # by value (BRANCH 0, LOCAL 1): an index, not an Enum call per record
 
 
 class WireError(RuntimeError):
@@ -156,7 +157,7 @@ def _records(body: bytes) -> Iterator[Fragment | Watermark | Record]:
                 pos += _CP.size
                 cp = SourceCheckpoint(body[pos : pos + n].decode(), cp_pos, max_tso)
                 pos += n
-            yield Watermark(dn, SortKey(tso, Kind(kind), seq), cp)
+            yield Watermark(dn, SortKey(tso, SORT_KINDS[kind], seq), cp)
         elif tag in (b"S", b"E"):
             _, n = _TEXT.unpack_from(body, pos)
             pos += _TEXT.size
@@ -174,7 +175,7 @@ def _read_fragment(body: bytes, view: memoryview, pos: int) -> tuple[Fragment, i
     participants = struct.unpack_from(f"<{n_p}I", body, pos) if n_p else ()
     pos += 4 * n_p
     statements = []
-    adopted: dict[bytes, SpillFile] = {}
+    adopted: dict[bytes, SpillFile] | None = None
     unpack_size = _SIZE.unpack_from
     for _ in range(n_st):
         flags, a, b, count, size = _STMT.unpack_from(body, pos)
@@ -185,6 +186,8 @@ def _read_fragment(body: bytes, view: memoryview, pos: int) -> tuple[Fragment, i
             pos += _SPILLED.size
             path = body[pos : pos + n]
             pos += n
+            if adopted is None:
+                adopted = {}
             spill = adopted.get(path)
             if spill is None:
                 spill = adopted[path] = SpillFile.adopt(path.decode())
@@ -206,7 +209,7 @@ def _read_fragment(body: bytes, view: memoryview, pos: int) -> tuple[Fragment, i
     markers = pickle.loads(view[pos : pos + n]) if n else []
     pos += n
     frag = Fragment(
-        key=SortKey(tso, Kind(kkind), seq),
+        key=SortKey(tso, SORT_KINDS[kkind], seq),
         dn=dn,
         txn_id=txn_id,
         participants=tuple(participants),

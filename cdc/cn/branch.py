@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiomysql
 import pymysql
@@ -16,23 +16,72 @@ log = logging.getLogger(__name__)
 
 ER_XAER_NOTA = 1397  # unknown xid: never prepared, already settled, or still owned by a session
 
-ACTIVE, PREPARED, DONE, DETACHED = "active", "prepared", "done", "detached"
+# NEW: XA START not sent yet (it rides with the branch's first statement).
+NEW, ACTIVE, ENDED, PREPARED, DONE, DETACHED = (
+    "new",
+    "active",
+    "ended",
+    "prepared",
+    "done",
+    "detached",
+)
 
 
 @dataclass(slots=True)
 class Branch:
+    """Branch connections accept several statements per packet (CLIENT_MULTI_STATEMENTS): the
+    CN sends `XA START` with the first statement, deferred writes (`Transaction.defer`) with
+    the next statement or with `XA END` + `XA PREPARE`, all in one round trip. MariaDB stops at
+    the first failing statement of a packet, so the state below is exact: it advances as each
+    result arrives."""
+
     xid: Xid
     conn: aiomysql.Connection | None
-    wrote: bool = False
-    state: str = ACTIVE
+    wrote: bool = False  # a statement changed rows: the branch is a participant
+    state: str = NEW
+    batched: bool = True  # CnConfig.batch_round_trips
+    pending: list[str] = field(default_factory=list)  # deferred writes, not sent yet
 
     @property
     def dn_id(self) -> int:
         return self.xid.dn_id
 
     async def run(self, sql: str) -> aiomysql.Cursor:
+        """Run one statement (after XA START and deferred writes, if any); the cursor holds its
+        result."""
+        return await self._send(sql, end=False)
+
+    async def flush(self) -> None:
+        """Send the deferred writes (and XA START if needed)."""
+        if self.pending:
+            await self._send(None, end=False)
+
+    async def end_and_prepare(self) -> None:
+        """XA END + XA PREPARE, after the deferred writes."""
+        await self._send(None, end=True)
+
+    async def _send(self, sql: str | None, end: bool) -> aiomysql.Cursor:
+        x = self.xid.sql
+        # (statement, state after its success; None: a deferred write, "": the statement)
+        steps = [(f"XA START {x}", ACTIVE)] if self.state == NEW else []
+        steps += [(w, None) for w in self.pending]
+        self.pending = []
+        if sql is not None:
+            steps.append((sql, ""))
+        if end:
+            steps += [(f"XA END {x}", ENDED), (f"XA PREPARE {x}", PREPARED)]
         cur = await self.conn.cursor()
-        await cur.execute(sql)
+        if self.batched:
+            await cur.execute("; ".join(s for s, _ in steps))
+        for i, (text, state) in enumerate(steps):
+            if not self.batched:
+                await cur.execute(text)
+            elif i:
+                await cur.nextset()  # the next statement's result (raises its error)
+            if state:
+                self.state = state
+            elif state is None and cur.rowcount > 0:
+                self.wrote = True
         return cur
 
     def release(self, ctx: CnContext, discard: bool = False) -> None:
@@ -53,6 +102,10 @@ def errno(exc: BaseException) -> int | None:
 async def abort(ctx: CnContext, b: Branch) -> None:
     """Roll the branch back by whatever means is left; leave it for recovery if the DN is away."""
     if b.state == DONE:
+        return
+    if b.state == NEW:  # XA START never ran: nothing to roll back
+        b.state = DONE
+        b.release(ctx)
         return
     if b.conn is not None:
         try:

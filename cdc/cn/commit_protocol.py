@@ -9,7 +9,7 @@ import logging
 import pymysql
 
 from cdc.cn import schema
-from cdc.cn.branch import DONE, PREPARED, Branch, abort, settle_detached
+from cdc.cn.branch import ACTIVE, DONE, NEW, Branch, abort, settle_detached
 from cdc.cn.context import CnContext
 from cdc.cn.errors import CommitOutcomeUnknown, TransactionAborted
 
@@ -26,12 +26,15 @@ async def commit(
 
     `branches` are in first-touch order; the primary is the first branch that wrote rows.
     """
-    writers = [b for b in branches if b.wrote]
-    if not writers:
+    if not any(b.wrote or b.pending for b in branches):
         # Read-only: nothing reaches any binlog, so no TSO and no commit record are needed.
         await abort_all(ctx, branches)
         return None
-    await _prepare_all(ctx, txn_id, branches)
+    await _prepare_all(ctx, txn_id, branches)  # sends deferred writes first
+    writers = [b for b in branches if b.wrote]
+    if not writers:  # deferred writes that changed no row: read-only after all
+        await abort_all(ctx, branches)
+        return None
     ctx.crash.reached("after_prepare")
     try:
         tso = await ctx.tso.next()
@@ -55,35 +58,46 @@ async def abort_all(ctx: CnContext, branches: list[Branch]) -> None:
 
 async def _prepare_all(ctx: CnContext, txn_id: int, branches: list[Branch]) -> None:
     async def prepare(b: Branch) -> None:
-        await b.run(f"XA END {b.xid.sql}")
-        b.state = "ended"
-        await b.run(f"XA PREPARE {b.xid.sql}")
-        b.state = PREPARED
+        await b.end_and_prepare()
         ctx.crash.reached("after_first_prepare")
 
-    results = await asyncio.gather(*(prepare(b) for b in branches), return_exceptions=True)
+    deferred = {b.dn_id for b in branches if b.pending}
+    if len(branches) == 1:  # most transactions: no task for a single branch
+        try:
+            results: list = [await prepare(branches[0])]
+        except Exception as exc:  # noqa: BLE001 - handled below like gather's results
+            results = [exc]
+    else:
+        results = await asyncio.gather(*(prepare(b) for b in branches), return_exceptions=True)
     failed = [
         (b, r) for b, r in zip(branches, results, strict=True) if isinstance(r, BaseException)
     ]
     if not failed:
         return
+    b, exc = failed[0]
+    step = "a deferred write" if b.dn_id in deferred and b.state in (NEW, ACTIVE) else "XA PREPARE"
     for b, _ in failed:
         b.release(ctx, discard=True)  # its state is unknown: let the DN detach or drop it
     await abort_all(ctx, branches)
-    b, exc = failed[0]
+    b = failed[0][0]
     raise TransactionAborted(
-        f"txn {txn_id}: XA PREPARE failed on DN {b.dn_id} ({exc}); rolled back on every DN"
+        f"txn {txn_id}: {step} failed on DN {b.dn_id} ({exc}); rolled back on every DN"
     ) from exc
+
+
+async def _write_record(ctx: CnContext, dn: int, row: tuple[int, int, str], upsert: bool):
+    if ctx.config.cn.batch_round_trips:
+        await ctx.records.write(dn, row, upsert)  # with concurrent transactions' records
+    else:
+        stmt = schema.UPSERT_RECORD if upsert else schema.INSERT_PRIMARY_RECORD
+        await ctx.pools.execute(dn, stmt, row)
 
 
 async def _write_primary_record(ctx, txn_id, tso, participants, branches) -> None:
     primary = participants[0]
     try:
-        async with ctx.pools.connection(primary) as conn, conn.cursor() as cur:
-            await cur.execute(
-                schema.INSERT_PRIMARY_RECORD,
-                (txn_id, tso, schema.format_participants(participants)),
-            )
+        row = (txn_id, tso, schema.format_participants(participants))
+        await _write_record(ctx, primary, row, upsert=False)
     except pymysql.err.IntegrityError as exc:
         if exc.args and exc.args[0] == ER_DUP_ENTRY:
             # Recovery wrote a tombstone first: it decided "rolled back" for us.
@@ -106,7 +120,7 @@ async def _write_secondary_records(ctx, txn_id, tso, participants) -> set[int]:
     text = schema.format_participants(participants)
 
     async def write(dn: int) -> None:
-        await ctx.pools.execute(dn, schema.UPSERT_RECORD, (txn_id, tso, text))
+        await _write_record(ctx, dn, (txn_id, tso, text), upsert=True)
 
     pending = participants[1:]
     # The decision (the primary's record) is taken: a secondary record that fails (a lock wait

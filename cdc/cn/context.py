@@ -10,6 +10,7 @@ from cdc.cn.crash_points import CrashPoints
 from cdc.cn.dn_pool import DnPools
 from cdc.cn.ground_truth import GroundTruthLog
 from cdc.cn.partition_gate import PartitionGate
+from cdc.cn.record_batch import CommitRecords
 from cdc.cn.tso import TsoOracle
 from cdc.config import Config
 
@@ -21,6 +22,7 @@ class CnContext:
     tso: TsoOracle
     catalogue: Catalogue
     instance_id: int
+    records: CommitRecords
     crash: CrashPoints = field(default_factory=CrashPoints)
     ground_truth: GroundTruthLog = field(default_factory=lambda: GroundTruthLog(None))
     gate: PartitionGate = field(default_factory=PartitionGate)

@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import aiomysql
+from pymysql.constants import CLIENT
 
 from cdc.cn.errors import CnError
 from cdc.config import NodeConfig
@@ -68,6 +69,9 @@ class DnPools:
                 autocommit=True,
                 charset="utf8mb4",
                 connect_timeout=5,
+                # Branch connections send XA START / XA END + XA PREPARE along with another
+                # statement (branch.py); the router lets no `;` through (router.route).
+                client_flag=0 if control else CLIENT.MULTI_STATEMENTS,
             )
             if self._pools.get(key) is None:
                 self._pools[key] = pool

@@ -20,6 +20,7 @@ from cdc.cn.dn_pool import DnPools, connect
 from cdc.cn.errors import CnError, TransactionAborted
 from cdc.cn.ground_truth import GroundTruthLog
 from cdc.cn.purge import purge_commit_records
+from cdc.cn.record_batch import CommitRecords
 from cdc.cn.recovery import RecoveryReport
 from cdc.cn.transaction import Transaction
 from cdc.cn.tso import TsoOracle
@@ -79,6 +80,7 @@ class ComputeNode:
             tso=self.tso,
             catalogue=catalogue,
             instance_id=instance_id,
+            records=CommitRecords(self.pools),
             crash=self._crash,
             ground_truth=GroundTruthLog(self.config.cn.ground_truth_log or None),
         )
@@ -92,6 +94,8 @@ class ComputeNode:
         if self._heartbeat is not None:
             await self._heartbeat.stop()
         await self.tso.close()
+        if self._ctx is not None:
+            await self._ctx.records.close()
         await self.pools.close()
         if self._ctx is not None:
             self._ctx.ground_truth.close()

@@ -18,11 +18,17 @@ class PartitionGate:
         self._frozen: Counter[PartitionKey] = Counter()
         self._changed = asyncio.Condition()
 
-    async def enter(self, keys: set[PartitionKey], held: set[PartitionKey]) -> None:
-        """Count `keys` as in use by a transaction that already holds `held`."""
+    async def enter(self, keys: set[PartitionKey], held: set[PartitionKey]) -> bool:
+        """Count `keys` as in use by a transaction that already holds `held`. True if this
+        had to wait (a placement may have changed meanwhile: route again), False if it returned
+        without yielding to the event loop (nothing else ran since the caller's routing)."""
         new = keys - held
         if not new:
-            return
+            return False
+        if not self._changed.locked() and not any(self._frozen[k] > 0 for k in new):
+            self._inflight.update(new)
+            held |= new
+            return False
         async with self._changed:
             while any(self._frozen[k] > 0 for k in new):
                 if held:
@@ -33,6 +39,7 @@ class PartitionGate:
                 await self._changed.wait()
             self._inflight.update(new)
             held |= new
+        return True
 
     async def leave(self, held: set[PartitionKey]) -> None:
         if not held:

@@ -63,6 +63,9 @@ def route(sql: str, catalogue: Catalogue, default_db: str | None = None) -> Plan
     tokens = tokenize(sql)
     if not tokens:
         raise RoutingError("empty statement")
+    if any(t.kind == "op" and t.text == ";" for t in tokens):
+        # Branch connections accept several statements per packet (branch.py): one at a time.
+        raise RoutingError(f"one statement at a time, without `;`: {sql[:200]}")
     verb = tokens[0].text.upper()
     if verb == "INSERT":
         return _route_insert(sql, tokens, catalogue, default_db)

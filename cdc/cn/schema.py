@@ -95,6 +95,16 @@ UPSERT_RECORD = (
     "VALUES (%s, %s, %s, 0) ON DUPLICATE KEY UPDATE commit_tso = VALUES(commit_tso), "
     "participants = VALUES(participants), aborted = 0"
 )
+
+
+def record_statement(rows: int, upsert: bool) -> str:
+    """INSERT_PRIMARY_RECORD / UPSERT_RECORD for `rows` records (record_batch.py)."""
+    head, _, tail = (UPSERT_RECORD if upsert else INSERT_PRIMARY_RECORD).partition(
+        "VALUES (%s, %s, %s, 0)"
+    )
+    return head + "VALUES " + ", ".join(["(%s, %s, %s, 0)"] * rows) + tail
+
+
 INSERT_TOMBSTONE = (
     f"INSERT IGNORE INTO `{PRIVATE_DB}`.`{TX_LOG}` (txn_id, commit_tso, participants, aborted) "
     "VALUES (%s, %s, '', 1)"

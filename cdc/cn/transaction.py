@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pymysql
 
 from cdc.cn import commit_protocol
-from cdc.cn.branch import Branch
+from cdc.cn.branch import NEW, Branch
 from cdc.cn.context import CnContext
 from cdc.cn.errors import TransactionAborted
 from cdc.cn.partition_gate import PartitionKey
@@ -45,6 +45,7 @@ class Transaction:
         self._held: set[PartitionKey] = set()
         self._state = "open"  # open | failed | closed
         self._admitted = False  # holds a slot of `pools.admission` (from its first branch on)
+        self._queued: Branch | None = None  # the branch holding deferred writes, if any
 
     # -- statements ------------------------------------------------------------------------------
     async def execute(self, sql: str, params=None) -> Result:
@@ -56,10 +57,10 @@ class Transaction:
             self._seq += 1
             if isinstance(plan, ShardKeyMove):
                 return await self._move(plan)
-            await self._enter(plan.table, [s.partition for s in plan.statements])
-            # Route again: waiting at the gate may have outlasted a partition move, and the
-            # first plan would then write to the old copy (lost once it is dropped).
-            plan = route(text, self._ctx.catalogue, self.default_db)
+            if await self._enter(plan.table, [s.partition for s in plan.statements]):
+                # Route again: waiting at the gate may have outlasted a partition move, and the
+                # first plan would then write to the old copy (lost once it is dropped).
+                plan = route(text, self._ctx.catalogue, self.default_db)
             result = Result()
             for sub, st in enumerate(plan.statements):
                 cur = await self._run(st.dn_id, sub, st.sql, write=plan.is_write)
@@ -70,6 +71,51 @@ class Transaction:
             return result
         except BaseException:
             self._state = "failed"
+            raise
+
+    async def defer(self, sql: str, params=None) -> None:
+        """Like `execute` for a write whose result the caller does not need: the physical
+        statements are queued and sent with the next statement on their DN, or with XA END +
+        XA PREPARE at commit (a single-DN transaction then writes and prepares in one round
+        trip). Statement order is kept: a statement for another DN sends the queued ones
+        first, so rows are locked in the caller's order. A failure shows at the next statement
+        or at commit (`TransactionAborted`, rolled back). SELECTs, shard-key moves and
+        `cn.batch_round_trips = false` run at once."""
+        self._check_open()
+        try:
+            text = render(sql, params)
+            plan = route(text, self._ctx.catalogue, self.default_db)
+            if (
+                isinstance(plan, ShardKeyMove)
+                or not plan.is_write
+                or not self._ctx.config.cn.batch_round_trips
+            ):
+                await self.execute(sql, params)
+                return
+            self._seq += 1
+            if await self._enter(plan.table, [s.partition for s in plan.statements]):
+                plan = route(text, self._ctx.catalogue, self.default_db)  # see execute
+            for sub, st in enumerate(plan.statements):
+                if self._queued is not None and self._queued.dn_id != st.dn_id:
+                    await self._flush()
+                branch = await self._branch(st.dn_id)
+                branch.pending.append(f"{trace_hint(self._seq, sub, self._ctx.server_id)} {st.sql}")
+                self._queued = branch
+        except BaseException:
+            self._state = "failed"
+            raise
+
+    async def _flush(self) -> None:
+        branch, self._queued = self._queued, None
+        await self._guarded(branch, branch.flush())
+
+    async def _guarded(self, branch: Branch, op):
+        try:
+            return await op
+        except BaseException:
+            if branch.state == NEW:  # XA START failed: the connection's state is unknown
+                del self._branches[branch.dn_id]
+                branch.release(self._ctx, discard=True)
             raise
 
     async def execute_private(self, sql: str, params=None) -> int:
@@ -88,8 +134,12 @@ class Transaction:
             raise
 
     async def _run(self, dn_id: int, subseq: int, sql: str, write: bool):
+        if self._queued is not None and self._queued.dn_id != dn_id:
+            await self._flush()  # deferred writes on another DN go first (statement order)
+        self._queued = None  # this DN's deferred writes go in the same packet as `sql`
         branch = await self._branch(dn_id)
-        cur = await branch.run(f"{trace_hint(self._seq, subseq, self._ctx.server_id)} {sql}")
+        hint = trace_hint(self._seq, subseq, self._ctx.server_id)
+        cur = await self._guarded(branch, branch.run(f"{hint} {sql}"))
         if write and cur.rowcount > 0:
             branch.wrote = True  # affected (changed) rows: exactly when row events are logged
         return cur
@@ -128,23 +178,21 @@ class Transaction:
                 await self._ctx.pools.admission.acquire()
                 self._admitted = True
             conn = await self._ctx.pools.acquire(dn_id)
-            branch = Branch(Xid(self.txn_id, dn_id), conn)
-            try:
-                await branch.run(f"XA START {branch.xid.sql}")
-            except BaseException:
-                branch.release(self._ctx, discard=True)
-                raise
+            # XA START is sent with the branch's first statement (Branch.run).
+            branch = Branch(
+                Xid(self.txn_id, dn_id), conn, batched=self._ctx.config.cn.batch_round_trips
+            )
             self._branches[dn_id] = branch
         return branch
 
-    async def _enter(self, table, partitions) -> None:
+    async def _enter(self, table, partitions) -> bool:
         # A broadcast table is one gate key (-1): logical DDL freezes it as a whole.
         keys = (
             {(table.db, table.name, -1)}
             if table.is_broadcast
             else {(table.db, table.name, p) for p in partitions}
         )
-        await self._ctx.gate.enter(keys, self._held)
+        return await self._ctx.gate.enter(keys, self._held)
 
     def _check_open(self) -> None:
         if self._state == "failed":
@@ -162,6 +210,7 @@ class Transaction:
             raise TransactionAborted(f"txn {self.txn_id}: a statement failed; rolled back")
         self._check_open()
         self._state = "closed"
+        self._queued = None  # deferred writes go with XA END + XA PREPARE
         try:
             self.commit_tso = await commit_protocol.commit(
                 self._ctx, self.txn_id, list(self._branches.values()), self.kind

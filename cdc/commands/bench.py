@@ -1,4 +1,4 @@
-"""`cdc bench writer|dumper|merge-source|pipeline|latency|scale|all`: benchmarks that print
+"""`cdc bench writer|dumper|merge-source|pipeline|latency|cn|scale|all`: benchmarks that print
 ratios measured side by side in one run."""
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     latency.add_argument("--seconds", type=float, default=20)
     latency.add_argument("--dns", type=int, default=3)
     latency.add_argument("--heartbeat-ms", type=int, default=200)
-    latency.add_argument("--workers", type=int, default=16)
+    latency.add_argument("--workers", type=int, default=16, help="per CN process")
+    latency.add_argument("--cn-processes", type=int, default=2)
     latency.add_argument("--transfers", type=float, default=0.2)
     latency.add_argument(
         "--ha", action="store_true", help="leader + follower: the cost of acknowledged serving"
@@ -68,6 +69,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     big.add_argument("--dns", type=int, default=2)
     big.add_argument("--spill-mb", type=int, default=64)
     big.set_defaults(func=cmd_big_txn)
+    cn = bsub.add_parser(
+        "cn", help="CN throughput: XA statements batched vs one per round trip, CPU per txn"
+    )
+    cn.add_argument("--dns", type=int, default=3)
+    cn.add_argument("--seconds", type=float, default=10)
+    cn.add_argument("--rounds", type=int, default=2)
+    cn.add_argument("--workers", type=int, default=32)
+    cn.set_defaults(func=cmd_cn)
     every = bsub.add_parser("all", help="every benchmark, with its defaults")
     every.set_defaults(func=cmd_all)
 
@@ -108,20 +117,26 @@ def cmd_pipeline(args) -> int:
     return main(argv + (["--profile", args.profile] if args.profile else []))
 
 
+def forward(args, *names: str) -> list[str]:
+    """`--name=value` options for a bench's own parser, from ours."""
+    return [f"--{n.replace('_', '-')}={getattr(args, n)}" for n in names]
+
+
 def cmd_latency(args) -> int:
     from dumper.bench_latency import main
 
     return main(
-        [
-            f"--tps={args.tps}",
-            f"--seconds={args.seconds}",
-            f"--dns={args.dns}",
-            f"--heartbeat-ms={args.heartbeat_ms}",
-            f"--workers={args.workers}",
-            f"--transfers={args.transfers}",
-            *(["--ha"] if args.ha else []),
-        ]
+        forward(
+            args, "tps", "seconds", "dns", "heartbeat_ms", "workers", "transfers", "cn_processes"
+        )
+        + (["--ha"] if args.ha else [])
     )
+
+
+def cmd_cn(args) -> int:
+    from cdc.cn.bench import main
+
+    return main(forward(args, "dns", "seconds", "rounds", "workers"))
 
 
 def cmd_backfill(args) -> int:
@@ -145,6 +160,7 @@ def cmd_big_txn(args) -> int:
 def cmd_all(args) -> int:
     from backfill.bench import main as backfill
     from binlog_writer.bench import main as writer
+    from cdc.cn.bench import main as cn
     from dumper.bench import main as dumper
     from dumper.bench_big_txn import main as big_txn
     from dumper.bench_latency import main as latency
@@ -166,6 +182,8 @@ def cmd_all(args) -> int:
     backfill([])
     print("\n== latency")
     latency([])
+    print("\n== cn")
+    cn([])
     print("\n== scale")
     scale([])
     print("\n== big-txn (1 GB)")

@@ -91,3 +91,38 @@ def test_bad_certificate_is_a_config_error(binlogs, tmp_path):
     (tmp_path / "bad.pem").write_text("not a certificate")
     with pytest.raises(ConfigError, match="tls_cert"):
         ServerThread(binlogs.dir, tls_cert=str(tmp_path / "bad.pem"))
+
+
+def test_client_hello_in_the_same_segment_as_the_ssl_request(binlogs, certificate):
+    """A client whose ClientHello arrives together with its SSL request (one TCP segment, as
+    on a loaded machine): the server must hand those bytes to TLS, not lose them in the
+    plaintext reader (asyncio's start_tls did: the handshake hung until the timeout)."""
+    import socket
+    import struct
+
+    cert, key = certificate
+    with ServerThread(binlogs.dir, tls_cert=str(cert), tls_key=str(key)) as s:
+        sock = socket.create_connection(("127.0.0.1", s.port), timeout=5)
+        try:
+            header = sock.recv(4, socket.MSG_WAITALL)  # the greeting: skip it
+            sock.recv(int.from_bytes(header[:3], "little"), socket.MSG_WAITALL)
+            caps = 0x0200 | 0x0800 | 0x8000 | 0x80000  # PROTOCOL_41, SSL, SECURE_CONN, PLUGIN_AUTH
+            request = struct.pack("<IIB23x", caps, 1 << 24, 45)
+            context = ssl.create_default_context(cafile=str(cert))
+            incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+            tls = context.wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
+            with pytest.raises(ssl.SSLWantReadError):
+                tls.do_handshake()
+            sock.sendall(len(request).to_bytes(3, "little") + b"\x01" + request + outgoing.read())
+            while True:  # a server that lost the ClientHello never answers: recv times out
+                try:
+                    tls.do_handshake()
+                    break
+                except ssl.SSLWantReadError:
+                    sock.sendall(outgoing.read())
+                    data = sock.recv(65536)
+                    assert data, "the server closed the connection during the TLS handshake"
+                    incoming.write(data)
+            assert tls.version() is not None
+        finally:
+            sock.close()

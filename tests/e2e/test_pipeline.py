@@ -50,8 +50,7 @@ async def run_pipeline_while(cfg, directory, work, after=None):
     service = asyncio.create_task(serve(cfg, directory / "pipeline", heartbeat=True))
     try:
         result = await work()
-        await asyncio.sleep(1.5)  # a few heartbeats: everything committed is merged by then
-        assert not service.done(), service.exception()
+        await caught_up(cfg, directory, service)
         if after is not None:
             await after()
         return result
@@ -59,6 +58,26 @@ async def run_pipeline_while(cfg, directory, work, after=None):
         service.cancel()
         with pytest.raises(asyncio.CancelledError):
             await service
+
+
+async def caught_up(cfg, directory, service, timeout_s: float = 120.0) -> None:
+    """Until the global binlog holds every transaction and DDL the CN's ground truth says was
+    committed (the pipeline's status file names the last written TSO). A fixed sleep here
+    failed on a loaded machine."""
+    truth = read_ground_truth(cfg.cn.ground_truth_log)
+    last = max((r["tso"] for r in truth if r["kind"] in ("txn", "ddl")), default=0)
+    status = directory / "pipeline" / "status.json"
+    async with asyncio.timeout(timeout_s):
+        while True:
+            assert not service.done(), service.exception()
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                now = json.loads(status.read_text())
+                if now["last_tso"] >= last:
+                    return
+                if now["low_watermark_tso"] >= last:  # merged; written by the next status
+                    await asyncio.sleep(1.0)
+                    return
+            await asyncio.sleep(0.1)
 
 
 async def check_replica(cfg, directory, replica):
@@ -351,7 +370,19 @@ async def test_ddl_during_traffic_and_flush_logs(e2e):
 
     async def work():
         await mix.setup()
-        stats = await run_workload(mix.step, threads=3, duration_s=4)
+        stop = asyncio.Event()
+
+        async def enough_ddl() -> None:  # >= 4 s and >= 5 DDLs (a loaded machine is slower)
+            await asyncio.sleep(4)
+            while mix.ddl_done < 5:
+                await asyncio.sleep(0.1)
+            stop.set()
+
+        stopper = asyncio.create_task(enough_ddl())
+        try:
+            stats = await run_workload(mix.step, threads=3, duration_s=60, stop=stop)
+        finally:
+            stopper.cancel()
         await mix.report()
         await cn.flush_logs()
         return stats
