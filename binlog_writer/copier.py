@@ -54,6 +54,8 @@ class BinlogCopier:
         self._point = RecoveryPoint(self.dir, base)
         self._txn_end = 0  # end of the last whole transaction of `file` (0: none yet)
         self._recover()
+        # (file, pos) the copy held when it was last fsynced: what a follower acknowledges.
+        self.synced = (self.file, self.pos)
 
     # ---------------------------------------------------------------- open / recovery
 
@@ -147,6 +149,7 @@ class BinlogCopier:
         layout.fsync_dir(self.dir)
         self._fd, self.file, self.pos, self._finished = fd, name, len(header), False
         self._txn_end = 0
+        self.synced = (name, self.pos)
 
     def _write_pending(self) -> None:
         assert self._fd is not None
@@ -173,6 +176,7 @@ class BinlogCopier:
             if self._txn_end:
                 self._point.save(self.file, self._txn_end)
         self._unsynced = False
+        self.synced = (self.file, self.pos)
         self._last_sync = time.monotonic()
 
     def _close_fd(self) -> None:

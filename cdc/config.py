@@ -135,6 +135,14 @@ class DumperConfig:
     # `replication`; the plain password is needed to log in).
     peer_user: str = "repl"
     peer_password: str = ""
+    # HA: the leader serves consumers other than followers only what a follower acknowledged
+    # holding durably (semi-sync style; docs/dumper.md "The leader-consumer gap"), so that a
+    # consumer re-pointed at the next leader after a takeover finds the same bytes. False:
+    # serve all that is written (lower latency; such a consumer may then break). No peers: off.
+    serve_acknowledged_only: bool = True
+    # How long a dump of the leader waits for an acknowledgement before it serves anyway and
+    # the leader stops waiting (one warning) until followers acknowledged what it served (ms).
+    ack_wait_ms: int = 1000
 
 
 @dataclass(slots=True)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from dumper.ack_gate import AckGate
 from dumper.binlog_files import (
     HEADER_LEN,
     MAGIC,
@@ -157,6 +158,10 @@ class DumpOptions:
     heartbeat_period: float = 0.0  # seconds; 0 = no heartbeats
 
 
+def _min(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
 def _event(
     type_code: int, server_id: int, log_pos: int, flags: int, body: bytes, crc: bool
 ) -> bytes:
@@ -178,8 +183,12 @@ class BinlogSender:
         server_id: int,
         poll_interval: float = 0.2,
         batch_bytes: int = 256 * 1024,
+        gate: AckGate | None = None,
     ) -> None:
         self.files = files
+        # HA leader: what a follower acknowledged bounds what ordinary dumps get (run() drops
+        # it for a follower's own dump).
+        self.gate = gate
         self.sink = sink
         self.notifier = notifier or PollNotifier()
         self.server_id = server_id
@@ -193,6 +202,8 @@ class BinlogSender:
     async def run(self, request: DumpRequest, options: DumpOptions) -> None:
         name, pos = self._validate(request)
         first = (name, pos)
+        if self.gate is not None and self.gate.is_follower(request.server_id):
+            self.gate = None
         # The first fake ROTATE follows the client's declared algorithm, later ones the
         # algorithm of the FDE just sent (MySQL's m_event_checksum_alg; clients parse them so).
         self._rotate_crc = bool(options.checksum)
@@ -281,30 +292,41 @@ class BinlogSender:
             raise DumpError(f"Could not open log file '{name}': {exc.strerror}") from None
         try:
             last_sent = time.monotonic()
+            blocked_since: float | None = None  # waiting for a follower's acknowledgement
             while True:
-                new = self._send_available(fd, pos, self.notifier.visible_end(name))
+                acked = self._acked_limit(name)
+                new = self._send_available(fd, pos, _min(self.notifier.visible_end(name), acked))
                 if new != pos:
                     pos = self.pos = new
                     last_sent = time.monotonic()
+                    blocked_since = None
                     await self.sink.flush()
                     continue
                 names = self.files.names()
                 if name not in names:
                     raise DumpError(f"'{name}' was purged from the index while being sent")
                 i = names.index(name)
-                if i + 1 < len(names):
+                rotated = i + 1 < len(names)
+                if rotated:
                     # Rotated: the writer finished this file before indexing the next one.
-                    new = self._send_available(fd, pos, None)  # a finished file is whole
+                    new = self._send_available(fd, pos, acked)  # a finished file is whole
                     if new != pos:
                         pos = self.pos = new
                         await self.sink.flush()
                         continue
-                    if os.fstat(fd).st_size != pos:
-                        raise DumpError(MSG_TRUNCATED)
-                    return names[i + 1]
-                if not request.blocking:
-                    return None
+                    size = os.fstat(fd).st_size
+                    if acked is None or acked >= size:  # acknowledged whole (or no gate)
+                        if size != pos:
+                            raise DumpError(MSG_TRUNCATED)
+                        return names[i + 1]
                 now = time.monotonic()
+                # More data, not yet acknowledged by a follower: wait for an acknowledgement
+                # (non-blocking dumps too), at most the gate's bound, then serve anyway.
+                gated = (
+                    acked is not None and pos >= acked and (rotated or os.fstat(fd).st_size > pos)
+                )
+                if not gated and not request.blocking:
+                    return None
                 period = options.heartbeat_period
                 if period > 0 and now - last_sent >= period:
                     self._send_heartbeat(name, pos, alg)
@@ -314,9 +336,29 @@ class BinlogSender:
                 timeout = self.poll_interval
                 if period > 0:
                     timeout = min(timeout, last_sent + period - now)
+                if gated:
+                    assert self.gate is not None
+                    blocked_since = blocked_since or now
+                    left = blocked_since + self.gate.wait_s - now
+                    if left <= 0:
+                        self.gate.give_up(name, pos, now - blocked_since)
+                    else:
+                        await self.gate.wait(max(min(timeout, left), 0.001))
+                    continue
+                blocked_since = None
                 await self.notifier.wait(max(timeout, 0.001))
         finally:
             os.close(fd)
+
+    def _acked_limit(self, name: str) -> int | None:
+        """The gate's limit in `name` (None: none). While the gate is degraded, tells it how
+        far this dump got, so that it re-arms only once followers acknowledged that."""
+        if self.gate is None:
+            return None
+        limit = self.gate.limit(name)
+        if limit is None and self.gate.degraded:
+            self.gate.served(name, self.pos)
+        return limit
 
     def _send_available(self, fd: int, pos: int, limit: int | None) -> int:
         """Send the whole events present from `pos` (up to about batch_bytes, never past

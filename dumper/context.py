@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from cdc.config import ConfigError, DumperConfig, DumperUser
+from dumper.ack_gate import AckGate
 from dumper.binlog_files import BinlogFiles
 from dumper.binlog_sender import Notifier
 from dumper.schema import SchemaProvider
@@ -75,6 +76,8 @@ class ServerContext:
     tls: ssl.SSLContext | None = None
     # HA follower: its copy only changes by copying the leader (PURGE is refused).
     read_only: Callable[[], bool] = lambda: False
+    # HA: followers' acknowledgements, which bound what the leader serves other consumers.
+    acks: AckGate | None = None
 
     def __post_init__(self) -> None:
         if not self.variables:

@@ -27,6 +27,7 @@ from binlog_writer import layout
 from binlog_writer.copier import BinlogCopier, CopyError, truncate_copy
 from cdc.config import Config
 from cdc.tasks import cancel_and_wait
+from dumper.ack_gate import AckGate, ack_packet
 from dumper.leader import Leader, LeaderError
 from dumper.takeover import TakeoverTimeline
 from dumper.warm_sources import WarmSources
@@ -80,6 +81,20 @@ class HaNode:
         self._db = config.pipeline.meta_database
         warm = config.dumper.warm_sources and config.pipeline.source_processes
         self._warm = WarmSources(len(config.dn)) if warm else None
+        d = config.dumper
+        # Followers acknowledge what they copied; as leader this process serves its other
+        # consumers only that (docs/dumper.md, "The leader-consumer gap").
+        self.acks_on = d.serve_acknowledged_only and len(d.peers) > 1
+        self.acks = (
+            AckGate(
+                (FOLLOWER_SERVER_ID_BASE + p.id for p in d.peers if p.id != self.id),
+                live_ms=d.lease_ms,
+                wait_ms=d.ack_wait_ms,
+                active=lambda: self.role == "leader",
+            )
+            if self.acks_on
+            else None
+        )
 
     # -- GMS helpers (each call on its own short connection, in a worker thread) --------------
     def _with_store(self, fn):
@@ -288,19 +303,44 @@ class HaNode:
             keep_rotate=True,
         )
         client = DumpClient(settings, BinlogPosition(file, pos))
+        acker = (
+            asyncio.create_task(self._ack_loop(client, copier), name="ha-ack")
+            if self.acks_on
+            else None
+        )
+        acked = copier.synced
         try:
             async for batch in client.batches():
                 self._copied_at = time.monotonic()
                 for ev in batch:
                     copier.add(ev.file, ev.pos, ev.data)
-                copier.maybe_sync()
+                if acker is None:
+                    copier.maybe_sync()
+                else:
+                    # The leader holds its consumers back until we acknowledge: fsync each
+                    # batch (one per read from the socket: group commit) and say so at once.
+                    copier.sync()
+                    if copier.synced != acked:
+                        acked = copier.synced
+                        client.reply(ack_packet(*acked))
                 self.progress.file, self.progress.position = copier.file, copier.pos
                 self.progress.last_copy_at = time.time()
                 self.notify.set()
                 self.notify = asyncio.Event()
         finally:
+            if acker is not None:
+                await cancel_and_wait([acker])
             copier.close()
             await client.close()
+
+    async def _ack_loop(self, client: DumpClient, copier: BinlogCopier) -> None:
+        """Repeat the acknowledgement while nothing new arrives: the leader counts a follower
+        only while it heard from it within `lease_ms`."""
+        every = self.config.dumper.lease_ms / 1000 / 5
+        while True:
+            if copier.synced[0]:
+                client.reply(ack_packet(*copier.synced))
+            await asyncio.sleep(every)
 
     # -- leader -------------------------------------------------------------------------------
     async def _lead(self, term: int, timeline: TakeoverTimeline | None = None) -> None:
@@ -308,6 +348,8 @@ class HaNode:
         self._valid_until = time.monotonic() + d.lease_ms / 1000 - LEASE_MARGIN_S
         self.role, self.term = "leader", term
         self.took_over_at = time.time()
+        if self.acks is not None:
+            self.acks.reset()
         # Terms between the one this copy came from and ours may have cut the stream below
         # our end (a term that never recorded its start wrote nothing).
         await asyncio.to_thread(self._align_with_terms, term - 1)
@@ -398,6 +440,13 @@ def ha_status(node: HaNode) -> dict:
     out = {"dumper_id": node.id, "role": node.role, "term": node.term, "address": node.address}
     if node.role == "leader":
         out["took_over_at"] = node.took_over_at
+        if node.acks is not None:
+            out["acknowledged"] = {
+                str(sid): {"file": f, "position": p, "age_s": round(age, 3)}
+                for sid, (f, p, age) in node.acks.followers().items()
+            }
+            out["ack_gate_degraded"] = node.acks.degraded
+            out["ack_gate_gave_up"] = node.acks.degraded_count
         return out
     p = node.progress
     out.update(

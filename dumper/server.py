@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cdc.config import DumperConfig
+from dumper.ack_gate import AckGate
 from dumper.binlog_files import BinlogFiles
 from dumper.binlog_sender import Notifier, PollNotifier
 from dumper.context import ServerContext
@@ -90,6 +91,7 @@ async def serve(
     notifier: Notifier | None = None,
     schema: SchemaProvider | None = None,
     read_only: Callable[[], bool] | None = None,
+    acks: AckGate | None = None,
 ) -> Server:
     """Start serving `binlog_dir` (default `config.binlog_dir`) and return the running Server."""
     files = BinlogFiles(Path(binlog_dir or config.binlog_dir), config.binlog_base)
@@ -98,6 +100,7 @@ async def serve(
         files=files,
         schema=schema if schema is not None else InMemorySchemaProvider(),
         notifier=notifier or PollNotifier(),
+        acks=acks,
     )
     if read_only is not None:
         ctx.read_only = read_only

@@ -112,6 +112,7 @@ async def serve(
             notifier=CurrentEventNotifier(node.current_notify, node.visible_end),
             schema=schema,
             read_only=node.read_only,
+            acks=node.acks,
         )
     else:
         leader = Leader(config)

@@ -29,6 +29,7 @@ from cdc.protocol.packets import (
 from cdc.protocol.resultset import result_set_packets
 from cdc.protocol.tls_stream import TlsStream
 from dumper import sql
+from dumper.ack_gate import parse_ack
 from dumper.binlog_sender import BinlogSender, DumpError, DumpOptions, DumpRequest
 from dumper.context import Registration, ServerContext, SessionState
 from dumper.queries import OkResult, QueryExecutor, denied
@@ -437,8 +438,9 @@ class Session:
             self.ctx.notifier,
             server_id=self.ctx.config.server_id,
             poll_interval=self.ctx.config.poll_interval_ms / 1000,
+            gate=self.ctx.acks,
         )
-        watcher = asyncio.create_task(self._watch_input())
+        watcher = asyncio.create_task(self._watch_input(body))
         streamer = asyncio.create_task(self._stream(sender, body))
         try:
             await asyncio.wait({watcher, streamer}, return_when=asyncio.FIRST_COMPLETED)
@@ -468,8 +470,23 @@ class Session:
         self.send(ok_packet(header=0xFE) if self.deprecate_eof else eof_packet())
         await self.flush()
 
-    async def _watch_input(self) -> None:
-        """Read and drop what the client sends during a dump (COM_PING, semi-sync ACKs) so that a
-        disconnect is seen at once."""
-        while await self.reader.read(READ_SIZE):
-            pass
+    async def _watch_input(self, body: bytes) -> None:
+        """Read what the client sends during a dump so that a disconnect is seen at once: a
+        follower's semi-sync style acknowledgements go to the gate, the rest (COM_PING, a
+        MariaDB replica's semi-sync ACKs) is dropped."""
+        gate = self.ctx.acks
+        server_id = struct.unpack_from("<I", body, 6)[0] if len(body) >= 10 else 0
+        if gate is None or not gate.is_follower(server_id):
+            while await self.reader.read(READ_SIZE):
+                pass
+            return
+        while data := await self.reader.read(READ_SIZE):
+            self._buf.feed(data)
+            try:
+                packets = self._buf.packets()
+            except ProtocolError:
+                return
+            for payload in packets:
+                ack = parse_ack(payload)
+                if ack is not None:
+                    gate.record(server_id, *ack)

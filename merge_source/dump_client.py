@@ -219,6 +219,12 @@ class DumpClient:
         if self._client is not None:
             await self._client.quit()
 
+    def reply(self, payload: bytes) -> None:
+        """Send `payload` to the server during the dump (an HA follower's semi-sync style
+        acknowledgement, sequence id 0 as MySQL's); dropped while not connected."""
+        if self._client is not None:
+            self._client.write_packet(payload, seq=0)
+
 
 def _fde_crc_ok(data: bytes) -> bool:
     """An FDE's CRC is computed with the in-use flag cleared (research/env.md §4)."""

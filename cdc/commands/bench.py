@@ -53,6 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     latency.add_argument("--workers", type=int, default=16, help="per CN process")
     latency.add_argument("--cn-processes", type=int, default=2)
     latency.add_argument("--transfers", type=float, default=0.2)
+    latency.add_argument(
+        "--ha", action="store_true", help="leader + follower: the cost of acknowledged serving"
+    )
     latency.set_defaults(func=cmd_latency)
     scale = bsub.add_parser("scale", help="pipeline catch-up throughput on 2, 4 and 8 DNs")
     scale.add_argument("--dns", default="2,4,8")
@@ -126,6 +129,7 @@ def cmd_latency(args) -> int:
         forward(
             args, "tps", "seconds", "dns", "heartbeat_ms", "workers", "transfers", "cn_processes"
         )
+        + (["--ha"] if args.ha else [])
     )
 
 

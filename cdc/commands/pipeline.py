@@ -154,7 +154,14 @@ def cmd_status(args) -> int:
 def _ha_line(ha: dict) -> str:
     head = f"dumper {ha['dumper_id']} ({ha['address']}): {ha['role']}, term {ha['term']}"
     if ha["role"] == "leader":
-        return head
+        if "acknowledged" not in ha:
+            return head
+        acks = ", ".join(
+            f"server_id {sid} at {a['file']}:{a['position']} ({a['age_s']:.1f}s ago)"
+            for sid, a in sorted(ha["acknowledged"].items())
+        )
+        gate = "DEGRADED (serving unacknowledged data)" if ha["ack_gate_degraded"] else "on"
+        return f"{head}; serving acknowledged data only: {gate}; acknowledged: {acks or 'none'}"
     if ha["role"] == "follower":
         behind = (
             f"{ha['behind_bytes']} bytes behind"

@@ -1,8 +1,13 @@
 """Dumper HA on a cluster of its own: two dumper processes, one leader (GMS lease), one
 follower copying its files. Under transfer traffic the leader is SIGKILLed at random moments
-(CDC_HA_KILLS, default 3) and restarted: the other one takes over, a MariaDB replica attached
-to the follower's address keeps replicating, both copies end byte-identical, and
-`cdc verify-binlog` / `cdc check` pass against the ground truth."""
+(CDC_HA_KILLS, default 3) and restarted: the other one takes over, both copies end
+byte-identical, and `cdc verify-binlog` / `cdc check` pass against the ground truth.
+
+A MariaDB replica is attached to the LEADER (`CDC_HA_REPLICA=follower`: to the follower, as
+before the leader served acknowledged data only): everything it received from a leader that
+was then killed is, byte for byte, in the new leader's copy (`[dumper] serve_acknowledged_only`,
+docs/dumper.md "The leader-consumer gap"), and it is re-pointed at the new leader at the
+file:position it applied and continues without error."""
 
 from __future__ import annotations
 
@@ -25,11 +30,16 @@ from cdc.cluster.testing import free_base_port, throwaway_cluster, throwaway_ser
 from cdc.cn.ground_truth import read as read_ground_truth
 from cdc.cn.workloads.runner import run_workload
 from cdc.config import DumperPeer, load
+from cdc.tasks import cancel_and_wait
 from cdc.verify_binlog import check, read_server
 from tests.chaos.transfer_setup import chaos_rng, transfer_cn
 
 KILLS = int(os.environ.get("CDC_HA_KILLS", "3"))
+REPLICA_ON = os.environ.get("CDC_HA_REPLICA", "leader")  # leader | follower
+# CDC_HA_ACKS=0 turns serve_acknowledged_only off: shows the replica on the leader can break.
+ACKS = os.environ.get("CDC_HA_ACKS", "1") != "0"
 IDS = (1, 2)
+ACK_WAIT_MS = 10_000  # a loaded machine must not make the leader give up waiting
 
 
 class Dumpers:
@@ -111,6 +121,8 @@ def ha_setup(tmp_path):
         cfg.dumper.binlog_dir = str(tmp_path / "unused-binlog")
         cfg.cn.ground_truth_log = str(tmp_path / "truth.jsonl")
         cfg.pipeline.checkpoint_interval_ms = 200
+        cfg.dumper.ack_wait_ms = ACK_WAIT_MS
+        cfg.dumper.serve_acknowledged_only = ACKS
         config_path = str(tmp_path / "cdc.toml")
         cfg.dump(config_path)
         yield load(config_path), config_path, replica
@@ -121,6 +133,7 @@ def ha_setup(tmp_path):
 
 async def test_leader_kills_follower_takes_over_copies_identical(ha_setup, tmp_path):
     cfg, config_path, replica = ha_setup
+    on_leader = REPLICA_ON == "leader"
     cn, workload = await transfer_cn(cfg)
     rng = chaos_rng("ha")
     dumpers = Dumpers(config_path, tmp_path)
@@ -133,8 +146,7 @@ async def test_leader_kills_follower_takes_over_copies_identical(ha_setup, tmp_p
         await dumpers.wait(
             lambda: (dumpers.binlog(2) / "binlog.index").exists(), 60, "dumper 2 copies nothing"
         )
-        follower_port = cfg.dumper.peers[1].port
-        await asyncio.to_thread(attach_replica, replica, follower_port)
+        await asyncio.to_thread(attach_replica, replica, port_of(cfg, 1 if on_leader else 2))
         # Traffic for as long as the kills take (takeovers slow down as the DN binlogs grow):
         # a leader is only seen to have taken over once it wrote something.
         stop_load = asyncio.Event()
@@ -146,6 +158,12 @@ async def test_leader_kills_follower_takes_over_copies_identical(ha_setup, tmp_p
             leader = next(i for i in IDS if dumpers.role(i) == "leader")
             other = next(i for i in IDS if i != leader)
             await dumpers.wait(lambda o=other: dumpers.role(o) == "follower", 60, "no follower")
+            if on_leader and ACKS:
+                # The guarantee holds while the leader waits for acknowledgements (it gives up
+                # only after ACK_WAIT_MS without one, e.g. while it has no follower yet).
+                await dumpers.wait(
+                    lambda n=leader: acknowledging(dumpers.status(n)), 60, "no acknowledgement"
+                )
             dumpers.kill(leader)
             killed_at = time.monotonic()
             await dumpers.wait(
@@ -156,14 +174,19 @@ async def test_leader_kills_follower_takes_over_copies_identical(ha_setup, tmp_p
                 f"dumper {other} did not take over",
             )
             takeovers.append(time.monotonic() - killed_at)
+            if on_leader:
+                # Everything the replica got from the killed leader is in the new leader's
+                # copy, the same bytes: re-point it there at the position it applied.
+                received = await asyncio.to_thread(received_from_killed, replica)
+                assert_prefix_of(dumpers.binlog(leader), dumpers.binlog(other), *received)
+                dumpers.start(leader)  # comes back as a follower
+                await repoint_replica(replica, port_of(cfg, other), dumpers.binlog(other))
+                continue
             dumpers.start(leader)  # comes back as a follower
-            # The replica was on `other`, the leader now: a consumer of a leader may read past
-            # where the next term begins (docs/dumper.md), so move it, at the position it has
+            # The replica was on `other`, the leader now: move it, at the position it has
             # applied, to the new follower once that one's copy holds it.
             await dumpers.wait(lambda f=leader: dumpers.role(f) == "follower", 60, "no follower")
-            await repoint_replica(
-                replica, cfg.dumper.peers[leader - 1].port, dumpers.binlog(leader)
-            )
+            await repoint_replica(replica, port_of(cfg, leader), dumpers.binlog(leader))
         stop_load.set()
         stats = await load_task
 
@@ -203,13 +226,52 @@ async def test_leader_kills_follower_takes_over_copies_identical(ha_setup, tmp_p
         assert result.equal, result.render()
         assert stats.committed > 0
     finally:
-        if load_task is not None and not load_task.done():
-            load_task.cancel()
-            with contextlib.suppress(BaseException):
-                await load_task
+        if load_task is not None:
+            # cancel_and_wait: a single cancel can be swallowed (3.11) and hang a failed run.
+            await cancel_and_wait([load_task])
         dumpers.stop()
-        await cn.close()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(30):
+                await cn.close()
         print("takeover times (s):", ", ".join(f"{t:.1f}" for t in takeovers))
+
+
+def port_of(cfg, dumper_id: int) -> int:
+    return cfg.dumper.peers[dumper_id - 1].port
+
+
+def acknowledging(status: dict) -> bool:
+    """The leader's status: a follower acknowledged lately and the leader waits for that."""
+    ha = status.get("ha", {})
+    acks = ha.get("acknowledged") or {}
+    return not ha.get("ack_gate_degraded", True) and any(a["age_s"] < 2 for a in acks.values())
+
+
+def received_from_killed(replica) -> tuple[str, int]:
+    """Where the replica's IO thread stopped reading (the killed leader's file:position)."""
+    with replica.connect() as conn, conn.cursor(pymysql.cursors.DictCursor) as cur:
+        cur.execute("STOP SLAVE IO_THREAD")
+        cur.execute("SHOW SLAVE STATUS")
+        row = cur.fetchone()
+        return row["Master_Log_File"], int(row["Read_Master_Log_Pos"])
+
+
+def assert_prefix_of(old: Path, new: Path, file: str, pos: int) -> None:
+    """`old`'s bytes of `file` up to `pos` (what a consumer got) are `new`'s too."""
+    theirs = (new / file).read_bytes()[:pos] if (new / file).exists() else b""
+    mine = (old / file).read_bytes()[:pos]
+    assert len(theirs) == pos and _no_in_use(theirs) == _no_in_use(mine), (
+        f"the new leader's copy of {file} differs from what the killed leader served before "
+        f"{pos} (it holds {len(theirs)} bytes of it)"
+    )
+
+
+def _no_in_use(head: bytes) -> bytes:
+    """The FDE's in-use flag (byte 4 + 17) differs between an active and a finished file."""
+    data = bytearray(head)
+    if len(data) > 21:
+        data[21] &= ~1
+    return bytes(data)
 
 
 async def repoint_replica(replica, port: int, copy: Path) -> None:

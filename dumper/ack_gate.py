@@ -1,0 +1,161 @@
+"""Serving acknowledged data only (HA, docs/dumper.md "The leader-consumer gap"): followers
+acknowledge what their copy holds durably (a semi-sync style reply on their dump connection),
+and the leader serves its ordinary consumers only up to the furthest acknowledged file:pos.
+
+Like MySQL's semi-sync master: a consumer that would have to wait for an acknowledgement longer
+than `ack_wait_ms` gets the data anyway and the gate turns *degraded* (one warning): nobody
+waits any more until a live follower acknowledged everything served meanwhile. So a leader
+without followers still serves, at most `ack_wait_ms` late once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from binlog_writer.layout import file_number
+
+log = logging.getLogger(__name__)
+
+REPLY_MAGIC = 0xEF  # MySQL/MariaDB semi-sync ACK: 0xEF, u64 position, file name (to the end)
+_POS = struct.Struct("<Q")
+
+
+def ack_packet(file: str, pos: int) -> bytes:
+    return bytes((REPLY_MAGIC,)) + _POS.pack(pos) + file.encode()
+
+
+def parse_ack(payload: bytes) -> tuple[str, int] | None:
+    """(file, pos) of a semi-sync reply, or None for anything else (COM_PING, garbage)."""
+    if len(payload) < 10 or payload[0] != REPLY_MAGIC:
+        return None
+    name = payload[9:].split(b"\0", 1)[0].decode("utf-8", "replace")
+    try:
+        file_number(name)
+    except ValueError:
+        return None
+    return name, _POS.unpack_from(payload, 1)[0]
+
+
+def _order(file: str, pos: int) -> tuple[int, int]:
+    """Binlog coordinates in stream order (`binlog.000012` → 12)."""
+    return (file_number(file), pos)
+
+
+@dataclass(slots=True)
+class _Ack:
+    file: str
+    pos: int
+    at: float  # monotonic
+
+
+class AckGate:
+    """Acknowledgements of the followers (by dump server_id) and the limit they put on ordinary
+    dumps. `active()` says whether the gate applies now (this process leads)."""
+
+    def __init__(
+        self,
+        follower_server_ids: Iterable[int],
+        *,
+        live_ms: int,
+        wait_ms: int,
+        active: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.follower_ids = frozenset(follower_server_ids)
+        self.live_s = live_ms / 1000
+        self.wait_s = wait_ms / 1000
+        self.active = active
+        self._clock = clock
+        self._acks: dict[int, _Ack] = {}
+        self._changed = asyncio.Event()
+        self.degraded = False
+        self.degraded_count = 0  # how often the gate gave up waiting (status, tests)
+        self._served = (0, 0)  # furthest position served while degraded
+
+    def is_follower(self, server_id: int) -> bool:
+        return server_id in self.follower_ids
+
+    def reset(self) -> None:
+        """A new term: acknowledgements of an earlier one say nothing about this stream."""
+        self._acks.clear()
+        self.degraded, self._served = False, (0, 0)
+
+    # -- followers ----------------------------------------------------------------------------
+    def record(self, server_id: int, file: str, pos: int) -> None:
+        self._acks[server_id] = _Ack(file, pos, self._clock())
+        if self.degraded:
+            best = self.acknowledged()
+            if best is not None and _order(*best) >= self._served:
+                self.degraded = False
+                log.info(
+                    "followers acknowledged %s:%d: serving acknowledged data only again", *best
+                )
+        self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()  # waiters hold the old (set) event
+
+    def acknowledged(self) -> tuple[str, int] | None:
+        """The furthest file:pos acknowledged by a follower heard from within `live_ms`."""
+        oldest = self._clock() - self.live_s
+        live = [a for a in self._acks.values() if a.at >= oldest]
+        if not live:
+            return None
+        best = max(live, key=lambda a: _order(a.file, a.pos))
+        return best.file, best.pos
+
+    def followers(self) -> dict[int, tuple[str, int, float]]:
+        """server_id → (file, pos, seconds since its last acknowledgement)."""
+        now = self._clock()
+        return {sid: (a.file, a.pos, now - a.at) for sid, a in self._acks.items()}
+
+    # -- ordinary dumps -----------------------------------------------------------------------
+    def limit(self, name: str) -> int | None:
+        """Where a dump of file `name` must stop for now: 0 (nothing of it is acknowledged),
+        a position, or None (no limit: the gate is off or degraded, or the file is acknowledged
+        whole)."""
+        if self.degraded or not self.active():
+            return None
+        ack = self.acknowledged()
+        if ack is None:
+            return 0
+        mine, theirs = _order(name, 0)[0], _order(*ack)[0]
+        if theirs > mine:
+            return None
+        return ack[1] if theirs == mine else 0
+
+    def served(self, name: str, pos: int) -> None:
+        """A dump sent up to `name:pos` while degraded (what followers must reach again)."""
+        at = _order(name, pos)
+        if at > self._served:
+            self._served = at
+
+    def give_up(self, name: str, pos: int, waited_s: float) -> None:
+        if self.degraded:
+            return
+        self.degraded = True
+        self.degraded_count += 1
+        ack = self.acknowledged()
+        log.warning(
+            "no follower acknowledged %s:%d within %.1f s (furthest live acknowledgement: %s): "
+            "serving consumers data no follower holds yet until followers catch up",
+            name,
+            pos,
+            waited_s,
+            f"{ack[0]}:{ack[1]}" if ack else "none",
+        )
+        self._wake()  # every dump waiting for an acknowledgement goes on now
+
+    async def wait(self, timeout: float) -> None:
+        """Until the next acknowledgement, at most `timeout` seconds."""
+        try:
+            async with asyncio.timeout(timeout):  # not wait_for: it can swallow a cancel (3.11)
+                await self._changed.wait()
+        except TimeoutError:
+            pass

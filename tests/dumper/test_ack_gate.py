@@ -1,0 +1,147 @@
+"""Serving acknowledged data only (HA leader): an ordinary consumer gets no byte past what a
+follower acknowledged, until the acknowledgement arrives or the wait bound passes; then the
+gate serves anyway (degraded) until the follower acknowledged all that was served."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+
+from dumper import EventNotifier, serve
+from dumper.ack_gate import AckGate, ack_packet, parse_ack
+from merge_source.dump_client import BinlogPosition, DumpClient, DumpSettings
+from tests.dumper.binlog_gen import T1
+from tests.dumper.helpers import PASSWORD, USER, make_config, schema
+
+pytestmark = pytest.mark.asyncio(loop_scope="function")
+
+FOLLOWER_ID = 9902
+WAIT_MS = 1500
+
+
+class Reader:
+    """A dump client in a task; `ends` is the furthest (file number, end) received."""
+
+    def __init__(self, port: int, server_id: int) -> None:
+        settings = DumpSettings(
+            "127.0.0.1", port, USER, PASSWORD, server_id, name="test", reconnect=False
+        )
+        settings.keep_rotate = True
+        self.client = DumpClient(settings, BinlogPosition("", 4))
+        self.events: list[tuple[str, int]] = []  # (file, end) of each event received
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        async for batch in self.client.batches():
+            self.events += [(e.file, e.end) for e in batch if e.pos >= 4 and e.end > e.pos]
+
+    @property
+    def last(self) -> tuple[str, int]:
+        return self.events[-1] if self.events else ("", 0)
+
+    async def until(self, what, timeout: float = 10) -> None:
+        async with asyncio.timeout(timeout):
+            while not what():
+                await asyncio.sleep(0.02)
+
+    async def close(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(BaseException):
+            await self.task
+        await self.client.close()
+
+
+async def test_ack_packet_round_trip():
+    assert parse_ack(ack_packet("binlog.000007", 123456789012)) == ("binlog.000007", 123456789012)
+    assert parse_ack(b"\x0e") is None  # COM_PING
+    assert parse_ack(b"\xef" + bytes(8)) is None  # no file name
+    assert parse_ack(ack_packet("../etc", 4)) is None  # not a binlog file name
+
+
+async def test_consumer_waits_for_follower_acknowledgement(binlogs):
+    gate = AckGate([FOLLOWER_ID], live_ms=10_000, wait_ms=WAIT_MS)
+    server = await serve(
+        make_config(binlogs.dir), notifier=EventNotifier(), schema=schema(), acks=gate
+    )
+    follower = consumer = None
+    try:
+        # The follower's own dump is never held back.
+        follower = Reader(server.port, FOLLOWER_ID)
+        f2_end = (binlogs.dir / "binlog.000002").stat().st_size
+        await follower.until(lambda: follower.last == ("binlog.000002", f2_end))
+        ends = follower.events
+        f1 = [end for f, end in ends if f == "binlog.000001"]
+        f2 = [end for f, end in ends if f == "binlog.000002"]
+        ack1 = ("binlog.000001", f1[len(f1) // 2])  # half-way through the first file
+
+        # No acknowledgement yet: an ordinary consumer gets nothing but the preamble.
+        consumer = Reader(server.port, 7000)
+        follower.client.reply(ack_packet(*ack1))
+        await consumer.until(lambda: consumer.last == ack1)
+        await asyncio.sleep(0.3)
+        assert consumer.last == ack1, "a consumer got data no follower acknowledged"
+
+        # The next acknowledgement (in the next file) lets it through to there, not further.
+        ack2 = ("binlog.000002", f2[1])
+        follower.client.reply(ack_packet(*ack2))
+        await consumer.until(lambda: consumer.last == ack2)
+        assert ("binlog.000001", f1[-1]) in consumer.events  # the ROTATE, the whole file
+        await asyncio.sleep(0.3)
+        assert consumer.last == ack2 and not gate.degraded
+
+        # No more acknowledgements: after the bound the consumer gets the rest anyway, once.
+        t0 = asyncio.get_running_loop().time()
+        await consumer.until(lambda: consumer.last == ("binlog.000002", f2_end))
+        waited = asyncio.get_running_loop().time() - t0
+        assert waited >= WAIT_MS / 1000 - 0.5
+        assert gate.degraded and gate.degraded_count == 1
+
+        # Degraded: new data flows at once, until the follower acknowledged all that was served.
+        binlogs.active.txn(T1, 6, insert=[(5, "e")])
+        binlogs.active.flush(binlogs.dir / "binlog.000002")
+        grown = (binlogs.dir / "binlog.000002").stat().st_size
+        await consumer.until(lambda: consumer.last == ("binlog.000002", grown), timeout=3)
+        follower.client.reply(ack_packet("binlog.000002", grown))
+        await follower.until(lambda: not gate.degraded, timeout=3)
+
+        # Re-armed: the next transaction waits for its acknowledgement again.
+        binlogs.active.txn(T1, 7, insert=[(6, "f")])
+        binlogs.active.flush(binlogs.dir / "binlog.000002")
+        grown2 = (binlogs.dir / "binlog.000002").stat().st_size
+        await asyncio.sleep(0.5)
+        assert consumer.last == ("binlog.000002", grown)
+        follower.client.reply(ack_packet("binlog.000002", grown2))
+        await consumer.until(lambda: consumer.last == ("binlog.000002", grown2), timeout=3)
+        assert gate.degraded_count == 1
+    finally:
+        for r in (consumer, follower):
+            if r is not None:
+                await r.close()
+        await server.close()
+
+
+async def test_stale_acknowledgement_does_not_count(binlogs):
+    """A follower not heard from within `live_ms` holds nobody back for long: the dump waits
+    the bound once, then serves."""
+    gate = AckGate([FOLLOWER_ID], live_ms=200, wait_ms=300)
+    gate.record(FOLLOWER_ID, "binlog.000001", 4)
+    await asyncio.sleep(0.25)
+    assert gate.acknowledged() is None
+    assert gate.limit("binlog.000001") == 0
+    gate.active = lambda: False  # not the leader (a follower serving its copy): no limit
+    assert gate.limit("binlog.000001") is None
+
+
+async def test_status_line_shows_acknowledgements():
+    from cdc.commands.pipeline import _ha_line
+
+    ha = {"dumper_id": 1, "address": "h:1", "role": "leader", "term": 3}
+    ha |= {
+        "acknowledged": {"9902": {"file": "binlog.000002", "position": 791, "age_s": 0.4}},
+        "ack_gate_degraded": False,
+    }
+    line = _ha_line(ha)
+    assert "acknowledged data only: on" in line and "binlog.000002:791 (0.4s ago)" in line
+    assert "DEGRADED" in _ha_line(ha | {"ack_gate_degraded": True})
