@@ -85,8 +85,8 @@ async def run_source(server, first: str) -> tuple[float, int, int]:
     processor = SourceProcessor(1, "bench")
     events = fragments = 0
     start = time.perf_counter()
-    async for batch in client.batches():
-        for out in processor.feed_batch(batch):  # as MergeSource.run does
+    async for file, batch in client.raw_batches():
+        for out in processor.feed_raw(file, batch):  # as MergeSource.run does
             fragments += isinstance(out, Fragment)
         events += len(batch)
         if client.position.file == end_file:
