@@ -200,7 +200,7 @@ class SourceProcessor:
                     participants=held.participants,
                     kind=kind,
                     statements=statements,
-                    markers=c.markers,
+                    markers=c.markers or [],  # never the shared empty default
                     timestamp=held.timestamp,
                 )
             )
