@@ -9,16 +9,24 @@ DEMO_DIR ?= var/demo
 APT_PACKAGES := mariadb-server mariadb-client
 NODE_DIR := tests/compat/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
+COMPILED_STAMP := $(VENV)/.compiled
+# The .py files of cdc/compiled.py's COMPILED_MODULES: changing one rebuilds its .so.
+COMPILED_SRC := $(shell sed -n '/^COMPILED_MODULES = (/,/^)/p' cdc/compiled.py | grep -o '"[a-z_.]*"' | tr -d '"' | sed 's|\.|/|g; s|$$|.py|')
 
-.PHONY: apt node setup demo stop test test-fast fuzz lint bench clean
+.PHONY: apt node compiled setup demo stop test test-fast fuzz lint bench clean
 
-setup: apt $(STAMP) node
+setup: apt $(STAMP) compiled node
 
 # Debian packages: installed only when a binary is missing (root on Debian 12 is assumed).
 apt:
 	@if ! command -v mariadbd >/dev/null 2>&1 && [ ! -x /usr/sbin/mariadbd ] || ! command -v mariadb-binlog >/dev/null 2>&1; then \
 		echo "setup: installing $(APT_PACKAGES)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES) >/dev/null; \
+	fi
+	@if ! command -v gcc >/dev/null 2>&1 || ! $(PY) -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))'; then \
+		echo "setup: installing a C compiler and Python headers (to compile the hot loops)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq build-essential python3-dev >/dev/null \
+			|| echo "setup: WARNING: no compiler; the hot loops run as plain Python (slower)"; \
 	fi
 	@if ! command -v java >/dev/null 2>&1; then \
 		echo "setup: installing a JRE (for the Spark backfill)"; \
@@ -33,9 +41,15 @@ node:
 		npm ci --prefix $(NODE_DIR) --no-audit --no-fund --loglevel=error >/dev/null; \
 	fi
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	@$(BIN)/pip install -q --disable-pip-version-check -e '.[test,spark]'
+	@touch $@
+
+# Cython compiles the hot loops in place (setup.py); a failure warns and leaves plain Python.
+compiled: $(COMPILED_STAMP)
+$(COMPILED_STAMP): $(STAMP) setup.py cdc/compiled.py $(COMPILED_SRC)
+	@$(BIN)/python setup.py -q build_ext --inplace 2>&1 | grep -E "WARNING|rror" || true
 	@touch $@
 
 demo: setup

@@ -2,3 +2,7 @@
 the local MariaDB cluster tooling and the reference compute node. Imports no stage package."""
 
 __version__ = "0.1.0"
+
+from cdc import compiled as _compiled  # noqa: E402
+
+_compiled.install()  # CDC_PURE_PYTHON=1: the .py of compiled modules, before any loads

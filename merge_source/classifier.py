@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -66,16 +66,43 @@ class CommitRecord:
     aborted: bool
 
 
-@dataclass(slots=True)
 class Classified:
-    kind: GroupKind
-    txn_id: int = 0
-    xid: bytes = b""  # raw gtrid+bqual key, for XA groups
-    fragment_kind: FragmentKind = FragmentKind.DATA
-    statements: list[Statement] = field(default_factory=list)
-    records: list[CommitRecord] = field(default_factory=list)
-    markers: list[dict[str, Any]] = field(default_factory=list)
-    query: bytes = b""  # the statement of a DDL group
+    """What a group is; a plain slots class, not a dataclass: one per group, built in the hot
+    loop (its lists are made only when something goes in)."""
+
+    __slots__ = (
+        "kind",
+        "txn_id",
+        "xid",
+        "fragment_kind",
+        "statements",
+        "records",
+        "markers",
+        "query",
+    )
+
+    def __init__(
+        self,
+        kind: GroupKind,
+        txn_id: int = 0,
+        xid: bytes = b"",  # raw gtrid+bqual key, for XA groups
+        fragment_kind: FragmentKind = FragmentKind.DATA,
+        query: bytes = b"",  # the statement of a DDL group
+    ):
+        self.kind = kind
+        self.txn_id = txn_id
+        self.xid = xid
+        self.fragment_kind = fragment_kind
+        self.statements: list[Statement] = _NONE
+        self.records: list[CommitRecord] = _NONE
+        self.markers: list[dict[str, Any]] = _NONE
+        self.query = query
+
+    def __repr__(self) -> str:
+        return f"Classified({self.kind}, txn {self.txn_id}, {len(self.statements)} statements)"
+
+
+_NONE: list = []  # shared empty default: assigned over, never appended to
 
 
 def table_name(event: bytes) -> tuple[bytes, bytes]:
@@ -123,7 +150,7 @@ class Classifier:
         self.fast_records = True  # False: always the generic row decoder (tests compare both)
 
     def classify(self, group: BinlogGroup) -> Classified:
-        flags2 = group.flags2
+        flags2 = group.gtid[GTID_FLAGS2_OFFSET]
         if flags2 & FL_PREPARED_XA:
             fmt, gtrid, bqual = gtid_xid(group.gtid)
             txn_id = cn_txn_id(fmt, gtrid)
@@ -136,7 +163,11 @@ class Classifier:
             return out
         if flags2 & FL_COMPLETED_XA:
             fmt, gtrid, bqual = gtid_xid(group.gtid)
-            text = next((query_text(e) for e in group.body() if e[4] == QUERY), b"").upper()
+            text = b""
+            for e in group.body():
+                if e[4] == QUERY:
+                    text = query_text(e).upper()
+                    break
             kind = GroupKind.XA_COMMIT if text.startswith(b"XA COMMIT") else GroupKind.XA_ROLLBACK
             return Classified(kind, txn_id=cn_txn_id(fmt, gtrid) or 0, xid=gtrid + b"/" + bqual)
         if group.count == 2:
@@ -228,16 +259,17 @@ class Classifier:
         if fast and self.fast_records and code <= 24 and fde.post_header_len(code) == 8:
             records = fast_commit_records(rows, fde.checksum_len)
             if records is not None:
-                out.records += records
+                out.records = out.records + records  # a new list: the default is shared
                 return
         ev = RowsEvent.parse(body_view(rows, fde), fde, code)
         names = [c.name.decode() for c in columns]  # type: ignore[union-attr]
         images = ev.decode_rows(columns)
+        records, markers = list(out.records), list(out.markers)
         for image in images:
             row = image[1] if code in UPDATE_TYPES else image
             values = dict(zip(names, row, strict=True))
             if table == TX_LOG_B:
-                out.records.append(
+                records.append(
                     CommitRecord(
                         int(values["txn_id"]),
                         int(values["commit_tso"]),
@@ -246,9 +278,10 @@ class Classifier:
                     )
                 )
             else:
-                out.markers.append(
+                markers.append(
                     {k: _text(v) if isinstance(v, bytes) else v for k, v in values.items()}
                 )
+        out.records, out.markers = records, markers
 
 
 # The commit record's row as `cdc/cn/schema.py` defines it: every column NOT NULL, in this order.

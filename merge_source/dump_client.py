@@ -14,19 +14,21 @@ import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from cdc.protocol.client import MySQLClient
+from cdc.protocol.client import READ_SIZE, MySQLClient
 from cdc.protocol.constants import BINLOG_SEND_ANNOTATE_ROWS_EVENT, Command
-from cdc.protocol.packets import ERR, ServerError, is_eof, parse_err
+from cdc.protocol.packets import ERR, MAX_CHUNK, ServerError, is_eof, parse_err
+from merge_source.scan import CRC32_RESIDUE, split_events
 
 log = logging.getLogger(__name__)
 
 HEADER = struct.Struct("<IBIIIH")  # timestamp, type, server_id, event_size, log_pos, flags
 HEADER_FIELDS = struct.Struct("<BxxxxIIH")  # from offset 4: type, event_size, log_pos, flags
+LOG_POS = struct.Struct("<I")  # at offset 13
+MAX_PACKET = 1 << 30
 ROTATE_EVENT = 4
 FORMAT_DESCRIPTION_EVENT = 15
 HEARTBEAT_EVENT = 27
 NOT_IN_FILE = frozenset({ROTATE_EVENT, HEARTBEAT_EVENT})  # handled, never handed out
-CRC32_RESIDUE = 0x2144DF1C  # zlib.crc32(data + crc32(data) as 4 LE bytes), for any data
 ARTIFICIAL_FLAG = 0x20
 # Errors after which retrying the same request cannot help.
 FATAL_CODES = {1236, 1045, 1227, 1044}
@@ -112,6 +114,13 @@ class DumpClient:
 
     async def batches(self) -> AsyncIterator[list[DnEvent]]:
         """Yield batches of events, forever; reconnects and resumes on connection loss."""
+        async for file, events in self.raw_batches():
+            yield [DnEvent(file, event_pos(e), e) for e in events]
+
+    async def raw_batches(self) -> AsyncIterator[tuple[str, list[bytes]]]:
+        """`batches` without an object per event: (file, the events' bytes), every event of a
+        batch in that one file; an event's position is `event_pos(data)`. The MergeSource's
+        hot path."""
         backoff = 0.05
         while True:
             try:
@@ -140,80 +149,94 @@ class DumpClient:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, self.settings.max_backoff)
 
-    async def _read(self, client: MySQLClient) -> AsyncIterator[list[DnEvent]]:
-        s = self.settings
-        file = self.position.file
-        unpack = HEADER_FIELDS.unpack_from
-        crc32 = zlib.crc32
-        verify = s.verify_checksum
+    async def _receive(self, client: MySQLClient, data: bytes, need: int) -> bytes:
+        """`data` followed by what arrives next: at least one read, and at least `need` bytes
+        (a packet known to be that long is read whole before anyone walks it again)."""
+        parts, have = [data], len(data)
         while True:
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that lands as
             # the read completes, and a cancelled pipeline then never stops.
-            async with asyncio.timeout(s.idle_timeout):
-                packets = await client.read_packets()
+            async with asyncio.timeout(self.settings.idle_timeout):
+                chunk = await client.read_raw(max(READ_SIZE, need - have))
             self.last_packet_at = time.monotonic()
-            batch: list[DnEvent] = []
-            append = batch.append
+            parts.append(chunk)
+            have += len(chunk)
+            if have >= need:
+                return b"".join(parts) if len(parts) > 2 or data else chunk
+
+    async def _read(self, client: MySQLClient) -> AsyncIterator[tuple[str, list[bytes]]]:
+        s = self.settings
+        file = self.position.file
+        verify = s.verify_checksum
+        data, pos, need = b"", 0, 0
+        while True:
+            data = await self._receive(client, data[pos:], need)
+            pos = 0
+            batch: list[bytes] = []
             end = self.position.pos  # where the batch ends: the position once it is yielded
-            for packet in packets:
+            while True:
+                # The fast loop takes every plain event; it stops at anything else, handled here.
+                events, pos = split_events(data, pos, verify)
+                if events:
+                    batch += events
+                    end = LOG_POS.unpack_from(events[-1], 13)[0]
+                packet, pos, need = take_packet(data, pos)
+                if packet is None:
+                    break  # the rest has not arrived yet
                 if packet[0] != 0:
                     if packet[0] == ERR:
                         raise parse_err(packet)
                     if is_eof(packet):
                         if batch:
                             self.position = BinlogPosition(file, end)
-                            yield batch
+                            yield file, batch
                         return
                     raise DumpError(
                         f"{self.where()}: unexpected packet 0x{packet[0]:02x} in dump stream"
                     )
-                data = packet[1:]
+                event = packet[1:]
                 # Errors name the bad event's own start: the end of the one before it (`end`),
                 # not its log_pos, which may be part of the damage.
-                if len(data) < 19:
+                if len(event) < 19:
                     raise DumpError(
                         f"{self.where(BinlogPosition(file, end))}: truncated event header "
-                        f"({len(data)} bytes)"
+                        f"({len(event)} bytes)"
                     )
-                type_code, size, log_pos, flags = unpack(data, 4)
-                if size != len(data):
+                type_code, size, log_pos, flags = HEADER_FIELDS.unpack_from(event, 4)
+                if size != len(event):
                     raise DumpError(
                         f"{self.where(BinlogPosition(file, end))}: event size {size} != packet "
-                        f"size {len(data)}"
+                        f"size {len(event)}"
                     )
-                # The CRC over the event *with* its CRC is a constant: no slicing per event.
-                if verify and crc32(data) != CRC32_RESIDUE:
-                    if type_code != FORMAT_DESCRIPTION_EVENT or not _fde_crc_ok(data):
+                if verify and zlib.crc32(event) != CRC32_RESIDUE:
+                    if type_code != FORMAT_DESCRIPTION_EVENT or not _fde_crc_ok(event):
                         raise DumpError(
                             f"{self.where(BinlogPosition(file, end))}: event type {type_code} "
                             "failed its CRC32 check"
                         )
-                if type_code in NOT_IN_FILE or not log_pos:
-                    if type_code == ROTATE_EVENT:
-                        # Fake (artificial) or real: either way the stream continues in that file.
-                        pos = struct.unpack_from("<Q", data, 19)[0]
-                        if s.keep_rotate and log_pos and not flags & ARTIFICIAL_FLAG:
-                            append(DnEvent(file, log_pos - size, data))
-                            end = log_pos
-                        file = bytes(data[27:-4]).decode()
-                        if flags & ARTIFICIAL_FLAG:
-                            if batch:  # events of the previous file go out first
-                                self.position = BinlogPosition(batch[-1].file, end)
-                                yield batch
-                                batch = []
-                                append = batch.append
-                            self.position = BinlogPosition(file, pos)
-                            end = pos
-                    elif type_code == FORMAT_DESCRIPTION_EVENT and not log_pos:
-                        # A re-sent FDE at a mid-file start: not part of the file.
-                        append(DnEvent(file, 4, data))
-                    continue
-                append(DnEvent(file, log_pos - size, data))
-                end = log_pos
+                if type_code not in NOT_IN_FILE and log_pos:
+                    batch.append(event)  # a plain event the fast loop left: a 16 MB one, an FDE
+                    end = log_pos
+                elif type_code == ROTATE_EVENT:
+                    # Fake (artificial) or real: either way the stream continues in that file.
+                    if s.keep_rotate and log_pos and not flags & ARTIFICIAL_FLAG:
+                        batch.append(event)
+                        end = log_pos
+                    if batch:  # a batch holds events of one file
+                        self.position = BinlogPosition(file, end)
+                        yield file, batch
+                        batch = []
+                    file = bytes(event[27:-4]).decode()
+                    if flags & ARTIFICIAL_FLAG:
+                        end = struct.unpack_from("<Q", event, 19)[0]
+                        self.position = BinlogPosition(file, end)
+                elif type_code == FORMAT_DESCRIPTION_EVENT:
+                    # A re-sent FDE at a mid-file start: not part of the file.
+                    batch.append(event)
             if batch:
                 # Set only now: a batch that fails half-way is re-read whole after a reconnect.
                 self.position = BinlogPosition(file, end)
-                yield batch
+                yield file, batch
 
     async def close(self) -> None:
         if self._client is not None:
@@ -224,6 +247,30 @@ class DumpClient:
         acknowledgement, sequence id 0 as MySQL's); dropped while not connected."""
         if self._client is not None:
             self._client.write_packet(payload, seq=0)
+
+
+def event_pos(event: bytes) -> int:
+    """Where a dumped event starts in its file (a re-sent FDE, log_pos 0, stands at 4)."""
+    log_pos = LOG_POS.unpack_from(event, 13)[0]
+    return log_pos - len(event) if log_pos else 4
+
+
+def take_packet(data: bytes, pos: int) -> tuple[bytes | None, int, int]:
+    """The payload of the packet at `pos` (split packets joined) and the offset after it; or
+    (None, pos, bytes needed from pos) when it has not fully arrived."""
+    parts, p, end = [], pos, len(data)
+    while True:
+        if end - p < 4:
+            return None, pos, p + 4 - pos
+        length = int.from_bytes(data[p : p + 3], "little")
+        if end - p - 4 < length:
+            if p + 4 + length - pos > MAX_PACKET:
+                raise DumpError(f"a dump packet of more than {MAX_PACKET} bytes")
+            return None, pos, p + 4 + length - pos
+        parts.append(data[p + 4 : p + 4 + length])
+        p += 4 + length
+        if length < MAX_CHUNK:
+            return (parts[0] if len(parts) == 1 else b"".join(parts)), p, 0
 
 
 def _fde_crc_ok(data: bytes) -> bool:

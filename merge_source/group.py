@@ -13,7 +13,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from cdc.binlog.constants import EventType
-from merge_source.dump_client import DnEvent
+from merge_source.dump_client import DnEvent, event_pos
+from merge_source.scan import group_end
 from merge_source.spill import DEFAULT_SPILL_BYTES, EventSpan, SpanWriter, SpillFile
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,7 @@ XID = int(EventType.XID)
 XA_PREPARE = int(EventType.XA_PREPARE)
 QUERY = int(EventType.QUERY)
 FDE = int(EventType.FORMAT_DESCRIPTION)
-TERMINATOR_CODES = frozenset({XID, XA_PREPARE, QUERY})  # QUERY: only some (query_ends_group)
+TERMINATOR_CODES = frozenset({XID, XA_PREPARE, QUERY})  # QUERY: only some (scan.group_end)
 # Offsets in a raw MariaDB GTID event: 19-byte header, then seq_no u64, domain u32, flags2 u8.
 GTID_FLAGS2_OFFSET = 19 + 12
 FL_STANDALONE = 0x01
@@ -71,12 +72,8 @@ def query_text(data: bytes, checksum_len: int = 4) -> bytes:
     return bytes(data[start : len(data) - checksum_len])
 
 
-def query_ends_group(data: bytes, standalone: bool) -> bool:
-    """Whether a QUERY event inside a group is its terminator."""
-    if standalone:
-        return True
-    text = query_text(data)[:12].upper()
-    return text.startswith((b"COMMIT", b"XA COMMIT", b"XA ROLLBACK"))
+def log_pos_of(data: bytes) -> int:
+    return int.from_bytes(data[13:17], "little")
 
 
 class GroupAssembler:
@@ -123,22 +120,39 @@ class GroupAssembler:
         While an item is out, the assembler is in the state of the stream right after it, so
         `open_group_start` (hence a checkpoint) never runs ahead of what the caller has seen.
         """
+        run: list[DnEvent] = []
+        for event in events:
+            if run and event.file != run[0].file:
+                yield from self._assemble_run(run)
+                run = []
+            run.append(event)
+        if run:
+            yield from self._assemble_run(run)
+
+    def _assemble_run(self, run: list[DnEvent]) -> Iterator[BinlogGroup | DnEvent]:
+        yield from self.assemble_raw(run[0].file, [e.data for e in run], [e.pos for e in run])
+
+    def assemble_raw(
+        self, file: str, events: list[bytes], positions: list[int] | None = None
+    ) -> Iterator[BinlogGroup | DnEvent]:
+        """`assemble` for events of one file as bytes (the dump client's raw batches): an
+        event starts at `positions[i]`, or, without positions, where its log_pos says."""
         group, writer, size = self._current, self._writer, self._size
         standalone = self._standalone
         limit = self.spill_bytes or float("inf")
         append = group.events.append if group is not None else None
         try:
-            for event in events:
-                data = event.data
+            for i, data in enumerate(events):
                 code = data[4]
                 if code == GTID:
-                    self._start(event)
+                    pos = positions[i] if positions is not None else event_pos(data)
+                    self._start(file, pos, data)
                     group, writer, size = self._current, None, len(data)
                     standalone = self._standalone
                     append = group.events.append  # type: ignore[union-attr]
                     continue
                 if code == FDE:
-                    yield event
+                    yield DnEvent(file, positions[i] if positions is not None else 4, data)
                     continue
                 if group is None:
                     continue
@@ -150,10 +164,10 @@ class GroupAssembler:
                         size = 0
                 else:
                     writer.append(data)
-                if code in TERMINATOR_CODES and (
-                    code != QUERY or query_ends_group(data, standalone)
-                ):
-                    group.end = event.pos + len(data)
+                if code in TERMINATOR_CODES and (code != QUERY or group_end(data, standalone)):
+                    group.end = (
+                        positions[i] + len(data) if positions is not None else log_pos_of(data)
+                    )
                     if writer is not None:
                         group.span = writer.span()
                     done, group, writer, size, append = group, None, None, 0, None
@@ -162,7 +176,7 @@ class GroupAssembler:
         finally:
             self._current, self._writer, self._size = group, writer, size
 
-    def _start(self, event: DnEvent) -> None:
+    def _start(self, file: str, pos: int, data: bytes) -> None:
         if self._current is not None:
             # Only a crashed DN leaves a group without terminator; MariaDB's recovery then
             # truncates it from the binlog and rolls it back in the engine.
@@ -173,8 +187,7 @@ class GroupAssembler:
                 self._current.start,
             )
             self.dropped_partial += 1
-        data = event.data
-        self._current = BinlogGroup(event.file, event.pos, data)
+        self._current = BinlogGroup(file, pos, data)
         self._writer = None
         self._standalone = bool(data[GTID_FLAGS2_OFFSET] & FL_STANDALONE)
         self._size = len(data)

@@ -100,8 +100,15 @@ class SourceProcessor:
     def feed_batch(self, events: Iterable[DnEvent]) -> list[Fragment | Watermark]:
         """Feed events in binlog order; the fragments and watermarks they release, in order.
         One call per dump batch: most events only extend the open group, in a tight loop."""
+        return self._feed_items(self.assembler.assemble(events))
+
+    def feed_raw(self, file: str, events: list[bytes]) -> list[Fragment | Watermark]:
+        """`feed_batch` for a dump client's raw batch: the events of one file, as bytes."""
+        return self._feed_items(self.assembler.assemble_raw(file, events))
+
+    def _feed_items(self, items: Iterable[BinlogGroup | DnEvent]) -> list[Fragment | Watermark]:
         out: list[Fragment | Watermark] = []
-        for item in self.assembler.assemble(events):
+        for item in items:
             if type(item) is BinlogGroup:
                 out += self._group(item)
             else:
@@ -193,7 +200,7 @@ class SourceProcessor:
                     participants=held.participants,
                     kind=kind,
                     statements=statements,
-                    markers=c.markers,
+                    markers=c.markers or [],  # never the shared empty default
                     timestamp=held.timestamp,
                 )
             )

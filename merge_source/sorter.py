@@ -18,7 +18,7 @@ import heapq
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 P = TypeVar("P")
 
@@ -30,18 +30,24 @@ class Kind(IntEnum):
     LOCAL = 1
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class SortKey:
+class SortKey(NamedTuple):
+    """Ordered as (tso, kind, seq). A tuple, not a dataclass: the heap compares keys in C."""
+
     tso: int
     kind: Kind
     seq: int  # binlog coordinate on this DN (see `binlog_seq`): stable across restarts
 
 
-@dataclass(slots=True)
 class Release(Generic[P]):
-    key: SortKey
-    xid: str | None  # None for a local transaction
-    payload: P
+    __slots__ = ("key", "xid", "payload")
+
+    def __init__(self, key: SortKey, xid: str | None, payload: P):
+        self.key = key
+        self.xid = xid  # None for a local transaction
+        self.payload = payload
+
+    def __repr__(self) -> str:
+        return f"Release(key={self.key!r}, xid={self.xid!r}, payload={self.payload!r})"
 
 
 def binlog_seq(file_number: int, pos: int) -> int:
@@ -53,16 +59,27 @@ class SorterError(RuntimeError):
     """The binlog does not follow the commit protocol (e.g. two prepares of one xid)."""
 
 
-@dataclass(slots=True)
 class _Branch(Generic[P]):
-    xid: str
-    prepare_seq: int
-    payload: P
-    max_tso_before: int
-    tso: int | None = None
-    record_seq: int = -1
-    committed: bool = False
-    rolled_back: bool = False
+    __slots__ = (
+        "xid",
+        "prepare_seq",
+        "payload",
+        "max_tso_before",
+        "tso",
+        "record_seq",
+        "committed",
+        "rolled_back",
+    )
+
+    def __init__(self, xid: str, prepare_seq: int, payload: P, max_tso_before: int):
+        self.xid = xid
+        self.prepare_seq = prepare_seq
+        self.payload = payload
+        self.max_tso_before = max_tso_before
+        self.tso: int | None = None
+        self.record_seq = -1
+        self.committed = False
+        self.rolled_back = False
 
 
 @dataclass(slots=True)

@@ -117,12 +117,12 @@ class MergeSource:
     async def run(self) -> None:
         """Read the DN forever; a fatal error is kept in `error` and re-raised."""
         self.stats.started_at = time.monotonic()
-        feed_batch = self.processor.feed_batch
+        feed_raw = self.processor.feed_raw
         stats = self.stats
         try:
-            async for events in self.client.batches():
-                out: Batch = feed_batch(events)
-                stats.bytes += sum([len(e.data) for e in events])
+            async for file, events in self.client.raw_batches():
+                out: Batch = feed_raw(file, events)
+                stats.bytes += sum(map(len, events))
                 stats.events += len(events)
                 if out:
                     stats.fragments += sum(1 for o in out if isinstance(o, Fragment))

@@ -145,6 +145,22 @@ class MySQLClient:
         self._seq = (self._buffer.seq + 1) & 0xFF
         return out
 
+    async def read_raw(self, size: int = READ_SIZE) -> bytes:
+        """The next bytes of the stream as they come, not cut into packets (the binlog dump walks
+        them itself, `merge_source/scan.py`): first anything already received, then one read.
+        Not to be mixed with `read_packet` on the same stream."""
+        if self._pending:  # packets already cut: framed again (only right after a command)
+            out = b"".join(frame(p, self._buffer.seq)[0] for p in self._pending[::-1])
+            self._pending = []
+            return out + self._buffer.take_raw()
+        data = self._buffer.take_raw()
+        if data:
+            return data
+        data = await self._reader.read(size)
+        if not data:
+            raise ConnectionResetError("server closed the connection")
+        return data
+
     def write_packet(self, payload: bytes, seq: int | None = None) -> None:
         data, self._seq = frame(payload, self._seq if seq is None else seq)
         self._writer.write(data)

@@ -75,6 +75,16 @@ class PacketBuffer:
             self._pos = 0
         self._buf += data
 
+    def take_raw(self) -> bytes:
+        """The bytes not yet cut into packets, handed over (the buffer is left empty): for a
+        caller that walks a stream's packets itself (the binlog dump)."""
+        if self._partial is not None:
+            raise ProtocolError("a split packet is half-read: the raw stream cannot be taken")
+        data = bytes(self._buf[self._pos :])
+        self._buf.clear()
+        self._pos = 0
+        return data
+
     def packets(self) -> list[bytes]:
         """All complete packets in the buffer (possibly none)."""
         out = []

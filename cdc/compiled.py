@@ -1,0 +1,55 @@
+"""The modules that Cython compiles when it can, and a switch to run them as plain Python.
+
+`setup.py` compiles every module in COMPILED_MODULES (it reads this tuple; add yours here). They
+are plain typed Python: the same file runs uncompiled when Cython or a C compiler is missing.
+Compiled, their annotations are enforced (a `bytes` parameter refuses a bytearray), so keep them
+exact. `CDC_PURE_PYTHON=1` in the environment makes this process import the .py files even where
+a compiled .so sits next to them (tests run the pure path this way); a package holding compiled
+modules imports `cdc` first, which installs that switch before any of them loads.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+COMPILED_MODULES = (
+    "merge_source.scan",
+    "merge_source.group",
+    "merge_source.classifier",
+    "merge_source.sorter",
+    "merge_source.processor",
+)
+PURE_ENV = "CDC_PURE_PYTHON"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def source_path(module: str) -> Path:
+    return ROOT / (module.replace(".", "/") + ".py")
+
+
+def is_compiled(module: str) -> bool:
+    """Whether `module`, imported in this process, is the compiled one."""
+    __import__(module)
+    return not str(sys.modules[module].__file__).endswith(".py")
+
+
+class _PureFinder:
+    """Finds the .py of a listed module, so that it wins over the .so beside it."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name not in COMPILED_MODULES:
+            return None
+        loader = importlib.machinery.SourceFileLoader(name, str(source_path(name)))
+        return importlib.util.spec_from_loader(name, loader)
+
+
+def install() -> None:
+    if os.environ.get(PURE_ENV) == "1" and not any(
+        isinstance(f, _PureFinder) for f in sys.meta_path
+    ):
+        sys.meta_path.insert(0, _PureFinder())
