@@ -68,7 +68,8 @@ def read_part(path: Path, schema: pa.Schema, fmt: str, columns: list[str] | None
         options = pacsv.ConvertOptions(
             column_types=text,
             include_columns=columns,
-            strings_can_be_null=True,  # Spark writes NULL as nothing, '' as ""
+            null_values=[""],  # Spark writes NULL as nothing, '' as "": the text 'null' is text
+            strings_can_be_null=True,
             quoted_strings_can_be_null=False,
         )
         parse = pacsv.ParseOptions(newlines_in_values=True)
