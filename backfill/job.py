@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import sys
 import threading
 import time
@@ -30,6 +31,8 @@ from backfill.spark_io import as_written, spark_failure, write
 from backfill.tables import TableSpec, check_dns_up, load_catalogue, resolve
 from cdc.config import Config
 from merge_source.dump_client import BinlogPosition
+
+STAGE = "_stage"  # under --out: CSV's Parquet stage and the reconciliation's work files
 
 
 @dataclass(slots=True)
@@ -143,6 +146,14 @@ class Progress:
             )
 
 
+def parquet_dir(opts: Options, spec: TableSpec) -> Path:
+    """Where the reads land: the output itself, or for CSV a Parquet stage that is reconciled
+    and then converted (Spark cannot re-read its CSV exactly)."""
+    if opts.fmt == "parquet":
+        return table_dir(opts.out, spec.db, spec.name)
+    return opts.out / STAGE / f"{spec.db}.{spec.name}"
+
+
 @dataclass(slots=True)
 class TableRead:
     spec: TableSpec
@@ -157,10 +168,9 @@ def read_all(spark, specs: list[TableSpec], opts: Options) -> list[TableRead]:
     done = []
     for spec in specs:
         frame, chunks = read_table(spark, spec, opts.chunk_rows)
-        path = table_dir(opts.out, spec.db, spec.name)
         with Progress(spark, spec.qualified, chunks, opts.progress):
             try:
-                rows = write(as_written(frame, opts.fmt), opts.fmt, path)
+                rows = write(frame, "parquet", parquet_dir(opts, spec))
             except Exception as exc:  # noqa: BLE001 - Py4J: a read or write failed in the JVM
                 raise spark_failure(exc, f"reading {spec.qualified}") from None
         done.append(TableRead(spec, rows, chunks))
@@ -278,18 +288,21 @@ def _reconcile(spark, reads: list[TableRead], window, opts, tso, low, high) -> M
             spec.create,
             rows=read.rows,
         )
-        path = table_dir(opts.out, spec.db, spec.name)
+        path = parquet_dir(opts, spec)
         patch = window.patches.get(spec.qualified)
-        if patch:
-            work = opts.out / "_reconcile" / f"{spec.db}.{spec.name}"
-            try:
-                out.rows += reconcile_table(spark, spec, path, patch, opts.fmt, work)
-            except Exception as exc:  # noqa: BLE001 - Py4J: a Spark job failed
-                raise spark_failure(exc, f"reconciling {spec.qualified} with the binlog") from None
+        try:
+            if patch:
+                work = opts.out / STAGE / "_reconcile" / f"{spec.db}.{spec.name}"
+                out.rows += reconcile_table(spark, spec, path, patch, work)
+            if opts.fmt == "csv":
+                final = table_dir(opts.out, spec.db, spec.name)
+                out.rows = write(as_written(spark.read.parquet(str(path)), "csv"), "csv", final)
+                path = final
+        except Exception as exc:  # noqa: BLE001 - Py4J: a Spark job failed
+            raise spark_failure(exc, f"reconciling {spec.qualified} (or writing its CSV)") from None
         out.parts = list_parts(path)
         tables.append(out)
-    if (opts.out / "_reconcile").exists():
-        (opts.out / "_reconcile").rmdir()
+    shutil.rmtree(opts.out / STAGE, ignore_errors=True)
     return Manifest(
         tso=tso,
         binlog_file=window.after_snapshot.file,

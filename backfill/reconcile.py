@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from backfill.columns import arrow_schema, stored_schema
-from backfill.spark_io import as_written, read_written, write
+from backfill.spark_io import write
 from backfill.tables import TableSpec
 
 
@@ -30,11 +30,10 @@ def _stored_table(spec: TableSpec, columns: list[str], rows: list[tuple]) -> pa.
     return pa.Table.from_arrays(arrays, schema=pa.schema([stored.field(c) for c in columns]))
 
 
-def reconcile_table(
-    spark, spec: TableSpec, table_dir: Path, patch: dict, fmt: str, work: Path
-) -> int:
-    """Apply `patch` (key → row at T, or None) to the parts in `table_dir`; → the change in the
-    table's row count."""
+def reconcile_table(spark, spec: TableSpec, table_dir: Path, patch: dict, work: Path) -> int:
+    """Apply `patch` (key → row at T, or None) to the Parquet parts in `table_dir`; → the change
+    in the table's row count. (CSV output is made from the reconciled Parquet afterwards: CSV
+    read back by Spark cannot tell '' from NULL.)"""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -45,23 +44,21 @@ def reconcile_table(
     at_t = [r for r in patch.values() if r is not None]
     pq.write_table(_stored_table(spec, names, at_t), work / "rows.parquet")
 
-    keys = F.broadcast(as_written(spark.read.parquet(str(work / "keys.parquet")), fmt))
-    parts = read_written(spark, [str(table_dir)], fmt, spec).withColumn(
-        "_part", F.input_file_name()
-    )
+    keys = F.broadcast(spark.read.parquet(str(work / "keys.parquet")))
+    parts = spark.read.parquet(str(table_dir)).withColumn("_part", F.input_file_name())
     hits = [
         r[0] for r in parts.join(keys, key_cols, "left_semi").select("_part").distinct().collect()
     ]
 
-    rows_at_t = as_written(spark.read.parquet(str(work / "rows.parquet")), fmt)
+    rows_at_t = spark.read.parquet(str(work / "rows.parquet"))
     if hits:
         dropped = Observation()
-        old = read_written(spark, hits, fmt, spec)
+        old = spark.read.parquet(*hits)
         old = old.observe(dropped, F.count(F.lit(1)).alias("rows"))
         frame = old.join(keys, key_cols, "left_anti").select(*names).unionByName(rows_at_t)
     else:
         dropped, frame = None, rows_at_t
-    written = write(frame, fmt, work / "out")
+    written = write(frame, "parquet", work / "out")
     removed = int(dropped.get["rows"]) if dropped else 0
     for uri in hits:
         Path(unquote(urlparse(uri).path)).unlink()

@@ -3,8 +3,8 @@ BackfillError that names what was being done.
 
 Parquet keeps the stored types (`columns.stored_type`). CSV is written as text that
 `dataset.read_part` parses back to the same values: binary as hex, TIMESTAMP with its zone,
-NULL as nothing and '' as "". The reconciliation re-reads CSV parts as text and compares keys
-as text, so both formats go through the same code.
+NULL as nothing and '' as "". Spark itself never re-reads CSV (it would read "" as NULL): a
+CSV backfill is reconciled in Parquet first and converted at the end.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from backfill.errors import BackfillError
-from backfill.tables import TableSpec
 
 PARQUET_CODEC = "none"  # measured: snappy costs ~15% more JVM time for little on this data
 CSV_OPTIONS = {
@@ -20,7 +19,6 @@ CSV_OPTIONS = {
     "escape": '"',  # "" inside quotes, as pyarrow reads it (Spark's default is \")
     "ignoreLeadingWhiteSpace": "false",  # Spark trims values it writes unless told not to
     "ignoreTrailingWhiteSpace": "false",
-    "multiLine": "true",  # values with newlines, when read back
 }
 
 
@@ -57,14 +55,6 @@ def write(df, fmt: str, path: Path) -> int:
     else:
         writer.options(**CSV_OPTIONS).csv(str(path))
     return int(rows.get["rows"])
-
-
-def read_written(spark, paths: list[str], fmt: str, spec: TableSpec):
-    """Parts as they are stored (CSV: every column as text)."""
-    if fmt == "parquet":
-        return spark.read.parquet(*paths)
-    schema = ", ".join(f"`{c.name}` STRING" for c in spec.columns)
-    return spark.read.schema(schema).options(**CSV_OPTIONS).csv(paths)
 
 
 def spark_failure(exc: Exception, what: str) -> BackfillError:

@@ -243,6 +243,7 @@ KINDS = [
     (2, 0, -3.25, -0.0, "-01:02:03.5", 1901, 1023, "", "null", '  a, "q"\n z ', b"\x00,\n\xff",
      "1970-01-01 00:00:01", "1000-01-01 00:00:00", "9999-12-31"),
     (3, None, None, None, None, None, None, None, None, None, None, None, None, None),
+    (7, 1, 0.5, 0.0, "00:00:00", 2000, 0, "", "[]", "", b"", None, None, None),  # '' is not NULL
 ]  # fmt: skip
 
 
@@ -286,7 +287,7 @@ async def test_every_column_type_as_pymysql_reads_it_also_through_the_binlog(env
                 manifest = await asyncio.to_thread(run, cfg, opts, spark)
                 (t,) = manifest.tables
                 got = snapshot_rows(out, manifest, t)
-                assert t.rows == len(got) == 5, fmt
+                assert t.rows == len(got) == 6, fmt
                 assert got == expected, f"{fmt}: {got ^ expected}"
     finally:
         await cn.close()
