@@ -1,6 +1,6 @@
 """The output: one directory per table of Parquet or CSV parts, and `_backfill.json` (the TSO,
-the global binlog position right after it, the tables). Parts are written to a temp name and
-renamed, so a part that exists is complete."""
+the global binlog position right after it, the tables). Spark writes the parts (a task's part
+appears when the task commits); this module reads them back for `--load` and the tests."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ class Manifest:
     low_watermark_tso: int
     high_watermark_tso: int
     tables: list[TableOutput] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)  # phases of the run, for the bench
 
     def save(self, out: Path) -> None:
         tmp = out / (MANIFEST + ".tmp")
@@ -56,42 +57,46 @@ def table_dir(out: Path, db: str, table: str) -> Path:
     return Path(out) / f"{db}.{table}"
 
 
-def _csv_ready(table: pa.Table) -> pa.Table:
-    """CSV has no bytes: binary columns are written as hex."""
-    for i, f in enumerate(table.schema):
-        if pa.types.is_binary(f.type):
-            hexed = [None if v is None else v.hex() for v in table.column(i).to_pylist()]
-            table = table.set_column(i, f.name, pa.array(hexed, pa.string()))
-    return table
-
-
-def write_part(path: Path, table: pa.Table, fmt: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    if fmt == "parquet":
-        pq.write_table(table, tmp)
-    else:
-        pacsv.write_csv(_csv_ready(table), tmp)
-    os.replace(tmp, path)
-
-
 def read_part(path: Path, schema: pa.Schema, fmt: str, columns: list[str] | None = None):
+    """A part as `schema` (the columns' `arrow_type`s). Parts store a few types differently
+    (`columns.stored_type`; CSV: binary as hex), cast back here."""
+    stored = pa.schema([_stored(f) for f in schema])
     if fmt == "parquet":
-        return pq.read_table(path, columns=columns, schema=schema)
-    binary = [f.name for f in schema if pa.types.is_binary(f.type)]
-    types = {f.name: (pa.string() if f.name in binary else f.type) for f in schema}
-    options = pacsv.ConvertOptions(
-        column_types=types,
-        include_columns=columns,
-        strings_can_be_null=True,
-        quoted_strings_can_be_null=False,
-    )
-    table = pacsv.read_csv(path, convert_options=options)
-    for i, f in enumerate(table.schema):
-        if f.name in binary:
-            raw = [None if v is None else bytes.fromhex(v) for v in table.column(i).to_pylist()]
-            table = table.set_column(i, f.name, pa.array(raw, pa.binary()))
-    return table
+        table = pq.read_table(path, columns=columns)
+    else:
+        text = {f.name: (pa.string() if pa.types.is_binary(f.type) else f.type) for f in stored}
+        options = pacsv.ConvertOptions(
+            column_types=text,
+            include_columns=columns,
+            null_values=[""],  # Spark writes NULL as nothing, '' as "": the text 'null' is text
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=False,
+        )
+        parse = pacsv.ParseOptions(newlines_in_values=True)
+        table = pacsv.read_csv(path, parse_options=parse, convert_options=options)
+        for i, f in enumerate(table.schema):
+            if pa.types.is_binary(stored.field(f.name).type):
+                raw = [None if v is None else bytes.fromhex(v) for v in table.column(i).to_pylist()]
+                table = table.set_column(i, f.name, pa.array(raw, pa.binary()))
+    wanted = pa.schema([schema.field(name) for name in table.column_names])
+    return table.cast(wanted)
 
 
-def part_name(label: str, seq: int, fmt: str) -> str:
-    return f"part-{label}-{seq:05d}.{fmt}"
+def _stored(f: pa.Field) -> pa.Field:
+    if f.type == pa.uint64():
+        return pa.field(f.name, pa.decimal128(20, 0))
+    if pa.types.is_duration(f.type):
+        return pa.field(f.name, pa.int64())
+    return f
+
+
+def list_parts(directory: Path) -> list[str]:
+    """The data files Spark wrote into a table directory, and nothing else: its checksum and
+    marker files are removed (they are not data, and consumers should not have to skip them)."""
+    parts = []
+    for f in sorted(Path(directory).iterdir()):
+        if f.name.startswith((".", "_")):
+            f.unlink()
+        elif f.name.startswith("part-"):
+            parts.append(f.name)
+    return parts

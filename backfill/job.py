@@ -2,16 +2,19 @@
 
 1. Low watermark L through the CN; T = L for `latest`; wait until L is in the global binlog, so
    every transaction at or below T is committed on its DN before any read starts.
-2. Spark tasks read every physical shard in primary-key chunks (plain SELECTs, no locks).
+2. Spark reads every physical shard in key-range chunks over JDBC (plain SELECTs, no locks)
+   and writes the parts, all in the JVM.
 3. High watermark H through the CN: any transaction a read saw has a TSO below H.
 4. Scan the global binlog from T to H: for each key changed in (T, H), its state at T is the
-   before-image of its first change. Drop those keys from the parts, add their rows at T.
+   before-image of its first change. A Spark anti-join drops those keys from the parts that
+   hold them; their rows at T are added.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import sys
 import threading
 import time
@@ -19,14 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backfill import global_binlog, watermarks
-from backfill.dataset import FORMATS, Manifest, TableOutput, table_dir
+from backfill.dataset import FORMATS, Manifest, TableOutput, list_parts, table_dir
 from backfill.errors import BackfillError
 from backfill.global_binlog import Dumper
-from backfill.reconcile import PartTask, reconcile_part, write_patch
-from backfill.shard_reader import PROGRESS_DIR, ShardResult, ShardTask, read_shard
+from backfill.jdbc import driver_jar
+from backfill.reconcile import reconcile_table
+from backfill.spark_io import as_written, spark_failure, write
 from backfill.tables import TableSpec, check_dns_up, load_catalogue, resolve
 from cdc.config import Config
 from merge_source.dump_client import BinlogPosition
+
+STAGE = "_stage"  # under --out: CSV's Parquet stage and the reconciliation's work files
 
 
 @dataclass(slots=True)
@@ -37,21 +43,32 @@ class Options:
     tables: list[str] | None = None  # None: every logical table
     fmt: str = "parquet"
     master: str = "local[2]"
-    chunk_rows: int = 50_000
+    chunk_rows: int = 200_000  # rows per JDBC read (a Spark task) and per part
     timeout: float = 120.0  # waiting for the global binlog to reach a watermark
     progress: bool = True
 
 
 def spark_session(master: str):
-    """A Spark session whose Python workers run this interpreter (so they import this project)."""
+    """A lean Spark session with MariaDB Connector/J on its class path; its JVM (and the
+    executors') run in UTC so that JDBC reads TIMESTAMP and DATETIME without shifting them."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    utc = "-Duser.timezone=UTC"
     builder = (
         SparkSession.builder.master(master)
         .appName("cdc-backfill")
+        .config("spark.jars", driver_jar())
+        .config("spark.driver.extraJavaOptions", utc)
+        .config("spark.executor.extraJavaOptions", utc)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.catalogImplementation", "in-memory")  # no Hive
+        .config("spark.sql.shuffle.partitions", "4")  # the only shuffles are small key sets
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        # Connector/J reports ENUM/SET as CHAR(n): Spark would pad them (and CHARs) to n.
+        .config("spark.sql.readSideCharPadding", "false")
         .config("spark.ui.enabled", "false")  # no UI port to clash with other jobs
-        .config("spark.ui.showConsoleProgress", "false")  # our progress line has rows/s
+        .config("spark.ui.showConsoleProgress", "false")  # our progress line says more
         .config("spark.task.maxFailures", "1")  # a failed read must be re-planned, not retried
     )
     if master.startswith("local"):
@@ -61,19 +78,51 @@ def spark_session(master: str):
     return session
 
 
-class Progress:
-    """Sums the per-shard progress files every second; one line on stderr each 2 s."""
+class SparkStarter:
+    """Starts the Spark session in a thread, so the JVM boots while the driver writes the low
+    watermark and waits for the binlog (seconds of fixed cost that would otherwise add up)."""
 
-    def __init__(self, out: Path, shards: int, enabled: bool):
-        self.dir = out / PROGRESS_DIR
-        self.shards = shards
-        self.enabled = enabled
+    def __init__(self, master: str):
+        self.session = None
+        self.error: BaseException | None = None
+        self.started = time.monotonic()
+        self.seconds = 0.0
+        self._thread = threading.Thread(
+            target=self._run, args=(master,), daemon=True, name="spark-start"
+        )
+        self._thread.start()
+
+    def _run(self, master: str) -> None:
+        try:
+            self.session = spark_session(master)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            self.error = exc
+        self.seconds = time.monotonic() - self.started
+
+    def get(self):
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.session
+
+    def stop(self) -> None:
+        self._thread.join()
+        if self.session is not None:
+            self.session.stop()
+
+
+class Progress:
+    """One line on stderr every 2 s: chunks read so far (Spark's status tracker; a JDBC chunk
+    reports when its task ends)."""
+
+    def __init__(self, spark, what: str, chunks: int, enabled: bool):
+        self.tracker = spark.sparkContext.statusTracker()
+        self.what, self.chunks, self.enabled = what, chunks, enabled
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="backfill-progress")
         self.started = time.monotonic()
 
     def __enter__(self) -> Progress:
-        self.dir.mkdir(parents=True, exist_ok=True)
         if self.enabled:
             self._thread.start()
         return self
@@ -82,62 +131,50 @@ class Progress:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
-        for f in self.dir.glob("*"):
-            f.unlink()
-        self.dir.rmdir()
-
-    def totals(self) -> tuple[int, int]:
-        import json
-
-        rows = done = 0
-        for f in self.dir.glob("*.json"):
-            try:
-                state = json.loads(f.read_text())
-            except (OSError, ValueError):
-                continue
-            rows += state["rows"]
-            done += bool(state["done"])
-        return rows, done
-
-    def line(self) -> str:
-        rows, done = self.totals()
-        elapsed = max(time.monotonic() - self.started, 1e-6)
-        return (
-            f"backfill: {rows:,} rows read, {rows / elapsed:,.0f} rows/s, "
-            f"{done}/{self.shards} shards done"
-        )
 
     def _run(self) -> None:
         while not self._stop.wait(2.0):
-            print(self.line(), file=sys.stderr, flush=True)
+            done = 0
+            for stage in self.tracker.getActiveStageIds():
+                info = self.tracker.getStageInfo(stage)
+                done += info.numCompletedTasks if info else 0
+            print(
+                f"backfill: {self.what}: {done}/{self.chunks} chunks read, "
+                f"{time.monotonic() - self.started:.0f}s",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
-def _collect(rdd, what: str) -> list:
-    try:
-        return rdd.collect()
-    except Exception as exc:  # noqa: BLE001 - Py4J wraps the task's error; keep its last line
-        lines = [ln for ln in str(exc).splitlines() if ln.strip()]
-        detail = next((ln for ln in reversed(lines) if "Error" in ln), lines[-1] if lines else "")
-        raise BackfillError(f"a Spark task failed while {what}: {detail.strip()}") from None
+def parquet_dir(opts: Options, spec: TableSpec) -> Path:
+    """Where the reads land: the output itself, or for CSV a Parquet stage that is reconciled
+    and then converted (Spark cannot re-read its CSV exactly)."""
+    if opts.fmt == "parquet":
+        return table_dir(opts.out, spec.db, spec.name)
+    return opts.out / STAGE / f"{spec.db}.{spec.name}"
 
 
-def read_all(spark, specs: list[TableSpec], opts: Options) -> list[ShardResult]:
-    tasks = [
-        ShardTask(spec, shard, str(opts.out), opts.fmt, opts.chunk_rows)
-        for spec in specs
-        for shard in spec.shards
-    ]
+@dataclass(slots=True)
+class TableRead:
+    spec: TableSpec
+    rows: int
+    chunks: int
+
+
+def read_all(spark, specs: list[TableSpec], opts: Options) -> list[TableRead]:
+    """Every table read and written as parts, one Spark job per table (the JVM does both)."""
+    from backfill.jdbc import read_table
+
+    done = []
     for spec in specs:
-        table_dir(opts.out, spec.db, spec.name).mkdir(parents=True, exist_ok=True)
-    rdd = spark.sparkContext.parallelize(tasks, max(1, len(tasks))).map(read_shard)
-    with Progress(opts.out, len(tasks), opts.progress) as progress:
-        results = _collect(rdd, "reading the shards")
-        if opts.progress:
-            print(progress.line(), file=sys.stderr, flush=True)
-    failed = [r for r in results if r.error]
-    if failed:
-        raise BackfillError(f"reading {failed[0].table} failed: {failed[0].error}")
-    return results
+        frame, chunks = read_table(spark, spec, opts.chunk_rows)
+        with Progress(spark, spec.qualified, chunks, opts.progress):
+            try:
+                rows = write(frame, "parquet", parquet_dir(opts, spec))
+            except Exception as exc:  # noqa: BLE001 - Py4J: a read or write failed in the JVM
+                raise spark_failure(exc, f"reading {spec.qualified}") from None
+        done.append(TableRead(spec, rows, chunks))
+    return done
 
 
 def scan_start(config: Config, dumper: Dumper, tso: int, files: list[str]) -> BinlogPosition:
@@ -176,6 +213,9 @@ def run(config: Config, opts: Options, spark=None) -> Manifest:
         raise BackfillError(f"--format must be one of {FORMATS}, got {opts.fmt!r}")
     if opts.out.exists() and any(opts.out.iterdir()):
         raise BackfillError(f"--out {opts.out} is not empty: give a new directory")
+    began = time.monotonic()
+    if spark is None:
+        driver_jar()  # a missing JDBC driver is an error before any work
     dumper = opts.dumper
     catalogue = load_catalogue(config)
     check_dns_up(resolve(config, catalogue, opts.tables))
@@ -187,16 +227,19 @@ def run(config: Config, opts: Options, spark=None) -> Manifest:
     tso = low if opts.tso is None else opts.tso
     if tso > low:
         raise BackfillError(f"TSO {tso} is in the future (the newest TSO is {low})")
-    specs = resolve(config, catalogue, opts.tables)
-    global_binlog.wait_for(dumper, start, low, opts.timeout)
-
-    opts.out.mkdir(parents=True, exist_ok=True)
-    own_session = spark is None
-    spark = spark or spark_session(opts.master)
+    starter = SparkStarter(opts.master) if spark is None else None
     try:
+        specs = resolve(config, catalogue, opts.tables)
+        global_binlog.wait_for(dumper, start, low, opts.timeout)
+        opts.out.mkdir(parents=True, exist_ok=True)
+        waited = time.monotonic()
+        spark = spark or starter.get()
+        timings = {"spark_start_wait": time.monotonic() - waited}
+        if starter is not None:
+            timings["spark_start"] = starter.seconds
         started = time.monotonic()
-        results = read_all(spark, specs, opts)
-        read_s = time.monotonic() - started
+        reads = read_all(spark, specs, opts)
+        timings["read_write"] = time.monotonic() - started
         high, after = watermarks.write(config, "high")
         moved = [
             s.qualified
@@ -209,55 +252,57 @@ def run(config: Config, opts: Options, spark=None) -> Manifest:
             )
         if opts.tso is not None:
             start = scan_start(config, dumper, tso, files)
+        scanned = time.monotonic()
         window = global_binlog.scan(dumper, start, tso, high, specs, opts.timeout)
-        manifest = _reconcile(spark, specs, results, window, opts, tso, low, high)
+        timings["binlog_scan"] = time.monotonic() - scanned
+        reconciled = time.monotonic()
+        manifest = _reconcile(spark, reads, window, opts, tso, low, high)
+        timings["reconcile"] = time.monotonic() - reconciled
     finally:
-        if own_session:
-            spark.stop()
+        if starter is not None:
+            starter.stop()
+    timings["total"] = time.monotonic() - began
+    manifest.seconds = {k: round(v, 3) for k, v in timings.items()}
     manifest.save(opts.out)
     if opts.progress:
         rows = sum(t.rows for t in manifest.tables)
+        read_s = timings["read_write"]
         print(
             f"backfill: {rows:,} rows of {len(specs)} tables at TSO {tso} "
-            f"(reads {read_s:.1f}s, {rows / max(read_s, 1e-6):,.0f} rows/s; "
-            f"{sum(len(p) for p in window.patches.values())} keys changed during the read)",
+            f"(read+write {read_s:.1f}s, {sum(r.rows for r in reads) / max(read_s, 1e-6):,.0f} "
+            f"rows/s; {sum(len(p) for p in window.patches.values())} keys changed during it)",
             file=sys.stderr,
         )
     return manifest
 
 
-def _reconcile(spark, specs, results, window, opts, tso, low, high) -> Manifest:
-    by_table = {s.qualified: s for s in specs}
-    outputs = {
-        s.qualified: TableOutput(
-            s.db, s.name, [dataclasses.asdict(c) for c in s.columns], list(s.primary_key), s.create
+def _reconcile(spark, reads: list[TableRead], window, opts, tso, low, high) -> Manifest:
+    tables = []
+    for read in reads:
+        spec = read.spec
+        out = TableOutput(
+            spec.db,
+            spec.name,
+            [dataclasses.asdict(c) for c in spec.columns],
+            list(spec.primary_key),
+            spec.create,
+            rows=read.rows,
         )
-        for s in specs
-    }
-    tasks = []
-    for r in results:
-        spec = by_table[r.table]
-        outputs[r.table].parts += list(r.parts)
-        if window.patches.get(r.table):
-            tasks += [
-                PartTask(spec, str(table_dir(opts.out, spec.db, spec.name) / p), opts.fmt)
-                for p in r.parts
-            ]
-        else:
-            outputs[r.table].rows += r.rows
-    if tasks:
-        patched = spark.sparkContext.broadcast({t: frozenset(p) for t, p in window.patches.items()})
-        rdd = spark.sparkContext.parallelize(tasks, len(tasks)).map(
-            lambda task: reconcile_part(task, patched.value[task.spec.qualified])
-        )
-        for table, kept, _dropped in _collect(rdd, "reconciling with the binlog"):
-            outputs[table].rows += kept
-    for name, patch in window.patches.items():
-        rows = [row for row in patch.values() if row is not None]
-        part = write_patch(opts.out, by_table[name], rows, opts.fmt)
-        if part:
-            outputs[name].parts.append(part)
-            outputs[name].rows += len(rows)
+        path = parquet_dir(opts, spec)
+        patch = window.patches.get(spec.qualified)
+        try:
+            if patch:
+                work = opts.out / STAGE / "_reconcile" / f"{spec.db}.{spec.name}"
+                out.rows += reconcile_table(spark, spec, path, patch, work)
+            if opts.fmt == "csv":
+                final = table_dir(opts.out, spec.db, spec.name)
+                out.rows = write(as_written(spark.read.parquet(str(path)), "csv"), "csv", final)
+                path = final
+        except Exception as exc:  # noqa: BLE001 - Py4J: a Spark job failed
+            raise spark_failure(exc, f"reconciling {spec.qualified} (or writing its CSV)") from None
+        out.parts = list_parts(path)
+        tables.append(out)
+    shutil.rmtree(opts.out / STAGE, ignore_errors=True)
     return Manifest(
         tso=tso,
         binlog_file=window.after_snapshot.file,
@@ -267,5 +312,5 @@ def _reconcile(spark, specs, results, window, opts, tso, low, high) -> Manifest:
         format=opts.fmt,
         low_watermark_tso=low,
         high_watermark_tso=high,
-        tables=[outputs[s.qualified] for s in specs],
+        tables=tables,
     )

@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tables", help="db.table,... (default: every logical table)")
     p.add_argument("--format", default="parquet", choices=("parquet", "csv"))
     p.add_argument("--master", default="local[2]", help="Spark master (local[N], spark://...)")
-    p.add_argument("--chunk-rows", type=int, default=50_000, help="rows per read (and part)")
+    p.add_argument("--chunk-rows", type=int, default=200_000, help="rows per read (and part)")
     p.add_argument("--load", metavar="mysql://user:pass@host:port", help="load it there too")
     p.add_argument("--dumper", metavar="HOST:PORT", help="default: the [dumper] of cdc.toml")
     p.add_argument("--user", default=None, help="dumper user (default: the cluster's repl user)")
