@@ -1,6 +1,7 @@
 """Dumper: serves the global binlog files over the MySQL replication protocol (the writer lives in
 `binlog_writer`). Exports `serve`, `Server`, `BinlogSender`, the notifiers and `SchemaProvider`."""
 
+import cdc  # noqa: F401  (first: it decides between compiled and pure modules, cdc/compiled.py)
 from dumper.binlog_files import BinlogFiles
 from dumper.binlog_sender import (
     BinlogSender,

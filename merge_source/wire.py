@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import pickle
 import struct
-from collections.abc import Iterator
 from typing import Any
 
 from merge_source.fragment import Fragment, FragmentKind, Statement, Watermark
@@ -37,11 +36,15 @@ _CP = struct.Struct("<QQH")  # pos, max tso seen, file name length
 _TEXT = struct.Struct("<cI")
 _SIZE = struct.Struct("<I")
 _PART = struct.Struct("<I")
+_PARTS = [struct.Struct(f"<{n}I") for n in range(17)]  # a fragment's participant list, by count
 
 HAS_TRACE, SPILLED = 1, 2
 KINDS = list(FragmentKind)
 KIND_CODE = {k: i for i, k in enumerate(KINDS)}
 SORT_KINDS = tuple(Kind)  # by value (BRANCH 0, LOCAL 1): an index, not an Enum call per record
+# SortKey(...) runs the NamedTuple's interpreted __new__; tuple.__new__ builds the same key in C
+# (a third of the cost, once per record).
+_new_tuple = tuple.__new__
 
 
 class WireError(RuntimeError):
@@ -134,20 +137,23 @@ class Record:
 
 def decode_body(body: bytes) -> list[Fragment | Watermark | Record]:
     """The records of one frame body (without its length prefix)."""
+    out: list[Fragment | Watermark | Record] = []
     try:
-        return list(_records(body))
+        _records(body, out)  # appends (a generator's resume per record cost more)
     except (struct.error, IndexError, ValueError, KeyError, pickle.UnpicklingError) as exc:
         raise WireError(f"undecodable MergeSource frame ({len(body)} bytes): {exc}") from None
+    return out
 
 
-def _records(body: bytes) -> Iterator[Fragment | Watermark | Record]:
+def _records(body: bytes, out: list[Fragment | Watermark | Record]) -> None:
     pos, end = 0, len(body)
     view = memoryview(body)
+    append = out.append
     while pos < end:
         tag = body[pos : pos + 1]
         if tag == b"F":
             frag, pos = _read_fragment(body, view, pos)
-            yield frag
+            append(frag)
         elif tag == b"W":
             _, tso, kind, seq, dn, has_cp = _WM.unpack_from(body, pos)
             pos += _WM.size
@@ -157,11 +163,11 @@ def _records(body: bytes) -> Iterator[Fragment | Watermark | Record]:
                 pos += _CP.size
                 cp = SourceCheckpoint(body[pos : pos + n].decode(), cp_pos, max_tso)
                 pos += n
-            yield Watermark(dn, SortKey(tso, SORT_KINDS[kind], seq), cp)
+            append(Watermark(dn, _new_tuple(SortKey, (tso, SORT_KINDS[kind], seq)), cp))
         elif tag in (b"S", b"E"):
             _, n = _TEXT.unpack_from(body, pos)
             pos += _TEXT.size
-            yield Record(tag, body[pos : pos + n].decode())
+            append(Record(tag, body[pos : pos + n].decode()))
             pos += n
         else:
             raise ValueError(f"unknown record tag {tag!r} at {pos}")
@@ -172,7 +178,10 @@ def _records(body: bytes) -> Iterator[Fragment | Watermark | Record]:
 def _read_fragment(body: bytes, view: memoryview, pos: int) -> tuple[Fragment, int]:
     _, tso, kkind, seq, txn_id, kind, ts, dn, n_st, n_p = _FRAG.unpack_from(body, pos)
     pos += _FRAG.size
-    participants = struct.unpack_from(f"<{n_p}I", body, pos) if n_p else ()
+    if n_p < len(_PARTS):
+        participants = _PARTS[n_p].unpack_from(body, pos)
+    else:
+        participants = struct.unpack_from(f"<{n_p}I", body, pos)
     pos += 4 * n_p
     statements = []
     adopted: dict[bytes, SpillFile] | None = None
@@ -208,14 +217,7 @@ def _read_fragment(body: bytes, view: memoryview, pos: int) -> tuple[Fragment, i
     pos += _MARKERS.size
     markers = pickle.loads(view[pos : pos + n]) if n else []
     pos += n
-    frag = Fragment(
-        key=SortKey(tso, SORT_KINDS[kkind], seq),
-        dn=dn,
-        txn_id=txn_id,
-        participants=tuple(participants),
-        kind=KINDS[kind],
-        statements=statements,
-        markers=markers,
-        timestamp=ts,
-    )
+    key = _new_tuple(SortKey, (tso, SORT_KINDS[kkind], seq))
+    # positional: the dataclass __init__ binds them faster than keywords
+    frag = Fragment(key, dn, txn_id, participants, KINDS[kind], statements, markers, ts)
     return frag, pos

@@ -1,5 +1,6 @@
 """The compiled hot loops (cdc/compiled.py): never stale, and the same source passes the
-MergeSource's recorded-binlog, spill and sorter tests as plain Python too."""
+MergeSource's recorded-binlog, spill and sorter tests, the leader's encoder tests and the
+writer's stamping tests as plain Python too."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ PURE_TESTS = [
     "tests/merge_source/test_spill.py",
     "tests/merge_source/test_sorter.py",
     "tests/merge_source/test_scan.py",
+    "tests/dumper/test_txn_encoder.py",
+    "tests/binlog_writer/test_recovery.py",
+    "tests/binlog_writer/test_stream.py",
 ]
 
 
@@ -39,7 +43,7 @@ def test_the_switch_gives_plain_python():
     print({m: is_compiled(m) for m in COMPILED_MODULES})  # this process: compiled if built
 
 
-def test_the_pure_python_path_passes_the_merge_source_tests():
+def test_the_pure_python_path_passes_the_offline_tests_of_compiled_modules():
     env = {**os.environ, PURE_ENV: "1"}
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *PURE_TESTS]
     out = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=240)
