@@ -1,4 +1,4 @@
-"""Stopping asyncio tasks for sure."""
+"""Stopping asyncio tasks for sure, and waiting for an event for a bounded time."""
 
 from __future__ import annotations
 
@@ -27,3 +27,13 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Task], grace: float = 10.0) ->
                 "tasks still running %.0fs after cancel: %s", grace, [t.get_name() for t in pending]
             )
             return
+
+
+async def wait_event(event: asyncio.Event, timeout: float) -> None:
+    """Until `event` is set, at most `timeout` seconds (no error when the time is up). Not
+    `wait_for`: on 3.11 it can swallow a cancel."""
+    try:
+        async with asyncio.timeout(timeout):
+            await event.wait()
+    except TimeoutError:
+        pass

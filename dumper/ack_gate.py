@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from binlog_writer.layout import file_number
+from cdc.tasks import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -154,8 +155,4 @@ class AckGate:
 
     async def wait(self, timeout: float) -> None:
         """Until the next acknowledgement, at most `timeout` seconds."""
-        try:
-            async with asyncio.timeout(timeout):  # not wait_for: it can swallow a cancel (3.11)
-                await self._changed.wait()
-        except TimeoutError:
-            pass
+        await wait_event(self._changed, timeout)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from cdc.tasks import wait_event
 from dumper.ack_gate import AckGate
 from dumper.binlog_files import (
     HEADER_LEN,
@@ -84,11 +85,7 @@ class EventNotifier:
         self._event = asyncio.Event()  # waiters hold the old (set) event; new waits block again
 
     async def wait(self, timeout: float) -> None:
-        try:
-            async with asyncio.timeout(timeout):  # not wait_for: it can swallow a cancel (3.11)
-                await self._event.wait()
-        except TimeoutError:
-            pass
+        await wait_event(self._event, timeout)
 
     def visible_end(self, name: str) -> int | None:
         return None
@@ -110,11 +107,7 @@ class CurrentEventNotifier:
         return self._visible(name) if self._visible is not None else None
 
     async def wait(self, timeout: float) -> None:
-        try:
-            async with asyncio.timeout(timeout):
-                await self._current().wait()
-        except TimeoutError:
-            pass
+        await wait_event(self._current(), timeout)
 
 
 _SIZE = struct.Struct("<I")
