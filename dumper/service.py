@@ -69,12 +69,12 @@ async def _follow_storage(cn, config: Config) -> None:
     while True:
         await asyncio.sleep(STORAGE_POLL_S)
         try:
-            catalogue = await cn.store.load()
+            added = [dn for dn in await cn.store.storage_dns() if dn not in cn.catalogue.dns]
+            catalogue = await cn.store.load() if added else None
         except Exception as exc:  # GMS away for a moment: the heartbeat itself reports it
             log.debug("storage DNs not read: %s", exc)
             continue
-        added = [dn for dn in catalogue.dns if dn not in cn.catalogue.dns]
-        if not added:
+        if catalogue is None:
             continue
         try:
             nodes = [config.dn_by_id(dn) for dn in added]

@@ -54,6 +54,13 @@ class CatalogueStore:
         )
         return int(row[0])
 
+    async def storage_dns(self) -> list[int]:
+        """The storage DNs alone: what a poller compares before it loads the whole catalogue."""
+        (rows,) = await self._run(
+            [(f"SELECT dn_id FROM `{self.db}`.cn_storage ORDER BY seq", None)]
+        )
+        return [int(r[0]) for r in rows]
+
     async def load(self) -> Catalogue:
         try:
             storage, tables, parts = await self._run(
