@@ -18,6 +18,7 @@ from pathlib import Path
 
 from cdc.cluster.testing import free_base_port, scratch_cluster
 from cdc.cn.ground_truth import read as read_ground_truth
+from cdc.gc_tune import tune_gc
 from cdc.raw_dump import raw_dump
 from cdc.tasks import cancel_and_wait
 from dumper.leader import Leader
@@ -79,6 +80,7 @@ class Cpu:
 
 
 async def catch_up(cfg, last_tso: int, cpu: Cpu | None = None) -> tuple[float, Leader]:
+    tune_gc()  # as `cdc start` does (dumper/service.run_service)
     leader = Leader(cfg)
     task = asyncio.create_task(leader.run())
     start = progress_at = time.perf_counter()

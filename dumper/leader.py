@@ -409,7 +409,7 @@ class Leader:
             if fence is not None:
                 fence()
             for txn in ready:
-                if any(f.spilled for f in txn.fragments):
+                if any(s.span is not None for s in txn.statements):  # Fragment.spilled, flat
                     await self._write_streamed(txn)
                 else:
                     self._write(txn)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import gc
 import logging
 import os
 import pickle
@@ -20,13 +19,21 @@ import signal
 import sys
 import time
 
+from cdc.gc_tune import tune_gc
 from cdc.tasks import cancel_and_wait
 from merge_source.source import Batch, MergeSource, SourceSpec
-from merge_source.wire import FRAME, encode_batch, encode_status, encode_text
+from merge_source.wire import (
+    FRAME,
+    collapse_watermarks,
+    encode_batch,
+    encode_status,
+    encode_text,
+)
 
 log = logging.getLogger(__name__)
 
 STATUS_INTERVAL_S = 0.5
+FRAME_BATCHES = 16  # source batches waiting in the queue that go out as one frame
 PR_SET_PDEATHSIG = 1
 EXIT_SOURCE_FAILED = 2
 
@@ -56,10 +63,12 @@ async def _send(source: MergeSource, queue: asyncio.Queue[Batch], out, spill_dir
         frames = []
         try:
             async with asyncio.timeout(STATUS_INTERVAL_S):  # not wait_for: see dump_client
-                batch = await queue.get()
-            frames.append(encode_batch(batch, spill_dir))
-            while not queue.empty() and len(frames) < 16:  # fewer, larger writes
-                frames.append(encode_batch(queue.get_nowait(), spill_dir))
+                items = list(await queue.get())
+            n = 1
+            while not queue.empty() and n < FRAME_BATCHES:  # fewer, larger frames
+                items += queue.get_nowait()
+                n += 1
+            frames.append(encode_batch(collapse_watermarks(items), spill_dir))
         except TimeoutError:
             pass
         now = time.monotonic()
@@ -92,17 +101,6 @@ async def serve(spec: SourceSpec) -> int:
         raise exc
     finally:
         await cancel_and_wait(tasks)
-
-
-def tune_gc() -> None:
-    """The garbage collector for a process that runs one MergeSource: every group makes a few
-    dozen short-lived objects, and the default gen-0 threshold (700) ran a collection every few
-    groups, re-scanning what survived (a fifth of the CPU in `cdc bench merge-source`). With the
-    objects of start-up frozen and a threshold above what one dump batch keeps alive, collections
-    become rare; cycles are still collected."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 100)
 
 
 def main() -> int:

@@ -20,6 +20,7 @@ from merge_source.wire import (
     FRAME,
     Record,
     WireError,
+    collapse_watermarks,
     decode_body,
     encode_batch,
     encode_status,
@@ -63,6 +64,24 @@ def test_every_recorded_output_round_trips():
     assert any(isinstance(o, Fragment) and o.markers for o in items)
     assert any(isinstance(o, Watermark) and o.checkpoint for o in items)
     assert described(round_trip(items)) == described(items)
+
+
+def test_a_frame_keeps_every_fragment_and_the_watermarks_merge_joint_uses():
+    """MergeJoint keeps of a batch only the last watermark and the last checkpoint per DN."""
+    run = feed_all(SourceProcessor(DN, wait_for_start=True))
+    items = [o for case in run.outputs for o in case]
+    marks = [o for o in items if isinstance(o, Watermark)]
+    assert len(marks) > 2
+    marks[-1] = Watermark(DN, marks[-1].key, None)  # the last one without a checkpoint
+    items = [o for o in items if not isinstance(o, Watermark)] + marks
+    out = collapse_watermarks(items)
+    assert [o for o in out if isinstance(o, Fragment)] == [
+        o for o in items if isinstance(o, Fragment)
+    ]
+    assert [o for o in out if isinstance(o, Watermark)] == [marks[-2], marks[-1]]
+    assert marks[-2].checkpoint is not None
+    assert collapse_watermarks(marks[:1]) == marks[:1]
+    assert collapse_watermarks([]) == []
 
 
 def test_spilled_statements_travel_as_handoff_files(tmp_path):
