@@ -38,8 +38,9 @@ PR_SET_PDEATHSIG = 1
 EXIT_SOURCE_FAILED = 2
 
 
-def _die_with_parent(parent: int) -> None:
-    """SIGKILL us when the leader dies, even mid-write (stdin EOF covers the rest)."""
+def die_with_parent(parent: int) -> None:
+    """SIGKILL us when `parent` (the leader, or the fork server) dies, even mid-write (stdin
+    EOF covers the rest)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:
@@ -103,13 +104,15 @@ async def serve(spec: SourceSpec) -> int:
         await cancel_and_wait(tasks)
 
 
-def main() -> int:
+def main(parent: int | None = None) -> int:
+    """`parent`: the process we must die with (the fork server, for a forked worker);
+    None: the leader, whose pid comes with the spec."""
     raw = sys.stdin.buffer.read(FRAME.size)
     if len(raw) < FRAME.size:
         return 0  # spawned ahead of time (HA follower) and never used: the parent is gone
     (n,) = FRAME.unpack(raw)
-    spec, parent, level = pickle.loads(sys.stdin.buffer.read(n))
-    _die_with_parent(parent)
+    spec, leader, level = pickle.loads(sys.stdin.buffer.read(n))
+    die_with_parent(leader if parent is None else parent)
     tune_gc()
     logging.basicConfig(
         level=level,
