@@ -430,13 +430,14 @@ class Leader:
             if any(m.get("type") == FLUSH_LOGS for m in txn.fragments[0].markers):
                 self.writer.rotate()
             return
-        events = self.encoder.encode(txn)
-        if events is None:
+        buf = bytearray()
+        count = self.encoder.encode_into(txn, buf)
+        if not count:
             return
         self._file_first_tso.setdefault(self.writer.file, txn.tso)
-        self.writer.append_transaction(events)
+        self.writer.append_encoded(buf)
         self.stats.transactions += 1
-        self.stats.events += len(events)
+        self.stats.events += count
 
     async def _write_streamed(self, txn: Transaction) -> None:
         """A huge transaction, from its spill files to the binlog file part by part: memory
