@@ -153,18 +153,14 @@ class TransactionEncoder:
         if code == TABLE_MAP:
             tid = ids[e[19:25]] = self._table_id(e)
             out += e
-        elif code in ROWS_V1:
+        elif code in ROWS_V1 or code in ROWS_V2:
             tid = ids.get(e[19:25])
             if tid is None:
                 raise self._orphan(txn)
             out += e
-            out[start + 27 : start + 27] = V2_EXTRA  # after table id + flags: v2's extra length
-            code += V1_TO_V2
-        elif code in ROWS_V2:
-            tid = ids.get(e[19:25])
-            if tid is None:
-                raise self._orphan(txn)
-            out += e
+            if code in ROWS_V1:  # after table id + flags: MySQL v2's extra-data length
+                out[start + 27 : start + 27] = V2_EXTRA
+                code += V1_TO_V2
         else:
             return 0
         _HEAD.pack_into(out, start, timestamp, code, self.server_id, len(out) - start)
