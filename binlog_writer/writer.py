@@ -229,14 +229,19 @@ class BinlogWriter:
         """Append one whole transaction. Items are raw events (header + body + 4 CRC bytes,
         any log_pos/CRC: both are rewritten) or codec bodies (encoded with this writer's
         server_id and the current time). Returns where it landed."""
-        if self._fd is None:
-            raise RuntimeError("BinlogWriter is closed")
-        if self._stream_start is not None:
-            raise RuntimeError("append_transaction while a streamed transaction is open")
         try:
             buf = bytearray().join(events)  # type: ignore[arg-type]
         except TypeError:
             buf = bytearray().join(self._encode_bodies(events))
+        return self.append_encoded(buf)
+
+    def append_encoded(self, buf: bytearray) -> TxnPosition:
+        """`append_transaction` for a transaction already joined into one buffer of raw
+        events (any log_pos/CRC: both are rewritten in place): no copy before the write."""
+        if self._fd is None:
+            raise RuntimeError("BinlogWriter is closed")
+        if self._stream_start is not None:
+            raise RuntimeError("a transaction appended while a streamed one is open")
         if not buf:
             raise ValueError("empty transaction")
         start = self._pos

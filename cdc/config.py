@@ -174,6 +174,10 @@ class PipelineConfig:
     # Each MergeSource in its own process (the GIL would otherwise put every DN and the writer
     # on one core); false: all in the leader's process (simpler to debug).
     source_processes: bool = True
+    # MergeSource processes are forked from one pre-imported fork server
+    # (merge_source/fork_server.py): Python's start and the imports (~0.3 s of CPU each) are
+    # paid once, not per DN and restart; false: each is a new `python -m merge_source.worker`.
+    fork_server: bool = True
     # A MergeSource process that dies (killed, crashed) restarts the pipeline from the global
     # binlog and the checkpoints; more restarts than this within a minute stop the leader.
     max_restarts_per_minute: int = 5

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from cdc.cluster.testing import free_base_port, scratch_cluster
 from cdc.cn.ground_truth import read as read_ground_truth
+from cdc.gc_tune import tune_gc
 from cdc.raw_dump import raw_dump
 from cdc.tasks import cancel_and_wait
 from dumper.leader import Leader
@@ -75,10 +76,12 @@ class Cpu:
 
     leader_s: float = 0.0
     sources_s: float = 0.0  # MergeSource processes (0 when they run in the leader)
+    fork_server_s: float = 0.0  # the process they are forked from (its imports, the forks)
     wait_s: float = 0.0  # runnable but no free core, summed over the leader and the sources
 
 
 async def catch_up(cfg, last_tso: int, cpu: Cpu | None = None) -> tuple[float, Leader]:
+    tune_gc()  # as `cdc start` does (dumper/service.run_service)
     leader = Leader(cfg)
     task = asyncio.create_task(leader.run())
     start = progress_at = time.perf_counter()
@@ -100,6 +103,10 @@ async def catch_up(cfg, last_tso: int, cpu: Cpu | None = None) -> tuple[float, L
         if cpu is not None:  # before the sources are stopped: their counters go with them
             on, wait = sched_s(os.getpid())
             cpu.leader_s, cpu.wait_s = on - at_start[0], wait - at_start[1]
+            if leader.forks.pid is not None:
+                on, wait = sched_s(leader.forks.pid)
+                cpu.fork_server_s += on
+                cpu.wait_s += wait
             for source in leader.sources.values():
                 pid = getattr(source, "pid", None)
                 if pid is not None:
@@ -249,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     c = r.cpu
     print(
-        f"  CPU: leader {c.leader_s:.2f} s, MergeSource processes {c.sources_s:.2f} s;"
+        f"  CPU: leader {c.leader_s:.2f} s, MergeSource processes {c.sources_s:.2f} s,"
+        f" their fork server {c.fork_server_s:.2f} s;"
         f" waiting for a free core {c.wait_s:.2f} s (other load on the machine)"
     )
     if r.in_process_s is not None:

@@ -80,7 +80,7 @@ class HaNode:
         self._lease_free_at: float | None = None  # monotonic: first saw the lease expired
         self._db = config.pipeline.meta_database
         warm = config.dumper.warm_sources and config.pipeline.source_processes
-        self._warm = WarmSources(len(config.dn)) if warm else None
+        self._warm = WarmSources(len(config.dn), config.pipeline.fork_server) if warm else None
         d = config.dumper
         # Followers acknowledge what they copied; as leader this process serves its other
         # consumers only that (docs/dumper.md, "The leader-consumer gap").

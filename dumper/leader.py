@@ -34,6 +34,7 @@ from dumper.txn_encoder import TransactionEncoder
 from merge_joint.joint import MergeJoint
 from merge_joint.merger import Transaction
 from merge_source.dump_client import BinlogPosition, DumpSettings
+from merge_source.fork_server import ForkServer
 from merge_source.fragment import FragmentKind, GlobalKey
 from merge_source.processor import SourceCheckpoint
 from merge_source.renamer import NameMap
@@ -122,7 +123,10 @@ class Leader:
         self.fence: Callable[[], None] | None = None
         self.term = 0
         self.timeline: TakeoverTimeline | None = None  # HA: phases of the takeover, for the log
-        self.spawn = spawn_worker  # how MergeSource processes start (HA: warm ones first)
+        # How MergeSource processes start: forked from a pre-imported fork server (started on
+        # first use, shared by the pipeline restarts), or spawned; HA: warm ones first.
+        self.forks = ForkServer()
+        self.spawn = self.forks.spawn if p.fork_server else spawn_worker
         self.gms_migrated = False  # HA: the node migrated the GMS already
         self._last_prune = 0.0
 
@@ -373,6 +377,7 @@ class Leader:
                     log.warning("%s: restarting the pipeline from the global binlog", exc)
                     await asyncio.sleep(0.2 * len(restarts))
         finally:
+            await self.forks.aclose()
             self.close()
 
     async def _run_pipeline(self) -> None:
@@ -409,7 +414,7 @@ class Leader:
             if fence is not None:
                 fence()
             for txn in ready:
-                if any(f.spilled for f in txn.fragments):
+                if any(s.span is not None for s in txn.statements):  # Fragment.spilled, flat
                     await self._write_streamed(txn)
                 else:
                     self._write(txn)
@@ -425,13 +430,14 @@ class Leader:
             if any(m.get("type") == FLUSH_LOGS for m in txn.fragments[0].markers):
                 self.writer.rotate()
             return
-        events = self.encoder.encode(txn)
-        if events is None:
+        buf = bytearray()
+        count = self.encoder.encode_into(txn, buf)
+        if not count:
             return
         self._file_first_tso.setdefault(self.writer.file, txn.tso)
-        self.writer.append_transaction(events)
+        self.writer.append_encoded(buf)
         self.stats.transactions += 1
-        self.stats.events += len(events)
+        self.stats.events += count
 
     async def _write_streamed(self, txn: Transaction) -> None:
         """A huge transaction, from its spill files to the binlog file part by part: memory

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cdc.config import Config, ConfigError
+from cdc.gc_tune import tune_gc
 from cdc.tasks import cancel_and_wait
 from dumper.binlog_sender import CurrentEventNotifier
 from dumper.ha import HaNode, ha_status
@@ -156,5 +157,6 @@ async def serve(
 
 
 def run_service(config: Config, state_dir: Path) -> int:
+    tune_gc()  # the leader makes a few objects per transaction, like a MergeSource
     asyncio.run(serve(config, state_dir, own_process=True))
     return 0

@@ -37,6 +37,10 @@ NO_CRC = bytes(CHECKSUM_LEN)  # a CRC slot the writer fills
 _HEAD = struct.Struct("<IBII")  # timestamp, type, server_id, event size: header offsets 0-12
 _TS = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
+# Enum members as module constants: an `Enum` class attribute lookup costs more than the
+# byte patching of an event (the interpreted metaclass), once per transaction or more.
+_BRANCH = int(Kind.BRANCH)
+_DATA, _LOCAL, _DDL = FragmentKind.DATA, FragmentKind.LOCAL, FragmentKind.DDL
 
 
 class EncodeError(RuntimeError):
@@ -46,7 +50,15 @@ class EncodeError(RuntimeError):
 def cts_suffix(txn: Transaction) -> bytes:
     """Local (non-CN) transactions share a TSO: the mark carries their full sort key."""
     tso, kind, dn, seq = txn.key
-    return b"" if kind == Kind.BRANCH else f"L{dn}.{seq}".encode()
+    return b"" if kind == _BRANCH else f"L{dn}.{seq}".encode()
+
+
+def _timestamp(txn: Transaction) -> int:
+    """The transaction's event timestamp: its latest DN commit time."""
+    fragments = txn.fragments
+    if len(fragments) == 1:
+        return fragments[0].timestamp
+    return max(f.timestamp for f in fragments)
 
 
 class TransactionEncoder:
@@ -85,16 +97,12 @@ class TransactionEncoder:
     def iter_encode(self, txn: Transaction) -> Iterator[bytes | bytearray] | None:
         """Like `encode`, one event at a time: a spilled (huge) transaction streams from its
         spill files through here to the writer without being held in memory."""
-        fragments = txn.fragments
-        if len(fragments) == 1:
-            timestamp = fragments[0].timestamp
-        else:
-            timestamp = max(f.timestamp for f in fragments)
+        timestamp = _timestamp(txn)
         kind = txn.kind
-        if kind is FragmentKind.DDL:
+        if kind is _DDL:
             ddl = self._ddl(txn, timestamp)
             return None if ddl is None else iter(ddl)
-        if kind is not FragmentKind.DATA and kind is not FragmentKind.LOCAL:
+        if kind is not _DATA and kind is not _LOCAL:
             return None  # instruction markers are not written (FlushLogs is handled by the caller)
         if not any(st.count for st in txn.statements):
             return None
@@ -109,44 +117,79 @@ class TransactionEncoder:
             self._tm_ids[content] = tid
         return tid
 
-    def _rows(self, txn: Transaction, timestamp: int) -> Iterator[bytes | bytearray]:
-        sid = self.server_id
-        head = _HEAD.pack_into
-        ts = _TS.pack(timestamp)
-        yield ts + self._begin_tail
-        table_id = self._table_id
+    def encode_into(self, txn: Transaction, out: bytearray) -> int:
+        """`encode`, appended to `out` as one buffer: no object per event and no join
+        afterwards (the leader's path). Returns the number of events, 0 if nothing to write."""
+        kind = txn.kind
+        if kind is not _DATA and kind is not _LOCAL:
+            events = self.iter_encode(txn)  # DDL and markers: rare
+            if events is None:
+                return 0
+            n = 0
+            for e in events:
+                out += e
+                n += 1
+            return n
+        if not any(st.count for st in txn.statements):
+            return 0
+        timestamp = _timestamp(txn)
+        out += _TS.pack(timestamp)
+        out += self._begin_tail
+        n = 2
+        put = self._put
         for st in txn.statements:
             ids: dict[bytes, bytes] = {}  # DN table id (6 raw bytes) -> logical id (6 bytes)
             for e in st.iter_events():
-                code = e[4]
-                if code == TABLE_MAP:
-                    tid = ids[e[19:25]] = table_id(e)
-                    b = bytearray(e)
-                elif code in ROWS_V1:
-                    tid = ids.get(e[19:25])
-                    if tid is None:
-                        raise self._orphan(txn)
-                    b = bytearray(e)
-                    b[27:27] = V2_EXTRA  # after table id + flags: MySQL's v2 extra-data length
-                    code += V1_TO_V2
-                elif code in ROWS_V2:
-                    tid = ids.get(e[19:25])
-                    if tid is None:
-                        raise self._orphan(txn)
-                    b = bytearray(e)
-                else:
-                    continue
-                head(b, 0, timestamp, code, sid, len(b))
-                b[19:25] = tid
-                yield b
+                n += put(out, e, ids, timestamp, txn)
+        out += self._xid_event(timestamp)
+        out += self._mark(txn, timestamp)
+        return n + 1
+
+    def _put(self, out: bytearray, e, ids: dict, timestamp: int, txn: Transaction) -> int:
+        """Append DN event `e` patched for the global binlog (TABLE_MAP and rows only): one
+        header pack, the logical table id, v1 → v2. Returns 1 if appended, 0 if skipped."""
+        code = e[4]
+        start = len(out)
+        if code == TABLE_MAP:
+            tid = ids[e[19:25]] = self._table_id(e)
+            out += e
+        elif code in ROWS_V1 or code in ROWS_V2:
+            tid = ids.get(e[19:25])
+            if tid is None:
+                raise self._orphan(txn)
+            out += e
+            if code in ROWS_V1:  # after table id + flags: MySQL v2's extra-data length
+                out[start + 27 : start + 27] = V2_EXTRA
+                code += V1_TO_V2
+        else:
+            return 0
+        _HEAD.pack_into(out, start, timestamp, code, self.server_id, len(out) - start)
+        out[start + 19 : start + 25] = tid
+        return 1
+
+    def _rows(self, txn: Transaction, timestamp: int) -> Iterator[bytes | bytearray]:
+        yield _TS.pack(timestamp) + self._begin_tail
+        put = self._put
+        for st in txn.statements:
+            ids: dict[bytes, bytes] = {}
+            for e in st.iter_events():
+                b = bytearray()
+                if put(b, e, ids, timestamp, txn):
+                    yield b
+        yield self._xid_event(timestamp)
+        yield self._mark(txn, timestamp)
+
+    def _xid_event(self, timestamp: int) -> bytes:
         self._xid += 1
-        yield ts + self._xid_head + _U64.pack(self._xid) + NO_CRC
+        return _TS.pack(timestamp) + self._xid_head + _U64.pack(self._xid) + NO_CRC
+
+    def _mark(self, txn: Transaction, timestamp: int) -> bytes:
         mark = CTS_PREFIX + str(txn.tso).encode()
-        if txn.key[1] != Kind.BRANCH:
+        if txn.key[1] != _BRANCH:
             mark += b"::" + cts_suffix(txn)
         size = HEADER_LEN + 1 + len(mark) + CHECKSUM_LEN
-        yield (
-            _HEADER.pack(timestamp, ROWS_QUERY, sid, size, 0, IGNORABLE)
+        return (
+            _HEADER.pack(timestamp, ROWS_QUERY, self.server_id, size, 0, IGNORABLE)
             + bytes((min(len(mark), 255),))
             + mark
             + NO_CRC

@@ -21,11 +21,11 @@ from pymysql.constants import CLIENT
 
 from cdc.cluster.testing import throwaway_server
 from cdc.cn.schema import PRIVATE_TABLES
+from cdc.gc_tune import tune_gc
 from cdc.raw_dump import raw_dump
 from merge_source.dump_client import BinlogPosition, DumpClient, DumpSettings
 from merge_source.fragment import Fragment
 from merge_source.processor import SourceProcessor
-from merge_source.worker import tune_gc
 
 
 def generate(server, target_events: int, statements: int = 8) -> tuple[str, int]:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from merge_source.fork_server import ForkedWorker
 from merge_source.source import Batch, SourceSpec
 from merge_source.wire import FRAME, MAX_FRAME, Record, decode_body
 
@@ -32,6 +33,10 @@ class SourceFailed(RuntimeError):
 
 class SourceProcessDied(RuntimeError):
     """The MergeSource process ended without saying why (killed, crashed): restartable."""
+
+
+# A worker as `SourceProcess` uses it: spawned (`spawn_worker`) or forked (`fork_server`).
+Worker = asyncio.subprocess.Process | ForkedWorker
 
 
 async def spawn_worker() -> asyncio.subprocess.Process:
@@ -52,7 +57,7 @@ class SourceProcess:
         self,
         spec: SourceSpec,
         queue: asyncio.Queue[Batch],
-        spawn: Callable[[], Awaitable[asyncio.subprocess.Process]] = spawn_worker,
+        spawn: Callable[[], Awaitable[Worker]] = spawn_worker,
     ):
         self.spec = spec
         self.queue = queue
@@ -135,7 +140,7 @@ def _exit(rc: int | None) -> str:
     return f"exit code {rc}"
 
 
-async def _stop(proc: asyncio.subprocess.Process) -> None:
+async def _stop(proc: Worker) -> None:
     if proc.returncode is None:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()

@@ -62,6 +62,29 @@ def encode_batch(items: list[Fragment | Watermark], spill_dir: str | None = None
     return FRAME.pack(len(body)) + body
 
 
+def collapse_watermarks(items: list[Fragment | Watermark]) -> list[Fragment | Watermark]:
+    """The items of one frame as MergeJoint needs them: every fragment, in order, and of the
+    watermarks only the last one and the last one carrying a checkpoint. A frame is one batch
+    for MergeJoint, which pushes a batch's fragments before its watermarks and keeps only the
+    last watermark and the last checkpoint of each DN per drain (an older one would only be an
+    earlier restart point), so the others are not worth encoding and decoding: a MergeSource
+    sends about one watermark per fragment."""
+    last = last_cp = None
+    out: list[Fragment | Watermark] = []
+    for item in items:
+        if type(item) is Watermark:
+            last = item
+            if item.checkpoint is not None:
+                last_cp = item
+        else:
+            out.append(item)
+    if last_cp is not None and last_cp is not last:
+        out.append(last_cp)
+    if last is not None:
+        out.append(last)
+    return out
+
+
 def encode_text(tag: bytes, text: str) -> bytes:
     data = text.encode()
     body = _TEXT.pack(tag, len(data)) + data

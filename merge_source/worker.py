@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import gc
 import logging
 import os
 import pickle
@@ -20,19 +19,28 @@ import signal
 import sys
 import time
 
+from cdc.gc_tune import tune_gc
 from cdc.tasks import cancel_and_wait
 from merge_source.source import Batch, MergeSource, SourceSpec
-from merge_source.wire import FRAME, encode_batch, encode_status, encode_text
+from merge_source.wire import (
+    FRAME,
+    collapse_watermarks,
+    encode_batch,
+    encode_status,
+    encode_text,
+)
 
 log = logging.getLogger(__name__)
 
 STATUS_INTERVAL_S = 0.5
+FRAME_BATCHES = 16  # source batches waiting in the queue that go out as one frame
 PR_SET_PDEATHSIG = 1
 EXIT_SOURCE_FAILED = 2
 
 
-def _die_with_parent(parent: int) -> None:
-    """SIGKILL us when the leader dies, even mid-write (stdin EOF covers the rest)."""
+def die_with_parent(parent: int) -> None:
+    """SIGKILL us when `parent` (the leader, or the fork server) dies, even mid-write (stdin
+    EOF covers the rest)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:
@@ -56,10 +64,12 @@ async def _send(source: MergeSource, queue: asyncio.Queue[Batch], out, spill_dir
         frames = []
         try:
             async with asyncio.timeout(STATUS_INTERVAL_S):  # not wait_for: see dump_client
-                batch = await queue.get()
-            frames.append(encode_batch(batch, spill_dir))
-            while not queue.empty() and len(frames) < 16:  # fewer, larger writes
-                frames.append(encode_batch(queue.get_nowait(), spill_dir))
+                items = list(await queue.get())
+            n = 1
+            while not queue.empty() and n < FRAME_BATCHES:  # fewer, larger frames
+                items += queue.get_nowait()
+                n += 1
+            frames.append(encode_batch(collapse_watermarks(items), spill_dir))
         except TimeoutError:
             pass
         now = time.monotonic()
@@ -94,24 +104,15 @@ async def serve(spec: SourceSpec) -> int:
         await cancel_and_wait(tasks)
 
 
-def tune_gc() -> None:
-    """The garbage collector for a process that runs one MergeSource: every group makes a few
-    dozen short-lived objects, and the default gen-0 threshold (700) ran a collection every few
-    groups, re-scanning what survived (a fifth of the CPU in `cdc bench merge-source`). With the
-    objects of start-up frozen and a threshold above what one dump batch keeps alive, collections
-    become rare; cycles are still collected."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 100)
-
-
-def main() -> int:
+def main(parent: int | None = None) -> int:
+    """`parent`: the process we must die with (the fork server, for a forked worker);
+    None: the leader, whose pid comes with the spec."""
     raw = sys.stdin.buffer.read(FRAME.size)
     if len(raw) < FRAME.size:
         return 0  # spawned ahead of time (HA follower) and never used: the parent is gone
     (n,) = FRAME.unpack(raw)
-    spec, parent, level = pickle.loads(sys.stdin.buffer.read(n))
-    _die_with_parent(parent)
+    spec, leader, level = pickle.loads(sys.stdin.buffer.read(n))
+    die_with_parent(leader if parent is None else parent)
     tune_gc()
     logging.basicConfig(
         level=level,

@@ -37,9 +37,8 @@ def start_pipeline(config_path: str, log) -> subprocess.Popen:
     )
 
 
-def source_processes(pipeline_pid: int) -> list[int]:
-    """The MergeSource worker processes the pipeline spawned."""
-    pids = []
+def _children(pid: int) -> list[tuple[int, bytes]]:
+    out = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -48,9 +47,20 @@ def source_processes(pipeline_pid: int) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == pipeline_pid and b"merge_source.worker" in cmdline:
-            pids.append(int(entry.name))
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            out.append((int(entry.name), cmdline))
+    return out
+
+
+def source_processes(pipeline_pid: int) -> list[int]:
+    """The MergeSource worker processes of the pipeline: forked by its fork server (they
+    carry the server's command line), or spawned by it (`[pipeline] fork_server = false`)."""
+    pids = []
+    for pid, cmdline in _children(pipeline_pid):
+        if b"merge_source.worker" in cmdline:
+            pids.append(pid)
+        elif b"merge_source.fork_server" in cmdline:
+            pids += [child for child, _ in _children(pid)]
     return pids
 
 

@@ -79,6 +79,24 @@ def test_patched_events_equal_the_reference_rewrite(transactions, tmp_path):
     assert all(e.header.log_pos == e.end for e in events[1:])
 
 
+def test_one_buffer_per_transaction_equals_the_event_list(transactions, tmp_path):
+    """`encode_into` + `append_encoded` (the leader's path) write the same file as `encode`."""
+    lists, buffers = TransactionEncoder(SID), TransactionEncoder(SID)
+    writer = BinlogWriter(
+        tmp_path / "buf", fsync=FsyncPolicy.never(), clock=lambda: 1000, server_id=SID
+    )
+    ours = []
+    for txn in transactions:
+        events = lists.encode(txn)
+        ours.append(events)
+        buf = bytearray(b"left alone")
+        assert buffers.encode_into(txn, buf) == len(events)
+        assert buf == b"left alone" + b"".join(events)
+        writer.append_encoded(buf[len(b"left alone") :])
+    writer.close()
+    assert (tmp_path / "buf" / writer.files()[0]).read_bytes() == stamped(tmp_path, "list", ours)
+
+
 def test_ddl_gives_the_table_a_new_id_in_its_next_table_map(transactions):
     encoder = TransactionEncoder(SID)
     txn = transactions[0]

@@ -11,15 +11,22 @@ import signal
 import pytest
 
 from merge_source.dump_client import BinlogPosition, DumpSettings
+from merge_source.fork_server import ForkServer
 from merge_source.fragment import Fragment, Watermark
 from merge_source.processor import SourceProcessor
 from merge_source.source import SourceSpec
-from merge_source.source_process import SourceFailed, SourceProcess, SourceProcessDied
+from merge_source.source_process import (
+    SourceFailed,
+    SourceProcess,
+    SourceProcessDied,
+    spawn_worker,
+)
 from merge_source.spill import HANDOFF_PREFIX, sweep_handoffs
 from merge_source.wire import (
     FRAME,
     Record,
     WireError,
+    collapse_watermarks,
     decode_body,
     encode_batch,
     encode_status,
@@ -63,6 +70,24 @@ def test_every_recorded_output_round_trips():
     assert any(isinstance(o, Fragment) and o.markers for o in items)
     assert any(isinstance(o, Watermark) and o.checkpoint for o in items)
     assert described(round_trip(items)) == described(items)
+
+
+def test_a_frame_keeps_every_fragment_and_the_watermarks_merge_joint_uses():
+    """MergeJoint keeps of a batch only the last watermark and the last checkpoint per DN."""
+    run = feed_all(SourceProcessor(DN, wait_for_start=True))
+    items = [o for case in run.outputs for o in case]
+    marks = [o for o in items if isinstance(o, Watermark)]
+    assert len(marks) > 2
+    marks[-1] = Watermark(DN, marks[-1].key, None)  # the last one without a checkpoint
+    items = [o for o in items if not isinstance(o, Watermark)] + marks
+    out = collapse_watermarks(items)
+    assert [o for o in out if isinstance(o, Fragment)] == [
+        o for o in items if isinstance(o, Fragment)
+    ]
+    assert [o for o in out if isinstance(o, Watermark)] == [marks[-2], marks[-1]]
+    assert marks[-2].checkpoint is not None
+    assert collapse_watermarks(marks[:1]) == marks[:1]
+    assert collapse_watermarks([]) == []
 
 
 def test_spilled_statements_travel_as_handoff_files(tmp_path):
@@ -113,15 +138,18 @@ def spec_for(server, **kw) -> SourceSpec:
     return SourceSpec(settings, BinlogPosition("binlog.000001", 4), 1, server.name, **kw)
 
 
-async def test_a_source_process_reads_a_real_dn_and_reports_status(cluster):
+@pytest.mark.parametrize("start", ["spawned", "forked"])
+async def test_a_source_process_reads_a_real_dn_and_reports_status(cluster, start):
+    """Spawned as `python -m merge_source.worker`, or forked by the fork server: the same."""
     dn = cluster.dn(1)
+    forks = ForkServer()
     with dn.connect() as conn, conn.cursor() as cur:  # a local transaction: something to emit
         cur.execute("CREATE DATABASE IF NOT EXISTS wire_test")
         cur.execute("CREATE TABLE IF NOT EXISTS wire_test.t (id INT PRIMARY KEY)")
         cur.execute("REPLACE INTO wire_test.t VALUES (1)")
         conn.commit()
     queue: asyncio.Queue = asyncio.Queue(maxsize=4)
-    source = SourceProcess(spec_for(dn), queue)
+    source = SourceProcess(spec_for(dn), queue, forks.spawn if start == "forked" else spawn_worker)
     task = asyncio.create_task(source.run())
     try:
         batch = await asyncio.wait_for(queue.get(), 20)
@@ -147,6 +175,7 @@ async def test_a_source_process_reads_a_real_dn_and_reports_status(cluster):
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+        await forks.aclose()
 
 
 async def test_a_fatal_source_error_crosses_the_pipe_with_its_message(cluster):
@@ -156,3 +185,36 @@ async def test_a_fatal_source_error_crosses_the_pipe_with_its_message(cluster):
     source = SourceProcess(spec, asyncio.Queue())
     with pytest.raises(SourceFailed, match="binlog.999999"):
         await asyncio.wait_for(source.run(), 30)
+
+
+async def _gone(pid: int) -> bool:
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+async def test_forked_workers_end_reaped_die_with_their_fork_server_which_restarts():
+    forks = ForkServer()
+    try:
+        idle = await forks.spawn()  # waits for its spec: its stdin's end lets it go
+        assert forks.pid is not None and idle.returncode is None
+        idle.stdin.close()
+        assert await asyncio.wait_for(idle.wait(), 20) == 0
+        killed = await forks.spawn()
+        killed.kill()
+        assert await asyncio.wait_for(killed.wait(), 20) == -signal.SIGKILL
+        with pytest.raises(ProcessLookupError):
+            killed.kill()  # never signals a reaped pid
+        orphan, server = await forks.spawn(), forks.pid
+        os.kill(server, signal.SIGKILL)
+        assert await asyncio.wait_for(orphan.wait(), 20) == -signal.SIGKILL
+        assert await _gone(orphan.pid)  # PR_SET_PDEATHSIG
+        again = await forks.spawn()  # a new server
+        assert forks.pid not in (None, server) and again.returncode is None
+    finally:
+        await forks.aclose()
+    assert await _gone(again.pid)

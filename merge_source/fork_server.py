@@ -1,0 +1,295 @@
+"""A pre-imported fork server for MergeSource workers.
+
+Starting Python and importing the pipeline costs a worker ~0.25-0.3 s of CPU on this machine
+(more than a second of wall time when the cores are busy), once per DN and again after every
+pipeline restart. The fork server pays it once: `python -m merge_source.fork_server` imports
+`merge_source.worker` and everything it uses, freezes those objects for the collector, then
+forks one worker per request. A forked worker is the same `worker.main` as a spawned one: it
+reads its spec on stdin and writes `wire` frames on stdout, pipes that the leader created and
+passed over the control socket (SCM_RIGHTS), so the leader reads it exactly like a spawned one.
+
+Control socket (the server's stdin, a Unix stream socket): the leader sends one byte `F` with
+two descriptors (the worker's stdin read end, its stdout write end); the server answers
+`P` + pid when it forked, and `X` + pid + exit code when a worker ended (it is their parent:
+it reaps them; the code is `-signal` for a killed one, as `asyncio.subprocess` reports it).
+End of the socket = the leader is gone: the server exits. The server dies with the leader
+(`PR_SET_PDEATHSIG`), and its workers with it (the same, and their stdin ends).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import traceback
+from collections import deque
+
+log = logging.getLogger(__name__)
+
+_SPAWNED = struct.Struct("<cI")  # b"P", pid
+_EXITED = struct.Struct("<cIi")  # b"X", pid, exit code (-signal when killed)
+SPAWN_TIMEOUT_S = 30.0
+# Exit code reported for the workers of a fork server that died: they die with it (SIGKILL).
+_KILLED = -signal.SIGKILL
+
+
+class ForkServerError(RuntimeError):
+    """The fork server could not be started or did not answer."""
+
+
+# --------------------------------------------------------------------------- server side
+
+
+def _serve(control: socket.socket) -> int:
+    from cdc.gc_tune import tune_gc
+    from merge_source import worker  # the point: import once, fork many times
+
+    worker.die_with_parent(os.getppid())
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake select via the wakeup fd
+    tune_gc()
+    while True:
+        try:
+            ready, _, _ = select.select([control, wake_r], [], [])
+        except InterruptedError:
+            continue
+        if wake_r in ready:
+            os.read(wake_r, 512)
+            _reap(control)
+        if control in ready:
+            msg, fds, _, _ = socket.recv_fds(control, 16, 2)
+            if not msg:
+                return 0  # the leader is gone
+            if len(fds) != 2:
+                for fd in fds:
+                    os.close(fd)
+                print(f"fork server: request with {len(fds)} descriptors", file=sys.stderr)
+                return 1
+            pid = os.fork()
+            if pid == 0:
+                _child(worker, fds, (control, wake_r, wake_w))
+            for fd in fds:
+                os.close(fd)
+            control.sendall(_SPAWNED.pack(b"P", pid))
+
+
+def _reap(control: socket.socket) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        control.sendall(_EXITED.pack(b"X", pid, os.waitstatus_to_exitcode(status)))
+
+
+def _child(worker, fds: list[int], server_fds: tuple) -> None:
+    """In the forked worker: become `python -m merge_source.worker`; never returns."""
+    rc = 1
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        control, wake_r, wake_w = server_fds
+        control.close()
+        os.close(wake_r)
+        os.close(wake_w)
+        os.dup2(fds[0], 0)
+        os.dup2(fds[1], 1)
+        os.close(fds[0])
+        os.close(fds[1])
+        rc = worker.main(parent=os.getppid())
+        sys.stdout.flush()
+    except SystemExit as exc:
+        rc = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        os._exit(rc)
+
+
+def main() -> int:
+    control = socket.socket(fileno=os.dup(0))
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)  # fd 0 is a forked worker's spec pipe, never the control socket
+    os.close(devnull)
+    return _serve(control)
+
+
+# --------------------------------------------------------------------------- leader side
+
+
+class ForkedWorker:
+    """A worker forked by the fork server, with the face `SourceProcess` uses of an
+    `asyncio.subprocess.Process`: `pid`, `stdin`, `stdout`, `returncode`, `wait()`, `kill()`."""
+
+    def __init__(
+        self,
+        pid: int,
+        stdin: asyncio.StreamWriter,
+        stdout: asyncio.StreamReader,
+        exited: asyncio.Future[int],
+    ):
+        self.pid = pid
+        self.stdin = stdin
+        self.stdout = stdout
+        self._exited = exited
+        exited.add_done_callback(lambda _: stdin.close())  # its end of the pipe is gone
+
+    @property
+    def returncode(self) -> int | None:
+        return self._exited.result() if self._exited.done() else None
+
+    async def wait(self) -> int:
+        return await asyncio.shield(self._exited)
+
+    def kill(self) -> None:
+        if self._exited.done():
+            raise ProcessLookupError(self.pid)  # as Popen: never signal a reaped pid
+        os.kill(self.pid, signal.SIGKILL)
+
+
+class ForkServer:
+    """The leader's side: starts the server on first use (and again if it died), forks workers.
+    One per event loop; `aclose` when done."""
+
+    def __init__(self) -> None:
+        self._proc: asyncio.subprocess.Process | None = None
+        self._sock: socket.socket | None = None
+        self._reader: asyncio.Task | None = None
+        self._lock = asyncio.Lock()
+        # Per request in flight: its pid and the future of its exit code.
+        self._replies: deque[asyncio.Future[tuple[int, asyncio.Future[int]]]] = deque()
+        self._exits: dict[int, asyncio.Future[int]] = {}
+
+    @property
+    def pid(self) -> int | None:
+        """The server's pid while it runs (the benches count its CPU)."""
+        return self._proc.pid if self._proc is not None and self._reader is not None else None
+
+    async def spawn(self) -> ForkedWorker:
+        """A new worker, waiting for its spec on stdin (like `source_process.spawn_worker`)."""
+        loop = asyncio.get_running_loop()
+        async with self._lock:  # replies come in request order
+            if self._reader is None or self._reader.done():
+                await self._start()
+            assert self._sock is not None
+            spec_r, spec_w = os.pipe()
+            out_r, out_w = os.pipe()
+            try:
+                reply: asyncio.Future[tuple[int, asyncio.Future[int]]] = loop.create_future()
+                self._replies.append(reply)
+                socket.send_fds(self._sock, [b"F"], [spec_r, out_w])
+            except BaseException:
+                for fd in (spec_w, out_r):
+                    os.close(fd)
+                raise
+            finally:
+                os.close(spec_r)
+                os.close(out_w)
+            try:
+                async with asyncio.timeout(SPAWN_TIMEOUT_S):
+                    pid, exited = await reply
+            except BaseException:
+                os.close(spec_w)
+                os.close(out_r)
+                raise
+        stdout = asyncio.StreamReader(limit=1 << 20)
+        await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(stdout), open(out_r, "rb", buffering=0)
+        )
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, open(spec_w, "wb", buffering=0)
+        )
+        stdin = asyncio.StreamWriter(transport, protocol, None, loop)
+        return ForkedWorker(pid, stdin, stdout, exited)
+
+    async def _start(self) -> None:
+        await self._stop()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "merge_source.fork_server", stdin=theirs.fileno()
+            )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        self._sock = ours
+        self._reader = asyncio.create_task(self._read(ours), name="fork-server")
+        log.info("MergeSource fork server %d started", self._proc.pid)
+
+    async def _read(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        buf = b""
+        try:
+            while data := await loop.sock_recv(sock, 4096):
+                buf += data
+                while buf:
+                    if buf[:1] == b"P" and len(buf) >= _SPAWNED.size:
+                        _, pid = _SPAWNED.unpack_from(buf)
+                        buf = buf[_SPAWNED.size :]
+                        exited = self._exits[pid] = loop.create_future()
+                        reply = self._replies.popleft()
+                        if not reply.done():
+                            reply.set_result((pid, exited))
+                    elif buf[:1] == b"X" and len(buf) >= _EXITED.size:
+                        _, pid, code = _EXITED.unpack_from(buf)
+                        buf = buf[_EXITED.size :]
+                        exited = self._exits.pop(pid, None)
+                        if exited is not None and not exited.done():
+                            exited.set_result(code)
+                    elif buf[:1] in (b"P", b"X"):
+                        break  # the rest of a message is still on its way
+                    else:
+                        raise ForkServerError(f"fork server sent {buf[:16]!r}")
+        finally:
+            # Gone (killed, crashed): its workers were killed with it (PR_SET_PDEATHSIG).
+            self._fail_all()
+
+    def _fail_all(self) -> None:
+        for reply in self._replies:
+            if not reply.done():
+                reply.set_exception(ForkServerError("the MergeSource fork server ended"))
+        self._replies.clear()
+        for exited in self._exits.values():
+            if not exited.done():
+                exited.set_result(_KILLED)
+        self._exits.clear()
+
+    async def _stop(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.cancel()
+            with contextlib.suppress(BaseException):
+                await reader
+        if self._sock is not None:
+            self._sock.close()  # end of its control socket: the server exits
+            self._sock = None
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            with contextlib.suppress(BaseException):
+                async with asyncio.timeout(5):
+                    await proc.wait()
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                with contextlib.suppress(BaseException):
+                    await proc.wait()
+
+    async def aclose(self) -> None:
+        await self._stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
