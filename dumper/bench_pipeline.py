@@ -26,30 +26,76 @@ from dumper.leader import Leader
 STALL_S = 60.0  # a catch-up that writes nothing for this long has stalled: fail, never hang
 
 
-async def generate(cfg, seconds: float, threads: int, transactions: int | None = None) -> int:
+# Bytes per DN event of this traffic (transfers + bulk lines, 3 DNs: ~90): the first guess of how
+# much binlog `--events` needs; the count after the raw dump corrects it.
+BYTES_PER_DN_EVENT = 90
+GENERATE_CAP_S = 1200.0  # a byte target never reached (a DN stopped writing) ends here
+
+
+async def generate(
+    cfg,
+    seconds: float,
+    threads: int,
+    transactions: int | None = None,
+    *,
+    binlog_bytes=None,
+    target_bytes: int | None = None,
+) -> int:
+    """CN traffic: transfers (single-row XA updates) on `threads` tasks, for `seconds`, for
+    `transactions`, or, with `target_bytes`, until `binlog_bytes()` (the DN binlogs' size)
+    reaches it; in that case a bulk task inserts 100-row ledger transactions beside them."""
     from cdc.cn import ComputeNode, init
+    from cdc.cn.workloads.bulk import BulkInsertWorkload
     from cdc.cn.workloads.runner import run_workload
     from cdc.cn.workloads.transfer import TransferWorkload
 
     await init(cfg)
     cn = ComputeNode(cfg)
     await cn.start()
+    stop = asyncio.Event()
+    watcher = None
     try:
         workload = TransferWorkload(cn, accounts=2000)
         await workload.setup()
+        runs = []
+        if target_bytes is not None:
+            bulk = BulkInsertWorkload(cn)
+            await bulk.setup()
+            runs.append((bulk.step, 1))
+            watcher = asyncio.create_task(_stop_at(binlog_bytes, target_bytes, stop))
+        runs.append((workload.step, threads))
+        duration = seconds if transactions is None and target_bytes is None else GENERATE_CAP_S
         # Heartbeats while generating, as in production: they are part of what must be read.
         cn.start_heartbeat()
-        stats = await run_workload(
-            workload.step,
-            threads=threads,
-            duration_s=seconds if transactions is None else 3600,
-            max_transactions=transactions,
+        stats = await asyncio.gather(
+            *(
+                run_workload(
+                    step, threads=n, duration_s=duration, max_transactions=transactions, stop=stop
+                )
+                for step, n in runs
+            )
         )
         await cn.stop_heartbeat()
         await cn.heartbeat_once()  # one past the last transaction: lets the merge finish
     finally:
+        stop.set()
+        if watcher is not None:
+            await cancel_and_wait([watcher])
         await cn.close()
-    return stats.committed
+    return sum(s.committed for s in stats)
+
+
+async def _stop_at(binlog_bytes, target: int, stop: asyncio.Event) -> None:
+    while binlog_bytes() < target:
+        await asyncio.sleep(0.25)
+    stop.set()
+
+
+def dn_binlog_bytes(cluster) -> int:
+    """The DN binlogs' size on disk (cheap enough to poll while generating)."""
+    return sum(
+        f.stat().st_size for dn in cluster.dns for f in (dn.home / "binlog").glob("binlog.0*")
+    )
 
 
 def sched_s(pid: int) -> tuple[float, float]:
@@ -175,23 +221,41 @@ def measure(
     *,
     seconds: float = 20,
     transactions: int | None = None,
+    dn_events: int | None = None,
     threads: int = 8,
     profile: Path | None = None,
     compare_in_process: bool = False,
 ) -> CatchUp:
-    """Generate traffic on a fresh `dns`-DN cluster (for `seconds`, or `transactions` CN
-    transactions), then time the raw dump and the pipeline's catch-up over it. With `profile`,
+    """Generate traffic on a fresh `dns`-DN cluster (for `seconds`, `transactions` CN
+    transactions, or until the DN binlogs hold `dn_events` events), then time the raw dump and the pipeline's catch-up over it. With `profile`,
     the catch-up runs under cProfile and the stats are saved there."""
     with scratch_cluster("cdc-bench-pipeline-", dns) as (work, cluster):
         cfg = cluster.config()
         cfg.dumper.binlog_dir = str(work / "binlog")
         cfg.dumper.port = free_base_port(0)
         cfg.cn.ground_truth_log = str(work / "truth.jsonl")
-        committed = asyncio.run(generate(cfg, seconds, threads, transactions))
+        committed, target = 0, None if dn_events is None else dn_events * BYTES_PER_DN_EVENT
+        while (
+            True
+        ):  # with `dn_events`: usually once; again, scaled by the bytes per event, if short
+            committed += asyncio.run(
+                generate(
+                    cfg,
+                    seconds,
+                    threads,
+                    transactions,
+                    binlog_bytes=lambda: dn_binlog_bytes(cluster),
+                    target_bytes=target,
+                )
+            )
+            raw_s, raw_bytes = raw_dump_all(cluster, work / "raw")
+            counted = sum(count_events(work / "raw" / dn.name)[0] for dn in cluster.dns)
+            if dn_events is None or counted >= dn_events:
+                break
+            target = int(dn_binlog_bytes(cluster) * dn_events / counted * 1.02)
         last_tso = max(
             e["tso"] for e in read_ground_truth(cfg.cn.ground_truth_log) if e["kind"] == "txn"
         )
-        raw_s, raw_bytes = raw_dump_all(cluster, work / "raw")
         cpu = time.process_time()
         sched = Cpu()
         if profile is None:
@@ -211,12 +275,11 @@ def measure(
             cfg.dumper.binlog_dir = str(work / "binlog_in_process")
             in_process_s, _ = asyncio.run(catch_up(cfg, last_tso))
         everything, effective = count_events(work / "binlog")
-        dn_events = sum(count_events(work / "raw" / dn.name)[0] for dn in cluster.dns)
         return CatchUp(
             dns=dns,
             committed=committed,
             raw_bytes=raw_bytes,
-            dn_events=dn_events,
+            dn_events=counted,
             raw_s=raw_s,
             catch_up_s=elapsed,
             cpu_s=cpu,
@@ -231,13 +294,21 @@ def measure(
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="cdc bench pipeline", description=__doc__)
     p.add_argument("--dns", type=int, default=3)
-    p.add_argument("--seconds", type=float, default=20, help="traffic to generate (default 20 s)")
+    amount = p.add_mutually_exclusive_group()
+    amount.add_argument(
+        "--events",
+        type=int,
+        default=1_000_000,
+        help="DN events to generate: transfers and bulk inserts (default 1,000,000)",
+    )
+    amount.add_argument("--seconds", type=float, help="or: transfers for this many seconds")
     p.add_argument("--threads", type=int, default=8)
     p.add_argument("--profile", type=Path, help="save a cProfile of the catch-up to this file")
     args = p.parse_args(argv)
     r = measure(
         args.dns,
-        seconds=args.seconds,
+        seconds=args.seconds or 0,
+        dn_events=None if args.seconds else args.events,
         threads=args.threads,
         profile=args.profile,
         compare_in_process=True,

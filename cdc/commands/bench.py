@@ -33,7 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "pipeline", help="catch-up of the whole pipeline vs mariadb-binlog --raw of the DN binlogs"
     )
     pipe.add_argument("--dns", type=int, default=3)
-    pipe.add_argument("--seconds", type=float, default=20)
+    amount = pipe.add_mutually_exclusive_group()
+    amount.add_argument("--events", type=int, default=1_000_000, help="DN events to generate")
+    amount.add_argument("--seconds", type=float, help="or: transfers for this many seconds")
     pipe.add_argument("--threads", type=int, default=8)
     pipe.add_argument("--profile", help="save a cProfile of the catch-up to this file")
     pipe.set_defaults(func=cmd_pipeline)
@@ -113,7 +115,8 @@ def cmd_merge_source(args) -> int:
 def cmd_pipeline(args) -> int:
     from dumper.bench_pipeline import main
 
-    argv = ["--dns", str(args.dns), "--seconds", str(args.seconds), "--threads", str(args.threads)]
+    amount = ["--seconds", str(args.seconds)] if args.seconds else ["--events", str(args.events)]
+    argv = ["--dns", str(args.dns), *amount, "--threads", str(args.threads)]
     return main(argv + (["--profile", args.profile] if args.profile else []))
 
 

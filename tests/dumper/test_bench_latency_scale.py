@@ -3,7 +3,7 @@ fields. No timing assertions: the figures are the benches' business, not the tes
 
 from __future__ import annotations
 
-from dumper import bench_latency, bench_scale
+from dumper import bench_latency, bench_pipeline, bench_scale
 
 
 def test_latency_bench_runs(capsys):
@@ -47,3 +47,9 @@ def test_scale_bench_runs(capsys):
     assert bench_scale.main(["--dns", "1,2", "--events", "400", "--threads", "4"]) == 0
     out = capsys.readouterr().out
     assert "effective ev/s" in out and "throughput 2 DNs / 1 DNs" in out, out
+
+
+def test_pipeline_bench_generates_the_dn_events_asked_for():
+    r = bench_pipeline.measure(2, dn_events=6000, threads=4)
+    assert r.dn_events >= 6000  # transfers and bulk lines until the DN binlogs hold them
+    assert r.effective > 0 and r.transactions > 0 and r.ratio > 0
