@@ -318,6 +318,13 @@ def main(argv: list[str] | None = None) -> int:
         f"   (CPU: CN {r.load_cpu:.2f}, DNs+GMS {r.servers_cpu:.2f},"
         f" pipeline {r.pipeline_cpu:.2f} cores)"
     )
+    if r.achieved_tps:
+        per_txn = [c / r.achieved_tps * 1000 for c in (r.load_cpu, r.servers_cpu, r.pipeline_cpu)]
+        print(
+            f"  CPU per transaction: CN {per_txn[0]:.2f} ms, DNs+GMS {per_txn[1]:.2f} ms,"
+            f" pipeline {per_txn[2]:.2f} ms; {sum(per_txn):.2f} ms in all: 2 idle cores fit"
+            f" at most {2000 / sum(per_txn):,.0f} TPS"
+        )
     if r.achieved_tps < 0.95 * r.target_tps:
         print(
             f"  NOTE: the CN did not reach the target rate on this machine: the latency below is"
