@@ -216,6 +216,17 @@ def measure(
                 if not ours.poll(60) or ours.recv() != "ready":
                     raise RuntimeError("the dump client did not connect to the dumper")
             time.sleep(2 * heartbeat_ms / 1000)  # the setup's transactions pass first
+            if stages:
+                server_pids = [p for p in (srv.pid() for srv in cluster.servers()) if p]
+
+                def ours() -> float:  # this process's tree (CN, pipeline, clients) + servers
+                    tree = tree_cpu_s(os.getpid())
+                    return sum(tree.values()) + sum(
+                        process_cpu_s(p) for p in server_pids if p not in tree
+                    )
+
+                sampler = latency_stages.MachineSampler(traces, ours)
+                sampler.start()
             start = time.monotonic()
             leader = pipelines[0]
             pipeline_cpu = tree_cpu_s(leader.pid)
@@ -256,6 +267,7 @@ def measure(
                     servers_cpu=servers_cpu / elapsed,
                 )
             if stages:
+                sampler.stop()
                 stage_trace.flush()
                 report = latency_stages.read(traces, start + WARMUP_S, start + elapsed)
                 out["consumer"].stages = report

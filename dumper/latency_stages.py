@@ -14,10 +14,15 @@ Stages (all `time.monotonic()`, one clock for every process):
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+SAMPLE_S = 0.25  # machine CPU samples
 STAGES = ("commit", "src", "lrecv", "merged", "written", "seen")
 LAST_OF = {"src", "lrecv"}  # a transaction has a fragment per DN: the last one counts
 
@@ -41,6 +46,14 @@ class StageReport:
     pauses: dict[str, Pauses] = field(default_factory=dict)  # process kind -> pauses
     gc_max_ms: float = 0.0
     fsync_max_ms: float = 0.0
+    # Cores busy on the whole machine and in this bench's processes: over the run, and over the
+    # samples that overlap the slowest 1 % of transactions (commit → seen).
+    busy: float = 0.0
+    steal: float = 0.0  # cores stolen by the hypervisor (a VM's vCPUs not running)
+    ours: float = 0.0
+    busy_slow: float = 0.0
+    steal_slow: float = 0.0
+    ours_slow: float = 0.0
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -73,6 +86,8 @@ def read(directory: Path, since: float, until: float) -> StageReport:
                     report.gc_max_ms = max(report.gc_max_ms, v / 1000)
                 elif stage == "fsync":
                     report.fsync_max_ms = max(report.fsync_max_ms, v / 1000)
+                elif stage in ("span", "busy", "steal", "ours"):
+                    lags[("machine", when)][stage] = v
     counted = [
         tso
         for tso, t in at["commit"].items()
@@ -83,7 +98,14 @@ def read(directory: Path, since: float, until: float) -> StageReport:
         deltas = sorted((at[b][tso] - at[a][tso]) * 1000 for tso in counted)
         if deltas:
             report.steps[(a, b)] = (_pct(deltas, 0.5), _pct(deltas, 0.99), deltas[-1])
+    samples = sorted((when, lag) for (kind, when), lag in lags.items() if kind == "machine")
+    slow = sorted(counted, key=lambda tso: at["seen"][tso] - at["commit"][tso])
+    slow = slow[len(slow) * 99 // 100 :]
+    spans = [(at["commit"][tso], at["seen"][tso]) for tso in slow]
+    _machine(report, samples, spans)
     for (kind, _), lag in lags.items():
+        if kind == "machine":
+            continue
         p = report.pauses.setdefault(kind, Pauses())
         ms = lag.get("lag", 0) / 1000
         p.count += 1
@@ -92,6 +114,70 @@ def read(directory: Path, since: float, until: float) -> StageReport:
         p.run_ms += lag.get("lag_run", 0) / 1000
         p.wait_ms += lag.get("lag_wait", 0) / 1000
     return report
+
+
+def _machine(report: StageReport, samples, spans) -> None:
+    """Mean cores busy / stolen / ours over all samples and over those overlapping a slow
+    transaction (each sample covers the `span` ms before its time)."""
+
+    def mean(chosen) -> tuple[float, float, float]:
+        span = sum(v.get("span", 0) for _, v in chosen)
+        if not span:
+            return 0.0, 0.0, 0.0
+        return tuple(sum(v.get(k, 0) for _, v in chosen) / span for k in ("busy", "steal", "ours"))
+
+    report.busy, report.steal, report.ours = mean(samples)
+    overlapping = [
+        (t, v)
+        for t, v in samples
+        if any(a < t and t - v.get("span", 0) / 1000 < b for a, b in spans)
+    ]
+    report.busy_slow, report.steal_slow, report.ours_slow = mean(overlapping)
+
+
+class MachineSampler(threading.Thread):
+    """Every SAMPLE_S: CPU ms the whole machine spent (/proc/stat, all but idle and iowait)
+    and what `ours()` says this bench's processes spent (cumulative seconds), into the trace
+    directory: was a slow stretch our own load or someone else's?"""
+
+    def __init__(self, directory: Path, ours: Callable[[], float]):
+        super().__init__(daemon=True, name="machine-sampler")
+        self._path = directory / f"machine-{os.getpid()}.tsv"
+        self._ours = ours
+        self._done = threading.Event()
+
+    @staticmethod
+    def _cpu_ms() -> tuple[float, float]:
+        """(busy, stolen) CPU ms of the machine so far: busy is user..softirq (not idle or
+        iowait), stolen is steal (our vCPUs not running: the hypervisor gave them away)."""
+        with open("/proc/stat") as f:
+            user, nice, system, idle, iowait, irq, softirq, steal = map(
+                int, f.readline().split()[1:9]
+            )
+        tick = 1000 / os.sysconf("SC_CLK_TCK")
+        return (user + nice + system + irq + softirq) * tick, steal * tick
+
+    def _ours_s(self) -> float:
+        try:
+            self._last = self._ours()
+        except OSError:  # a process ended between listing and reading it
+            pass
+        return self._last
+
+    def run(self) -> None:
+        self._last = 0.0
+        then, (busy, stolen), ours = time.monotonic(), self._cpu_ms(), self._ours_s()
+        with open(self._path, "a") as out:
+            while not self._done.wait(SAMPLE_S):
+                now, (b, st), o = time.monotonic(), self._cpu_ms(), self._ours_s()
+                rows = (("span", (now - then) * 1000), ("busy", b - busy), ("steal", st - stolen))
+                rows += (("ours", (o - ours) * 1000),)
+                out.write("".join(f"{k}\t{int(v)}\t{now:.6f}\n" for k, v in rows))
+                then, busy, stolen, ours = now, b, st, o
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join(5)
 
 
 def describe(report: StageReport, seconds: float) -> list[str]:
@@ -113,10 +199,18 @@ def describe(report: StageReport, seconds: float) -> list[str]:
         f"  longest GC pause {report.gc_max_ms:.0f} ms, longest binlog fsync"
         f" {report.fsync_max_ms:.0f} ms"
     )
+    cores = os.cpu_count() or 2
+    out.append(
+        f"  machine ({cores} cores): busy {report.busy:.2f}, of it this bench"
+        f" {report.ours:.2f}, stolen by the hypervisor {report.steal:.2f}; while the slowest"
+        f" 1 % were in flight: busy {report.busy_slow:.2f}, ours {report.ours_slow:.2f},"
+        f" stolen {report.steal_slow:.2f}"
+    )
     return out
 
 
 def trace_dir(work: Path) -> Path:
-    path = work / "stages"
-    path.mkdir(exist_ok=True)
+    """`$CDC_STAGE_TRACE` if set (kept after the run), else a directory of the run's own."""
+    path = Path(os.environ.get("CDC_STAGE_TRACE") or work / "stages")
+    path.mkdir(parents=True, exist_ok=True)
     return path

@@ -77,6 +77,7 @@ class Cursor:
         return self._rows.pop(0) if self._rows else None
 
     async def _read(self) -> None:
+        self._more = False  # an error ends the packet's results (MariaDB stops there)
         (
             self.rowcount,
             self.lastrowid,
