@@ -22,13 +22,11 @@ async def connect(node, multi: bool = True) -> DnConnection:
 
 
 def pymysql_rows(node, sql: str) -> list[tuple]:
-    conn = pymysql.connect(host=node.host, port=node.port, user=node.user, charset="utf8mb4")
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql)
-            return list(cur.fetchall())
-    finally:
-        conn.close()
+    """What pymysql reads for `sql` (the reference for our client's values)."""
+    args = {"host": node.host, "port": node.port, "user": node.user, "charset": "utf8mb4"}
+    with pymysql.connect(**args) as conn, conn.cursor() as cur:
+        cur.execute(sql)
+        return list(cur.fetchall())
 
 
 async def test_values_rowcount_and_errors_as_pymysql(cn_config):
