@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from cdc import stage_trace
 from cdc.binlog.constants import CHECKSUM_LEN, HEADER_LEN, EventType
 from cdc.binlog.errors import CodecError
 from cdc.binlog.events import RotateEvent, StopEvent, encode_event
@@ -411,7 +412,9 @@ class BinlogWriter:
         """Flush and fsync now, whatever the policy (e.g. from an idle timer)."""
         self.flush()
         if self._fd is not None and self._unsynced:
+            t0 = time.monotonic()
             os.fsync(self._fd)
+            stage_trace.stamp("fsync", int((time.monotonic() - t0) * 1e6), t0)
             self._unsynced = 0
             self._last_sync = time.monotonic()
             end = self._pos if self._stream_start is None else self._stream_start

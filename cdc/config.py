@@ -69,6 +69,9 @@ class CnConfig:
     # a DN share one INSERT (record_batch.py). false: one statement per round trip, one INSERT
     # per record (`cdc bench cn` compares the two).
     batch_round_trips: bool = True
+    # The client of the CN's DN connections: "protocol" (cdc/protocol/client.py, lean) or
+    # "aiomysql" (the earlier one, kept so that `cdc bench cn` can compare the two).
+    dn_client: str = "protocol"
 
 
 @dataclass(slots=True)

@@ -20,12 +20,14 @@ import argparse
 import asyncio
 import json
 import multiprocessing
+import os
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cdc import stage_trace
 from cdc.cluster.testing import free_base_port, scratch_cluster, stop_process
 from cdc.cn.workloads.steady import (
     multi_cn_load,
@@ -35,9 +37,10 @@ from cdc.cn.workloads.steady import (
     steady_load,
     tree_cpu_s,
 )
+from dumper import latency_stages
 
 ROWS_QUERY_EVENT = 29
-WARMUP_S = 1.0  # commits in the first second are not counted (connections, caches)
+WARMUP_S = 1.0  # commits in the load's first second are not counted (caches, pipes filling)
 
 
 # -- the dump client (own process) -------------------------------------------------------------
@@ -52,6 +55,7 @@ async def _watch(host: str, port: int, user: str, password: str, conn, server_id
     from cdc.protocol.client import MySQLClient
     from merge_source.dump_client import BinlogPosition, DumpClient, DumpSettings
 
+    trace = stage_trace.start("client")  # noqa: F841 (kept alive)
     probe = await MySQLClient.connect(host, port, user, password)
     file, pos = (await probe.query("SHOW MASTER STATUS")).rows[0][:2]
     await probe.quit()
@@ -71,6 +75,7 @@ async def _watch(host: str, port: int, user: str, password: str, conn, server_id
                     tso = parse_cts(bytes(ev.data[20:-4]))  # body: length byte, then the text
                     if tso is not None:
                         seen[tso] = now
+                        stage_trace.stamp("seen", tso, now)
 
     reader = asyncio.create_task(read())
     conn.send("ready")
@@ -94,11 +99,13 @@ class Latency:
     p90_ms: float
     p99_ms: float
     max_ms: float
+    warmup_max_ms: float  # the slowest of the commits in the warm-up (not counted above)
     txn_p50_ms: float  # CN transaction duration (start → commit returned)
     txn_p99_ms: float
     pipeline_cpu: float  # CPU of the pipeline processes / wall time during the load (1.0 = a core)
     load_cpu: float  # same for the CN process(es), summed
     servers_cpu: float  # same for the MariaDB servers (DNs and GMS)
+    stages: latency_stages.StageReport | None = None  # where the latency goes (traced runs)
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -109,11 +116,14 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 def summarize(
     commits: list[tuple[int, float]], seen: dict[int, float], start: float
-) -> tuple[list[float], int]:
-    """(sorted latencies in ms of commits after the warm-up, how many were never seen)."""
+) -> tuple[list[float], int, float]:
+    """(sorted latencies in ms of commits after the warm-up, how many were never seen, the
+    largest latency in the warm-up). `start`: when the load began (after the CN processes
+    started and connected: their start-up is not the steady state this bench is about)."""
     counted = [(tso, t) for tso, t in commits if t >= start + WARMUP_S]
     lat = sorted((seen[tso] - t) * 1000 for tso, t in counted if tso in seen)
-    return lat, len(counted) - len(lat)
+    warmup = [(seen[tso] - t) * 1000 for tso, t in commits if tso in seen and t < start + WARMUP_S]
+    return lat, len(counted) - len(lat), max(warmup, default=float("nan"))
 
 
 def start_pipeline(
@@ -151,6 +161,7 @@ def measure(
     transfers: float = 0.2,
     cn_processes: int = 1,
     ha: bool = False,
+    stages: bool = True,
 ) -> dict[str, Latency]:
     """One Latency per dump client: "consumer" (and, with `ha`, "unheld": a reader with the
     follower's server_id, never held back for acknowledgements)."""
@@ -161,6 +172,9 @@ def measure(
     with scratch_cluster("cdc-bench-latency-", dns) as (work, cluster):
         pipelines: list[subprocess.Popen] = []
         watchers: dict[str, tuple] = {}
+        traces = latency_stages.trace_dir(work)
+        if stages:  # inherited by the pipeline, its MergeSources, the CN and client processes
+            os.environ[stage_trace.ENV] = str(traces)
         try:
             cfg = cluster.config()
             cfg.cn.heartbeat_interval_ms = heartbeat_ms
@@ -202,6 +216,17 @@ def measure(
                 if not ours.poll(60) or ours.recv() != "ready":
                     raise RuntimeError("the dump client did not connect to the dumper")
             time.sleep(2 * heartbeat_ms / 1000)  # the setup's transactions pass first
+            if stages:
+                server_pids = [p for p in (srv.pid() for srv in cluster.servers()) if p]
+
+                def ours() -> float:  # this process's tree (CN, pipeline, clients) + servers
+                    tree = tree_cpu_s(os.getpid())
+                    return sum(tree.values()) + sum(
+                        process_cpu_s(p) for p in server_pids if p not in tree
+                    )
+
+                sampler = latency_stages.MachineSampler(traces, ours)
+                sampler.start()
             start = time.monotonic()
             leader = pipelines[0]
             pipeline_cpu = tree_cpu_s(leader.pid)
@@ -216,6 +241,7 @@ def measure(
             )
             servers_cpu = sum(process_cpu_s(p) for p in servers if p) - servers_cpu
             commits, durations, elapsed = load.commits, sorted(load.durations), load.elapsed_s
+            start = load.started_at or start
             # Wait for the last marks (at most 10 s: the pipeline may be far behind).
             time.sleep(min(10.0, 1.0 + 5 * heartbeat_ms / 1000))
             out = {}
@@ -223,7 +249,7 @@ def measure(
                 ours.send("stop")
                 if not ours.poll(30):
                     raise RuntimeError("the dump client did not answer")
-                lat, missing = summarize(commits, ours.recv(), start)
+                lat, missing, warmup_max = summarize(commits, ours.recv(), start)
                 out[name] = Latency(
                     target_tps=tps,
                     achieved_tps=len(commits) / elapsed if elapsed else 0.0,
@@ -233,14 +259,21 @@ def measure(
                     p90_ms=percentile(lat, 0.90),
                     p99_ms=percentile(lat, 0.99),
                     max_ms=lat[-1] if lat else float("nan"),
+                    warmup_max_ms=warmup_max,
                     txn_p50_ms=percentile(durations, 0.50),
                     txn_p99_ms=percentile(durations, 0.99),
                     pipeline_cpu=pipeline_cpu / elapsed,
                     load_cpu=load.cpu_s / elapsed,
                     servers_cpu=servers_cpu / elapsed,
                 )
+            if stages:
+                sampler.stop()
+                stage_trace.flush()
+                report = latency_stages.read(traces, start + WARMUP_S, start + elapsed)
+                out["consumer"].stages = report
             return out
         finally:
+            os.environ.pop(stage_trace.ENV, None)
             for proc, _ in watchers.values():
                 if proc.is_alive():
                     proc.kill()
@@ -269,6 +302,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="leader + follower; an ordinary consumer of the leader vs an unheld reader",
     )
+    p.add_argument(
+        "--no-stages",
+        action="store_true",
+        help="no per-stage timestamps (cdc.stage_trace; about 1 us per stage and transaction)",
+    )
     args = p.parse_args(argv)
     results = measure(
         dns=args.dns,
@@ -279,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         transfers=args.transfers,
         cn_processes=args.cn_processes,
         ha=args.ha,
+        stages=not args.no_stages,
     )
     r = results["consumer"]
     print(
@@ -291,6 +330,13 @@ def main(argv: list[str] | None = None) -> int:
         f"   (CPU: CN {r.load_cpu:.2f}, DNs+GMS {r.servers_cpu:.2f},"
         f" pipeline {r.pipeline_cpu:.2f} cores)"
     )
+    if r.achieved_tps:
+        per_txn = [c / r.achieved_tps * 1000 for c in (r.load_cpu, r.servers_cpu, r.pipeline_cpu)]
+        print(
+            f"  CPU per transaction: CN {per_txn[0]:.2f} ms, DNs+GMS {per_txn[1]:.2f} ms,"
+            f" pipeline {per_txn[2]:.2f} ms; {sum(per_txn):.2f} ms in all: 2 idle cores fit"
+            f" at most {2000 / sum(per_txn):,.0f} TPS"
+        )
     if r.achieved_tps < 0.95 * r.target_tps:
         print(
             f"  NOTE: the CN did not reach the target rate on this machine: the latency below is"
@@ -299,12 +345,15 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  commit -> CTS mark at a dump client: p50 {r.p50_ms:.0f} ms  p90 {r.p90_ms:.0f} ms"
         f"  p99 {r.p99_ms:.0f} ms  max {r.max_ms:.0f} ms   ({r.counted:,} transactions after"
-        f" {WARMUP_S:.0f} s warm-up, {r.missing} never seen)"
+        f" {WARMUP_S:.0f} s warm-up, {r.missing} never seen; warm-up max"
+        f" {r.warmup_max_ms:.0f} ms)"
     )
     print(
         f"  CN transaction (start -> commit returned): p50 {r.txn_p50_ms:.0f} ms"
         f"  p99 {r.txn_p99_ms:.0f} ms"
     )
+    if r.stages is not None:
+        print("\n".join(latency_stages.describe(r.stages, args.seconds)))
     if args.heartbeat_ms != 200:
         goal = f"not measured (heartbeats every {args.heartbeat_ms} ms)"
     elif r.achieved_tps < 0.95 * 2000:

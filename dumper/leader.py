@@ -25,6 +25,7 @@ import pymysql
 from binlog_writer.fsync import FsyncPolicy
 from binlog_writer.recovery_point import RecoveryPoint, scan_file
 from binlog_writer.writer import BinlogWriter
+from cdc import stage_trace
 from cdc.binlog.events import parse_cts
 from cdc.cn.schema import CDC_START, FLUSH_LOGS, STORAGE_CHANGE
 from cdc.config import Config, NodeConfig
@@ -419,6 +420,9 @@ class Leader:
                 else:
                     self._write(txn)
             writer.flush()
+            if stage_trace.enabled:  # `cdc bench latency`
+                for txn in ready:
+                    stage_trace.stamp("written", txn.tso)
             self.written_key = ready[-1].key
             stats.last_tso = ready[-1].tso
             stats.last_commit_at = time.time()

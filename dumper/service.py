@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from cdc import stage_trace
 from cdc.config import Config, ConfigError
 from cdc.gc_tune import tune_gc
 from cdc.tasks import cancel_and_wait
@@ -97,6 +98,7 @@ async def serve(
     """Run everything until SIGTERM/SIGINT (or cancellation). `own_process`: this is the whole
     process (`cdc start`), so a stop that hangs on I/O may end it the hard way."""
     state_dir.mkdir(parents=True, exist_ok=True)
+    trace = stage_trace.start("leader")  # noqa: F841 (kept alive)
     schema = HistorySchemaProvider(lambda: gms.connect(config.gms), config.pipeline.meta_database)
     if config.dumper.peers:
         # HA: lead or follow as the lease says; the CN heartbeat runs only while leading.

@@ -9,6 +9,7 @@ import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+from cdc import stage_trace
 from cdc.cn.schema import CDC_START, FLUSH_LOGS, META_CHANGE, STORAGE_CHANGE
 from merge_joint.merger import Merger, Transaction
 from merge_source.fragment import Fragment, FragmentKind, GlobalKey, Watermark, lift
@@ -93,6 +94,9 @@ class MergeJoint:
                 if last.kind is FragmentKind.INSTRUCTION and self._on_marker is not None:
                     await self._on_marker(last)
                 self.transactions_out += len(ready)
+                if stage_trace.enabled:  # `cdc bench latency`
+                    for txn in ready:
+                        stage_trace.stamp("merged", txn.tso)
                 yield ready
 
     def _record_markers(self, txn: Transaction) -> None:

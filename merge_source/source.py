@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from cdc import stage_trace
 from merge_source.dump_client import BinlogPosition, DumpClient, DumpSettings
 from merge_source.fragment import Fragment, GlobalKey, Watermark
 from merge_source.processor import SourceCheckpoint, SourceProcessor
@@ -121,7 +122,12 @@ class MergeSource:
         stats = self.stats
         try:
             async for file, events in self.client.raw_batches():
+                got = time.monotonic()
                 out: Batch = feed_raw(file, events)
+                if stage_trace.enabled:  # `cdc bench latency`: when each fragment was released
+                    for o in out:
+                        if type(o) is Fragment:
+                            stage_trace.stamp("src", o.key.tso, got)
                 stats.bytes += sum(map(len, events))
                 stats.events += len(events)
                 if out:

@@ -18,7 +18,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from cdc import stage_trace
 from merge_source.fork_server import ForkedWorker
+from merge_source.fragment import Watermark
 from merge_source.source import Batch, SourceSpec
 from merge_source.wire import FRAME, MAX_FRAME, Record, decode_body
 
@@ -121,6 +123,7 @@ class SourceProcess:
             except asyncio.IncompleteReadError:
                 return  # the worker ended: `run` finds out how
             batch: Batch = []
+            got = time.monotonic()
             for item in decode_body(body):
                 if type(item) is Record:
                     if item.tag == b"S":
@@ -131,6 +134,10 @@ class SourceProcess:
                 else:
                     batch.append(item)  # type: ignore[arg-type]
             if batch:
+                if stage_trace.enabled:  # `cdc bench latency`: when each fragment arrived
+                    for item in batch:
+                        if type(item) is not Watermark:
+                            stage_trace.stamp("lrecv", item.key.tso, got)
                 await queue.put(batch)
 
 

@@ -19,6 +19,7 @@ import signal
 import sys
 import time
 
+from cdc import stage_trace
 from cdc.gc_tune import tune_gc
 from cdc.tasks import cancel_and_wait
 from merge_source.source import Batch, MergeSource, SourceSpec
@@ -82,6 +83,7 @@ async def _send(source: MergeSource, queue: asyncio.Queue[Batch], out, spill_dir
 
 async def serve(spec: SourceSpec) -> int:
     stdin, out = await _pipe_streams()
+    trace = stage_trace.start(f"source-{spec.dn_name}")  # noqa: F841 (kept alive)
     queue: asyncio.Queue[Batch] = asyncio.Queue(maxsize=8)
     source = MergeSource.from_spec(spec, queue)
     run = asyncio.create_task(source.run(), name="source")

@@ -1,7 +1,9 @@
 """`cdc bench cn`: CN throughput with its round trips batched (`cn.batch_round_trips`, the
 default: XA START with the first statement, XA END with XA PREPARE, commit records of concurrent
 transactions in one INSERT) vs one statement per round trip, on uvloop vs asyncio's own loop,
-and with the updates deferred (`Transaction.defer`: sent with XA END + XA PREPARE), side by side on one throw-away cluster; and the CPU each transaction costs the CN process
+with the updates deferred (`Transaction.defer`: sent with XA END + XA PREPARE), and on our
+protocol client instead of aiomysql (`cn.dn_client`), side by side on one throw-away cluster;
+and the CPU each transaction costs the CN process
 and the MariaDB servers (which bounds the rate on a given machine)."""
 
 from __future__ import annotations
@@ -24,18 +26,19 @@ class Round:
     p50_ms: float
 
 
-# (label, cn.batch_round_trips, uvloop, Transaction.defer): the CN before this bench's
-# changes, then each step.
+# (label, cn.batch_round_trips, uvloop, Transaction.defer, cn.dn_client): the CN before this
+# bench's changes, then each step.
 MODES = [
-    ("one per trip, asyncio", False, False, False),
-    ("batched, asyncio", True, False, False),
-    ("batched, uvloop", True, True, False),
-    ("batched+defer, uvloop", True, True, True),
+    ("one per trip, asyncio", False, False, False, "aiomysql"),
+    ("batched, asyncio", True, False, False, "aiomysql"),
+    ("batched, uvloop", True, True, False, "aiomysql"),
+    ("batched+defer, uvloop", True, True, True, "aiomysql"),
+    ("+ protocol client", True, True, True, "protocol"),
 ]
 
 
 def run_round(cfg, cluster, mode, seconds: float, workers: int, transfers: float) -> Round:
-    label, cfg.cn.batch_round_trips, uvloop, defer = mode
+    label, cfg.cn.batch_round_trips, uvloop, defer, cfg.cn.dn_client = mode
     pids = [p for p in (srv.pid() for srv in cluster.servers()) if p]
     servers = sum(process_cpu_s(p) for p in pids)
     load = run_fast(steady_load(cfg, None, seconds, workers, transfers, defer=defer), uvloop)
@@ -89,6 +92,11 @@ def main(argv: list[str] | None = None) -> int:
             f"  {label} / {base}: TPS x{mean(label, 'tps') / mean(base, 'tps'):.2f},"
             f" CN CPU per txn x{mean(label, 'cn_us') / mean(base, 'cn_us'):.2f}"
         )
+    last, before = MODES[-1][0], MODES[-2][0]
+    print(
+        f"  {last} / {before}: TPS x{mean(last, 'tps') / mean(before, 'tps'):.2f},"
+        f" CN CPU per txn x{mean(last, 'cn_us') / mean(before, 'cn_us'):.2f}"
+    )
     best = MODES[-1][0]
     total = mean(best, "cn_us") + mean(best, "servers_us")
     print(

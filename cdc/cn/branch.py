@@ -6,10 +6,10 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
-import aiomysql
 import pymysql
 
 from cdc.cn.context import CnContext
+from cdc.cn.dn_conn import Cursor, DnConnection
 from cdc.cn.xid import Xid, parse_recover_row
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ class Branch:
     result arrives."""
 
     xid: Xid
-    conn: aiomysql.Connection | None
+    conn: DnConnection | None
     wrote: bool = False  # a statement changed rows: the branch is a participant
     state: str = NEW
     batched: bool = True  # CnConfig.batch_round_trips
@@ -46,7 +46,7 @@ class Branch:
     def dn_id(self) -> int:
         return self.xid.dn_id
 
-    async def run(self, sql: str) -> aiomysql.Cursor:
+    async def run(self, sql: str) -> Cursor:
         """Run one statement (after XA START and deferred writes, if any); the cursor holds its
         result."""
         return await self._send(sql, end=False)
@@ -60,7 +60,7 @@ class Branch:
         """XA END + XA PREPARE, after the deferred writes."""
         await self._send(None, end=True)
 
-    async def _send(self, sql: str | None, end: bool) -> aiomysql.Cursor:
+    async def _send(self, sql: str | None, end: bool) -> Cursor:
         x = self.xid.sql
         # (statement, state after its success; None: a deferred write, "": the statement)
         steps = [(f"XA START {x}", ACTIVE)] if self.state == NEW else []

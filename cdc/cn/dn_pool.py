@@ -1,4 +1,5 @@
-"""Connection pools to the DNs (autocommit, utf8mb4); a broken connection is discarded."""
+"""Connection pools to the DNs (autocommit, utf8mb4; `dn_conn.py`); a broken connection is
+discarded. `connect` is an aiomysql connection (the GMS: TSO, catalogue)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import AsyncIterator
 import aiomysql
 from pymysql.constants import CLIENT
 
+from cdc.cn.dn_conn import DnConnection, DnPool
 from cdc.cn.errors import CnError
 from cdc.config import NodeConfig
 
@@ -26,15 +28,18 @@ async def connect(node: NodeConfig, timeout: float = 5.0) -> aiomysql.Connection
 
 
 class DnPools:
-    """Two aiomysql pools per DN, opened lazily: one for transaction branches (`acquire`), one
-    for short control statements (`connection`, `execute`: commit records, XA COMMIT,
+    """Two pools per DN (`dn_conn.DnPool`, connections opened on first use): one for
+    transaction branches (`acquire`), one for short control statements (`connection`, `execute`: commit records, XA COMMIT,
     recovery). Apart because a transaction holds its branches while it writes its commit
     records: with one pool, as many concurrent transactions as connections would each wait
     for a connection none of them gives back."""
 
-    def __init__(self, nodes: list[NodeConfig], maxsize: int = 64):
+    def __init__(self, nodes: list[NodeConfig], maxsize: int = 64, client: str = "protocol"):
+        if client not in ("protocol", "aiomysql"):
+            raise CnError(f'[cn] dn_client = {client!r}: expected "protocol" or "aiomysql"')
+        self._client = client
         self._nodes = {n.id: n for n in nodes}
-        self._pools: dict[tuple[int, bool], aiomysql.Pool] = {}
+        self._pools: dict[tuple[int, bool], DnPool | aiomysql.Pool] = {}
         self._maxsize = maxsize
         self._control_maxsize = max(8, maxsize // 2)
         # A transaction holds at most one branch connection per DN; admitting at most `maxsize`
@@ -54,14 +59,20 @@ class DnPools:
     def add_node(self, node: NodeConfig) -> None:
         self._nodes[node.id] = node
 
-    async def _pool(self, dn_id: int, control: bool = False) -> aiomysql.Pool:
+    async def _pool(self, dn_id: int, control: bool = False) -> DnPool | aiomysql.Pool:
         key = (dn_id, control)
         pool = self._pools.get(key)
-        if pool is None:
-            node = self.node(dn_id)
+        if pool is not None:
+            return pool
+        node = self.node(dn_id)
+        maxsize = self._control_maxsize if control else self._maxsize
+        # Branch connections send XA START / XA END + XA PREPARE along with another statement
+        # (branch.py); the router lets no `;` through (router.route).
+        multi = not control
+        if self._client == "aiomysql":
             pool = await aiomysql.create_pool(
                 minsize=0,
-                maxsize=self._control_maxsize if control else self._maxsize,
+                maxsize=maxsize,
                 host=node.host,
                 port=node.port,
                 user=node.user,
@@ -69,21 +80,41 @@ class DnPools:
                 autocommit=True,
                 charset="utf8mb4",
                 connect_timeout=5,
-                # Branch connections send XA START / XA END + XA PREPARE along with another
-                # statement (branch.py); the router lets no `;` through (router.route).
-                client_flag=0 if control else CLIENT.MULTI_STATEMENTS,
+                client_flag=CLIENT.MULTI_STATEMENTS if multi else 0,
             )
-            if self._pools.get(key) is None:
-                self._pools[key] = pool
-            else:  # created meanwhile by another task
+            if key in self._pools:  # created meanwhile by another task
                 pool.close()
-        return self._pools[key]
+                return self._pools[key]
+        else:
 
-    async def acquire(self, dn_id: int, control: bool = False) -> aiomysql.Connection:
+            async def connect() -> DnConnection:
+                return await DnConnection.connect(
+                    node.host, node.port, node.user, node.password, multi, timeout=5
+                )
+
+            pool = DnPool(connect, maxsize)
+        self._pools[key] = pool
+        return pool
+
+    async def warm(self, dn_ids: list[int], connections: int) -> None:
+        """Open up to `connections` branch and control connections per DN now rather than on
+        first use: logins are CPU for both sides, and a load that starts with all of them at
+        once delays its first transactions by up to a second on a small machine (benches)."""
+
+        async def fill(dn_id: int, control: bool) -> None:
+            pool = await self._pool(dn_id, control)
+            n = min(connections, pool.maxsize) - pool.size
+            conns = await asyncio.gather(*(pool.acquire() for _ in range(max(n, 0))))
+            for conn in conns:
+                pool.release(conn)
+
+        await asyncio.gather(*(fill(dn, c) for dn in dn_ids for c in (False, True)))
+
+    async def acquire(self, dn_id: int, control: bool = False) -> DnConnection:
         return await (await self._pool(dn_id, control)).acquire()
 
     def release(
-        self, dn_id: int, conn: aiomysql.Connection, discard: bool = False, control: bool = False
+        self, dn_id: int, conn: DnConnection, discard: bool = False, control: bool = False
     ) -> None:
         if discard:
             conn.close()
@@ -92,7 +123,7 @@ class DnPools:
             pool.release(conn)
 
     @contextlib.asynccontextmanager
-    async def connection(self, dn_id: int) -> AsyncIterator[aiomysql.Connection]:
+    async def connection(self, dn_id: int) -> AsyncIterator[DnConnection]:
         """An autocommit connection; discarded if the block raises (its state is unknown)."""
         conn = await self.acquire(dn_id, control=True)
         try:

@@ -46,7 +46,7 @@ class ComputeNode:
     ):
         self.config = config
         self._crash = crash_points or CrashPoints()
-        self.pools = DnPools(config.dn, maxsize=pool_size)
+        self.pools = DnPools(config.dn, maxsize=pool_size, client=config.cn.dn_client)
         self.store = CatalogueStore(self._connect_gms, config.cn.catalog_database)
         self.tso = TsoOracle(self._connect_gms, config.cn.catalog_database)
         self._ctx: CnContext | None = None

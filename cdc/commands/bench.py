@@ -58,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     latency.add_argument(
         "--ha", action="store_true", help="leader + follower: the cost of acknowledged serving"
     )
+    latency.add_argument("--no-stages", action="store_true", help="no per-stage breakdown")
     latency.set_defaults(func=cmd_latency)
     scale = bsub.add_parser("scale", help="pipeline catch-up throughput on 2, 4 and 8 DNs")
     scale.add_argument("--dns", default="2,4,8")
@@ -133,6 +134,7 @@ def cmd_latency(args) -> int:
             args, "tps", "seconds", "dns", "heartbeat_ms", "workers", "transfers", "cn_processes"
         )
         + (["--ha"] if args.ha else [])
+        + (["--no-stages"] if args.no_stages else [])
     )
 
 

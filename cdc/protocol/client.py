@@ -112,11 +112,13 @@ class MySQLClient:
         password: str = "",
         database: str | None = None,
         timeout: float = 10.0,
+        flags: int = 0,
     ) -> MySQLClient:
+        """`flags`: capabilities asked for beyond the default ones (MULTI_STATEMENTS)."""
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
         client = cls(reader, writer)
         try:
-            await asyncio.wait_for(client._authenticate(user, password, database), timeout)
+            await asyncio.wait_for(client._authenticate(user, password, database, flags), timeout)
         except BaseException:
             client.close()
             raise
@@ -170,10 +172,12 @@ class MySQLClient:
         await self._writer.drain()
 
     # -- authentication ---------------------------------------------------------------------------
-    async def _authenticate(self, user: str, password: str, database: str | None) -> None:
+    async def _authenticate(
+        self, user: str, password: str, database: str | None, flags: int = 0
+    ) -> None:
         hs = parse_handshake(await self.read_packet())
         self.handshake = hs
-        caps = CLIENT_CAPABILITIES & hs.capabilities | Cap.PROTOCOL_41
+        caps = (CLIENT_CAPABILITIES | flags) & hs.capabilities | Cap.PROTOCOL_41
         if database:
             caps |= Cap.CONNECT_WITH_DB
         plugin = (
@@ -255,6 +259,11 @@ class MySQLClient:
         reply = await self.read_packet()
         if reply[0] == ERR:
             raise parse_err(reply)
+
+    @property
+    def closed(self) -> bool:
+        """Closed by us, or the server's end is closed (seen as end of stream)."""
+        return self._writer.is_closing() or self._reader.at_eof()
 
     def close(self) -> None:
         if not self._writer.is_closing():

@@ -33,6 +33,7 @@ class LoadResult:
     durations: list[float]  # ms from a transaction's start to its commit's return
     elapsed_s: float
     cpu_s: float  # CPU time of the CN process(es) during the load
+    started_at: float = 0.0  # monotonic time the load began (the last CN process, if several)
 
 
 async def steady_load(
@@ -48,17 +49,21 @@ async def steady_load(
     called once the CN has started and before the load begins (several CN processes start
     their load together). `defer`: the updates use `Transaction.defer` (their results are not
     needed), else `execute`."""
+    # Two connections per transaction on a DN (the branch, then the commit record): a pool
+    # smaller than that deadlocks once every connection holds a branch.
+    from cdc import stage_trace
     from cdc.cn import ComputeNode
     from cdc.cn.workloads.runner import run_workload
     from cdc.cn.workloads.transfer import TransferWorkload
 
-    # Two connections per transaction on a DN (the branch, then the commit record): a pool
-    # smaller than that deadlocks once every connection holds a branch.
+    trace = stage_trace.start("cn")  # noqa: F841 (kept alive)
     cn = ComputeNode(cfg, pool_size=2 * workers + 4)
     await cn.start()
+    await cn.pools.warm(cn.catalogue.dns, workers)
     if ready is not None:
         ready()
     cpu = time.process_time()
+    started_at = time.monotonic()
     commits: list[tuple[int, float]] = []
     durations: list[float] = []  # ms from a transaction's start to its commit's return
     try:
@@ -77,6 +82,7 @@ async def steady_load(
             _, tso = await cn.run_transaction(body)
             now = time.monotonic()
             commits.append((tso, now))
+            stage_trace.stamp("commit", tso, now)
             durations.append((now - began) * 1000)
 
         stats = await asyncio.wait_for(
@@ -85,7 +91,7 @@ async def steady_load(
         cpu = time.process_time() - cpu
     finally:
         await cn.close()
-    return LoadResult(commits, durations, stats.elapsed_s, cpu)
+    return LoadResult(commits, durations, stats.elapsed_s, cpu, started_at)
 
 
 def cn_process(config_path: str, tps, seconds, workers, transfers, barrier, conn) -> None:
@@ -143,6 +149,7 @@ def multi_cn_load(
         [d for r in results for d in r.durations],
         max(r.elapsed_s for r in results),
         sum(r.cpu_s for r in results),
+        max(r.started_at for r in results),
     )
 
 
