@@ -28,9 +28,9 @@ apt:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq build-essential python3-dev >/dev/null \
 			|| echo "setup: WARNING: no compiler; the hot loops run as plain Python (slower)"; \
 	fi
-	@if ! command -v java >/dev/null 2>&1 || [ ! -f /usr/share/java/mariadb-java-client.jar ]; then \
-		echo "setup: installing a JRE and MariaDB Connector/J (for the Spark backfill)"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless libmariadb-java >/dev/null; \
+	@if ! command -v java >/dev/null 2>&1; then \
+		echo "setup: installing a JRE (for the Spark backfill)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless >/dev/null; \
 	fi
 
 # zongji (a Node binlog consumer) for tests/compat, pinned by package-lock.json; only where
