@@ -8,14 +8,13 @@ semi/anti-joins). Parts without a changed key are not touched.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from backfill.columns import arrow_schema, stored_schema
-from backfill.native import PARQUET_CODEC
+from backfill.native import write_part
 from backfill.spark_io import run_tasks
 from backfill.tables import TableSpec
 
@@ -32,7 +31,7 @@ def _stored_table(spec: TableSpec, columns: list[str], rows: list[tuple]) -> pa.
     return pa.Table.from_arrays(arrays, schema=pa.schema([stored.field(c) for c in columns]))
 
 
-def drop_keys(path: str, keys: pa.Table) -> int:
+def drop_keys(path: str, keys: pa.Table, spec: TableSpec) -> int:
     """In a Spark task: rewrite the part at `path` without the rows whose key is in `keys`;
     → rows dropped."""
     names = keys.column_names
@@ -40,8 +39,7 @@ def drop_keys(path: str, keys: pa.Table) -> int:
         return 0
     table = pq.read_table(path)
     kept = table.join(keys, names, join_type="left anti").select(table.column_names)
-    pq.write_table(kept.cast(table.schema), path + ".tmp", compression=PARQUET_CODEC)
-    os.replace(path + ".tmp", path)
+    write_part(kept.cast(table.schema), path, spec)
     return table.num_rows - kept.num_rows
 
 
@@ -50,13 +48,12 @@ def reconcile_table(spark, spec: TableSpec, table_dir: Path, patch: dict) -> int
     in the table's row count. (CSV output is made from the reconciled Parquet afterwards.)"""
     keys = _stored_table(spec, list(spec.primary_key), list(patch))
     parts = sorted(str(p) for p in table_dir.glob("part-*.parquet"))
-    removed = sum(run_tasks(spark, _dropper(keys), parts, f"reconciling {spec.qualified}"))
+    removed = sum(run_tasks(spark, _dropper(keys, spec), parts, f"reconciling {spec.qualified}"))
     at_t = [r for r in patch.values() if r is not None]
     names = [c.name for c in spec.columns]
-    rows = _stored_table(spec, names, at_t)
-    pq.write_table(rows, table_dir / RECONCILED_PART, compression=PARQUET_CODEC)
+    write_part(_stored_table(spec, names, at_t), str(table_dir / RECONCILED_PART), spec)
     return len(at_t) - removed
 
 
-def _dropper(keys: pa.Table):
-    return lambda path: drop_keys(path, keys)
+def _dropper(keys: pa.Table, spec: TableSpec):
+    return lambda path: drop_keys(path, keys, spec)
