@@ -150,9 +150,11 @@ def read_chunk(spec: TableSpec, chunk: Chunk, directory: str) -> int:
             for batch in batches:
                 writer.write_table(to_stored(pa.Table.from_batches([batch]), spec))
                 rows += batch.num_rows
-    except BackfillError:
-        raise
     except BaseException as exc:  # noqa: BLE001 - a Rust panic arrives as a BaseException
+        if os.path.exists(path + ".tmp"):
+            os.unlink(path + ".tmp")
+        if isinstance(exc, BackfillError):
+            raise
         raise BackfillError(
             f"reading {chunk.shard.where} ({chunk.where}): {str(exc).splitlines()[0][:300]}"
         ) from None
