@@ -61,15 +61,20 @@ class Options:
 DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-def spark_session(master: str):
-    """A lean Spark session for Python tasks: ConnectorX and pyarrow do the rows."""
+def spark_session(master: str, java_options: str | None = None):
+    """A lean Spark session for Python tasks: ConnectorX and pyarrow do the rows. Its JVM maps
+    the class archive `make setup` built (`spark_cds`) unless `java_options` says otherwise."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
+
+    from backfill import spark_cds
+
+    extra = spark_cds.java_options() if java_options is None else java_options
 
     builder = (
         SparkSession.builder.master(master)
         .appName("cdc-backfill")
-        .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
+        .config("spark.driver.extraJavaOptions", f"{DRIVER_JAVA_OPTIONS} {extra}".strip())
         .config("spark.sql.catalogImplementation", "in-memory")  # no Hive
         .config("spark.ui.enabled", "false")  # no UI port to clash with other jobs
         .config("spark.ui.showConsoleProgress", "false")  # our progress line says more
