@@ -10,12 +10,14 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from backfill.errors import BackfillError
-from cdc.binlog.row_image import Date, DateTime, Timestamp
+
+if TYPE_CHECKING:  # Spark tasks import this module: no codec import at run time
+    from cdc.binlog.row_image import Date, DateTime, Timestamp
 
 INT_BYTES = {"tinyint": 1, "smallint": 2, "mediumint": 3, "int": 4, "integer": 4, "bigint": 8}
 TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json", "enum", "set"}

@@ -86,8 +86,10 @@ def read_part(path: Path, schema: pa.Schema, fmt: str, columns: list[str] | None
     return table.cast(wanted)
 
 
-def parquet_to_csv(src: str, dst: str) -> int:
-    """A Parquet part rewritten as a CSV part (`src` removed); → rows."""
+def parquet_to_csv(paths: tuple[str, str]) -> int:
+    """(Parquet part, CSV path): the part rewritten as CSV, the Parquet part removed; → rows.
+    (One argument: it runs as a Spark task.)"""
+    src, dst = paths
     table = pq.read_table(src)
     columns = []
     for f, column in zip(table.schema, table.columns, strict=True):

@@ -32,9 +32,9 @@ from backfill.dataset import (
 )
 from backfill.errors import BackfillError
 from backfill.global_binlog import Dumper
-from backfill.native import Chunk, plan, read_chunk, warm_up
+from backfill.native import Chunk, plan, read_task, warm_up
 from backfill.reconcile import reconcile_table
-from backfill.spark_io import run_tasks
+from backfill.spark_io import TASKS_PER_CORE, run_tasks
 from backfill.tables import TableSpec, check_dns_up, load_catalogue, resolve
 from cdc.config import Config
 from merge_source.dump_client import BinlogPosition
@@ -126,12 +126,13 @@ class SparkStarter:
 
 
 class Progress:
-    """One line on stderr every 2 s: chunks read so far (Spark's status tracker; a chunk
-    reports when its task ends)."""
+    """One line on stderr every 2 s: tasks done so far (Spark's status tracker; a task reads a
+    few consecutive chunks and reports when it ends)."""
 
     def __init__(self, spark, what: str, chunks: int, enabled: bool):
         self.tracker = spark.sparkContext.statusTracker()
         self.what, self.chunks, self.enabled = what, chunks, enabled
+        self.tasks = min(chunks, TASKS_PER_CORE * spark.sparkContext.defaultParallelism)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="backfill-progress")
         self.started = time.monotonic()
@@ -153,7 +154,7 @@ class Progress:
                 info = self.tracker.getStageInfo(stage)
                 done += info.numCompletedTasks if info else 0
             print(
-                f"backfill: {self.what}: {done}/{self.chunks} chunks read, "
+                f"backfill: {self.what}: {done}/{self.tasks} tasks of {self.chunks} chunks done, "
                 f"{time.monotonic() - self.started:.0f}s",
                 file=sys.stderr,
                 flush=True,
@@ -185,17 +186,12 @@ def plan_all(specs: list[TableSpec], opts: Options) -> list[tuple[TableSpec, str
     return work
 
 
-def _read_task(item: tuple[TableSpec, str, Chunk]) -> tuple[str, int]:
-    spec, directory, chunk = item
-    return spec.qualified, read_chunk(spec, chunk, directory)
-
-
 def read_all(spark, specs: list[TableSpec], work: list, opts: Options) -> list[TableRead]:
-    """Every chunk of every table read and written as a part: one Spark job, a task per chunk
-    (tables together, so that small tables do not leave a core idle)."""
+    """Every chunk of every table read and written as a part: one Spark job (tables together,
+    so that small tables do not leave a core idle), a few consecutive chunks per task."""
     what = ", ".join(s.qualified for s in specs) if len(specs) <= 3 else f"{len(specs)} tables"
     with Progress(spark, what, len(work), opts.progress):
-        done = run_tasks(spark, _read_task, work, f"reading {what}")
+        done = run_tasks(spark, read_task, work, f"reading {what}")
     rows: dict[str, int] = {}
     for name, n in done:
         rows[name] = rows.get(name, 0) + n
@@ -305,15 +301,11 @@ def run(config: Config, opts: Options, spark=None) -> Manifest:
     return manifest
 
 
-def _csv_task(item: tuple[str, str]) -> int:
-    return parquet_to_csv(*item)
-
-
 def _to_csv(spark, spec: TableSpec, stage: Path, final: Path) -> Path:
     """The reconciled Parquet parts as CSV parts, a task each."""
     final.mkdir(parents=True)
     items = [(str(p), str(final / f"{p.stem}.csv")) for p in sorted(stage.glob("part-*.parquet"))]
-    run_tasks(spark, _csv_task, items, f"writing {spec.qualified} as CSV")
+    run_tasks(spark, parquet_to_csv, items, f"writing {spec.qualified} as CSV")
     return final
 
 

@@ -162,6 +162,12 @@ def read_chunk(spec: TableSpec, chunk: Chunk, directory: str) -> int:
     return rows
 
 
+def read_task(item: tuple[TableSpec, str, Chunk]) -> tuple[str, int]:
+    """A Spark task of the read job: (spec, directory, chunk) → (table, rows)."""
+    spec, directory, chunk = item
+    return spec.qualified, read_chunk(spec, chunk, directory)
+
+
 def _literal(value) -> str:
     return escape_item(value, "utf8mb4")
 

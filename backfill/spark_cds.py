@@ -31,7 +31,9 @@ def build(timeout: float = 180.0) -> Path | None:
 
     ARCHIVE.parent.mkdir(parents=True, exist_ok=True)
     tmp = ARCHIVE.with_name(f"{ARCHIVE.name}.{os.getpid()}.tmp")
-    session = spark_session("local[2]", java_options=f"-XX:ArchiveClassesAtExit={tmp} -Xlog:cds=off")
+    session = spark_session(
+        "local[2]", java_options=f"-XX:ArchiveClassesAtExit={tmp} -Xlog:cds=off"
+    )
     session.sparkContext.parallelize(range(2), 2).map(warm_up).collect()
     gateway = session.sparkContext._gateway
     session.stop()
