@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pymysql
 from pymysql.converters import escape_item
 
@@ -70,10 +71,8 @@ def column_read(col: ColumnSpec, where: str) -> str:
         return f"CAST(UNIX_TIMESTAMP(`{name}`) * 1000000 AS SIGNED)"
     if base in GEOMETRY:
         return f"CAST(`{name}` AS BINARY)"  # ConnectorX cannot decode the geometry type
-    if base in INT_BYTES or base == "year" or base in ("double", "real"):
-        return f"`{name}`"
-    if base in TEXT or base in BINARY:
-        return f"`{name}`"
+    if base in INT_BYTES or base in TEXT or base in BINARY or base in ("year", "double", "real"):
+        return f"`{name}`"  # ConnectorX reads these exactly
     raise BackfillError(f"{where}.{name}: column type {col.type!r} is not supported")
 
 
@@ -86,7 +85,7 @@ def to_stored(table: pa.Table, spec: TableSpec) -> pa.Table:
         if col.base in ("date", "datetime", "timestamp"):
             array = array.cast(pa.int64())
             zero = ZERO_DATE if col.base != "timestamp" else 0
-            if pa.compute.any(pa.compute.equal(array, zero)).as_py():
+            if pc.any(pc.equal(array, zero)).as_py():
                 raise BackfillError(f"{spec.qualified}.{col.name} holds a zero date (unsupported)")
             if col.base == "date":
                 array = array.cast(pa.int32())
@@ -96,7 +95,7 @@ def to_stored(table: pa.Table, spec: TableSpec) -> pa.Table:
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """One key range of one shard: a Spark task, a part file."""
+    """One key range of one shard: one SELECT, one part file (a Spark task reads a few)."""
 
     part: int  # names the part: part-00007.parquet
     shard: Shard
