@@ -61,8 +61,8 @@ def fill(cluster, placement, rows: int) -> None:
 
 
 class CpuClock:
-    """CPU seconds of this process, its children (the mariadb clients, Spark's JVM) and the DNs
-    of the bench cluster: on a machine shared with other jobs, wall-clock time says as much about
+    """CPU seconds of this process, its children (the mariadb clients, Spark's JVM and Python
+    workers) and the DNs of the bench cluster: on a machine shared with other jobs, wall-clock time says as much about
     the neighbours as about the code; CPU time per row does not."""
 
     HZ = os.sysconf("SC_CLK_TCK")
@@ -71,8 +71,9 @@ class CpuClock:
         self.work = str(work)
 
     def _proc(self, pid: str) -> tuple[int, str, float]:
+        """(parent pid, state, CPU s of the process and of its children it has reaped)."""
         stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(stat[1]), stat[0], (int(stat[11]) + int(stat[12])) / self.HZ
+        return int(stat[1]), stat[0], sum(int(v) for v in stat[11:15]) / self.HZ
 
     def dns(self) -> float:
         total = 0.0
@@ -85,16 +86,23 @@ class CpuClock:
                 continue
         return total
 
-    def jvm(self) -> float:
-        """Spark's JVM: a child of this process that stays up after the session stops."""
-        total = 0.0
+    def spark(self) -> float:
+        """Spark's processes, alive until this process exits: the JVM and, under it, the Python
+        workers that read and write (when they exit their time is in the JVM's reaped time)."""
+        parent, cpu = {}, {}
         for d in Path("/proc").iterdir():
             try:
-                ppid, _, cpu = self._proc(d.name)
-                if ppid == os.getpid() and "java" in (d / "comm").read_text():
-                    total += cpu
+                parent[d.name], _, cpu[d.name] = self._proc(d.name)
             except (OSError, ValueError, IndexError):
                 continue
+        me, total = os.getpid(), 0.0
+        for pid in cpu:
+            up = pid
+            while up in parent and parent[up] > 1:
+                up = str(parent[up])
+                if int(up) == me:
+                    total += cpu[pid]
+                    break
         return total
 
     def now(self) -> float:
@@ -165,10 +173,10 @@ def main(argv: list[str] | None = None) -> int:
             progress=False,
         )
         start = time.perf_counter()
-        cpu0 = clock.now() + clock.jvm()
+        cpu0 = clock.now() + clock.spark()
         manifest = run(cfg, opts)
         total_s = time.perf_counter() - start
-        cpu_backfill = clock.now() + clock.jvm() - cpu0
+        cpu_backfill = clock.now() + clock.spark() - cpu0
         dump2_s = plain_dump(cluster, placement, work / "dump.tsv")
         rows = manifest.tables[0].rows
         best = min(dump_s, dump2_s)
