@@ -10,12 +10,14 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from backfill.errors import BackfillError
-from cdc.binlog.row_image import Date, DateTime, Timestamp
+
+if TYPE_CHECKING:  # Spark tasks import this module: no codec import at run time
+    from cdc.binlog.row_image import Date, DateTime, Timestamp
 
 INT_BYTES = {"tinyint": 1, "smallint": 2, "mediumint": 3, "int": 4, "integer": 4, "bigint": 8}
 TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "json", "enum", "set"}
@@ -82,8 +84,9 @@ def arrow_schema(columns: list[ColumnSpec], where: str) -> pa.Schema:
 
 
 def stored_type(col: ColumnSpec, where: str) -> pa.DataType:
-    """The type the column has in the written parts (Spark writes them, and Spark has no
-    unsigned 64-bit integer and no TIME); `dataset.read_part` casts back to `arrow_type`."""
+    """The type the column has in the written parts (Spark reads them for CSV and consumers may
+    use Spark, which has no unsigned 64-bit integer and no TIME); `dataset.read_part` casts
+    back to `arrow_type`."""
     if col.base == "bigint" and col.unsigned:
         return pa.decimal128(20, 0)
     if col.base == "time":
@@ -93,35 +96,6 @@ def stored_type(col: ColumnSpec, where: str) -> pa.DataType:
 
 def stored_schema(columns: list[ColumnSpec], where: str) -> pa.Schema:
     return pa.schema([pa.field(c.name, stored_type(c, where)) for c in columns])
-
-
-def jdbc_type(col: ColumnSpec, where: str) -> str:
-    """The Spark SQL type the JDBC source reads the column as (its `customSchema`), chosen so
-    that every value comes out as PyMySQL would read it: FLOAT and TIME as the server's text
-    (converted in the JVM: the shortest decimal of a FLOAT, TIME beyond 24 hours)."""
-    base = col.base
-    if base in INT_BYTES or base == "year":
-        return "DECIMAL(20,0)" if base == "bigint" and col.unsigned else "BIGINT"
-    if base in ("decimal", "numeric"):
-        precision, scale = (int(a) for a in (col.args() + ["0", "0"])[:2])
-        if precision > 38:
-            raise BackfillError(
-                f"{where}.{col.name}: DECIMAL({precision},{scale}) is wider than Spark's 38 digits"
-            )
-        return f"DECIMAL({precision},{scale})"
-    if base in ("double", "real"):
-        return "DOUBLE"
-    if base == "float" or base == "time" or base in TEXT:
-        return "STRING"
-    if base in BINARY or base in GEOMETRY:
-        return "BINARY"
-    if base == "date":
-        return "DATE"
-    if base == "datetime":
-        return "TIMESTAMP_NTZ"  # wall clock, no zone
-    if base == "timestamp":
-        return "TIMESTAMP"  # an instant: read with time_zone='+00:00' in a UTC JVM
-    raise BackfillError(f"{where}.{col.name}: column type {col.type!r} is not supported")
 
 
 def _float32(value: float) -> float:

@@ -1,6 +1,10 @@
 """The output: one directory per table of Parquet or CSV parts, and `_backfill.json` (the TSO,
-the global binlog position right after it, the tables). Spark writes the parts (a task's part
-appears when the task commits); this module reads them back for `--load` and the tests."""
+the global binlog position right after it, the tables). Spark tasks write the parts (a part
+appears whole when its task is done); this module turns a Parquet part into CSV and reads parts
+back for `--load` and the tests.
+
+CSV is text that `read_part` parses back to the same values: binary as hex, TIMESTAMP with its
+zone (Z), NULL as nothing and '' as "" (every string is quoted)."""
 
 from __future__ import annotations
 
@@ -68,7 +72,7 @@ def read_part(path: Path, schema: pa.Schema, fmt: str, columns: list[str] | None
         options = pacsv.ConvertOptions(
             column_types=text,
             include_columns=columns,
-            null_values=[""],  # Spark writes NULL as nothing, '' as "": the text 'null' is text
+            null_values=[""],  # NULL is nothing, '' is "": the text 'null' is text
             strings_can_be_null=True,
             quoted_strings_can_be_null=False,
         )
@@ -82,6 +86,22 @@ def read_part(path: Path, schema: pa.Schema, fmt: str, columns: list[str] | None
     return table.cast(wanted)
 
 
+def parquet_to_csv(paths: tuple[str, str]) -> int:
+    """(Parquet part, CSV path): the part rewritten as CSV, the Parquet part removed; → rows.
+    (One argument: it runs as a Spark task.)"""
+    src, dst = paths
+    table = pq.read_table(src)
+    columns = []
+    for f, column in zip(table.schema, table.columns, strict=True):
+        if pa.types.is_binary(f.type):
+            column = pa.array([None if v is None else v.hex() for v in column.to_pylist()])
+        columns.append(column)
+    pacsv.write_csv(pa.table(columns, names=table.column_names), dst + ".tmp")
+    os.replace(dst + ".tmp", dst)
+    os.unlink(src)
+    return table.num_rows
+
+
 def _stored(f: pa.Field) -> pa.Field:
     if f.type == pa.uint64():
         return pa.field(f.name, pa.decimal128(20, 0))
@@ -91,8 +111,8 @@ def _stored(f: pa.Field) -> pa.Field:
 
 
 def list_parts(directory: Path) -> list[str]:
-    """The data files Spark wrote into a table directory, and nothing else: its checksum and
-    marker files are removed (they are not data, and consumers should not have to skip them)."""
+    """The data files in a table directory, and nothing else (a leftover hidden or `_` file is
+    removed: consumers should not have to skip them)."""
     parts = []
     for f in sorted(Path(directory).iterdir()):
         if f.name.startswith((".", "_")):

@@ -7,13 +7,16 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pymysql
 
 from backfill.columns import ColumnSpec
 from backfill.errors import BackfillError
-from cdc.cn.catalogue import Catalogue, LogicalTable, physical_table
-from cdc.config import Config
+
+if TYPE_CHECKING:  # Spark tasks import this module (Shard, TableSpec): not the CN's modules
+    from cdc.cn.catalogue import Catalogue, LogicalTable
+    from cdc.config import Config
 
 PRIMARY_KEY = re.compile(r"PRIMARY KEY\s*\(([^)]*)\)", re.IGNORECASE)
 
@@ -95,6 +98,8 @@ def primary_key(table: LogicalTable) -> tuple[str, ...]:
 
 
 def table_spec(config: Config, catalogue: Catalogue, table: LogicalTable) -> TableSpec:
+    from cdc.cn.catalogue import physical_table
+
     where = f"{table.db}.{table.name}"
     if table.is_broadcast:  # every DN has a copy; the global binlog speaks through the first
         pieces = [(catalogue.dns[0], None)]
