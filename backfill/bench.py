@@ -7,7 +7,9 @@ into a file, one after the other (the plain dump, timed before and after the bac
 faster run counts), then `cdc backfill --tso latest` with local[2] to Parquet. Prints rows/s of
 both and the end-to-end ratio (goal >= 0.5 with 2 cores), and the phases of the backfill: Spark's
 start (overlapped with the low watermark reaching the binlog and the chunk planning), the read +
-Parquet write (ConnectorX and pyarrow in the Spark tasks), the rest. 3 M rows by default: Spark's fixed seconds would dominate a smaller table.
+Parquet write (ConnectorX and pyarrow in the Spark tasks), the rest. 10 M rows by default: Spark's
+start and the other fixed steps (~5 s on an idle 2-core machine) would dominate a smaller table
+(3 M rows: a 3 s dump), and a backfill is for tables that are large.
 """
 
 from __future__ import annotations
@@ -144,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     from backfill.global_binlog import Dumper
 
     p = argparse.ArgumentParser(prog="cdc bench backfill", description=__doc__)
-    p.add_argument("--rows", type=int, default=3_000_000)
+    p.add_argument("--rows", type=int, default=10_000_000)
     p.add_argument("--chunk-rows", type=int, default=200_000)
     p.add_argument("--master", default="local[2]")
     args = p.parse_args(argv)

@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     backfill = bsub.add_parser(
         "backfill", help="Spark backfill vs a plain SELECT * dump of the same shards"
     )
-    backfill.add_argument("--rows", type=int, default=3_000_000)
+    backfill.add_argument("--rows", type=int, default=10_000_000)
     backfill.add_argument("--chunk-rows", type=int, default=200_000)
     backfill.set_defaults(func=cmd_backfill)
     latency = bsub.add_parser(
