@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from cdc.binlog.constants import EventType
 from merge_source.dump_client import DnEvent, event_pos
-from merge_source.scan import group_end
+from merge_source.scan import group_body, group_end
 from merge_source.spill import DEFAULT_SPILL_BYTES, EventSpan, SpanWriter, SpillFile
 
 log = logging.getLogger(__name__)
@@ -140,39 +140,55 @@ class GroupAssembler:
         group, writer, size = self._current, self._writer, self._size
         standalone = self._standalone
         limit = self.spill_bytes or float("inf")
-        append = group.events.append if group is not None else None
+        n = len(events)
+        i = 0
         try:
-            for i, data in enumerate(events):
+            while i < n:
+                data = events[i]
                 code = data[4]
                 if code == GTID:
                     pos = positions[i] if positions is not None else event_pos(data)
                     self._start(file, pos, data)
                     group, writer, size = self._current, None, len(data)
                     standalone = self._standalone
-                    append = group.events.append  # type: ignore[union-attr]
+                    i += 1
                     continue
                 if code == FDE:
                     yield DnEvent(file, positions[i] if positions is not None else 4, data)
+                    i += 1
                     continue
                 if group is None:
+                    i += 1
                     continue
                 if writer is None:
-                    append(data)  # type: ignore[misc]
-                    size += len(data)
+                    # The events of the open group up to its terminator, found in one compiled
+                    # pass (scan.group_body), taken as one list slice.
+                    j, grown, done = group_body(events, i, standalone)
+                    if group.events:
+                        group.events += events[i:j]
+                    else:
+                        group.events = events[i:j]
+                    size += grown
                     if size > limit:
                         writer = self._writer = self._spill(group)
                         size = 0
                 else:
                     writer.append(data)
-                if code in TERMINATOR_CODES and (code != QUERY or group_end(data, standalone)):
+                    j = i + 1
+                    done = code in TERMINATOR_CODES and (
+                        code != QUERY or group_end(data, standalone)
+                    )
+                i = j
+                if done:
+                    last = events[j - 1]
                     group.end = (
-                        positions[i] + len(data) if positions is not None else log_pos_of(data)
+                        positions[j - 1] + len(last) if positions is not None else log_pos_of(last)
                     )
                     if writer is not None:
                         group.span = writer.span()
-                    done, group, writer, size, append = group, None, None, 0, None
+                    finished, group, writer, size = group, None, None, 0
                     self._current, self._writer, self._size = None, None, 0
-                    yield done
+                    yield finished
         finally:
             self._current, self._writer, self._size = group, writer, size
 
