@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 
 from cdc.binlog.constants import EventType
 from merge_source.dump_client import DnEvent, event_pos
@@ -31,20 +30,31 @@ FL_STANDALONE = 0x01
 QUERY_HEADER_LEN = 13  # post-header of QUERY_EVENT on MariaDB and MySQL
 
 
-@dataclass(slots=True)
 class BinlogGroup:
     """One binlog group: its GTID event, then the raw events after it up to the terminator.
 
     A group larger than the spill threshold keeps only its GTID in memory; the rest is in a
-    spill file (`span`). `body()` gives the events after the GTID either way.
+    spill file (`span`). `body()` gives the events after the GTID either way. A plain slots
+    class: a dataclass's generated __init__ stays interpreted in a compiled module.
     """
 
-    file: str
-    start: int  # position of the GTID event
-    gtid: bytes
-    events: list[bytes] = field(default_factory=list)  # after the GTID; empty if spilled
-    end: int = 0  # position after the terminator
-    span: EventSpan | None = None
+    __slots__ = ("file", "start", "gtid", "events", "end", "span")
+
+    def __init__(
+        self,
+        file: str,
+        start: int,  # position of the GTID event
+        gtid: bytes,
+        events: list[bytes] | None = None,  # after the GTID; empty if spilled
+        end: int = 0,  # position after the terminator
+        span: EventSpan | None = None,
+    ):
+        self.file = file
+        self.start = start
+        self.gtid = gtid
+        self.events: list[bytes] = [] if events is None else events
+        self.end = end
+        self.span = span
 
     @property
     def flags2(self) -> int:
