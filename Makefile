@@ -12,6 +12,8 @@ NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 COMPILED_STAMP := $(VENV)/.compiled
 # The .py files of cdc/compiled.py's COMPILED_MODULES: changing one rebuilds its .so.
 COMPILED_SRC := $(shell sed -n '/^COMPILED_MODULES = (/,/^)/p' cdc/compiled.py | grep -o '"[a-z_.]*"' | tr -d '"' | sed 's|\.|/|g; s|$$|.py|')
+# ... and their C declarations (augmenting .pxd files beside them), where they have one.
+COMPILED_SRC += $(wildcard $(COMPILED_SRC:.py=.pxd))
 
 .PHONY: apt node compiled setup demo stop test test-fast fuzz lint bench clean
 
