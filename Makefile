@@ -13,6 +13,8 @@ COMPILED_STAMP := $(VENV)/.compiled
 SPARK_CDS := $(VENV)/share/cdc/spark-driver.jsa
 # The .py files of cdc/compiled.py's COMPILED_MODULES: changing one rebuilds its .so.
 COMPILED_SRC := $(shell sed -n '/^COMPILED_MODULES = (/,/^)/p' cdc/compiled.py | grep -o '"[a-z_.]*"' | tr -d '"' | sed 's|\.|/|g; s|$$|.py|')
+# ... and their C declarations (augmenting .pxd files beside them), where they have one.
+COMPILED_SRC += $(wildcard $(COMPILED_SRC:.py=.pxd))
 
 .PHONY: apt node compiled spark-cds setup demo stop test test-fast fuzz lint bench clean
 

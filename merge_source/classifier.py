@@ -6,11 +6,9 @@ are decoded. The private table definitions are the CN's contract (`cdc/cn/schema
 
 from __future__ import annotations
 
-import re
 import struct
-from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from cdc.binlog.constants import ColumnType, EventType
 from cdc.binlog.events import body_view
@@ -21,6 +19,7 @@ from cdc.cn.schema import DDL_RECORD, HEARTBEAT, INSTRUCTION, PRIVATE_DB, TX_LOG
 from cdc.cn.xid import FORMAT_ID, GTRID_PREFIX
 from merge_source.fragment import FragmentKind, Statement, TraceId
 from merge_source.group import GTID_FLAGS2_OFFSET, BinlogGroup, query_text
+from merge_source.scan import annotate_trace, row_parts
 from merge_source.spill import SpanWriter, SpillFile
 
 TABLE_MAP = int(EventType.TABLE_MAP)
@@ -36,7 +35,6 @@ PRIVATE_DB_B = PRIVATE_DB.encode()
 TX_LOG_B = TX_LOG.encode()
 HEARTBEAT_B = HEARTBEAT.encode()
 GTRID_PREFIX_B = GTRID_PREFIX.encode()
-TRACE_RE = re.compile(rb"/\*CDC trace=(\d+)\.(\d+) cn=(\d+) \*/")
 MARKER_TABLES = {
     INSTRUCTION.encode(): FragmentKind.INSTRUCTION,
     DDL_RECORD.encode(): FragmentKind.DDL,
@@ -58,12 +56,17 @@ class GroupKind(Enum):
     LOCAL = "local"  # a plain transaction on user tables
 
 
-@dataclass(frozen=True, slots=True)
-class CommitRecord:
+class CommitRecord(NamedTuple):
+    """A tuple, not a frozen dataclass: a frozen dataclass's __init__ (interpreted, one
+    object.__setattr__ per field) cost more than reading the row."""
+
     txn_id: int
     tso: int
     participants: tuple[int, ...]
     aborted: bool
+
+
+_new_tuple = tuple.__new__  # builds a NamedTuple in C (its own __new__ is interpreted)
 
 
 class Classified:
@@ -135,8 +138,7 @@ def cn_txn_id(fmt: int, gtrid: bytes) -> int | None:
 
 def trace_of(annotate: bytes) -> TraceId | None:
     """The TraceId hint in a raw ANNOTATE_ROWS event (the CN puts it first in the statement)."""
-    m = TRACE_RE.search(annotate, 19, 19 + 200)
-    return (int(m[1]), int(m[2])) if m else None
+    return annotate_trace(annotate)
 
 
 class Classifier:
@@ -182,6 +184,12 @@ class Classifier:
         The statements of a spilled group are written to a spill file of their own (the group's
         file is freed once classified): a held huge branch stays on disk until released.
         """
+        if group.span is None:
+            # Most groups touch no private table: their statements in one compiled pass.
+            fast = row_parts(group.events, PRIVATE_DB_B)
+            if fast is not None:
+                out.statements = [Statement(t, e) for t, e in fast if e]
+                return out
         spill = SpillFile(self.spill_dir) if group.span is not None else None
         # (trace id, events) per statement; events: a list, or a SpanWriter for a spilled group
         parts: list[tuple[TraceId | None, list[bytes] | SpanWriter]] = []
@@ -189,13 +197,11 @@ class Classifier:
         table_maps: dict[bytes, bytes] = {}  # raw table id -> raw TABLE_MAP of a private table
         private: set[bytes] = set()
         user_rows = False
-        search = TRACE_RE.search
         for data in group.body():
             code = data[4]
             if code == ANNOTATE_ROWS:
                 events = [] if spill is None else SpanWriter(spill)
-                m = search(data, 19, 19 + 200)  # trace_of, inlined: one per statement
-                parts.append(((int(m[1]), int(m[2])) if m else None, events))
+                parts.append((annotate_trace(data), events))
             elif code == TABLE_MAP:
                 if data[28 : 28 + data[27]] == PRIVATE_DB_B:
                     private.add(table_name(data)[1])
@@ -333,7 +339,8 @@ def fast_commit_records(rows: bytes, checksum_len: int) -> list[CommitRecord] | 
                 return None
             pos += _TX_IMAGE.size
             participants = tuple(int(x) for x in rows[pos : pos + length].split(b",") if x)
-            out.append(CommitRecord(txn, tso, participants, bool(rows[pos + length])))
+            aborted = bool(rows[pos + length])
+            out.append(_new_tuple(CommitRecord, (txn, tso, participants, aborted)))
             pos += length + 1
     except (struct.error, IndexError, ValueError):
         return None

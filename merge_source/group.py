@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 
 from cdc.binlog.constants import EventType
 from merge_source.dump_client import DnEvent, event_pos
-from merge_source.scan import group_end
+from merge_source.scan import group_body, group_end
 from merge_source.spill import DEFAULT_SPILL_BYTES, EventSpan, SpanWriter, SpillFile
 
 log = logging.getLogger(__name__)
@@ -31,20 +30,31 @@ FL_STANDALONE = 0x01
 QUERY_HEADER_LEN = 13  # post-header of QUERY_EVENT on MariaDB and MySQL
 
 
-@dataclass(slots=True)
 class BinlogGroup:
     """One binlog group: its GTID event, then the raw events after it up to the terminator.
 
     A group larger than the spill threshold keeps only its GTID in memory; the rest is in a
-    spill file (`span`). `body()` gives the events after the GTID either way.
+    spill file (`span`). `body()` gives the events after the GTID either way. A plain slots
+    class: a dataclass's generated __init__ stays interpreted in a compiled module.
     """
 
-    file: str
-    start: int  # position of the GTID event
-    gtid: bytes
-    events: list[bytes] = field(default_factory=list)  # after the GTID; empty if spilled
-    end: int = 0  # position after the terminator
-    span: EventSpan | None = None
+    __slots__ = ("file", "start", "gtid", "events", "end", "span")
+
+    def __init__(
+        self,
+        file: str,
+        start: int,  # position of the GTID event
+        gtid: bytes,
+        events: list[bytes] | None = None,  # after the GTID; empty if spilled
+        end: int = 0,  # position after the terminator
+        span: EventSpan | None = None,
+    ):
+        self.file = file
+        self.start = start
+        self.gtid = gtid
+        self.events: list[bytes] = [] if events is None else events
+        self.end = end
+        self.span = span
 
     @property
     def flags2(self) -> int:
@@ -140,39 +150,55 @@ class GroupAssembler:
         group, writer, size = self._current, self._writer, self._size
         standalone = self._standalone
         limit = self.spill_bytes or float("inf")
-        append = group.events.append if group is not None else None
+        n = len(events)
+        i = 0
         try:
-            for i, data in enumerate(events):
+            while i < n:
+                data = events[i]
                 code = data[4]
                 if code == GTID:
                     pos = positions[i] if positions is not None else event_pos(data)
                     self._start(file, pos, data)
                     group, writer, size = self._current, None, len(data)
                     standalone = self._standalone
-                    append = group.events.append  # type: ignore[union-attr]
+                    i += 1
                     continue
                 if code == FDE:
                     yield DnEvent(file, positions[i] if positions is not None else 4, data)
+                    i += 1
                     continue
                 if group is None:
+                    i += 1
                     continue
                 if writer is None:
-                    append(data)  # type: ignore[misc]
-                    size += len(data)
+                    # The events of the open group up to its terminator, found in one compiled
+                    # pass (scan.group_body), taken as one list slice.
+                    j, grown, done = group_body(events, i, standalone)
+                    if group.events:
+                        group.events += events[i:j]
+                    else:
+                        group.events = events[i:j]
+                    size += grown
                     if size > limit:
                         writer = self._writer = self._spill(group)
                         size = 0
                 else:
                     writer.append(data)
-                if code in TERMINATOR_CODES and (code != QUERY or group_end(data, standalone)):
+                    j = i + 1
+                    done = code in TERMINATOR_CODES and (
+                        code != QUERY or group_end(data, standalone)
+                    )
+                i = j
+                if done:
+                    last = events[j - 1]
                     group.end = (
-                        positions[i] + len(data) if positions is not None else log_pos_of(data)
+                        positions[j - 1] + len(last) if positions is not None else log_pos_of(last)
                     )
                     if writer is not None:
                         group.span = writer.span()
-                    done, group, writer, size, append = group, None, None, 0, None
+                    finished, group, writer, size = group, None, None, 0
                     self._current, self._writer, self._size = None, None, 0
-                    yield done
+                    yield finished
         finally:
             self._current, self._writer, self._size = group, writer, size
 

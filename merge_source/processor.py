@@ -51,13 +51,16 @@ class SourceCheckpoint:
     max_tso_seen: int
 
 
-@dataclass(slots=True)
 class _Held:
-    """What the sorter holds for a branch or local transaction until its release."""
+    """What the sorter holds for a branch or local transaction until its release (a plain slots
+    class: a dataclass's generated __init__ stays interpreted in a compiled module)."""
 
-    classified: Classified
-    timestamp: int
-    participants: tuple[int, ...] = ()
+    __slots__ = ("classified", "timestamp", "participants")
+
+    def __init__(self, classified: Classified, timestamp: int):
+        self.classified = classified
+        self.timestamp = timestamp
+        self.participants: tuple[int, ...] = ()
 
 
 class SourceProcessor:
@@ -192,18 +195,19 @@ class SourceProcessor:
             statements = self._rename(c.statements)
             if kind is FragmentKind.LOCAL and not statements:
                 continue
-            out.append(
-                Fragment(
-                    key=r.key,
-                    dn=self.dn_id,
-                    txn_id=c.txn_id,
-                    participants=held.participants,
-                    kind=kind,
-                    statements=statements,
-                    markers=c.markers or [],  # never the shared empty default
-                    timestamp=held.timestamp,
-                )
+            # positional: a dataclass __init__ binds them faster than keywords
+            markers = c.markers or []  # never the shared empty default
+            fragment = Fragment(
+                r.key,
+                self.dn_id,
+                c.txn_id,
+                held.participants,
+                kind,
+                statements,
+                markers,
+                held.timestamp,
             )
+            out.append(fragment)
         out.append(Watermark(self.dn_id, releases[-1].key, self.checkpoint()))
         return out
 

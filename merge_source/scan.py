@@ -9,13 +9,11 @@ loop and is handled by the caller in ordinary Python, which also words the error
 
 from __future__ import annotations
 
-import struct
+import re
 import zlib
 
 CRC32_RESIDUE = 0x2144DF1C  # zlib.crc32(data + crc32(data) as 4 LE bytes), for any data
 MAX_CHUNK = 0xFFFFFF
-# packet header (u32: length | seq << 24), OK byte, then the event header from its type on
-_PACKET_EVENT = struct.Struct("<IB4xB4xII")  # hdr, ok, type, event_size, log_pos
 ROTATE = 4
 HEARTBEAT = 27
 FDE = 15
@@ -23,9 +21,12 @@ GTID = 162
 XID = 16
 XA_PREPARE = 38
 QUERY = 2
+TABLE_MAP = 19
+ANNOTATE_ROWS = 160
+TRACE_RE = re.compile(rb"/\*CDC trace=(\d+)\.(\d+) cn=(\d+) \*/")
 
 
-def split_events(data: bytes, pos: int, verify: bool) -> tuple[list[bytes], int]:
+def split_events(data: bytes, pos, verify) -> tuple[list[bytes], int]:  # C types: scan.pxd
     """Events of the complete dump packets in `data` from `pos`, and the offset it stopped at:
     the end of the data, a partial packet, or the first packet that is not a plain event of
     the file being read (ERR/EOF, ROTATE, heartbeat, an event without log_pos, a packet of
@@ -33,32 +34,35 @@ def split_events(data: bytes, pos: int, verify: bool) -> tuple[list[bytes], int]
     out: list[bytes] = []
     append = out.append
     end = len(data)
-    unpack = _PACKET_EVENT.unpack_from
     crc32 = zlib.crc32
+    residue, max_chunk, rotate, heartbeat = CRC32_RESIDUE, MAX_CHUNK, ROTATE, HEARTBEAT
+    # Compiled, `p` is the bytes' buffer (scan.pxd) and the header fields are read from it in C,
+    # no tuple nor int object per event; as Python it is the bytes and the same code indexes it.
+    p = data
     while end - pos >= 24:
-        hdr, ok, code, size, log_pos = unpack(data, pos)
-        length = hdr & 0xFFFFFF
+        length = p[pos] | p[pos + 1] << 8 | p[pos + 2] << 16
         stop = pos + 4 + length
+        if p[pos + 4] != 0 or length < 20 or length >= max_chunk or stop > end:
+            break
+        code = p[pos + 9]
+        size = p[pos + 14] | p[pos + 15] << 8 | p[pos + 16] << 16  # its 4th byte: 0 (< 16 MB)
         if (
-            ok != 0
-            or length < 20
-            or length >= MAX_CHUNK
-            or stop > end
-            or size != length - 1
-            or log_pos == 0
-            or code == ROTATE
-            or code == HEARTBEAT
+            size != length - 1
+            or p[pos + 17] != 0
+            or p[pos + 18] | p[pos + 19] | p[pos + 20] | p[pos + 21] == 0  # log_pos 0
+            or code == rotate
+            or code == heartbeat
         ):
             break
         event = data[pos + 5 : stop]
-        if verify and crc32(event) != CRC32_RESIDUE:
+        if verify and crc32(event) != residue:
             break
         append(event)
         pos = stop
     return out, pos
 
 
-def group_end(data: bytes, standalone: bool) -> bool:
+def group_end(data: bytes, standalone) -> bool:  # C types: scan.pxd
     """Whether a QUERY event inside a group is its terminator (a standalone group's only one;
     otherwise COMMIT, XA COMMIT, XA ROLLBACK)."""
     if standalone:
@@ -68,6 +72,81 @@ def group_end(data: bytes, standalone: bool) -> bool:
     start = 32 + status_len + db_len + 1
     text = data[start : min(start + 12, len(data) - 4)].upper()  # without the CRC
     return text.startswith((b"COMMIT", b"XA COMMIT", b"XA ROLLBACK"))
+
+
+def group_body(events: list, i, standalone) -> tuple[int, int, bool]:  # C: scan.pxd
+    """How far the open group runs in `events` from `i`: (the index it stops at, the bytes of
+    events[i:that index], whether the last of them is the terminator). It stops before a GTID or
+    FORMAT_DESCRIPTION (the assembler handles those) and after the terminator."""
+    n = len(events)
+    size = 0
+    gtid, fde, xid, xa_prepare, query = GTID, FDE, XID, XA_PREPARE, QUERY
+    while i < n:
+        data = events[i]
+        p = data
+        code = p[4]
+        if code == gtid or code == fde:
+            return i, size, False
+        size += len(data)
+        i += 1
+        if code == xid or code == xa_prepare or (code == query and group_end(data, standalone)):
+            return i, size, True
+    return i, size, False
+
+
+def row_parts(events: list, private_db: bytes) -> list | None:  # C types: scan.pxd
+    """The statements of a group's events: [(TraceId or None, [TABLE_MAP, rows, ...])], one per
+    ANNOTATE_ROWS (row events before any ANNOTATE_ROWS make one without a trace); other events
+    (XA END, XID, ...) are left out. None if a TABLE_MAP names a table of `private_db`: the
+    classifier then reads the group closely."""
+    parts: list = []
+    current: list | None = None
+    db_len = len(private_db)
+    for data in events:
+        p = data
+        code = p[4]
+        if code == ANNOTATE_ROWS:
+            current = []
+            parts.append((annotate_trace(data), current))
+        elif code == TABLE_MAP or (code >= 23 and code <= 25) or (code >= 30 and code <= 32):
+            if code == TABLE_MAP and p[27] == db_len and data[28 : 28 + db_len] == private_db:
+                return None
+            if current is None:
+                current = []
+                parts.append((None, current))
+            current.append(data)
+    return parts
+
+
+def annotate_trace(data: bytes) -> tuple[int, int] | None:  # C types: scan.pxd
+    """The TraceId of the `/*CDC trace=<seq>.<subseq> cn=<id> */` hint in a raw ANNOTATE_ROWS
+    event: read in place where the CN puts it (first in the statement), else searched for as
+    the classifier always did (same answer: the regex's leftmost match)."""
+    p = data
+    end = min(len(data), 19 + 200)
+    if data[19:31] == b"/*CDC trace=":
+        pos = 31
+        seq = sub = 0
+        digits = 0
+        while pos < end and 48 <= p[pos] <= 57 and digits < 18:
+            seq = seq * 10 + (p[pos] - 48)
+            pos += 1
+            digits += 1
+        if digits and digits < 18 and pos < end and p[pos] == 46:  # "."
+            pos += 1
+            start = pos
+            while pos < end and 48 <= p[pos] <= 57 and pos - start < 18:
+                sub = sub * 10 + (p[pos] - 48)
+                pos += 1
+            if start < pos < start + 18 and data[pos : pos + 4] == b" cn=":
+                pos += 4
+                start = pos
+                while pos < end and 48 <= p[pos] <= 57:
+                    pos += 1
+                if start < pos and pos + 3 <= end and data[pos : pos + 3] == b" */":
+                    return (seq, sub)
+    m = TRACE_RE.search(data, 19, 19 + 200)
+    return (int(m[1]), int(m[2])) if m else None
 
 
 def _is_compiled() -> bool:

@@ -24,10 +24,12 @@ PURE_TESTS = [
 def test_a_compiled_module_is_not_older_than_its_source():
     for module in COMPILED_MODULES:
         py = source_path(module)
+        sources = [py, *[p for p in [py.with_suffix(".pxd")] if p.exists()]]  # C types of a .py
         for so in py.parent.glob(py.stem + ".*.so"):
-            assert so.stat().st_mtime >= py.stat().st_mtime, (
-                f"{so} is older than {py.name}: run `make setup` to compile it again"
-            )
+            for src in sources:
+                assert so.stat().st_mtime >= src.stat().st_mtime, (
+                    f"{so} is older than {src.name}: run `make setup` to compile it again"
+                )
 
 
 def test_the_switch_gives_plain_python():
