@@ -227,17 +227,17 @@ def measure(
     compare_in_process: bool = False,
 ) -> CatchUp:
     """Generate traffic on a fresh `dns`-DN cluster (for `seconds`, `transactions` CN
-    transactions, or until the DN binlogs hold `dn_events` events), then time the raw dump and the pipeline's catch-up over it. With `profile`,
-    the catch-up runs under cProfile and the stats are saved there."""
+    transactions, or until the DN binlogs hold `dn_events` events), then time the raw dump and
+    the pipeline's catch-up over it. With `profile`, the catch-up runs under cProfile and the
+    stats are saved there."""
     with scratch_cluster("cdc-bench-pipeline-", dns) as (work, cluster):
         cfg = cluster.config()
         cfg.dumper.binlog_dir = str(work / "binlog")
         cfg.dumper.port = free_base_port(0)
         cfg.cn.ground_truth_log = str(work / "truth.jsonl")
         committed, target = 0, None if dn_events is None else dn_events * BYTES_PER_DN_EVENT
-        while (
-            True
-        ):  # with `dn_events`: usually once; again, scaled by the bytes per event, if short
+        # With `dn_events`: usually one round; another, scaled by the bytes per event, if short.
+        while True:
             committed += asyncio.run(
                 generate(
                     cfg,
