@@ -25,7 +25,7 @@ from pymysql.protocol import FieldDescriptorPacket
 
 from cdc.protocol.client import MySQLClient
 from cdc.protocol.constants import Capability, Command
-from cdc.protocol.packets import EOF, ERR, OK, ProtocolError, read_lenenc_int, read_lenenc_str
+from cdc.protocol.packets import ERR, OK, ProtocolError, read_lenenc_int, read_lenenc_str
 
 CR_SERVER_LOST = 2013
 SERVER_MORE_RESULTS_EXISTS = 0x0008
@@ -148,8 +148,7 @@ class DnConnection:
             raise self._lost(exc) from exc
 
     async def _read_result(self) -> tuple[int, int | None, tuple | None, list[tuple], bool]:
-        read = self._client.read_packet
-        first = await read()
+        first, columns, packets, last = await self._client.read_result()
         head = first[0]
         if head == OK:
             affected, pos = read_lenenc_int(first, 1)
@@ -158,19 +157,12 @@ class DnConnection:
             return affected or 0, insert_id, None, [], bool(status & SERVER_MORE_RESULTS_EXISTS)
         if head == ERR:
             pymysql.err.raise_mysql_exception(first)
-        count, _ = read_lenenc_int(first, 0)
-        fields = [FieldDescriptorPacket(await read(), "utf-8") for _ in range(count or 0)]
+        if last[0] == ERR:
+            pymysql.err.raise_mysql_exception(last)
+        fields = [FieldDescriptorPacket(c, "utf-8") for c in columns]
         converters = [_converter(f) for f in fields]
-        if (await read())[0] != EOF:
-            raise ProtocolError("expected EOF after column definitions")
         rows = []
-        while True:
-            packet = await read()
-            if packet[0] == EOF and len(packet) < 9:
-                status = _U16.unpack_from(packet, 3)[0]
-                break
-            if packet[0] == ERR:
-                pymysql.err.raise_mysql_exception(packet)
+        for packet in packets:
             pos, values = 0, []
             for encoding, convert in converters:
                 value, pos = read_lenenc_str(packet, pos)
@@ -182,7 +174,7 @@ class DnConnection:
                 values.append(value)
             rows.append(tuple(values))
         description = tuple(f.description() for f in fields)
-        more = bool(status & SERVER_MORE_RESULTS_EXISTS)
+        more = bool(_U16.unpack_from(last, 3)[0] & SERVER_MORE_RESULTS_EXISTS)
         return len(rows), None, description, rows, more
 
 

@@ -224,35 +224,45 @@ class MySQLClient:
     async def query(self, sql: str) -> ResultSet:
         """Run one statement with the text protocol; rows come back as strings (or None)."""
         await self.send_command(Command.QUERY, sql.encode())
-        first = await self.read_packet()
+        first, columns, rows, last = await self.read_result()
         if first[0] == ERR:
             raise parse_err(first)
         if first[0] == OK:
             affected, _ = read_lenenc_int(first, 1)
             return ResultSet(affected_rows=affected or 0)
-        count, _ = read_lenenc_int(first, 0)
+        if last[0] == ERR:
+            raise parse_err(last)
         result = ResultSet()
-        for _ in range(count or 0):
-            col = await self.read_packet()
+        for col in columns:
             pos = 0
-            fields = []
-            for _ in range(6):  # catalog, schema, table, org_table, name, org_name
-                value, pos = read_lenenc_str(col, pos)
-                fields.append(value)
-            result.columns.append((fields[4] or b"").decode())
-        if not is_eof(await self.read_packet()):
-            raise ProtocolError("expected EOF after column definitions")
-        while True:
-            row = await self.read_packet()
-            if is_eof(row):
-                return result
-            if row[0] == ERR:
-                raise parse_err(row)
+            for _ in range(5):  # catalog, schema, table, org_table, then the name
+                name, pos = read_lenenc_str(col, pos)
+            result.columns.append((name or b"").decode())
+        for row in rows:
             pos, values = 0, []
-            for _ in range(count or 0):
+            for _ in columns:
                 value, pos = read_lenenc_str(row, pos)
                 values.append(None if value is None else value.decode(errors="replace"))
             result.rows.append(tuple(values))
+        return result
+
+    async def read_result(self) -> tuple[bytes, list[bytes], list[bytes], bytes]:
+        """The packets of the next result of a text-protocol query: (the first packet: OK, ERR
+        or the column count; the column definitions; the rows; the packet that ended them, EOF
+        with the status flags or an ERR). An OK or ERR first packet is the whole result."""
+        first = await self.read_packet()
+        if first[0] in (OK, ERR):
+            return first, [], [], first
+        count, _ = read_lenenc_int(first, 0)
+        columns = [await self.read_packet() for _ in range(count or 0)]
+        if not is_eof(await self.read_packet()):
+            raise ProtocolError("expected EOF after column definitions")
+        rows = []
+        while True:
+            packet = await self.read_packet()
+            if is_eof(packet) or packet[0] == ERR:
+                return first, columns, rows, packet
+            rows.append(packet)
 
     async def ping(self) -> None:
         await self.send_command(Command.PING)
