@@ -98,22 +98,23 @@ def dn_binlog_bytes(cluster) -> int:
     )
 
 
-def sched_s(pid: int) -> tuple[float, float]:
-    """(seconds on a CPU, seconds runnable but waiting for one) of a process's live threads,
-    from /proc/<pid>/task/*/schedstat (zeros if it is gone). The wait is what other load on
-    the machine costs: on a shared 2-core box it can exceed the CPU time several times."""
-    on = wait = 0
+def sched_s(pid: int) -> tuple[float, float, int]:
+    """(seconds on a CPU, seconds runnable but waiting for one, times it was given a CPU) of a
+    process's live threads, from /proc/<pid>/task/*/schedstat (zeros if it is gone). The wait
+    is what other load on the machine costs: on a shared 2-core box it can exceed the CPU time
+    several times. The count is how often the process woke up (or was preempted)."""
+    on = wait = slices = 0
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0
     for tid in tids:
         try:
             fields = open(f"/proc/{pid}/task/{tid}/schedstat").read().split()  # noqa: SIM115
         except OSError:
             continue  # the thread ended meanwhile
-        on, wait = on + int(fields[0]), wait + int(fields[1])
-    return on / 1e9, wait / 1e9
+        on, wait, slices = on + int(fields[0]), wait + int(fields[1]), slices + int(fields[2])
+    return on / 1e9, wait / 1e9, slices
 
 
 @dataclass(slots=True)
@@ -124,6 +125,8 @@ class Cpu:
     sources_s: float = 0.0  # MergeSource processes (0 when they run in the leader)
     fork_server_s: float = 0.0  # the process they are forked from (its imports, the forks)
     wait_s: float = 0.0  # runnable but no free core, summed over the leader and the sources
+    leader_slices: int = 0  # times the leader / the MergeSource processes got a CPU
+    sources_slices: int = 0
 
 
 async def catch_up(cfg, last_tso: int, cpu: Cpu | None = None) -> tuple[float, Leader]:
@@ -147,17 +150,19 @@ async def catch_up(cfg, last_tso: int, cpu: Cpu | None = None) -> tuple[float, L
             await asyncio.sleep(0.02)
         elapsed = time.perf_counter() - start
         if cpu is not None:  # before the sources are stopped: their counters go with them
-            on, wait = sched_s(os.getpid())
+            on, wait, slices = sched_s(os.getpid())
             cpu.leader_s, cpu.wait_s = on - at_start[0], wait - at_start[1]
+            cpu.leader_slices = slices - at_start[2]
             if leader.forks.pid is not None:
-                on, wait = sched_s(leader.forks.pid)
+                on, wait, _ = sched_s(leader.forks.pid)
                 cpu.fork_server_s += on
                 cpu.wait_s += wait
             for source in leader.sources.values():
                 pid = getattr(source, "pid", None)
                 if pid is not None:
-                    on, wait = sched_s(pid)
+                    on, wait, slices = sched_s(pid)
                     cpu.sources_s += on
+                    cpu.sources_slices += slices
                     cpu.wait_s += wait
         return elapsed, leader
     finally:
@@ -330,6 +335,10 @@ def main(argv: list[str] | None = None) -> int:
         f"  CPU: leader {c.leader_s:.2f} s, MergeSource processes {c.sources_s:.2f} s,"
         f" their fork server {c.fork_server_s:.2f} s;"
         f" waiting for a free core {c.wait_s:.2f} s (other load on the machine)"
+    )
+    print(
+        f"  times given a CPU: leader {c.leader_slices:,}, MergeSource processes"
+        f" {c.sources_slices:,} (wake-ups and preemptions)"
     )
     if r.in_process_s is not None:
         print(
