@@ -127,6 +127,7 @@ class Cpu:
     wait_s: float = 0.0  # runnable but no free core, summed over the leader and the sources
     leader_slices: int = 0  # times the leader / the MergeSource processes got a CPU
     sources_slices: int = 0
+    first_write_s: float = 0.0  # catch-up start -> the first transaction written (start-up)
 
 
 async def catch_up(cfg, last_tso: int, cpu: Cpu | None = None) -> tuple[float, Leader]:
@@ -141,6 +142,8 @@ async def catch_up(cfg, last_tso: int, cpu: Cpu | None = None) -> tuple[float, L
             if task.done():
                 task.result()
             if leader.stats.last_tso != seen:
+                if not seen and cpu is not None:
+                    cpu.first_write_s = time.perf_counter() - start
                 seen, progress_at = leader.stats.last_tso, time.perf_counter()
             elif time.perf_counter() - progress_at > STALL_S:
                 raise RuntimeError(
@@ -338,7 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"  times given a CPU: leader {c.leader_slices:,}, MergeSource processes"
-        f" {c.sources_slices:,} (wake-ups and preemptions)"
+        f" {c.sources_slices:,} (wake-ups and preemptions); first transaction written after"
+        f" {c.first_write_s:.2f} s (start-up)"
     )
     if r.in_process_s is not None:
         print(

@@ -384,6 +384,9 @@ class Leader:
     async def _run_pipeline(self) -> None:
         self.sources, self._tasks = {}, {}
         self.queue = asyncio.Queue(maxsize=self.config.pipeline.queue_batches)
+        p = self.config.pipeline
+        if p.source_processes and p.fork_server:
+            await self.forks.start()  # its imports overlap the reads of the GMS below
         await asyncio.to_thread(self.start)
         for dn, source in self.sources.items():
             self._tasks[dn] = asyncio.create_task(source.run(), name=f"merge-source-dn{dn}")

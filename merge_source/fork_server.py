@@ -175,6 +175,13 @@ class ForkServer:
         """The server's pid while it runs (the benches count its CPU)."""
         return self._proc.pid if self._proc is not None and self._reader is not None else None
 
+    async def start(self) -> None:
+        """Start the server now if it does not run (else `spawn` does): its imports then overlap
+        whatever the caller does before the first spawn (the leader: its reads of the GMS)."""
+        async with self._lock:
+            if self._reader is None or self._reader.done():
+                await self._start()
+
     async def spawn(self) -> ForkedWorker:
         """A new worker, waiting for its spec on stdin (like `source_process.spawn_worker`)."""
         loop = asyncio.get_running_loop()
