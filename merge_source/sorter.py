@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Generic, NamedTuple, TypeVar
@@ -38,10 +39,17 @@ class SortKey(NamedTuple):
     seq: int  # binlog coordinate on this DN (see `binlog_seq`): stable across restarts
 
 
+# A branch's key in the sorter: the CN's transaction id (an int; never a str made of it, which
+# cost a conversion per group). Any hashable works; compiled, a `str` annotation would refuse it.
+Xid = Hashable
+BRANCH, LOCAL = Kind.BRANCH, Kind.LOCAL
+_new_tuple = tuple.__new__  # builds a SortKey in C (a NamedTuple's own __new__ is interpreted)
+
+
 class Release(Generic[P]):
     __slots__ = ("key", "xid", "payload")
 
-    def __init__(self, key: SortKey, xid: str | None, payload: P):
+    def __init__(self, key: SortKey, xid: Xid | None, payload: P):
         self.key = key
         self.xid = xid  # None for a local transaction
         self.payload = payload
@@ -71,7 +79,7 @@ class _Branch(Generic[P]):
         "rolled_back",
     )
 
-    def __init__(self, xid: str, prepare_seq: int, payload: P, max_tso_before: int):
+    def __init__(self, xid: Xid, prepare_seq: int, payload: P, max_tso_before: int):
         self.xid = xid
         self.prepare_seq = prepare_seq
         self.payload = payload
@@ -87,12 +95,12 @@ class Sorter(Generic[P]):
     """Per-DN sorter. Every method takes one binlog observation, at binlog coordinate `seq`
     (strictly increasing), and returns the releases it made possible."""
 
-    _branches: dict[str, _Branch[P]] = field(default_factory=dict)
+    _branches: dict[Xid, _Branch[P]] = field(default_factory=dict)
     # Branches whose commit record has not been seen, in prepare order: the first one bounds
     # which records are releasable (its TSO could still be anything).
-    _unknown: OrderedDict[str, int] = field(default_factory=OrderedDict)
+    _unknown: OrderedDict[Xid, int] = field(default_factory=OrderedDict)
     # Known sort keys not yet released: branches with a commit record, and local transactions.
-    _heap: list[tuple[SortKey, str | None, Any]] = field(default_factory=list)
+    _heap: list[tuple[SortKey, Xid | None, Any]] = field(default_factory=list)
     # Local transactions held back: seq -> largest TSO seen before them (for checkpoints).
     _locals: dict[int, int] = field(default_factory=dict)
     max_tso_seen: int = 0
@@ -120,19 +128,19 @@ class Sorter(Generic[P]):
                 best = (seq, tso)
         return best
 
-    def held(self, xid: str) -> P | None:
+    def held(self, xid: Xid) -> P | None:
         """The payload of a branch still held (not released, not rolled back)."""
         branch = self._branches.get(xid)
         return None if branch is None else branch.payload
 
-    def prepare(self, xid: str, payload: P, seq: int) -> list[Release[P]]:
+    def prepare(self, xid: Xid, payload: P, seq: int) -> list[Release[P]]:
         if xid in self._branches:
             raise SorterError(f"xid {xid!r} prepared twice without commit or rollback")
         self._branches[xid] = _Branch(xid, seq, payload, self.max_tso_seen)
         self._unknown[xid] = seq
         return []
 
-    def commit_record(self, xid: str, tso: int, seq: int) -> list[Release[P]]:
+    def commit_record(self, xid: Xid, tso: int, seq: int) -> list[Release[P]]:
         self.max_tso_seen = max(self.max_tso_seen, tso)
         branch = self._branches.get(xid)
         if branch is None:
@@ -144,10 +152,10 @@ class Sorter(Generic[P]):
             return []
         branch.tso, branch.record_seq = tso, seq
         del self._unknown[xid]
-        heapq.heappush(self._heap, (SortKey(tso, Kind.BRANCH, seq), xid, None))
+        heapq.heappush(self._heap, (_new_tuple(SortKey, (tso, BRANCH, seq)), xid, None))
         return self._drain()
 
-    def commit(self, xid: str) -> list[Release[P]]:
+    def commit(self, xid: Xid) -> list[Release[P]]:
         branch = self._branches.get(xid)
         if branch is None:
             self.orphans += 1
@@ -155,7 +163,7 @@ class Sorter(Generic[P]):
         branch.committed = True
         return self._drain()
 
-    def rollback(self, xid: str) -> list[Release[P]]:
+    def rollback(self, xid: Xid) -> list[Release[P]]:
         branch = self._branches.pop(xid, None)
         if branch is None:
             self.orphans += 1
@@ -166,7 +174,9 @@ class Sorter(Generic[P]):
 
     def local(self, payload: P, seq: int) -> list[Release[P]]:
         self._locals[seq] = self.max_tso_seen
-        heapq.heappush(self._heap, (SortKey(self.max_tso_seen, Kind.LOCAL, seq), None, payload))
+        heapq.heappush(
+            self._heap, (_new_tuple(SortKey, (self.max_tso_seen, LOCAL, seq)), None, payload)
+        )
         return self._drain()
 
     def _drain(self) -> list[Release[P]]:
