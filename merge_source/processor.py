@@ -254,22 +254,23 @@ class SourceProcessor:
         spill: SpillFile | None = None  # renamed spilled statements go to a new spill file
         for st in statements:
             events: list[bytes] | SpanWriter
+            source: Iterable[bytes]
             if st.span is None:
-                events = []
+                events, source = [], st._events  # the list itself: no generator per statement
             else:
                 if spill is None:
                     spill = SpillFile(self.spill_dir)
-                events = SpanWriter(spill)
-            for e in st.iter_events():
-                table_id = e[19:25]
+                events, source = SpanWriter(spill), st.iter_events()
+            for e in source:
                 if e[4] == TABLE_MAP:
                     renamed = names.rename(e)
                     if renamed is None:
-                        dropped.add(table_id)
+                        dropped.add(e[19:25])
                         continue
-                    dropped.discard(table_id)
+                    if dropped:
+                        dropped.discard(e[19:25])
                     events.append(renamed)
-                elif table_id not in dropped:
+                elif not dropped or e[19:25] not in dropped:  # the id sliced only if needed
                     events.append(e)
             if isinstance(events, SpanWriter):
                 if events.count:
