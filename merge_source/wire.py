@@ -120,8 +120,12 @@ def _fragment(parts: list[bytes], f: Fragment, spill_dir: str | None) -> None:
             len(f.participants),
         )
     )
-    for p in f.participants:
-        parts.append(_PART.pack(p))
+    n = len(f.participants)
+    if n:
+        if n < len(_PARTS):
+            parts.append(_PARTS[n].pack(*f.participants))
+        else:
+            parts.extend(_PART.pack(p) for p in f.participants)
     spilled = [s.span for s in f.statements if s.span is not None]
     if spilled:
         path, starts = write_handoff(spilled, spill_dir)
