@@ -147,8 +147,11 @@ class Classifier:
     def __init__(self, fde: FormatDescription | None = None, spill_dir: str | None = None):
         self.fde = fde
         self.spill_dir = spill_dir  # where the statements of a spilled group are written
-        # Decoded private TABLE_MAPs: body -> (columns, whether the commit-record fast path fits)
-        self._columns: dict[bytes, tuple[list[Column], bool]] = {}
+        # Decoded private TABLE_MAPs: body -> (columns, whether the commit-record fast path
+        # fits, table name)
+        self._columns: dict[bytes, tuple[list[Column], bool, bytes]] = {}
+        self._v1_fde: FormatDescription | None = None
+        self._v1: dict[int, bool] = {}
         self.fast_records = True  # False: always the generic row decoder (tests compare both)
 
     def classify(self, group: BinlogGroup) -> Classified:
@@ -239,14 +242,24 @@ class Classifier:
                     out.kind = GroupKind.PRIVATE
         return out
 
+    def _v1_rows(self, fde: FormatDescription, code: int) -> bool:
+        """Whether rows events of type `code` have the 8-byte post-header the fast reader
+        expects (asked of the FDE once per FDE and type: a Python call per group otherwise)."""
+        if fde is not self._v1_fde:
+            self._v1_fde, self._v1 = fde, {}
+        known = self._v1.get(code)
+        if known is None:
+            known = self._v1[code] = fde.post_header_len(code) == 8
+        return known
+
     def _private_rows(self, table_map: bytes, rows: bytes, out: Classified) -> None:
         fde = self.fde
         if fde is None:
             raise ClassifyError("a private row event arrived before the DN's FORMAT_DESCRIPTION")
-        _db, table = table_name(table_map)
-        key = bytes(table_map[19:-4])
+        key = table_map[19:-4]
         cached = self._columns.get(key)
         if cached is None:
+            _db, table = table_name(table_map)
             tm = TableMapEvent.parse(body_view(table_map, fde), fde)
             columns = tm.columns(mariadb=True)
             if any(c.name is None for c in columns):
@@ -255,14 +268,15 @@ class Classifier:
                 )
             if len(self._columns) > 256:
                 self._columns.clear()
-            cached = self._columns[key] = (columns, table == TX_LOG_B and tx_log_layout(columns))
-        columns, fast = cached
+            fast = table == TX_LOG_B and tx_log_layout(columns)
+            cached = self._columns[key] = (columns, fast, table)
+        columns, fast, table = cached
         code = rows[4]
         if code not in WRITE_TYPES and code not in UPDATE_TYPES:
             return  # DELETEs of private rows (commit-record purges) carry nothing we need
         if table != TX_LOG_B and table not in MARKER_TABLES:
             return  # heartbeat rows: only their TSO matters, and it is in the commit record
-        if fast and self.fast_records and code <= 24 and fde.post_header_len(code) == 8:
+        if fast and self.fast_records and code <= 24 and self._v1_rows(fde, code):
             records = fast_commit_records(rows, fde.checksum_len)
             if records is not None:
                 out.records = out.records + records  # a new list: the default is shared
