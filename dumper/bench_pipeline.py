@@ -11,17 +11,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import os
+import shutil
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from cdc.cluster.local_cluster import LocalCluster
 from cdc.cluster.testing import free_base_port, scratch_cluster
 from cdc.cn.ground_truth import read as read_ground_truth
 from cdc.gc_tune import tune_gc
 from cdc.raw_dump import raw_dump
 from cdc.tasks import cancel_and_wait
 from dumper.leader import Leader
+from topology import gms
 
 STALL_S = 60.0  # a catch-up that writes nothing for this long has stalled: fail, never hang
 
@@ -210,6 +216,7 @@ class CatchUp:
     transactions: int  # transactions the leader wrote
     # The same catch-up with every MergeSource in the leader's process (None: not measured)
     in_process_s: float | None = None
+    again: list[CatchUp] = field(default_factory=list)  # `repeat`: the later runs
 
     @property
     def effective_per_s(self) -> float:
@@ -224,6 +231,29 @@ class CatchUp:
         return self.raw_s / self.catch_up_s
 
 
+@contextlib.contextmanager
+def bench_cluster(dns: int, keep: Path | None) -> Iterator[tuple[Path, LocalCluster, bool]]:
+    """(work directory, cluster, whether its DN binlogs are already generated): a throw-away
+    cluster, or with `keep` the one in that directory, made on first use and stopped (not
+    removed) at the end, so later runs re-measure the same DN binlogs (A/B across code)."""
+    if keep is None:
+        with scratch_cluster("cdc-bench-pipeline-", dns) as (work, cluster):
+            yield work, cluster, False
+        return
+    keep = keep.absolute()
+    cluster = LocalCluster(keep / "cluster")
+    if cluster.exists and len(cluster.dns) != dns:
+        raise SystemExit(f"{keep} holds a {len(cluster.dns)}-DN cluster; --dns {dns} asked")
+    cluster.up(dns=dns, base_port=None if cluster.exists else free_base_port(dns + 1))
+    try:
+        yield keep, cluster, (keep / GENERATED).exists()
+    finally:
+        cluster.down()
+
+
+GENERATED = "generated.json"  # in a kept directory: the traffic is there, how much
+
+
 def measure(
     dns: int,
     *,
@@ -233,39 +263,85 @@ def measure(
     threads: int = 8,
     profile: Path | None = None,
     compare_in_process: bool = False,
+    keep: Path | None = None,
+    repeat: int = 1,
 ) -> CatchUp:
     """Generate traffic on a fresh `dns`-DN cluster (for `seconds`, `transactions` CN
     transactions, or until the DN binlogs hold `dn_events` events), then time the raw dump and
-    the pipeline's catch-up over it. With `profile`, the catch-up runs under cProfile and the
-    stats are saved there."""
-    with scratch_cluster("cdc-bench-pipeline-", dns) as (work, cluster):
+    the pipeline's catch-up over it, `repeat` times (the later ones in `.again`). With `keep`,
+    the cluster and its traffic stay in that directory for the next call. With `profile`, the
+    catch-up runs under cProfile and the stats are saved there."""
+    with bench_cluster(dns, keep) as (work, cluster, generated):
         cfg = cluster.config()
-        cfg.dumper.binlog_dir = str(work / "binlog")
         cfg.dumper.port = free_base_port(0)
         cfg.cn.ground_truth_log = str(work / "truth.jsonl")
-        committed, target = 0, None if dn_events is None else dn_events * BYTES_PER_DN_EVENT
-        # With `dn_events`: usually one round; another, scaled by the bytes per event, if short.
-        while True:
-            committed += asyncio.run(
-                generate(
-                    cfg,
-                    seconds,
-                    threads,
-                    transactions,
-                    binlog_bytes=lambda: dn_binlog_bytes(cluster),
-                    target_bytes=target,
-                )
-            )
-            raw_s, raw_bytes = raw_dump_all(cluster, work / "raw")
-            counted = sum(count_events(work / "raw" / dn.name)[0] for dn in cluster.dns)
-            if dn_events is None or counted >= dn_events:
-                break
-            target = int(dn_binlog_bytes(cluster) * dn_events / counted * 1.02)
+        if generated:
+            committed = json.loads((work / GENERATED).read_text())["committed"]
+        else:
+            committed = _generate(cfg, cluster, work, seconds, transactions, dn_events, threads)
+            (work / GENERATED).write_text(json.dumps({"committed": committed}))
         last_tso = max(
             e["tso"] for e in read_ground_truth(cfg.cn.ground_truth_log) if e["kind"] == "txn"
         )
-        cpu = time.process_time()
-        sched = Cpu()
+        runs = []
+        for n in range(repeat):
+            shutil.rmtree(work / "raw", ignore_errors=True)
+            raw_s, raw_bytes = raw_dump_all(cluster, work / "raw")
+            counted = sum(count_events(work / "raw" / dn.name)[0] for dn in cluster.dns)
+            r = _catch_up_run(cfg, work, last_tso, profile if n == 0 else None, f"run{n}")
+            r.dns, r.committed, r.raw_bytes, r.dn_events, r.raw_s = (
+                dns,
+                committed,
+                raw_bytes,
+                counted,
+                raw_s,
+            )
+            if compare_in_process and n == 0:
+                # Same DN binlogs, from scratch, every MergeSource in the leader's process.
+                cfg.pipeline.source_processes = False
+                r.in_process_s = _catch_up_run(cfg, work, last_tso, None, "in_process").catch_up_s
+                cfg.pipeline.source_processes = True
+            runs.append(r)
+        runs[0].again = runs[1:]
+        return runs[0]
+
+
+def _generate(cfg, cluster, work: Path, seconds, transactions, dn_events, threads) -> int:
+    """CN traffic until the DN binlogs hold `dn_events` events (or for `seconds` /
+    `transactions`): the committed transactions."""
+    committed, target = 0, None if dn_events is None else dn_events * BYTES_PER_DN_EVENT
+    # With `dn_events`: usually one round; another, scaled by the bytes per event, if short.
+    while True:
+        committed += asyncio.run(
+            generate(
+                cfg,
+                seconds,
+                threads,
+                transactions,
+                binlog_bytes=lambda: dn_binlog_bytes(cluster),
+                target_bytes=target,
+            )
+        )
+        if dn_events is None:
+            return committed
+        raw_dump_all(cluster, work / "count")
+        counted = sum(count_events(work / "count" / dn.name)[0] for dn in cluster.dns)
+        shutil.rmtree(work / "count")
+        if counted >= dn_events:
+            return committed
+        target = int(dn_binlog_bytes(cluster) * dn_events / counted * 1.02)
+
+
+def _catch_up_run(cfg, work: Path, last_tso: int, profile: Path | None, name: str) -> CatchUp:
+    """One catch-up from nothing: a meta database and a global binlog directory of its own
+    (both removed afterwards)."""
+    cfg.pipeline.meta_database = f"cdc_bench_{name}"
+    cfg.dumper.binlog_dir = str(work / f"binlog_{name}")
+    _drop_meta(cfg)
+    shutil.rmtree(cfg.dumper.binlog_dir, ignore_errors=True)
+    cpu = time.process_time()
+    sched = Cpu()
+    try:
         if profile is None:
             elapsed, leader = asyncio.run(catch_up(cfg, last_tso, sched))
         else:
@@ -275,28 +351,28 @@ def measure(
                 elapsed, leader = asyncio.run(catch_up(cfg, last_tso, sched))
             prof.dump_stats(profile)
         cpu = time.process_time() - cpu
-        in_process_s = None
-        if compare_in_process:
-            # Same DN binlogs, from scratch: a meta database and a binlog dir of its own.
-            cfg.pipeline.source_processes = False
-            cfg.pipeline.meta_database = "cdc_meta_in_process"
-            cfg.dumper.binlog_dir = str(work / "binlog_in_process")
-            in_process_s, _ = asyncio.run(catch_up(cfg, last_tso))
-        everything, effective = count_events(work / "binlog")
-        return CatchUp(
-            dns=dns,
-            committed=committed,
-            raw_bytes=raw_bytes,
-            dn_events=counted,
-            raw_s=raw_s,
-            catch_up_s=elapsed,
-            cpu_s=cpu,
-            cpu=sched,
-            events=everything,
-            effective=effective,
-            transactions=leader.stats.transactions,
-            in_process_s=in_process_s,
-        )
+        everything, effective = count_events(Path(cfg.dumper.binlog_dir))
+    finally:
+        _drop_meta(cfg)
+        shutil.rmtree(cfg.dumper.binlog_dir, ignore_errors=True)
+    return CatchUp(
+        dns=0,
+        committed=0,
+        raw_bytes=0,
+        dn_events=0,
+        raw_s=0.0,
+        catch_up_s=elapsed,
+        cpu_s=cpu,
+        cpu=sched,
+        events=everything,
+        effective=effective,
+        transactions=leader.stats.transactions,
+    )
+
+
+def _drop_meta(cfg) -> None:
+    with contextlib.closing(gms.connect(cfg.gms)) as conn, conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{cfg.pipeline.meta_database}`")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -311,6 +387,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     amount.add_argument("--seconds", type=float, help="or: transfers for this many seconds")
     p.add_argument("--threads", type=int, default=8)
+    p.add_argument("--repeat", type=int, default=1, help="catch-ups over the same DN binlogs")
+    p.add_argument(
+        "--keep",
+        type=Path,
+        help="keep the cluster and its traffic in this directory; a later run with the same"
+        " directory re-measures them (to compare code versions on the same DN binlogs)",
+    )
+    p.add_argument(
+        "--in-process",
+        action="store_true",
+        help="also catch up with every MergeSource in the leader's process (first run)",
+    )
     p.add_argument("--profile", type=Path, help="save a cProfile of the catch-up to this file")
     args = p.parse_args(argv)
     r = measure(
@@ -319,14 +407,27 @@ def main(argv: list[str] | None = None) -> int:
         dn_events=None if args.seconds else args.events,
         threads=args.threads,
         profile=args.profile,
-        compare_in_process=True,
+        compare_in_process=args.in_process,
+        keep=args.keep,
+        repeat=max(1, args.repeat),
     )
     print(
-        f"pipeline bench: {r.dns} DNs, {r.committed:,} CN transactions, DN binlogs {r.raw_bytes / 1e6:.1f} MB"
+        f"pipeline bench: {r.dns} DNs, {r.committed:,} CN transactions,"
+        f" DN binlogs {r.raw_bytes / 1e6:.1f} MB, {r.dn_events:,} DN events"
     )
+    for n, run in enumerate([r, *r.again]):
+        if r.again:
+            print(f"run {n + 1}:")
+        report(run)
+    if args.profile:
+        print(f"  cProfile of the catch-up: {args.profile} (python -m pstats)")
+    return 0
+
+
+def report(r: CatchUp) -> None:
     print(
-        f"  mariadb-binlog -R --raw, DN by DN   {r.raw_s:6.2f} s   ({r.dn_events:,} DN events;"
-        f" the pipeline read {r.dn_events_per_s:,.0f} DN events/s)"
+        f"  mariadb-binlog -R --raw, DN by DN   {r.raw_s:6.2f} s"
+        f"   (the pipeline read {r.dn_events_per_s:,.0f} DN events/s)"
     )
     print(
         f"  pipeline catch-up                   {r.catch_up_s:6.2f} s   {r.effective_per_s:>10,.0f} effective ev/s"
@@ -336,7 +437,8 @@ def main(argv: list[str] | None = None) -> int:
     c = r.cpu
     print(
         f"  CPU: leader {c.leader_s:.2f} s, MergeSource processes {c.sources_s:.2f} s,"
-        f" their fork server {c.fork_server_s:.2f} s;"
+        f" their fork server {c.fork_server_s:.2f} s"
+        f" ({(c.leader_s + c.sources_s + c.fork_server_s) / r.dn_events * 1e6:.2f} us per DN event);"
         f" waiting for a free core {c.wait_s:.2f} s (other load on the machine)"
     )
     print(
@@ -352,6 +454,3 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  ratio raw dump time / catch-up time: {r.ratio:.2f} (goal >= 0.3; 300K effective ev/s)"
     )
-    if args.profile:
-        print(f"  cProfile of the catch-up: {args.profile} (python -m pstats)")
-    return 0

@@ -37,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     amount.add_argument("--events", type=int, default=1_000_000, help="DN events to generate")
     amount.add_argument("--seconds", type=float, help="or: transfers for this many seconds")
     pipe.add_argument("--threads", type=int, default=8)
+    pipe.add_argument("--repeat", type=int, default=1, help="catch-ups over the same DN binlogs")
+    pipe.add_argument("--keep", help="keep the cluster and its traffic here; reuse them next time")
+    pipe.add_argument("--in-process", action="store_true", help="also with MergeSources in-process")
     pipe.add_argument("--profile", help="save a cProfile of the catch-up to this file")
     pipe.set_defaults(func=cmd_pipeline)
     backfill = bsub.add_parser(
@@ -118,6 +121,8 @@ def cmd_pipeline(args) -> int:
 
     amount = ["--seconds", str(args.seconds)] if args.seconds else ["--events", str(args.events)]
     argv = ["--dns", str(args.dns), *amount, "--threads", str(args.threads)]
+    argv += ["--repeat", str(args.repeat)] + (["--in-process"] if args.in_process else [])
+    argv += ["--keep", args.keep] if args.keep else []
     return main(argv + (["--profile", args.profile] if args.profile else []))
 
 
