@@ -31,6 +31,11 @@ apt:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq build-essential python3-dev >/dev/null \
 			|| echo "setup: WARNING: no compiler; the hot loops run as plain Python (slower)"; \
 	fi
+	@if [ ! -f /usr/include/zlib.h ]; then \
+		echo "setup: installing zlib's headers (the compiled writer calls crc32 from C)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zlib1g-dev >/dev/null \
+			|| echo "setup: WARNING: no zlib.h; cdc.binlog.fastpath runs as plain Python (slower)"; \
+	fi
 	@if ! command -v java >/dev/null 2>&1; then \
 		echo "setup: installing a JRE (for the Spark backfill)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless >/dev/null; \

@@ -17,17 +17,14 @@ from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
 
-def compiled_modules() -> tuple[str, ...]:
-    """cdc/compiled.py's COMPILED_MODULES, the one list (read, not imported: no package import
-    during a build)."""
+def compiled_setting(name: str):
+    """A constant of cdc/compiled.py (COMPILED_MODULES, C_LIBRARIES): read, not imported, so no
+    package import during a build."""
     tree = ast.parse(Path(__file__).with_name("cdc").joinpath("compiled.py").read_text())
     for node in tree.body:
-        if (
-            isinstance(node, ast.Assign)
-            and getattr(node.targets[0], "id", "") == "COMPILED_MODULES"
-        ):
-            return tuple(ast.literal_eval(node.value))
-    raise RuntimeError("cdc/compiled.py has no COMPILED_MODULES")
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == name:
+            return ast.literal_eval(node.value)
+    raise RuntimeError(f"cdc/compiled.py has no {name}")
 
 
 class OptionalBuildExt(build_ext):
@@ -56,7 +53,7 @@ def extensions() -> list:
     except ImportError:
         _warn("Cython is not installed; the pure-Python modules run instead")
         return []
-    modules = [(name, name.replace(".", "/") + ".py") for name in compiled_modules()]
+    modules = [(name, name.replace(".", "/") + ".py") for name in compiled_setting("COMPILED_MODULES")]
     try:
         return cythonize(
             [_extension(name, path) for name, path in modules],
@@ -72,7 +69,8 @@ def extensions() -> list:
 def _extension(name: str, path: str):
     from setuptools import Extension
 
-    return Extension(name, [path], extra_compile_args=["-O2"])
+    libraries = list(compiled_setting("C_LIBRARIES").get(name, ()))
+    return Extension(name, [path], extra_compile_args=["-O2"], libraries=libraries)
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})

@@ -117,17 +117,42 @@ def _seal(buf: bytearray | memoryview, start: int, end: int) -> None:
     _U32.pack_into(buf, end - CHECKSUM_LEN, crc)
 
 
-def stamp_positions(buf: bytearray, base: int) -> int:
-    """Set log_pos of every event in `buf` (concatenated whole events that will be written at
-    file offset `base`) to its end offset and reseal its CRC. Returns the offset of the last
-    event inside `buf` (the transaction's terminator).
+def stamp_positions(buf: bytearray, base, start=0, end=-1) -> int:  # C types: fastpath.pxd
+    """Set log_pos of every event in `buf[start:end]` (concatenated whole events that will be
+    written at file offset `base`) to its end offset and reseal its CRC. Returns the offset of
+    the last event inside `buf` (the transaction's terminator). `end` -1: the end of `buf`.
 
-    This is the writer's hot loop: one header walk, two pack_into and one crc32 per event.
+    This is the writer's hot loop: one header walk, the log_pos and one crc32 per event; in C
+    when compiled (fastpath.pxd: the bytearray's own buffer, zlib's crc32 called directly).
     Transactions never contain an FDE, so the FDE's special CRC rule is not needed here.
     """
+    n = len(buf) if end < 0 else end
+    off = last = start
+    if COMPILED:
+        p = buf  # C: the bytearray's buffer (fastpath.pxd)
+        while off < n:
+            last = off
+            if n - off < HEADER_LEN:
+                raise CodecError(
+                    f"transaction buffer ends with {n - off} stray bytes at offset {off}"
+                )
+            size = p[off + 9] | p[off + 10] << 8 | p[off + 11] << 16 | p[off + 12] << 24
+            stop = off + size
+            if size < HEADER_LEN + CHECKSUM_LEN or stop > n:
+                raise CodecError(f"event at transaction offset {off} has bad event_size {size}")
+            pos = base + stop - start
+            p[off + 13] = pos & 0xFF
+            p[off + 14] = (pos >> 8) & 0xFF
+            p[off + 15] = (pos >> 16) & 0xFF
+            p[off + 16] = (pos >> 24) & 0xFF
+            crc = z_crc32(0, p + off, size - CHECKSUM_LEN)  # noqa: F821 (C: fastpath.pxd)
+            p[stop - 4] = crc & 0xFF
+            p[stop - 3] = (crc >> 8) & 0xFF
+            p[stop - 2] = (crc >> 16) & 0xFF
+            p[stop - 1] = (crc >> 24) & 0xFF
+            off = stop
+        return last
     mv = memoryview(buf)
-    n = len(buf)
-    off = last = 0
     unpack = _U32.unpack_from
     pack = _U32.pack_into
     crc32 = zlib.crc32
@@ -135,12 +160,12 @@ def stamp_positions(buf: bytearray, base: int) -> int:
         while off < n:
             last = off
             size = unpack(mv, off + OFF_EVENT_SIZE)[0]
-            end = off + size
-            if size < HEADER_LEN + CHECKSUM_LEN or end > n:
+            stop = off + size
+            if size < HEADER_LEN + CHECKSUM_LEN or stop > n:
                 raise CodecError(f"event at transaction offset {off} has bad event_size {size}")
-            pack(mv, off + OFF_LOG_POS, base + end)
-            pack(mv, end - CHECKSUM_LEN, crc32(mv[off : end - CHECKSUM_LEN]))
-            off = end
+            pack(mv, off + OFF_LOG_POS, base + stop - start)
+            pack(mv, stop - CHECKSUM_LEN, crc32(mv[off : stop - CHECKSUM_LEN]))
+            off = stop
     except struct.error:
         raise CodecError(
             f"transaction buffer ends with {n - off} stray bytes at offset {off}"
@@ -148,3 +173,10 @@ def stamp_positions(buf: bytearray, base: int) -> int:
     finally:
         mv.release()
     return last
+
+
+def _is_compiled() -> bool:
+    return type(_is_compiled).__name__ != "function"  # a Cython function is another type
+
+
+COMPILED = _is_compiled()

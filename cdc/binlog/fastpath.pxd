@@ -1,0 +1,10 @@
+# C types for fastpath.py when Cython compiles it (an augmenting .pxd: the .py stays plain Python).
+import cython
+
+cdef extern from "zlib.h":
+    unsigned long z_crc32 "crc32"(unsigned long crc, const unsigned char* buf, unsigned int len) nogil
+
+@cython.locals(p="unsigned char*", n=Py_ssize_t, off=Py_ssize_t, last=Py_ssize_t,
+               size=Py_ssize_t, stop=Py_ssize_t, pos="unsigned long", crc="unsigned long")
+cpdef Py_ssize_t stamp_positions(bytearray buf, Py_ssize_t base, Py_ssize_t start=*,
+                                 Py_ssize_t end=*) except -1
