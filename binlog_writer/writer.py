@@ -4,6 +4,7 @@ the newest file on open. I/O is kept thin around `recovery.scan` and `fastpath.s
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import struct
@@ -258,6 +259,45 @@ class BinlogWriter:
             self._check_last(buf, last)
         return self._append(buf, start)
 
+    def append_batch(self, buf: bytearray, ends: list[int]) -> list[tuple[str, int]]:
+        """Several whole transactions joined in one buffer, `ends[i]` the end of the i-th in
+        it: the same as `append_encoded` of each in turn (a file rotates between two of them
+        when the next would overflow it), with one stamping pass and one write per file
+        instead of per transaction. Returns (file, index of its first transaction here) for
+        each file the batch went into."""
+        if self._fd is None:
+            raise RuntimeError("BinlogWriter is closed")
+        if self._stream_start is not None:
+            raise RuntimeError("a transaction appended while a streamed one is open")
+        if not ends or ends[-1] != len(buf):
+            raise ValueError("the transactions' ends do not cover the buffer")
+        files: list[tuple[str, int]] = []
+        done = i = 0
+        n = len(ends)
+        while i < n:
+            start = self._pos
+            # The transactions from i on that fit in this file; a fresh file takes at least one.
+            j = bisect.bisect_right(ends, done + self.max_file_size - start, i, n)
+            if j == i:
+                if start > self._header_end:
+                    self.rotate()
+                    continue
+                j = i + 1
+            end = ends[j - 1]
+            last = stamp_positions(buf, start, done, end)
+            part = memoryview(buf)[done:end]
+            if not (
+                self._mark_only
+                and buf[last + 4] == _ROWS_QUERY
+                and buf[last + 20 : last + 25] == b"CTS::"
+            ):
+                self._check_last(part, last - done)
+            files.append((self._file_name, i))
+            self._append(part, start, j - i)
+            part.release()
+            done, i = end, j
+        return files
+
     def _encode_bodies(self, events: Iterable[object]) -> list[bytes | bytearray | memoryview]:
         now = int(self._clock())
         return [
@@ -374,12 +414,14 @@ class BinlogWriter:
                 + ")"
             )
 
-    def _append(self, buf: bytes | bytearray | memoryview, start: int) -> TxnPosition:
+    def _append(
+        self, buf: bytes | bytearray | memoryview, start: int, txns: int = 1
+    ) -> TxnPosition:
         self._pos = end = start + len(buf)
         name = self._file_name
         if self._buffer_size:
             self._pending += buf
-            self._unsynced += 1
+            self._unsynced += txns
             if len(self._pending) >= self._buffer_size or (
                 self.fsync.mode != FsyncMode.NEVER and self._sync_due()
             ):
@@ -388,7 +430,7 @@ class BinlogWriter:
                     self.sync()
         else:
             self._write_all(self._fd, buf)  # type: ignore[arg-type]
-            self._unsynced += 1
+            self._unsynced += txns
             if self.fsync.mode == FsyncMode.TXN:
                 self.sync()
         return TxnPosition(name, start, end)

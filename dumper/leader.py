@@ -417,11 +417,22 @@ class Leader:
         async for ready in self.joint.transactions():
             if fence is not None:
                 fence()
+            batch = _Batch()
             for txn in ready:
                 if any(s.span is not None for s in txn.statements):  # Fragment.spilled, flat
+                    self._write_batch(batch)
                     await self._write_streamed(txn)
+                elif txn.kind is FragmentKind.INSTRUCTION:
+                    self._write_batch(batch)
+                    if any(m.get("type") == FLUSH_LOGS for m in txn.fragments[0].markers):
+                        self.writer.rotate()
                 else:
-                    self._write(txn)
+                    count = self.encoder.encode_into(txn, batch.buf)
+                    if count:
+                        batch.ends.append(len(batch.buf))
+                        batch.tsos.append(txn.tso)
+                        batch.events += count
+            self._write_batch(batch)
             writer.flush()
             if stage_trace.enabled:  # `cdc bench latency`
                 for txn in ready:
@@ -432,19 +443,16 @@ class Leader:
             self.notify.set()
             self.notify = asyncio.Event()
 
-    def _write(self, txn: Transaction) -> None:
-        if txn.kind is FragmentKind.INSTRUCTION:
-            if any(m.get("type") == FLUSH_LOGS for m in txn.fragments[0].markers):
-                self.writer.rotate()
+    def _write_batch(self, batch: _Batch) -> None:
+        """The transactions encoded into `batch` so far, in one writer call; `batch` is then
+        empty again."""
+        if not batch.ends:
             return
-        buf = bytearray()
-        count = self.encoder.encode_into(txn, buf)
-        if not count:
-            return
-        self._file_first_tso.setdefault(self.writer.file, txn.tso)
-        self.writer.append_encoded(buf)
-        self.stats.transactions += 1
-        self.stats.events += count
+        for file, first in self.writer.append_batch(batch.buf, batch.ends):
+            self._file_first_tso.setdefault(file, batch.tsos[first])
+        self.stats.transactions += len(batch.ends)
+        self.stats.events += batch.events
+        batch.clear()
 
     async def _write_streamed(self, txn: Transaction) -> None:
         """A huge transaction, from its spill files to the binlog file part by part: memory
@@ -538,6 +546,21 @@ class Leader:
             if conn is not None:
                 with contextlib.suppress(Exception):
                     conn.close()
+
+
+class _Batch:
+    """Transactions encoded one after the other into one buffer, for `BinlogWriter.append_batch`."""
+
+    __slots__ = ("buf", "ends", "tsos", "events")
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.buf = bytearray()
+        self.ends: list[int] = []  # where each transaction ends in `buf`
+        self.tsos: list[int] = []  # its commit TSO
+        self.events = 0
 
 
 def storage_dns(records: list[TopologyRecord]) -> set[int] | None:
