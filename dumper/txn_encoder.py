@@ -14,8 +14,7 @@ import struct
 from collections.abc import Iterator
 
 from cdc.binlog.constants import CHECKSUM_LEN, HEADER_LEN, EventFlag, EventType
-from cdc.binlog.events import CTS_PREFIX, XidEvent, cts_mark, encode_event
-from cdc.binlog.header import HEADER as _HEADER
+from cdc.binlog.events import XidEvent, cts_mark, encode_event
 from cdc.binlog.query import QueryEvent
 from dumper.table_id_map import TableIdMap
 from merge_joint.merger import Transaction
@@ -37,20 +36,87 @@ NO_CRC = bytes(CHECKSUM_LEN)  # a CRC slot the writer fills
 _HEAD = struct.Struct("<IBII")  # timestamp, type, server_id, event size: header offsets 0-12
 _TS = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
+_U32 = struct.Struct("<I")
+_MARK_TAIL = struct.Struct("<IIH")  # the mark's header from event size on: size, log_pos, flags
 # Enum members as module constants: an `Enum` class attribute lookup costs more than the
 # byte patching of an event (the interpreted metaclass), once per transaction or more.
 _BRANCH = int(Kind.BRANCH)
 _DATA, _LOCAL, _DDL = FragmentKind.DATA, FragmentKind.LOCAL, FragmentKind.DDL
 
 
+def encode_rows(out: bytearray, statements, timestamp, server_id, tm_ids, encoder, txn):
+    """The leader's hot loop: every TABLE_MAP and rows event of `statements` appended to `out`
+    by `put_event`. Returns how many."""
+    n = 0
+    for st in statements:
+        ids: dict = {}  # DN table id (6 raw bytes) -> logical id (6 bytes), per statement
+        for e in st._events if st.span is None else st.iter_events():
+            n += put_event(out, e, ids, timestamp, server_id, tm_ids, encoder, txn)
+    return n
+
+
+def put_event(out: bytearray, e, ids, timestamp, server_id, tm_ids, encoder, txn):
+    """Append DN event `e` patched for the global binlog, if it is a TABLE_MAP or rows event:
+    header timestamp, type, server_id and size, the logical table id, rows v1 → v2. Returns 1
+    if appended, 0 if skipped. C types when compiled (txn_encoder.pxd: a C call per event from
+    `encode_rows`, the header written byte by byte); `tm_ids` is the encoder's TABLE_MAP content
+    → logical id cache, which `encoder._table_id` fills."""
+    p = e  # C: the event's bytes
+    code = p[4]
+    if code == TABLE_MAP:
+        tid = tm_ids.get(e[25:-4])
+        if tid is None:
+            tid = encoder._table_id(e)
+        ids[e[19:25]] = tid
+    elif (code >= 23 and code <= 25) or (code >= 30 and code <= 32):
+        tid = ids.get(e[19:25])
+        if tid is None:
+            raise encoder._orphan(txn)
+    else:
+        return 0
+    at = len(out)
+    out += e
+    if code <= 25 and code >= 23:  # after table id + flags: MySQL v2's extra-data length
+        out[at + 27 : at + 27] = V2_EXTRA
+        code += V1_TO_V2
+    size = len(out) - at
+    if COMPILED:
+        q = out  # C: the bytearray's buffer, taken after it grew
+        t = tid
+        q[at] = timestamp & 0xFF
+        q[at + 1] = (timestamp >> 8) & 0xFF
+        q[at + 2] = (timestamp >> 16) & 0xFF
+        q[at + 3] = (timestamp >> 24) & 0xFF
+        q[at + 4] = code
+        q[at + 5] = server_id & 0xFF
+        q[at + 6] = (server_id >> 8) & 0xFF
+        q[at + 7] = (server_id >> 16) & 0xFF
+        q[at + 8] = (server_id >> 24) & 0xFF
+        q[at + 9] = size & 0xFF
+        q[at + 10] = (size >> 8) & 0xFF
+        q[at + 11] = (size >> 16) & 0xFF
+        q[at + 12] = (size >> 24) & 0xFF
+        q[at + 19] = t[0]
+        q[at + 20] = t[1]
+        q[at + 21] = t[2]
+        q[at + 22] = t[3]
+        q[at + 23] = t[4]
+        q[at + 24] = t[5]
+    else:
+        _HEAD.pack_into(out, at, timestamp, code, server_id, size)
+        out[at + 19 : at + 25] = tid
+    return 1
+
+
+def _is_compiled() -> bool:
+    return type(_is_compiled).__name__ != "function"  # a Cython function is another type
+
+
+COMPILED = _is_compiled()
+
+
 class EncodeError(RuntimeError):
     """A transaction that cannot be written (e.g. rows without their TABLE_MAP)."""
-
-
-def cts_suffix(txn: Transaction) -> bytes:
-    """Local (non-CN) transactions share a TSO: the mark carries their full sort key."""
-    tso, kind, dn, seq = txn.key
-    return b"" if kind == _BRANCH else f"L{dn}.{seq}".encode()
 
 
 def _timestamp(txn: Transaction) -> int:
@@ -81,6 +147,7 @@ class TransactionEncoder:
         self._begin_tail = begin[4:]
         xid = self._event(XidEvent(0), 0)
         self._xid_head = xid[4:HEADER_LEN]
+        self._mark_head = bytes((ROWS_QUERY,)) + _U32.pack(server_id)  # type, server_id
         # TABLE_MAP content (names + columns, DN table id excluded) -> 6-byte logical id.
         # Cleared when a DDL bumps a table's id.
         self._tm_ids: dict[bytes, bytes] = {}
@@ -133,39 +200,16 @@ class TransactionEncoder:
         if not any(st.count for st in txn.statements):
             return 0
         timestamp = _timestamp(txn)
-        out += _TS.pack(timestamp)
+        ts = _TS.pack(timestamp)
+        out += ts
         out += self._begin_tail
-        n = 2
-        put = self._put
-        for st in txn.statements:
-            ids: dict[bytes, bytes] = {}  # DN table id (6 raw bytes) -> logical id (6 bytes)
-            for e in st.iter_events():
-                n += put(out, e, ids, timestamp, txn)
-        out += self._xid_event(timestamp)
-        out += self._mark(txn, timestamp)
-        return n + 1
+        n = encode_rows(out, txn.statements, timestamp, self.server_id, self._tm_ids, self, txn)
+        self._xid_into(out, ts)
+        self._mark_into(out, txn, ts)
+        return n + 3
 
     def _put(self, out: bytearray, e, ids: dict, timestamp: int, txn: Transaction) -> int:
-        """Append DN event `e` patched for the global binlog (TABLE_MAP and rows only): one
-        header pack, the logical table id, v1 → v2. Returns 1 if appended, 0 if skipped."""
-        code = e[4]
-        start = len(out)
-        if code == TABLE_MAP:
-            tid = ids[e[19:25]] = self._table_id(e)
-            out += e
-        elif code in ROWS_V1 or code in ROWS_V2:
-            tid = ids.get(e[19:25])
-            if tid is None:
-                raise self._orphan(txn)
-            out += e
-            if code in ROWS_V1:  # after table id + flags: MySQL v2's extra-data length
-                out[start + 27 : start + 27] = V2_EXTRA
-                code += V1_TO_V2
-        else:
-            return 0
-        _HEAD.pack_into(out, start, timestamp, code, self.server_id, len(out) - start)
-        out[start + 19 : start + 25] = tid
-        return 1
+        return put_event(out, e, ids, timestamp, self.server_id, self._tm_ids, self, txn)
 
     def _rows(self, txn: Transaction, timestamp: int) -> Iterator[bytes | bytearray]:
         yield _TS.pack(timestamp) + self._begin_tail
@@ -180,20 +224,34 @@ class TransactionEncoder:
         yield self._mark(txn, timestamp)
 
     def _xid_event(self, timestamp: int) -> bytes:
-        self._xid += 1
-        return _TS.pack(timestamp) + self._xid_head + _U64.pack(self._xid) + NO_CRC
+        out = bytearray()
+        self._xid_into(out, _TS.pack(timestamp))
+        return bytes(out)
 
     def _mark(self, txn: Transaction, timestamp: int) -> bytes:
-        mark = CTS_PREFIX + str(txn.tso).encode()
-        if txn.key[1] != _BRANCH:
-            mark += b"::" + cts_suffix(txn)
-        size = HEADER_LEN + 1 + len(mark) + CHECKSUM_LEN
-        return (
-            _HEADER.pack(timestamp, ROWS_QUERY, self.server_id, size, 0, IGNORABLE)
-            + bytes((min(len(mark), 255),))
-            + mark
-            + NO_CRC
-        )
+        out = bytearray()
+        self._mark_into(out, txn, _TS.pack(timestamp))
+        return bytes(out)
+
+    # Appended piece by piece: a bytes concatenation per field cost more than the event.
+    def _xid_into(self, out: bytearray, ts: bytes) -> None:
+        self._xid += 1
+        out += ts
+        out += self._xid_head
+        out += _U64.pack(self._xid)
+        out += NO_CRC
+
+    def _mark_into(self, out: bytearray, txn: Transaction, ts: bytes) -> None:
+        key = txn.key
+        mark = b"CTS::%d" % key[0]
+        if key[1] != _BRANCH:  # local transactions share a TSO: the mark carries their key
+            mark += b"::L%d.%d" % (key[2], key[3])
+        out += ts
+        out += self._mark_head
+        out += _MARK_TAIL.pack(HEADER_LEN + 1 + len(mark) + CHECKSUM_LEN, 0, IGNORABLE)
+        out.append(min(len(mark), 255))
+        out += mark
+        out += NO_CRC
 
     @staticmethod
     def _orphan(txn: Transaction) -> EncodeError:
