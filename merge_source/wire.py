@@ -34,7 +34,6 @@ _MARKERS = struct.Struct("<I")
 _WM = struct.Struct("<cQBQHB")  # tag, tso, key kind, seq, dn, has checkpoint
 _CP = struct.Struct("<QQH")  # pos, max tso seen, file name length
 _TEXT = struct.Struct("<cI")
-_SIZE = struct.Struct("<I")
 _PART = struct.Struct("<I")
 _PARTS = [struct.Struct(f"<{n}I") for n in range(17)]  # a fragment's participant list, by count
 
@@ -202,6 +201,21 @@ def _records(body: bytes, out: list[Fragment | Watermark | Record]) -> None:
             raise ValueError(f"the last record runs {pos - end} bytes past the frame's end")
 
 
+def statement_events(body: bytes, pos, stop) -> list:  # C types: wire.pxd
+    """The events concatenated in `body[pos:stop]` (each carries its size at header offset 9)."""
+    events = []
+    p = body  # C: the bytes' buffer
+    while pos < stop:
+        if stop - pos < 19:
+            raise ValueError(f"{stop - pos} stray bytes at {pos} end the statement")
+        n = p[pos + 9] | p[pos + 10] << 8 | p[pos + 11] << 16 | p[pos + 12] << 24
+        if n < 19 or pos + n > stop:
+            raise ValueError(f"event size {n} at {pos} overruns its statement")
+        events.append(body[pos : pos + n])
+        pos += n
+    return events
+
+
 def _read_fragment(body: bytes, view: memoryview, pos: int) -> tuple[Fragment, int]:
     _, tso, kkind, seq, txn_id, kind, ts, dn, n_st, n_p = _FRAG.unpack_from(body, pos)
     pos += _FRAG.size
@@ -212,7 +226,6 @@ def _read_fragment(body: bytes, view: memoryview, pos: int) -> tuple[Fragment, i
     pos += 4 * n_p
     statements = []
     adopted: dict[bytes, SpillFile] | None = None
-    unpack_size = _SIZE.unpack_from
     for _ in range(n_st):
         flags, a, b, count, size = _STMT.unpack_from(body, pos)
         pos += _STMT.size
@@ -229,14 +242,8 @@ def _read_fragment(body: bytes, view: memoryview, pos: int) -> tuple[Fragment, i
                 spill = adopted[path] = SpillFile.adopt(path.decode())
             statements.append(Statement(trace, span=EventSpan(spill, start, start + size, count)))
             continue
-        events = []
-        stop = pos + size
-        while pos < stop:
-            n = unpack_size(body, pos + 9)[0]
-            if n < 19 or pos + n > stop:
-                raise ValueError(f"event size {n} at {pos} overruns its statement")
-            events.append(body[pos : pos + n])
-            pos += n
+        events = statement_events(body, pos, pos + size)
+        pos += size
         if len(events) != count:
             raise ValueError(f"statement holds {len(events)} events, header says {count}")
         statements.append(Statement(trace, events))
