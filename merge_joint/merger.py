@@ -18,6 +18,7 @@ from merge_source.sorter import Kind, SortKey
 
 _NO_TRACE = (1 << 62, 0)
 _BRANCH = Kind.BRANCH
+_INSTRUCTION = FragmentKind.INSTRUCTION  # a module constant: the Enum class lookup costs more
 
 
 class MergeError(RuntimeError):
@@ -119,13 +120,15 @@ class Merger:
         is decided."""
         low = self.low_watermark()
         out: list[Transaction] = []
-        while self._heap and low is not None and self._heap[0][0] <= low:
-            key, _, _ = heapq.heappop(self._heap)
-            fragments = self._pending.pop(key)
-            txn = coalesce(key, fragments)
+        heap, pending = self._heap, self._pending
+        if low is None:
+            return out
+        while heap and heap[0][0] <= low:
+            key = heapq.heappop(heap)[0]
+            txn = coalesce(key, pending.pop(key))
             out.append(txn)
             self.last_emitted = key
-            if txn.kind is FragmentKind.INSTRUCTION:
+            if txn.kind is _INSTRUCTION:
                 break
         return out
 
@@ -142,8 +145,9 @@ def coalesce(key: GlobalKey, fragments: list[Fragment]) -> Transaction:
                     f"commit record names participants {sorted(expected)}; a fragment is missing"
                 )
         return Transaction(key, first.txn_id, first.kind, fragments, list(first.statements))
-    if key[1] == Kind.BRANCH:
-        dns = sorted(f.dn for f in fragments)
+    if key[1] == _BRANCH:
+        dns = [f.dn for f in fragments]
+        dns.sort()
         if len(set(dns)) != len(dns):
             raise MergeError(
                 f"txn {first.txn_id} at TSO {key[0]}: two fragments from one DN ({dns})"
@@ -154,16 +158,16 @@ def coalesce(key: GlobalKey, fragments: list[Fragment]) -> Transaction:
                 f"txn {first.txn_id} at TSO {key[0]}: fragments from DNs {dns} but the commit record "
                 f"names participants {sorted(expected)}; a fragment is missing"
             )
-        if any(f.txn_id != first.txn_id for f in fragments):
-            raise MergeError(
-                f"two transactions share TSO {key[0]}: {sorted({f.txn_id for f in fragments})}"
-            )
+        txn_id = first.txn_id
+        for f in fragments:
+            if f.txn_id != txn_id:
+                raise MergeError(
+                    f"two transactions share TSO {key[0]}: {sorted({f.txn_id for f in fragments})}"
+                )
+    # (TraceId, DN, index) is unique per statement (one fragment per DN), so the tuples sort
+    # without ever comparing the statements and without a key function call per item.
     numbered = [
         (s.trace_id or _NO_TRACE, f.dn, i, s) for f in fragments for i, s in enumerate(f.statements)
     ]
-    numbered.sort(key=_trace_order)
+    numbered.sort()
     return Transaction(key, first.txn_id, first.kind, fragments, [t[3] for t in numbered])
-
-
-def _trace_order(t: tuple) -> tuple:
-    return t[:3]
