@@ -171,7 +171,7 @@ def decode_body(body: bytes) -> list[Fragment | Watermark | Record]:
     return out
 
 
-def _records(body: bytes, out: list[Fragment | Watermark | Record]) -> None:
+def _records(body: bytes, out: list) -> None:  # C types: wire.pxd
     pos, end = 0, len(body)
     view = memoryview(body)
     append = out.append
@@ -211,12 +211,12 @@ def statement_events(body: bytes, pos, stop) -> list:  # C types: wire.pxd
         n = p[pos + 9] | p[pos + 10] << 8 | p[pos + 11] << 16 | p[pos + 12] << 24
         if n < 19 or pos + n > stop:
             raise ValueError(f"event size {n} at {pos} overruns its statement")
-        events.append(body[pos : pos + n])
+        events.append(p[pos : pos + n])  # compiled: bytes straight from the buffer
         pos += n
     return events
 
 
-def _read_fragment(body: bytes, view: memoryview, pos: int) -> tuple[Fragment, int]:
+def _read_fragment(body: bytes, view, pos) -> tuple:  # C types: wire.pxd
     _, tso, kkind, seq, txn_id, kind, ts, dn, n_st, n_p = _FRAG.unpack_from(body, pos)
     pos += _FRAG.size
     if n_p < len(_PARTS):
