@@ -6,6 +6,7 @@ started them does not take them down, and they are stopped by pid, never by name
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -302,23 +303,34 @@ def install_datadir(datadir: Path, log: Path) -> None:
         )
     datadir.parent.mkdir(parents=True, exist_ok=True)
     tmp = datadir.with_name(datadir.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    with open(log, "wb") as out:
-        res = subprocess.run(
-            [
-                install,
-                "--no-defaults",
-                f"--datadir={tmp}",
-                "--auth-root-authentication-method=normal",
-                "--skip-test-db",
-                "--skip-name-resolve",
-                "--user=root",
-                "--innodb-log-file-size=48M",
-                "--innodb-buffer-pool-size=32M",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
+    # Once more after a failure: it has failed once in a while on a loaded machine, and a
+    # throw-away cluster's directory (with this log) is gone by the time anyone looks.
+    for attempt in (1, 2):
+        shutil.rmtree(tmp, ignore_errors=True)
+        with open(log, "wb") as out:
+            res = subprocess.run(
+                [
+                    install,
+                    "--no-defaults",
+                    f"--datadir={tmp}",
+                    "--auth-root-authentication-method=normal",
+                    "--skip-test-db",
+                    "--skip-name-resolve",
+                    "--user=root",
+                    "--innodb-log-file-size=48M",
+                    "--innodb-buffer-pool-size=32M",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        if res.returncode == 0:
+            break
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-12:])
+        if attempt == 2:
+            raise ServerError(
+                f"mariadb-install-db failed (exit {res.returncode}) twice; {log} ends:\n{tail}"
+            )
+        logging.getLogger(__name__).warning(
+            "mariadb-install-db failed (exit %d), once more:\n%s", res.returncode, tail
         )
-    if res.returncode != 0:
-        raise ServerError(f"mariadb-install-db failed (exit {res.returncode}); see {log}")
     tmp.rename(datadir)  # atomic: a half-installed datadir is never mistaken for a good one
