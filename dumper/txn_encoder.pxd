@@ -10,3 +10,8 @@ cpdef Py_ssize_t encode_rows(bytearray out, list statements, unsigned int timest
                q="unsigned char*", t="const unsigned char*")
 cpdef int put_event(bytearray out, object e, dict ids, unsigned int timestamp,
                     unsigned int server_id, dict tm_ids, object encoder, object txn) except -1
+
+@cython.locals(fragments=list)
+cpdef unsigned int _timestamp(object txn) except? 0
+
+cpdef bint has_events(list statements) except -1
