@@ -144,3 +144,19 @@ def test_random_streams_merge_into_exactly_the_global_order(seed, n_dn, n_txn):
     out += m.pop_ready()
     got = [(t.key, t.txn_id, [s.trace_id for s in t.statements] if t.txn_id else None) for t in out]
     assert got == expected
+
+
+def test_a_source_out_of_its_own_order_is_an_error():
+    m = Merger({1: None, 2: None})
+    m.push(frag(1, 20, 3))
+    with pytest.raises(MergeError, match="out of its order"):
+        m.push(frag(1, 15, 2))
+
+
+def test_a_removed_source_still_delivers_what_it_sent():
+    m = Merger({1: None, 2: None})
+    m.push(frag(2, 10, 4, (2,)))
+    m.push(wm(2, 10))
+    m.remove_source(2)
+    m.push(wm(1, 12))
+    assert [t.txn_id for t in m.pop_ready()] == [4]
