@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import select
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 _SPAWNED = struct.Struct("<cI")  # b"P", pid
 _EXITED = struct.Struct("<cIi")  # b"X", pid, exit code (-signal when killed)
 SPAWN_TIMEOUT_S = 30.0
+PIPE_BYTES = 1 << 20  # a worker's frame pipe (Linux allows up to /proc/sys/fs/pipe-max-size)
 # Exit code reported for the workers of a fork server that died: they die with it (SIGKILL).
 _KILLED = -signal.SIGKILL
 
@@ -191,6 +193,10 @@ class ForkServer:
             assert self._sock is not None
             spec_r, spec_w = os.pipe()
             out_r, out_w = os.pipe()
+            # Frames are up to hundreds of KB: with the default 64 KB the worker blocks and the
+            # leader wakes up and reads many times per frame.
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(out_r, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
             try:
                 reply: asyncio.Future[tuple[int, asyncio.Future[int]]] = loop.create_future()
                 self._replies.append(reply)
