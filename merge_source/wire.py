@@ -44,6 +44,9 @@ SORT_KINDS = tuple(Kind)  # by value (BRANCH 0, LOCAL 1): an index, not an Enum 
 # SortKey(...) runs the NamedTuple's interpreted __new__; tuple.__new__ builds the same key in C
 # (a third of the cost, once per record).
 _new_tuple = tuple.__new__
+# An instance without running its __init__ (every field is set right after): fragments,
+# statements and watermarks are decoded by the thousand.
+_new_object = object.__new__
 
 
 class WireError(RuntimeError):
@@ -189,7 +192,11 @@ def _records(body: bytes, out: list) -> None:  # C types: wire.pxd
                 pos += _CP.size
                 cp = SourceCheckpoint(body[pos : pos + n].decode(), cp_pos, max_tso)
                 pos += n
-            append(Watermark(dn, _new_tuple(SortKey, (tso, SORT_KINDS[kind], seq)), cp))
+            mark = _new_object(Watermark)  # field by field: its __init__ is interpreted
+            mark.dn = dn
+            mark.key = _new_tuple(SortKey, (tso, SORT_KINDS[kind], seq))
+            mark.checkpoint = cp
+            append(mark)
         elif tag in (b"S", b"E"):
             _, n = _TEXT.unpack_from(body, pos)
             pos += _TEXT.size
@@ -246,12 +253,24 @@ def _read_fragment(body: bytes, view, pos) -> tuple:  # C types: wire.pxd
         pos += size
         if len(events) != count:
             raise ValueError(f"statement holds {len(events)} events, header says {count}")
-        statements.append(Statement(trace, events))
+        st = _new_object(Statement)  # field by field, as the fragment below
+        st.trace_id = trace
+        st._events = events
+        st.span = None
+        statements.append(st)
     (n,) = _MARKERS.unpack_from(body, pos)
     pos += _MARKERS.size
     markers = pickle.loads(view[pos : pos + n]) if n else []
     pos += n
     key = _new_tuple(SortKey, (tso, SORT_KINDS[kkind], seq))
-    # positional: the dataclass __init__ binds them faster than keywords
-    frag = Fragment(key, dn, txn_id, participants, KINDS[kind], statements, markers, ts)
+    # Field by field: the dataclass's __init__ is interpreted (a Python frame per fragment).
+    frag = _new_object(Fragment)
+    frag.key = key
+    frag.dn = dn
+    frag.txn_id = txn_id
+    frag.participants = participants
+    frag.kind = KINDS[kind]
+    frag.statements = statements
+    frag.markers = markers
+    frag.timestamp = ts
     return frag, pos
