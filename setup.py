@@ -53,7 +53,9 @@ def extensions() -> list:
     except ImportError:
         _warn("Cython is not installed; the pure-Python modules run instead")
         return []
-    modules = [(name, name.replace(".", "/") + ".py") for name in compiled_setting("COMPILED_MODULES")]
+    modules = [
+        (name, name.replace(".", "/") + ".py") for name in compiled_setting("COMPILED_MODULES")
+    ]
     try:
         return cythonize(
             [_extension(name, path) for name, path in modules],
