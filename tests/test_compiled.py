@@ -1,5 +1,5 @@
 """The compiled hot loops (cdc/compiled.py): never stale, and the same source passes the
-MergeSource's recorded-binlog, spill and sorter tests, the leader's encoder tests and the
+MergeSource's recorded-binlog, spill, sorter and wire tests, the leader's encoder tests and the
 writer's stamping tests as plain Python too."""
 
 from __future__ import annotations
@@ -15,9 +15,12 @@ PURE_TESTS = [
     "tests/merge_source/test_spill.py",
     "tests/merge_source/test_sorter.py",
     "tests/merge_source/test_scan.py",
+    "tests/merge_source/test_wire.py",
     "tests/dumper/test_txn_encoder.py",
     "tests/binlog_writer/test_recovery.py",
     "tests/binlog_writer/test_stream.py",
+    "tests/binlog_writer/test_batch.py",
+    "tests/cdc/binlog/test_fastpath.py",
 ]
 
 
