@@ -155,6 +155,7 @@ class Classifier:
         self.fast_records = True  # False: always the generic row decoder (tests compare both)
 
     def classify(self, group: BinlogGroup) -> Classified:
+        out: Classified  # compiled: a cdef class (classifier.pxd), its fields read in C
         flags2 = group.gtid[GTID_FLAGS2_OFFSET]
         if flags2 & FL_PREPARED_XA:
             fmt, gtrid, bqual = gtid_xid(group.gtid)

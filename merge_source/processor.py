@@ -144,8 +144,10 @@ class SourceProcessor:
         self.groups += 1
         return self._outputs(self._apply(group))
 
-    def _apply(self, group: BinlogGroup) -> list[Release[_Held]]:
-        c = self.classifier.classify(group)
+    def _apply(self, group: BinlogGroup) -> list[Release]:
+        # Compiled, annotated locals of the cdef classes (processor.pxd) read fields in C.
+        c: Classified = self.classifier.classify(group)
+        held: _Held | None
         seq = self._seq(group.file, group.start)
         timestamp = int.from_bytes(group.gtid[0:4], "little")
         sorter = self.sorter
@@ -158,14 +160,15 @@ class SourceProcessor:
                 return sorter.local(foreign, seq)
             return sorter.commit(c.txn_id)
         if kind is COMMIT_RECORD:
-            out: list[Release[_Held]] = []
+            out: list[Release] = []
             for record in c.records:
-                if record.aborted:  # a recovery tombstone: the branch will be rolled back
+                txn_id, tso, participants, aborted = record  # no attribute lookups
+                if aborted:  # a recovery tombstone: the branch will be rolled back
                     continue
-                held = sorter.held(record.txn_id)
+                held = sorter.held(txn_id)
                 if held is not None:
-                    held.participants = record.participants
-                out += sorter.commit_record(record.txn_id, record.tso, seq)
+                    held.participants = participants
+                out += sorter.commit_record(txn_id, tso, seq)
             return out
         if kind is LOCAL:
             if not c.statements:
@@ -188,11 +191,14 @@ class SourceProcessor:
             )
         return []
 
-    def _outputs(self, releases: list[Release[_Held]]) -> list[Fragment | Watermark]:
+    def _outputs(self, releases: list[Release]) -> list[Fragment | Watermark]:
         if not releases:
             return []
         out: list[Fragment | Watermark] = []
         resume = self.resume_after
+        r: Release
+        held: _Held
+        c: Classified
         for r in releases:
             held = r.payload
             c = held.classified

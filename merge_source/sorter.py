@@ -46,7 +46,7 @@ BRANCH, LOCAL = Kind.BRANCH, Kind.LOCAL
 _new_tuple = tuple.__new__  # builds a SortKey in C (a NamedTuple's own __new__ is interpreted)
 
 
-class Release(Generic[P]):
+class Release:  # typed fields in sorter.pxd (compiled: a cdef class)
     __slots__ = ("key", "xid", "payload")
 
     def __init__(self, key: SortKey, xid: Xid | None, payload: P):
@@ -67,7 +67,7 @@ class SorterError(RuntimeError):
     """The binlog does not follow the commit protocol (e.g. two prepares of one xid)."""
 
 
-class _Branch(Generic[P]):
+class _Branch:  # typed fields in sorter.pxd (compiled: a cdef class)
     __slots__ = (
         "xid",
         "prepare_seq",
@@ -95,7 +95,7 @@ class Sorter(Generic[P]):
     """Per-DN sorter. Every method takes one binlog observation, at binlog coordinate `seq`
     (strictly increasing), and returns the releases it made possible."""
 
-    _branches: dict[Xid, _Branch[P]] = field(default_factory=dict)
+    _branches: dict[Xid, _Branch] = field(default_factory=dict)
     # Branches whose commit record has not been seen, in prepare order: the first one bounds
     # which records are releasable (its TSO could still be anything).
     _unknown: OrderedDict[Xid, int] = field(default_factory=OrderedDict)
@@ -130,19 +130,20 @@ class Sorter(Generic[P]):
 
     def held(self, xid: Xid) -> P | None:
         """The payload of a branch still held (not released, not rolled back)."""
-        branch = self._branches.get(xid)
+        branch: _Branch | None = self._branches.get(xid)
         return None if branch is None else branch.payload
 
-    def prepare(self, xid: Xid, payload: P, seq: int) -> list[Release[P]]:
+    def prepare(self, xid: Xid, payload: P, seq: int) -> list[Release]:
         if xid in self._branches:
             raise SorterError(f"xid {xid!r} prepared twice without commit or rollback")
         self._branches[xid] = _Branch(xid, seq, payload, self.max_tso_seen)
         self._unknown[xid] = seq
         return []
 
-    def commit_record(self, xid: Xid, tso: int, seq: int) -> list[Release[P]]:
-        self.max_tso_seen = max(self.max_tso_seen, tso)
-        branch = self._branches.get(xid)
+    def commit_record(self, xid: Xid, tso: int, seq: int) -> list[Release]:
+        if tso > self.max_tso_seen:
+            self.max_tso_seen = tso
+        branch: _Branch | None = self._branches.get(xid)
         if branch is None:
             self.orphans += 1
             return []
@@ -155,16 +156,16 @@ class Sorter(Generic[P]):
         heapq.heappush(self._heap, (_new_tuple(SortKey, (tso, BRANCH, seq)), xid, None))
         return self._drain()
 
-    def commit(self, xid: Xid) -> list[Release[P]]:
-        branch = self._branches.get(xid)
+    def commit(self, xid: Xid) -> list[Release]:
+        branch: _Branch | None = self._branches.get(xid)
         if branch is None:
             self.orphans += 1
             return []
         branch.committed = True
         return self._drain()
 
-    def rollback(self, xid: Xid) -> list[Release[P]]:
-        branch = self._branches.pop(xid, None)
+    def rollback(self, xid: Xid) -> list[Release]:
+        branch: _Branch | None = self._branches.pop(xid, None)
         if branch is None:
             self.orphans += 1
             return []
@@ -172,21 +173,23 @@ class Sorter(Generic[P]):
         self._unknown.pop(xid, None)
         return self._drain()
 
-    def local(self, payload: P, seq: int) -> list[Release[P]]:
+    def local(self, payload: P, seq: int) -> list[Release]:
         self._locals[seq] = self.max_tso_seen
         heapq.heappush(
             self._heap, (_new_tuple(SortKey, (self.max_tso_seen, LOCAL, seq)), None, payload)
         )
         return self._drain()
 
-    def _drain(self) -> list[Release[P]]:
-        out: list[Release[P]] = []
+    def _drain(self) -> list[Release]:
+        out: list[Release] = []
         heap = self._heap
+        branches, unknown = self._branches, self._unknown  # locals: one lookup per call
+        branch: _Branch | None
         while heap:
             key, xid, payload = heap[0]
-            bound = next(iter(self._unknown.values()), None)
+            bound = next(iter(unknown.values()), None) if unknown else None
             if xid is not None:
-                branch = self._branches.get(xid)
+                branch = branches.get(xid)
                 if branch is None or branch.rolled_back:
                     heapq.heappop(heap)
                     continue
@@ -195,7 +198,7 @@ class Sorter(Generic[P]):
                     break
                 if bound is not None and bound < branch.record_seq:
                     break
-                del self._branches[xid]
+                del branches[xid]
                 payload = branch.payload
             else:
                 if bound is not None and bound < key.seq:
