@@ -1,5 +1,6 @@
 # C types for classifier.py when Cython compiles it (an augmenting .pxd: the .py stays plain
 # Python). A `cdef class` with typed fields: the processor reads them as C struct members.
+import cython
 cdef class Classified:
     cdef public object kind
     cdef public object txn_id
@@ -11,3 +12,17 @@ cdef class Classified:
     cdef public bytes query
 
 from merge_source.group cimport BinlogGroup
+
+@cython.locals(p="const unsigned char*", n=Py_ssize_t, pos=Py_ssize_t, glen=Py_ssize_t,
+               blen=Py_ssize_t, start=Py_ssize_t, prefix=bytes, plen=Py_ssize_t,
+               fmt="unsigned int", k=Py_ssize_t, txn="long long", digit=int)
+cpdef tuple xa_ident(bytes gtid)
+
+@cython.locals(p="const unsigned char*", db_len=Py_ssize_t, status_len=Py_ssize_t,
+               start=Py_ssize_t, word=bytes, k=Py_ssize_t, c=int)
+cpdef bint is_xa_commit(bytes query)
+
+@cython.locals(p="const unsigned char*", end=Py_ssize_t, update=bint, pos=Py_ssize_t,
+               txn="unsigned long long", tso="unsigned long long", k=Py_ssize_t,
+               length=Py_ssize_t, stop=Py_ssize_t, value="long long", digits=int, c=int)
+cpdef list fast_commit_records(bytes rows, Py_ssize_t checksum_len)

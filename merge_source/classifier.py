@@ -18,7 +18,7 @@ from cdc.binlog.table_map import Column, TableMapEvent
 from cdc.cn.schema import DDL_RECORD, HEARTBEAT, INSTRUCTION, PRIVATE_DB, TX_LOG
 from cdc.cn.xid import FORMAT_ID, GTRID_PREFIX
 from merge_source.fragment import FragmentKind, Statement, TraceId
-from merge_source.group import GTID_FLAGS2_OFFSET, BinlogGroup, query_text
+from merge_source.group import GTID_FLAGS2_OFFSET, QUERY_HEADER_LEN, BinlogGroup, query_text
 from merge_source.scan import annotate_trace, row_parts
 from merge_source.spill import SpanWriter, SpillFile
 
@@ -35,6 +35,7 @@ PRIVATE_DB_B = PRIVATE_DB.encode()
 TX_LOG_B = TX_LOG.encode()
 HEARTBEAT_B = HEARTBEAT.encode()
 GTRID_PREFIX_B = GTRID_PREFIX.encode()
+XA_COMMIT_B = b"XA COMMIT"
 MARKER_TABLES = {
     INSTRUCTION.encode(): FragmentKind.INSTRUCTION,
     DDL_RECORD.encode(): FragmentKind.DDL,
@@ -106,6 +107,14 @@ class Classified:
 
 
 _NONE: list = []  # shared empty default: assigned over, never appended to
+# Enum members as module constants: compiled, `GroupKind.X` is a global and an attribute lookup.
+XA_PREPARE, XA_COMMIT, XA_ROLLBACK = (
+    GroupKind.XA_PREPARE,
+    GroupKind.XA_COMMIT,
+    GroupKind.XA_ROLLBACK,
+)
+LOCAL, COMMIT_RECORD, PRIVATE = GroupKind.LOCAL, GroupKind.COMMIT_RECORD, GroupKind.PRIVATE
+F_LOCAL = FragmentKind.LOCAL
 
 
 def table_name(event: bytes) -> tuple[bytes, bytes]:
@@ -136,6 +145,57 @@ def cn_txn_id(fmt: int, gtrid: bytes) -> int | None:
         return None
 
 
+def xa_ident(gtid: bytes) -> tuple[int | None, bytes]:  # C types: classifier.pxd
+    """`cn_txn_id(*gtid_xid(gtid)[:2])` and the xid key `gtrid/bqual` of an XA GTID event, the
+    CN's ids read in place (once per XA group; anything else goes the general way)."""
+    p = gtid
+    n = len(gtid)
+    pos = GTID_FLAGS2_OFFSET + 1
+    if n > GTID_FLAGS2_OFFSET and p[GTID_FLAGS2_OFFSET] & FL_GROUP_COMMIT_ID:
+        pos += 8
+    if pos + 6 > n:
+        gtid_xid(gtid)  # raises, as it always did on a short GTID
+    glen = p[pos + 4]
+    blen = p[pos + 5]
+    start = pos + 6
+    xid = gtid[start : start + glen] + b"/" + gtid[start + glen : start + glen + blen]
+    prefix = GTRID_PREFIX_B
+    plen = len(prefix)
+    fmt = p[pos] | p[pos + 1] << 8 | p[pos + 2] << 16 | p[pos + 3] << 24  # as unsigned
+    if fmt != FORMAT_ID or glen <= plen or glen - plen > 18 or start + glen > n:
+        return cn_txn_id(*gtid_xid(gtid)[:2]), xid
+    for k in range(plen):
+        if p[start + k] != prefix[k]:
+            return None, xid
+    txn = 0
+    for k in range(start + plen, start + glen):
+        digit = p[k] - 48
+        if digit < 0 or digit > 9:  # not plain digits: int() decides, as it always did
+            return cn_txn_id(*gtid_xid(gtid)[:2]), xid
+        txn = txn * 10 + digit
+    return txn, xid
+
+
+def is_xa_commit(query: bytes) -> bool:  # C types: classifier.pxd
+    """`query_text(query).upper().startswith(b"XA COMMIT")` without copying the statement."""
+    if len(query) < 19 + QUERY_HEADER_LEN:
+        return query_text(query).upper().startswith(XA_COMMIT_B)  # raises as it always did
+    p = query
+    db_len = p[19 + 8]
+    status_len = p[19 + 11] | p[19 + 12] << 8
+    start = 19 + QUERY_HEADER_LEN + status_len + db_len + 1
+    word = XA_COMMIT_B
+    if len(query) - 4 - start < len(word):
+        return False
+    for k in range(len(word)):
+        c = p[start + k]
+        if 97 <= c <= 122:  # a-z: what bytes.upper() changes
+            c -= 32
+        if c != word[k]:
+            return False
+    return True
+
+
 def trace_of(annotate: bytes) -> TraceId | None:
     """The TraceId hint in a raw ANNOTATE_ROWS event (the CN puts it first in the statement)."""
     return annotate_trace(annotate)
@@ -158,9 +218,8 @@ class Classifier:
         out: Classified  # compiled: a cdef class (classifier.pxd), its fields read in C
         flags2 = group.gtid[GTID_FLAGS2_OFFSET]
         if flags2 & FL_PREPARED_XA:
-            fmt, gtrid, bqual = gtid_xid(group.gtid)
-            txn_id = cn_txn_id(fmt, gtrid)
-            out = self._rows(group, Classified(GroupKind.XA_PREPARE, xid=gtrid + b"/" + bqual))
+            txn_id, xid = xa_ident(group.gtid)
+            out = self._rows(group, Classified(XA_PREPARE, xid=xid))
             if txn_id is None:
                 out.kind = GroupKind.FOREIGN_PREPARE
                 out.fragment_kind = FragmentKind.LOCAL
@@ -168,19 +227,18 @@ class Classifier:
                 out.txn_id = txn_id
             return out
         if flags2 & FL_COMPLETED_XA:
-            fmt, gtrid, bqual = gtid_xid(group.gtid)
-            text = b""
+            txn_id, xid = xa_ident(group.gtid)
+            commit = False
             for e in group.body():
                 if e[4] == QUERY:
-                    text = query_text(e).upper()
+                    commit = is_xa_commit(e)
                     break
-            kind = GroupKind.XA_COMMIT if text.startswith(b"XA COMMIT") else GroupKind.XA_ROLLBACK
-            return Classified(kind, txn_id=cn_txn_id(fmt, gtrid) or 0, xid=gtrid + b"/" + bqual)
+            return Classified(XA_COMMIT if commit else XA_ROLLBACK, txn_id=txn_id or 0, xid=xid)
         if group.count == 2:
             only = next(iter(group.body()))
             if only[4] == QUERY:
                 return Classified(GroupKind.DDL, query=query_text(only))
-        return self._rows(group, Classified(GroupKind.LOCAL, fragment_kind=FragmentKind.LOCAL))
+        return self._rows(group, Classified(LOCAL, fragment_kind=F_LOCAL))
 
     def _rows(self, group: BinlogGroup, out: Classified) -> Classified:
         """Split a group's row events into statements; route private tables.
@@ -231,16 +289,16 @@ class Classifier:
         else:
             out.statements = [Statement(t, span=e.span()) for t, e in parts if e]  # type: ignore[union-attr]
         if private and not user_rows:
-            if TX_LOG_B in private and out.kind is GroupKind.LOCAL:
-                out.kind = GroupKind.COMMIT_RECORD if out.records else GroupKind.PRIVATE
+            if TX_LOG_B in private and out.kind is LOCAL:
+                out.kind = COMMIT_RECORD if out.records else PRIVATE
             elif HEARTBEAT_B in private:
                 out.fragment_kind = FragmentKind.HEARTBEAT
             else:
                 marker = next((MARKER_TABLES[t] for t in private if t in MARKER_TABLES), None)
                 if marker is not None:
                     out.fragment_kind = marker
-                elif out.kind is GroupKind.LOCAL:
-                    out.kind = GroupKind.PRIVATE
+                elif out.kind is LOCAL:
+                    out.kind = PRIVATE
         return out
 
     def _v1_rows(self, fde: FormatDescription, code: int) -> bool:
@@ -312,7 +370,6 @@ TX_LOG_COLUMNS = (
     (b"participants", ColumnType.VARCHAR),
     (b"aborted", ColumnType.TINY),
 )
-_TX_IMAGE = struct.Struct("<BQQH")  # null bitmap, txn_id, commit_tso, participants length
 
 
 def tx_log_layout(columns: list[Column]) -> bool:
@@ -330,35 +387,58 @@ def tx_log_layout(columns: list[Column]) -> bool:
     )
 
 
-def fast_commit_records(rows: bytes, checksum_len: int) -> list[CommitRecord] | None:
+def fast_commit_records(rows: bytes, checksum_len) -> list[CommitRecord] | None:  # C: .pxd
     """The commit records of a v1 WRITE/UPDATE rows event on __cdc_tx_log__ (layout checked by
     `tx_log_layout`), read in place: the generic row decoder costs more than the rest of a
-    commit-record group. None if anything is unexpected: the generic decoder then decides."""
-    update = rows[4] == 24
+    commit-record group. None if anything is unexpected: the generic decoder then decides.
+    Compiled (classifier.pxd), the fields are read from the bytes' buffer in C."""
+    p = rows
+    end = len(rows) - checksum_len
+    if end < 30:
+        return None
+    update = p[4] == 24
     # 4 columns, all present (FULL row image), in the before (and after) image.
-    if rows[27] != 4 or rows[28] != 0x0F or (update and rows[29] != 0x0F):
+    if p[27] != 4 or p[28] != 0x0F or (update and p[29] != 0x0F):
         return None
     pos = 30 if update else 29
-    end = len(rows) - checksum_len
     out: list[CommitRecord] = []
-    unpack = _TX_IMAGE.unpack_from
-    try:
-        while pos < end:
-            if update:  # the before image: same layout, skipped
-                nulls, _txn, _tso, length = unpack(rows, pos)
-                if nulls & 0x0F:
-                    return None
-                pos += _TX_IMAGE.size + length + 1
-            nulls, txn, tso, length = unpack(rows, pos)
-            if nulls & 0x0F:
+    while pos < end:
+        if update:  # the before image: same layout, skipped
+            if pos + 19 > end or p[pos] & 0x0F:
                 return None
-            pos += _TX_IMAGE.size
-            participants = tuple(int(x) for x in rows[pos : pos + length].split(b",") if x)
-            aborted = bool(rows[pos + length])
-            out.append(_new_tuple(CommitRecord, (txn, tso, participants, aborted)))
-            pos += length + 1
-    except (struct.error, IndexError, ValueError):
-        return None
+            pos += 19 + (p[pos + 17] | p[pos + 18] << 8) + 1
+        # null bitmap, txn_id u64, commit_tso u64, participants (u16 length + text), aborted u8
+        if pos + 19 > end or p[pos] & 0x0F:
+            return None
+        txn = tso = 0
+        for k in range(8, 0, -1):
+            txn = txn << 8 | p[pos + k]
+            tso = tso << 8 | p[pos + 8 + k]
+        length = p[pos + 17] | p[pos + 18] << 8
+        pos += 19
+        stop = pos + length
+        if stop + 1 > end:
+            return None
+        # "1,2,3" read digit by digit; anything else (spaces, signs...) as int() reads it
+        parts: list[int] = []
+        value = digits = 0
+        for k in range(pos, stop + 1):
+            c = p[k] if k < stop else 44  # a "," closes the last one
+            if c == 44:
+                if digits:
+                    parts.append(value)
+                value = digits = 0
+            elif 48 <= c <= 57 and digits < 18:
+                value = value * 10 + (c - 48)
+                digits += 1
+            else:
+                try:
+                    parts = [int(x) for x in rows[pos:stop].split(b",") if x]
+                except ValueError:
+                    return None
+                break
+        out.append(_new_tuple(CommitRecord, (txn, tso, tuple(parts), p[stop] != 0)))
+        pos = stop + 1
     return out if pos == end else None
 
 
