@@ -6,3 +6,5 @@ cdef class BinlogGroup:
     cdef public list events
     cdef public object end
     cdef public object span
+
+from merge_source.scan cimport group_body, group_end, log_pos

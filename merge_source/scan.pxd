@@ -20,3 +20,6 @@ cpdef list row_parts(list events, bytes private_db)
 @cython.locals(p="const unsigned char*", end=Py_ssize_t, pos=Py_ssize_t, start=Py_ssize_t,
                seq="long long", sub="long long", digits=int)
 cpdef tuple annotate_trace(bytes data)
+
+@cython.locals(p="const unsigned char*", v="unsigned int")
+cpdef unsigned int log_pos(bytes data) except? 0

@@ -62,6 +62,17 @@ def split_events(data: bytes, pos, verify) -> tuple[list[bytes], int]:  # C type
     return out, pos
 
 
+def log_pos(data: bytes):  # C types: scan.pxd
+    """An event's log_pos (header offset 13, u32): where the next event starts in its file."""
+    if len(data) < 19:
+        raise ValueError(f"an event of {len(data)} bytes has no header")
+    p = data
+    v = p[16]
+    v = v << 8 | p[15]
+    v = v << 8 | p[14]
+    return v << 8 | p[13]
+
+
 def group_end(data: bytes, standalone) -> bool:  # C types: scan.pxd
     """Whether a QUERY event inside a group is its terminator (a standalone group's only one;
     otherwise COMMIT, XA COMMIT, XA ROLLBACK)."""
