@@ -69,10 +69,15 @@ def extensions() -> list:
         return []
 
 
+# C libraries a compiled module calls (scan: zlib's crc32, declared in merge_source/zcrc.pxd);
+# without their headers that module fails to compile and runs as plain Python.
+LIBRARIES = {"merge_source.scan": ["z"]}
+
+
 def _extension(name: str, path: str):
     from setuptools import Extension
 
-    return Extension(name, [path], extra_compile_args=["-O2"])
+    return Extension(name, [path], extra_compile_args=["-O2"], libraries=LIBRARIES.get(name, []))
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})

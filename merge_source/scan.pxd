@@ -1,6 +1,8 @@
 # C types for scan.py when Cython compiles it (an augmenting .pxd: the .py stays plain Python).
 import cython
 
+from merge_source cimport zcrc
+
 @cython.locals(p="const unsigned char*", end=Py_ssize_t, length=Py_ssize_t, stop=Py_ssize_t,
                code=int, size=Py_ssize_t, residue="unsigned long",
                max_chunk=Py_ssize_t, rotate=int, heartbeat=int)

@@ -10,7 +10,8 @@ loop and is handled by the caller in ordinary Python, which also words the error
 from __future__ import annotations
 
 import re
-import zlib
+
+from merge_source import zcrc
 
 CRC32_RESIDUE = 0x2144DF1C  # zlib.crc32(data + crc32(data) as 4 LE bytes), for any data
 MAX_CHUNK = 0xFFFFFF
@@ -34,7 +35,6 @@ def split_events(data: bytes, pos, verify) -> tuple[list[bytes], int]:  # C type
     out: list[bytes] = []
     append = out.append
     end = len(data)
-    crc32 = zlib.crc32
     residue, max_chunk, rotate, heartbeat = CRC32_RESIDUE, MAX_CHUNK, ROTATE, HEARTBEAT
     # Compiled, `p` is the bytes' buffer (scan.pxd) and the header fields are read from it in C,
     # no tuple nor int object per event; as Python it is the bytes and the same code indexes it.
@@ -55,7 +55,7 @@ def split_events(data: bytes, pos, verify) -> tuple[list[bytes], int]:  # C type
         ):
             break
         event = data[pos + 5 : stop]
-        if verify and crc32(event) != residue:
+        if verify and zcrc.crc(event) != residue:  # compiled: zlib's C function (zcrc.pxd)
             break
         append(event)
         pos = stop
