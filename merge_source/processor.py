@@ -150,7 +150,7 @@ class SourceProcessor:
         held: _Held | None
         seq = self._seq(group.file, group.start)
         timestamp = int.from_bytes(group.gtid[0:4], "little")
-        sorter = self.sorter
+        sorter: Sorter = self.sorter  # compiled: its methods are C calls (sorter.pxd)
         kind = c.kind
         if kind is XA_PREPARE:
             return sorter.prepare(c.txn_id, _Held(c, timestamp), seq)
@@ -293,7 +293,8 @@ class SourceProcessor:
     # -- restart ----------------------------------------------------------------------------------
     def checkpoint(self) -> SourceCheckpoint | None:
         """The earliest position a restart must re-read from (None before the first group)."""
-        oldest = self.sorter.oldest_pending()
+        sorter: Sorter = self.sorter
+        oldest = sorter.oldest_pending()
         open_start = self.assembler.open_group_start
         candidates = []
         if oldest is not None:
@@ -301,12 +302,12 @@ class SourceProcessor:
             candidates.append((seq, max_tso))
         if open_start is not None:
             # Nothing was fed to the sorter since this group began: its max TSO is current.
-            candidates.append((self._seq(*open_start), self.sorter.max_tso_seen))
+            candidates.append((self._seq(*open_start), sorter.max_tso_seen))
         if not candidates:
             if self._last_end is None:
                 return None
             file, pos = self._last_end
-            return _new_tuple(SourceCheckpoint, (file, pos, self.sorter.max_tso_seen))
+            return _new_tuple(SourceCheckpoint, (file, pos, sorter.max_tso_seen))
         seq, max_tso = min(candidates)
         number = seq >> 32
         if number != self._cp_file_no:  # the name, made once per file

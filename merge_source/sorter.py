@@ -17,9 +17,8 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict
 from collections.abc import Hashable
-from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 P = TypeVar("P")
 
@@ -90,23 +89,41 @@ class _Branch:  # typed fields in sorter.pxd (compiled: a cdef class)
         self.rolled_back = False
 
 
-@dataclass(slots=True)
-class Sorter(Generic[P]):
+class Sorter:
     """Per-DN sorter. Every method takes one binlog observation, at binlog coordinate `seq`
-    (strictly increasing), and returns the releases it made possible."""
+    (strictly increasing), and returns the releases it made possible. (`seq` and `tso` are
+    ints; not annotated because sorter.pxd declares these methods' C signatures.)
 
-    _branches: dict[Xid, _Branch] = field(default_factory=dict)
-    # Branches whose commit record has not been seen, in prepare order: the first one bounds
-    # which records are releasable (its TSO could still be anything).
-    _unknown: OrderedDict[Xid, int] = field(default_factory=OrderedDict)
-    # Known sort keys not yet released: branches with a commit record, and local transactions.
-    _heap: list[tuple[SortKey, Xid | None, Any]] = field(default_factory=list)
-    # Local transactions held back: seq -> largest TSO seen before them (for checkpoints).
-    _locals: dict[int, int] = field(default_factory=dict)
-    max_tso_seen: int = 0
-    watermark: SortKey | None = None
-    # Observations about xids never prepared here (before our start position): counted, ignored.
-    orphans: int = 0
+    A plain class (compiled: a cdef class with typed fields, sorter.pxd: its state is read in
+    C, not looked up per use)."""
+
+    __slots__ = (
+        "_branches",
+        "_unknown",
+        "_heap",
+        "_locals",
+        "max_tso_seen",
+        "watermark",
+        "orphans",
+    )
+
+    def __init__(self, max_tso_seen: int = 0):
+        # Held branches by xid, in prepare (= seq) order: dicts keep insertion order.
+        self._branches: dict[Xid, _Branch] = {}
+        # Branches whose commit record has not been seen, in prepare order: the first one
+        # bounds which records are releasable (its TSO could still be anything).
+        self._unknown: OrderedDict[Xid, int] = OrderedDict()
+        # Known sort keys not yet released: branches with a commit record, and local
+        # transactions.
+        self._heap: list[tuple[SortKey, Xid | None, Any]] = []
+        # Local transactions held back, in seq order: seq -> largest TSO seen before them (for
+        # checkpoints).
+        self._locals: dict[int, int] = {}
+        self.max_tso_seen = max_tso_seen
+        self.watermark: SortKey | None = None
+        # Observations about xids never prepared here (before our start position): counted,
+        # ignored.
+        self.orphans = 0
 
     @property
     def pending(self) -> int:
@@ -117,15 +134,18 @@ class Sorter(Generic[P]):
         """(seq, largest TSO seen before it) of the oldest held item, or None.
 
         A restart re-reads the binlog from that seq with `max_tso_seen` set to that TSO and
-        reproduces exactly the same sort keys.
+        reproduces exactly the same sort keys. Both dicts are in seq order (seqs only grow), so
+        the oldest of each is its first: no walk over everything held, once per release.
         """
         best: tuple[int, int] | None = None
-        for b in self._branches.values():
-            if best is None or b.prepare_seq < best[0]:
-                best = (b.prepare_seq, b.max_tso_before)
-        for seq, tso in self._locals.items():
+        b: _Branch
+        if self._branches:
+            b = next(iter(self._branches.values()))
+            best = (b.prepare_seq, b.max_tso_before)
+        if self._locals:
+            seq = next(iter(self._locals))
             if best is None or seq < best[0]:
-                best = (seq, tso)
+                best = (seq, self._locals[seq])
         return best
 
     def held(self, xid: Xid) -> P | None:
@@ -133,14 +153,14 @@ class Sorter(Generic[P]):
         branch: _Branch | None = self._branches.get(xid)
         return None if branch is None else branch.payload
 
-    def prepare(self, xid: Xid, payload: P, seq: int) -> list[Release]:
+    def prepare(self, xid: Xid, payload: P, seq) -> list[Release]:
         if xid in self._branches:
             raise SorterError(f"xid {xid!r} prepared twice without commit or rollback")
         self._branches[xid] = _Branch(xid, seq, payload, self.max_tso_seen)
         self._unknown[xid] = seq
         return []
 
-    def commit_record(self, xid: Xid, tso: int, seq: int) -> list[Release]:
+    def commit_record(self, xid: Xid, tso, seq) -> list[Release]:
         if tso > self.max_tso_seen:
             self.max_tso_seen = tso
         branch: _Branch | None = self._branches.get(xid)
@@ -173,7 +193,7 @@ class Sorter(Generic[P]):
         self._unknown.pop(xid, None)
         return self._drain()
 
-    def local(self, payload: P, seq: int) -> list[Release]:
+    def local(self, payload: P, seq) -> list[Release]:
         self._locals[seq] = self.max_tso_seen
         heapq.heappush(
             self._heap, (_new_tuple(SortKey, (self.max_tso_seen, LOCAL, seq)), None, payload)
