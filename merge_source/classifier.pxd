@@ -26,3 +26,20 @@ cpdef bint is_xa_commit(bytes query)
                txn="unsigned long long", tso="unsigned long long", k=Py_ssize_t,
                length=Py_ssize_t, stop=Py_ssize_t, value="long long", digits=int, c=int)
 cpdef list fast_commit_records(bytes rows, Py_ssize_t checksum_len)
+
+from merge_source.scan cimport annotate_trace, row_parts
+
+cdef class Classifier:
+    cdef public object fde
+    cdef public object spill_dir
+    cdef public dict _columns
+    cdef public object _v1_fde
+    cdef public dict _v1
+    cdef public Py_ssize_t _checksum_len
+    cdef public bint fast_records
+
+    @cython.locals(flags2=int)
+    cpdef Classified classify(self, BinlogGroup group)
+
+    @cython.locals(code=int, user_rows=bint, parts=list, table_maps=dict, private=set)
+    cpdef Classified _rows(self, BinlogGroup group, Classified out)

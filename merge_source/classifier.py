@@ -202,7 +202,8 @@ def trace_of(annotate: bytes) -> TraceId | None:
 
 
 class Classifier:
-    """Stateless but for caches of decoded private TABLE_MAPs; one per DN."""
+    """Stateless but for caches of decoded private TABLE_MAPs; one per DN. (Compiled: a cdef
+    class, classifier.pxd, `classify` a C call from the processor.)"""
 
     def __init__(self, fde: FormatDescription | None = None, spill_dir: str | None = None):
         self.fde = fde
@@ -212,6 +213,7 @@ class Classifier:
         self._columns: dict[bytes, tuple[list[Column], bool, bytes]] = {}
         self._v1_fde: FormatDescription | None = None
         self._v1: dict[int, bool] = {}
+        self._checksum_len = 4  # of _v1_fde (a property of the FDE: a Python call)
         self.fast_records = True  # False: always the generic row decoder (tests compare both)
 
     def classify(self, group: BinlogGroup) -> Classified:
@@ -250,11 +252,15 @@ class Classifier:
             # Most groups touch no private table: their statements in one compiled pass.
             fast = row_parts(group.events, PRIVATE_DB_B)
             if fast is not None:
-                out.statements = [Statement(t, e) for t, e in fast if e]
+                out.statements = [
+                    Statement(None if a is None else annotate_trace(a), e) for a, e in fast if e
+                ]
                 return out
         spill = SpillFile(self.spill_dir) if group.span is not None else None
-        # (trace id, events) per statement; events: a list, or a SpanWriter for a spilled group
-        parts: list[tuple[TraceId | None, list[bytes] | SpanWriter]] = []
+        # (ANNOTATE_ROWS event or None, events) per statement; events: a list, or a SpanWriter
+        # for a spilled group. The TraceId is read only for statements kept (not a commit
+        # record's: it has none, and looking for one runs a regex).
+        parts: list[tuple[bytes | None, list[bytes] | SpanWriter]] = []
         events: list[bytes] | SpanWriter | None = None  # the current statement's
         table_maps: dict[bytes, bytes] = {}  # raw table id -> raw TABLE_MAP of a private table
         private: set[bytes] = set()
@@ -263,10 +269,11 @@ class Classifier:
             code = data[4]
             if code == ANNOTATE_ROWS:
                 events = [] if spill is None else SpanWriter(spill)
-                parts.append((annotate_trace(data), events))
+                parts.append((data, events))
             elif code == TABLE_MAP:
                 if data[28 : 28 + data[27]] == PRIVATE_DB_B:
-                    private.add(table_name(data)[1])
+                    cached = self._columns.get(data[19:-4])  # its name without slicing it out
+                    private.add(table_name(data)[1] if cached is None else cached[2])
                     table_maps[data[19:25]] = data
                     continue
                 if events is None:
@@ -285,16 +292,28 @@ class Classifier:
                     parts.append((None, events))
                 events.append(data)
         if spill is None:
-            out.statements = [Statement(t, e) for t, e in parts if e]  # type: ignore[arg-type]
+            out.statements = [
+                Statement(None if a is None else annotate_trace(a), e)  # type: ignore[arg-type]
+                for a, e in parts
+                if e
+            ]
         else:
-            out.statements = [Statement(t, span=e.span()) for t, e in parts if e]  # type: ignore[union-attr]
+            out.statements = [
+                Statement(None if a is None else annotate_trace(a), span=e.span())  # type: ignore[union-attr]
+                for a, e in parts
+                if e
+            ]
         if private and not user_rows:
             if TX_LOG_B in private and out.kind is LOCAL:
                 out.kind = COMMIT_RECORD if out.records else PRIVATE
             elif HEARTBEAT_B in private:
                 out.fragment_kind = FragmentKind.HEARTBEAT
             else:
-                marker = next((MARKER_TABLES[t] for t in private if t in MARKER_TABLES), None)
+                marker = None  # a loop, not a generator: no closure in a cpdef method
+                for t in private:
+                    if t in MARKER_TABLES:
+                        marker = MARKER_TABLES[t]
+                        break
                 if marker is not None:
                     out.fragment_kind = marker
                 elif out.kind is LOCAL:
@@ -305,7 +324,7 @@ class Classifier:
         """Whether rows events of type `code` have the 8-byte post-header the fast reader
         expects (asked of the FDE once per FDE and type: a Python call per group otherwise)."""
         if fde is not self._v1_fde:
-            self._v1_fde, self._v1 = fde, {}
+            self._v1_fde, self._v1, self._checksum_len = fde, {}, fde.checksum_len
         known = self._v1.get(code)
         if known is None:
             known = self._v1[code] = fde.post_header_len(code) == 8
@@ -336,7 +355,7 @@ class Classifier:
         if table != TX_LOG_B and table not in MARKER_TABLES:
             return  # heartbeat rows: only their TSO matters, and it is in the commit record
         if fast and self.fast_records and code <= 24 and self._v1_rows(fde, code):
-            records = fast_commit_records(rows, fde.checksum_len)
+            records = fast_commit_records(rows, self._checksum_len)  # set by _v1_rows
             if records is not None:
                 out.records = out.records + records  # a new list: the default is shared
                 return

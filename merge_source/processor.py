@@ -146,7 +146,8 @@ class SourceProcessor:
 
     def _apply(self, group: BinlogGroup) -> list[Release]:
         # Compiled, annotated locals of the cdef classes (processor.pxd) read fields in C.
-        c: Classified = self.classifier.classify(group)
+        classifier: Classifier = self.classifier
+        c: Classified = classifier.classify(group)
         held: _Held | None
         seq = self._seq(group.file, group.start)
         timestamp = int.from_bytes(group.gtid[0:4], "little")

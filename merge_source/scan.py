@@ -106,10 +106,12 @@ def group_body(events: list, i, standalone) -> tuple[int, int, bool]:  # C: scan
 
 
 def row_parts(events: list, private_db: bytes) -> list | None:  # C types: scan.pxd
-    """The statements of a group's events: [(TraceId or None, [TABLE_MAP, rows, ...])], one per
-    ANNOTATE_ROWS (row events before any ANNOTATE_ROWS make one without a trace); other events
-    (XA END, XID, ...) are left out. None if a TABLE_MAP names a table of `private_db`: the
-    classifier then reads the group closely."""
+    """The statements of a group's events: [(ANNOTATE_ROWS event or None, [TABLE_MAP, rows,
+    ...])], one per ANNOTATE_ROWS (row events before any ANNOTATE_ROWS make one without it);
+    other events (XA END, XID, ...) are left out. None if a TABLE_MAP names a table of
+    `private_db`: the classifier then reads the group closely. The caller reads the TraceId
+    (`annotate_trace`) of the statements it keeps only: a commit record's has none, and
+    looking for one runs a regex."""
     parts: list = []
     current: list | None = None
     db_len = len(private_db)
@@ -118,7 +120,7 @@ def row_parts(events: list, private_db: bytes) -> list | None:  # C types: scan.
         code = p[4]
         if code == ANNOTATE_ROWS:
             current = []
-            parts.append((annotate_trace(data), current))
+            parts.append((data, current))
         elif code == TABLE_MAP or (code >= 23 and code <= 25) or (code >= 30 and code <= 32):
             if code == TABLE_MAP and p[27] == db_len and data[28 : 28 + db_len] == private_db:
                 return None
