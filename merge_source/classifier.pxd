@@ -43,3 +43,5 @@ cdef class Classifier:
 
     @cython.locals(code=int, user_rows=bint, parts=list, table_maps=dict, private=set)
     cpdef Classified _rows(self, BinlogGroup group, Classified out)
+
+cdef object _statement(object trace_id, list events)

@@ -68,6 +68,7 @@ class CommitRecord(NamedTuple):
 
 
 _new_tuple = tuple.__new__  # builds a NamedTuple in C (its own __new__ is interpreted)
+_new_object = object.__new__  # an instance without its __init__ (`_statement`)
 
 
 class Classified:
@@ -115,6 +116,16 @@ XA_PREPARE, XA_COMMIT, XA_ROLLBACK = (
 )
 LOCAL, COMMIT_RECORD, PRIVATE = GroupKind.LOCAL, GroupKind.COMMIT_RECORD, GroupKind.PRIVATE
 F_LOCAL = FragmentKind.LOCAL
+
+
+def _statement(trace_id, events) -> Statement:  # C types: classifier.pxd
+    """`Statement(trace_id, events)` field by field: its __init__ is interpreted Python (a frame
+    per statement), these are C calls here."""
+    st = _new_object(Statement)
+    st.trace_id = trace_id
+    st._events = events
+    st.span = None
+    return st
 
 
 def table_name(event: bytes) -> tuple[bytes, bytes]:
@@ -253,7 +264,7 @@ class Classifier:
             fast = row_parts(group.events, PRIVATE_DB_B)
             if fast is not None:
                 out.statements = [
-                    Statement(None if a is None else annotate_trace(a), e) for a, e in fast if e
+                    _statement(None if a is None else annotate_trace(a), e) for a, e in fast if e
                 ]
                 return out
         spill = SpillFile(self.spill_dir) if group.span is not None else None

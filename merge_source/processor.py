@@ -53,6 +53,9 @@ class SourceCheckpoint(NamedTuple):
 
 
 _new_tuple = tuple.__new__  # builds a NamedTuple in C (its own __new__ is interpreted)
+# An instance without running __init__: fragments and watermarks are filled in field by field
+# (their __init__ is interpreted Python; every field is set right after, see _outputs).
+_new_object = object.__new__
 # Enum members as module constants: compiled, `GroupKind.X` is a global and an attribute lookup
 # each time; these are one global lookup (the order of the tests below follows their frequency).
 XA_PREPARE, XA_COMMIT, XA_ROLLBACK = (
@@ -197,6 +200,7 @@ class SourceProcessor:
             return []
         out: list[Fragment | Watermark] = []
         resume = self.resume_after
+        dn = self.dn_id
         r: Release
         held: _Held
         c: Classified
@@ -217,20 +221,23 @@ class SourceProcessor:
             statements = self._rename(c.statements)
             if kind is F_LOCAL and not statements:
                 continue
-            # positional: a dataclass __init__ binds them faster than keywords
-            markers = c.markers or []  # never the shared empty default
-            fragment = Fragment(
-                r.key,
-                self.dn_id,
-                c.txn_id,
-                held.participants,
-                kind,
-                statements,
-                markers,
-                held.timestamp,
-            )
+            # Built field by field: the dataclass's __init__ is interpreted (a Python frame per
+            # fragment), these are C calls here.
+            fragment = _new_object(Fragment)
+            fragment.key = r.key
+            fragment.dn = dn
+            fragment.txn_id = c.txn_id
+            fragment.participants = held.participants
+            fragment.kind = kind
+            fragment.statements = statements
+            fragment.markers = c.markers or []  # never the shared empty default
+            fragment.timestamp = held.timestamp
             out.append(fragment)
-        out.append(Watermark(self.dn_id, releases[-1].key, self.checkpoint()))
+        watermark = _new_object(Watermark)  # as the fragment: no interpreted __init__
+        watermark.dn = dn
+        watermark.key = releases[-1].key
+        watermark.checkpoint = self.checkpoint()
+        out.append(watermark)
         return out
 
     def _apply_markers(self, markers: list[dict]) -> None:
@@ -283,7 +290,10 @@ class SourceProcessor:
                 if events.count:
                     out.append(Statement(st.trace_id, span=events.span()))
             elif events:
-                out.append(Statement(st.trace_id, events))
+                # The statement itself, renamed in place: it is released once, and nothing
+                # else holds it (a new Statement ran its interpreted __init__ per statement).
+                st._events = events
+                out.append(st)
         return out
 
     def _seq(self, file: str, pos: int) -> int:

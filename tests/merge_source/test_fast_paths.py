@@ -1,8 +1,10 @@
-"""The classifier's in-place readers (compiled in C when built) answer as the general code does,
-on the shapes the CN writes and on the odd ones it does not."""
+"""The processor's and classifier's fast paths: the in-place readers (compiled in C when
+built) answer as the general code does, on the shapes the CN writes and on the odd ones it does
+not; objects built field by field get every field."""
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 import pytest
@@ -14,6 +16,7 @@ from merge_source.classifier import (
     is_xa_commit,
     xa_ident,
 )
+from merge_source.fragment import Fragment, Statement, Watermark
 from merge_source.group import query_text
 
 
@@ -77,3 +80,13 @@ def test_fast_commit_records_reads_participants_as_int_does(participants, update
         return
     assert fast_commit_records(rows, 4) == [(5, 1 << 63, expected, False), (6, 7, (2,), True)]
     assert fast_commit_records(rows[:-6] + rows[-4:], 4) is None  # cut short
+
+
+def test_objects_built_field_by_field_get_every_field():
+    """The processor and classifier build Fragment, Watermark and Statement without their
+    (interpreted) __init__, setting each field: a new field must be set there too."""
+    assert [f.name for f in dataclasses.fields(Fragment)] == [
+        "key", "dn", "txn_id", "participants", "kind", "statements", "markers", "timestamp"
+    ]  # fmt: skip
+    assert Watermark.__slots__ == ("dn", "key", "checkpoint")
+    assert Statement.__slots__ == ("trace_id", "_events", "span")
