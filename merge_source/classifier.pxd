@@ -44,4 +44,7 @@ cdef class Classifier:
     @cython.locals(code=int, user_rows=bint, parts=list, table_maps=dict, private=set)
     cpdef Classified _rows(self, BinlogGroup group, Classified out)
 
+    @cython.locals(code=int)
+    cpdef _private_rows(self, bytes table_map, bytes rows, Classified out)
+
 cdef object _statement(object trace_id, list events)

@@ -169,7 +169,10 @@ def xa_ident(gtid: bytes) -> tuple[int | None, bytes]:  # C types: classifier.px
     glen = p[pos + 4]
     blen = p[pos + 5]
     start = pos + 6
-    xid = gtid[start : start + glen] + b"/" + gtid[start + glen : start + glen + blen]
+    if start + glen + blen <= n:  # compiled: bytes straight from the buffer
+        xid = p[start : start + glen] + b"/" + p[start + glen : start + glen + blen]
+    else:  # a short event: what slicing leaves
+        xid = gtid[start : start + glen] + b"/" + gtid[start + glen : start + glen + blen]
     prefix = GTRID_PREFIX_B
     plen = len(prefix)
     fmt = p[pos] | p[pos + 1] << 8 | p[pos + 2] << 16 | p[pos + 3] << 24  # as unsigned
@@ -348,17 +351,7 @@ class Classifier:
         key = table_map[19:-4]
         cached = self._columns.get(key)
         if cached is None:
-            _db, table = table_name(table_map)
-            tm = TableMapEvent.parse(body_view(table_map, fde), fde)
-            columns = tm.columns(mariadb=True)
-            if any(c.name is None for c in columns):
-                raise ClassifyError(
-                    f"__cdc__.{table.decode()} has no column names: set binlog_row_metadata=FULL on the DN"
-                )
-            if len(self._columns) > 256:
-                self._columns.clear()
-            fast = table == TX_LOG_B and tx_log_layout(columns)
-            cached = self._columns[key] = (columns, fast, table)
+            cached = self._table(table_map, key, fde)
         columns, fast, table = cached
         code = rows[4]
         if code not in WRITE_TYPES and code not in UPDATE_TYPES:
@@ -370,6 +363,27 @@ class Classifier:
             if records is not None:
                 out.records = out.records + records  # a new list: the default is shared
                 return
+        self._generic_rows(rows, code, columns, table, out, fde)
+
+    # The slow paths apart (compiled, a cpdef method may hold no generator expression).
+    def _table(self, table_map: bytes, key: bytes, fde: FormatDescription) -> tuple:
+        """Decode a private TABLE_MAP into the cache: (columns, fast path fits, table name)."""
+        _db, table = table_name(table_map)
+        tm = TableMapEvent.parse(body_view(table_map, fde), fde)
+        columns = tm.columns(mariadb=True)
+        if any(c.name is None for c in columns):
+            raise ClassifyError(
+                f"__cdc__.{table.decode()} has no column names: set binlog_row_metadata=FULL on the DN"
+            )
+        if len(self._columns) > 256:
+            self._columns.clear()
+        fast = table == TX_LOG_B and tx_log_layout(columns)
+        cached = self._columns[key] = (columns, fast, table)
+        return cached
+
+    def _generic_rows(self, rows, code, columns, table, out: Classified, fde) -> None:
+        """Private rows through the generic row decoder (markers, and what the fast reader
+        declines)."""
         ev = RowsEvent.parse(body_view(rows, fde), fde, code)
         names = [c.name.decode() for c in columns]  # type: ignore[union-attr]
         images = ev.decode_rows(columns)

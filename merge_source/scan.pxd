@@ -25,3 +25,6 @@ cpdef tuple annotate_trace(bytes data)
 
 @cython.locals(p="const unsigned char*", v="unsigned int")
 cpdef unsigned int log_pos(bytes data) except? 0
+
+@cython.locals(k=Py_ssize_t)
+cdef bint _at(const unsigned char* p, Py_ssize_t pos, bytes literal)

@@ -24,6 +24,7 @@ XA_PREPARE = 38
 QUERY = 2
 TABLE_MAP = 19
 ANNOTATE_ROWS = 160
+TRACE_OPEN, TRACE_CN, TRACE_CLOSE = b"/*CDC trace=", b" cn=", b" */"
 TRACE_RE = re.compile(rb"/\*CDC trace=(\d+)\.(\d+) cn=(\d+) \*/")
 
 
@@ -54,7 +55,7 @@ def split_events(data: bytes, pos, verify) -> tuple[list[bytes], int]:  # C type
             or code == heartbeat
         ):
             break
-        event = data[pos + 5 : stop]
+        event = p[pos + 5 : stop]  # compiled: bytes straight from the buffer, no slice object
         if verify and zcrc.crc(event) != residue:  # compiled: zlib's C function (zcrc.pxd)
             break
         append(event)
@@ -122,7 +123,12 @@ def row_parts(events: list, private_db: bytes) -> list | None:  # C types: scan.
             current = []
             parts.append((data, current))
         elif code == TABLE_MAP or (code >= 23 and code <= 25) or (code >= 30 and code <= 32):
-            if code == TABLE_MAP and p[27] == db_len and data[28 : 28 + db_len] == private_db:
+            if (
+                code == TABLE_MAP
+                and p[27] == db_len
+                and len(data) >= 28 + db_len
+                and _at(p, 28, private_db)
+            ):
                 return None
             if current is None:
                 current = []
@@ -131,13 +137,22 @@ def row_parts(events: list, private_db: bytes) -> list | None:  # C types: scan.
     return parts
 
 
+def _at(p, pos, literal: bytes) -> bool:  # C types: scan.pxd
+    """Whether `literal` stands at `pos` of `p` (the caller knows it fits): compared in place,
+    compiled (p a pointer), without slicing a bytes object out first."""
+    for k in range(len(literal)):
+        if p[pos + k] != literal[k]:
+            return False
+    return True
+
+
 def annotate_trace(data: bytes) -> tuple[int, int] | None:  # C types: scan.pxd
     """The TraceId of the `/*CDC trace=<seq>.<subseq> cn=<id> */` hint in a raw ANNOTATE_ROWS
     event: read in place where the CN puts it (first in the statement), else searched for as
     the classifier always did (same answer: the regex's leftmost match)."""
     p = data
     end = min(len(data), 19 + 200)
-    if data[19:31] == b"/*CDC trace=":
+    if end >= 31 and _at(p, 19, TRACE_OPEN):
         pos = 31
         seq = sub = 0
         digits = 0
@@ -151,12 +166,12 @@ def annotate_trace(data: bytes) -> tuple[int, int] | None:  # C types: scan.pxd
             while pos < end and 48 <= p[pos] <= 57 and pos - start < 18:
                 sub = sub * 10 + (p[pos] - 48)
                 pos += 1
-            if start < pos < start + 18 and data[pos : pos + 4] == b" cn=":
+            if start < pos < start + 18 and pos + 4 <= end and _at(p, pos, TRACE_CN):
                 pos += 4
                 start = pos
                 while pos < end and 48 <= p[pos] <= 57:
                     pos += 1
-                if start < pos and pos + 3 <= end and data[pos : pos + 3] == b" */":
+                if start < pos and pos + 3 <= end and _at(p, pos, TRACE_CLOSE):
                     return (seq, sub)
     m = TRACE_RE.search(data, 19, 19 + 200)
     return (int(m[1]), int(m[2])) if m else None
