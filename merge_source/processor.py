@@ -82,6 +82,9 @@ class _Held:
 
 
 class SourceProcessor:
+    """Compiled: a cdef class (processor.pxd), its state typed and its per-group methods C
+    calls (their arguments typed there, so not annotated here)."""
+
     def __init__(
         self,
         dn_id: int,
@@ -100,7 +103,7 @@ class SourceProcessor:
         self.spill_dir = spill_dir
         self.assembler = GroupAssembler(self.dn_name, spill_bytes, spill_dir)
         self.classifier = Classifier(spill_dir=spill_dir)
-        self.sorter: Sorter[_Held] = Sorter(max_tso_seen=max_tso_seen)
+        self.sorter = Sorter(max_tso_seen=max_tso_seen)  # payloads: _Held
         # Global keys at or below this were written before a restart: drop them when they come
         # again.
         self.resume_after = resume_after
@@ -108,9 +111,9 @@ class SourceProcessor:
         self.names = names
         # On a first start, nothing before the CdcStart marker belongs to the global binlog.
         self.started = not wait_for_start
-        self._foreign: dict[bytes, _Held] = {}
+        self._foreign = {}  # xid -> _Held
         self._base = "binlog"
-        self._last_end: tuple[str, int] | None = None
+        self._last_end = None  # (file, pos) after the last group
         self.groups = 0
         self._file_name, self._file_no = "", 0
         self._cp_file_no, self._cp_file = -1, ""
@@ -195,7 +198,7 @@ class SourceProcessor:
             )
         return []
 
-    def _outputs(self, releases: list[Release]) -> list[Fragment | Watermark]:
+    def _outputs(self, releases) -> list[Fragment | Watermark]:  # list[Release]
         if not releases:
             return []
         out: list[Fragment | Watermark] = []
@@ -259,7 +262,7 @@ class SourceProcessor:
             entry = schema.get("topology") if isinstance(schema, dict) else None
             self.names = self.names.with_table(m["db"], m["tbl"], entry)
 
-    def _rename(self, statements: list[Statement]) -> list[Statement]:
+    def _rename(self, statements) -> list[Statement]:  # list[Statement]
         names = self.names
         if names is None:
             return statements
@@ -296,7 +299,7 @@ class SourceProcessor:
                 out.append(st)
         return out
 
-    def _seq(self, file: str, pos: int) -> int:
+    def _seq(self, file, pos) -> int:  # str, int
         if file != self._file_name:
             self._file_name, self._file_no = file, file_number(file)
         return binlog_seq(self._file_no, pos)
