@@ -22,6 +22,7 @@ COMPILED_MODULES = (
     "merge_source.classifier",
     "merge_source.sorter",
     "merge_source.processor",
+    "merge_source.renamer",  # NameMap.rename: once per TABLE_MAP released
     # The leader's encoder and the writer's stamping (wire decode and the merge were measured
     # too: compiled, they ran no faster than the interpreter).
     "dumper.txn_encoder",

@@ -2,6 +2,7 @@
 # Python): the per-group objects it reads are cdef classes, their fields C struct members.
 from merge_source.classifier cimport Classified, Classifier
 from merge_source.group cimport BinlogGroup
+from merge_source.scan cimport timestamp as event_timestamp
 from merge_source.sorter cimport Release, Sorter
 
 cdef class _Held:

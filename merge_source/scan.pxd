@@ -28,3 +28,6 @@ cpdef unsigned int log_pos(bytes data) except? 0
 
 @cython.locals(k=Py_ssize_t)
 cdef bint _at(const unsigned char* p, Py_ssize_t pos, bytes literal)
+
+@cython.locals(p="const unsigned char*", v="unsigned int")
+cpdef unsigned int timestamp(bytes data) except? 0

@@ -74,6 +74,17 @@ def log_pos(data: bytes):  # C types: scan.pxd
     return v << 8 | p[13]
 
 
+def timestamp(data: bytes):  # C types: scan.pxd
+    """An event's timestamp (header offset 0, u32 seconds)."""
+    if len(data) < 19:
+        raise ValueError(f"an event of {len(data)} bytes has no header")
+    p = data
+    v = p[3]
+    v = v << 8 | p[2]
+    v = v << 8 | p[1]
+    return v << 8 | p[0]
+
+
 def group_end(data: bytes, standalone) -> bool:  # C types: scan.pxd
     """Whether a QUERY event inside a group is its terminator (a standalone group's only one;
     otherwise COMMIT, XA COMMIT, XA ROLLBACK)."""
