@@ -15,6 +15,8 @@ SPARK_CDS := $(VENV)/share/cdc/spark-driver.jsa
 COMPILED_SRC := $(shell sed -n '/^COMPILED_MODULES = (/,/^)/p' cdc/compiled.py | grep -o '"[a-z_.]*"' | tr -d '"' | sed 's|\.|/|g; s|$$|.py|')
 # ... and their C declarations (augmenting .pxd files beside them), where they have one.
 COMPILED_SRC += $(wildcard $(COMPILED_SRC:.py=.pxd))
+# ... and the C declarations they cimport (zlib's crc32 for scan).
+COMPILED_SRC += merge_source/zcrc.pxd
 
 .PHONY: apt node compiled spark-cds setup demo stop test test-fast fuzz lint bench clean
 
@@ -32,9 +34,9 @@ apt:
 			|| echo "setup: WARNING: no compiler; the hot loops run as plain Python (slower)"; \
 	fi
 	@if [ ! -f /usr/include/zlib.h ]; then \
-		echo "setup: installing zlib's headers (the compiled writer calls crc32 from C)"; \
+		echo "setup: installing zlib's headers (the compiled hot loops call its crc32 from C)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zlib1g-dev >/dev/null \
-			|| echo "setup: WARNING: no zlib.h; cdc.binlog.fastpath runs as plain Python (slower)"; \
+			|| echo "setup: WARNING: no zlib.h; merge_source and cdc.binlog.fastpath run as plain Python (slower)"; \
 	fi
 	@if ! command -v java >/dev/null 2>&1; then \
 		echo "setup: installing a JRE (for the Spark backfill)"; \

@@ -28,18 +28,42 @@ def compiled_setting(name: str):
 
 
 class OptionalBuildExt(build_ext):
-    """A failed compilation is a warning: the pure-Python module is used instead."""
+    """A failed compilation is a warning: the pure-Python module is used instead.
+
+    The compiled modules of one package call each other in C (`cimport` in their .pxd files:
+    merge_source's processor → classifier → group → scan), and a compiled module whose
+    cimported one runs as Python fails to import. So a failure takes its whole package back to
+    Python: the other modules of the package built now are removed again."""
 
     def run(self) -> None:
+        self._failed: set[str] = set()
         try:
             super().run()
         except Exception as exc:  # no compiler, no Python.h: fall back, loudly
             _warn(f"C compilation skipped ({exc}); the pure-Python modules run instead")
+        failed_packages = {name.rsplit(".", 1)[0] for name in self._failed}
+        for ext in self.extensions:
+            if ext.name not in self._failed and ext.name.rsplit(".", 1)[0] in failed_packages:
+                path = Path(self.get_ext_fullpath(ext.name))
+                if path.exists():
+                    path.unlink()
+                    _warn(f"{ext.name} removed: a module of its package did not compile")
+
+    def copy_extensions_to_source(self) -> None:
+        """(--inplace) Copy what was built: a failed module has nothing to copy, and its error
+        must not stop the copy of the others."""
+        built = self.extensions
+        self.extensions = [ext for ext in built if ext.name not in self._failed]
+        try:
+            super().copy_extensions_to_source()
+        finally:
+            self.extensions = built
 
     def build_extension(self, ext) -> None:
         try:
             super().build_extension(ext)
         except Exception as exc:
+            self._failed.add(ext.name)
             _warn(f"{ext.name} not compiled ({exc}); its pure-Python module runs instead")
 
 

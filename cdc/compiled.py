@@ -22,15 +22,18 @@ COMPILED_MODULES = (
     "merge_source.classifier",
     "merge_source.sorter",
     "merge_source.processor",
-    # The leader's wire decode (its per-event split in C: wire.pxd), encoder and the writer's
-    # stamping (the merge was measured too: compiled, it ran no faster than the interpreter).
+    "merge_source.renamer",  # NameMap.rename: once per TABLE_MAP released
+    # The wire between the processes (the leader's decode: its offsets and per-event split in C,
+    # wire.pxd), the leader's encoder and the writer's stamping (the merge was measured too:
+    # compiled, it ran no faster than the interpreter).
     "merge_source.wire",
     "dumper.txn_encoder",
     "cdc.binlog.fastpath",
 )
-# C libraries a compiled module calls directly (its .pxd declares what it uses): zlib's crc32
-# from C costs a fraction of the Python call per event.
-C_LIBRARIES = {"cdc.binlog.fastpath": ("z",)}
+# C libraries a compiled module calls directly (its .pxd, or merge_source/zcrc.pxd it cimports,
+# declares what it uses): zlib's crc32 from C costs a fraction of the Python call per event.
+# Without their headers such a module fails to compile (and its package runs as Python).
+C_LIBRARIES = {"cdc.binlog.fastpath": ("z",), "merge_source.scan": ("z",)}
 PURE_ENV = "CDC_PURE_PYTHON"
 ROOT = Path(__file__).resolve().parent.parent
 

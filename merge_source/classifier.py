@@ -18,7 +18,7 @@ from cdc.binlog.table_map import Column, TableMapEvent
 from cdc.cn.schema import DDL_RECORD, HEARTBEAT, INSTRUCTION, PRIVATE_DB, TX_LOG
 from cdc.cn.xid import FORMAT_ID, GTRID_PREFIX
 from merge_source.fragment import FragmentKind, Statement, TraceId
-from merge_source.group import GTID_FLAGS2_OFFSET, BinlogGroup, query_text
+from merge_source.group import GTID_FLAGS2_OFFSET, QUERY_HEADER_LEN, BinlogGroup, query_text
 from merge_source.scan import annotate_trace, row_parts
 from merge_source.spill import SpanWriter, SpillFile
 
@@ -35,6 +35,7 @@ PRIVATE_DB_B = PRIVATE_DB.encode()
 TX_LOG_B = TX_LOG.encode()
 HEARTBEAT_B = HEARTBEAT.encode()
 GTRID_PREFIX_B = GTRID_PREFIX.encode()
+XA_COMMIT_B = b"XA COMMIT"
 MARKER_TABLES = {
     INSTRUCTION.encode(): FragmentKind.INSTRUCTION,
     DDL_RECORD.encode(): FragmentKind.DDL,
@@ -67,6 +68,7 @@ class CommitRecord(NamedTuple):
 
 
 _new_tuple = tuple.__new__  # builds a NamedTuple in C (its own __new__ is interpreted)
+_new_object = object.__new__  # an instance without its __init__ (`_statement`)
 
 
 class Classified:
@@ -106,6 +108,24 @@ class Classified:
 
 
 _NONE: list = []  # shared empty default: assigned over, never appended to
+# Enum members as module constants: compiled, `GroupKind.X` is a global and an attribute lookup.
+XA_PREPARE, XA_COMMIT, XA_ROLLBACK = (
+    GroupKind.XA_PREPARE,
+    GroupKind.XA_COMMIT,
+    GroupKind.XA_ROLLBACK,
+)
+LOCAL, COMMIT_RECORD, PRIVATE = GroupKind.LOCAL, GroupKind.COMMIT_RECORD, GroupKind.PRIVATE
+F_LOCAL = FragmentKind.LOCAL
+
+
+def _statement(trace_id, events) -> Statement:  # C types: classifier.pxd
+    """`Statement(trace_id, events)` field by field: its __init__ is interpreted Python (a frame
+    per statement), these are C calls here."""
+    st = _new_object(Statement)
+    st.trace_id = trace_id
+    st._events = events
+    st.span = None
+    return st
 
 
 def table_name(event: bytes) -> tuple[bytes, bytes]:
@@ -136,13 +156,68 @@ def cn_txn_id(fmt: int, gtrid: bytes) -> int | None:
         return None
 
 
+def xa_ident(gtid: bytes) -> tuple[int | None, bytes]:  # C types: classifier.pxd
+    """`cn_txn_id(*gtid_xid(gtid)[:2])` and the xid key `gtrid/bqual` of an XA GTID event, the
+    CN's ids read in place (once per XA group; anything else goes the general way)."""
+    p = gtid
+    n = len(gtid)
+    pos = GTID_FLAGS2_OFFSET + 1
+    if n > GTID_FLAGS2_OFFSET and p[GTID_FLAGS2_OFFSET] & FL_GROUP_COMMIT_ID:
+        pos += 8
+    if pos + 6 > n:
+        gtid_xid(gtid)  # raises, as it always did on a short GTID
+    glen = p[pos + 4]
+    blen = p[pos + 5]
+    start = pos + 6
+    if start + glen + blen <= n:  # compiled: bytes straight from the buffer
+        xid = p[start : start + glen] + b"/" + p[start + glen : start + glen + blen]
+    else:  # a short event: what slicing leaves
+        xid = gtid[start : start + glen] + b"/" + gtid[start + glen : start + glen + blen]
+    prefix = GTRID_PREFIX_B
+    plen = len(prefix)
+    fmt = p[pos] | p[pos + 1] << 8 | p[pos + 2] << 16 | p[pos + 3] << 24  # as unsigned
+    if fmt != FORMAT_ID or glen <= plen or glen - plen > 18 or start + glen > n:
+        return cn_txn_id(*gtid_xid(gtid)[:2]), xid
+    for k in range(plen):
+        if p[start + k] != prefix[k]:
+            return None, xid
+    txn = 0
+    for k in range(start + plen, start + glen):
+        digit = p[k] - 48
+        if digit < 0 or digit > 9:  # not plain digits: int() decides, as it always did
+            return cn_txn_id(*gtid_xid(gtid)[:2]), xid
+        txn = txn * 10 + digit
+    return txn, xid
+
+
+def is_xa_commit(query: bytes) -> bool:  # C types: classifier.pxd
+    """`query_text(query).upper().startswith(b"XA COMMIT")` without copying the statement."""
+    if len(query) < 19 + QUERY_HEADER_LEN:
+        return query_text(query).upper().startswith(XA_COMMIT_B)  # raises as it always did
+    p = query
+    db_len = p[19 + 8]
+    status_len = p[19 + 11] | p[19 + 12] << 8
+    start = 19 + QUERY_HEADER_LEN + status_len + db_len + 1
+    word = XA_COMMIT_B
+    if len(query) - 4 - start < len(word):
+        return False
+    for k in range(len(word)):
+        c = p[start + k]
+        if 97 <= c <= 122:  # a-z: what bytes.upper() changes
+            c -= 32
+        if c != word[k]:
+            return False
+    return True
+
+
 def trace_of(annotate: bytes) -> TraceId | None:
     """The TraceId hint in a raw ANNOTATE_ROWS event (the CN puts it first in the statement)."""
     return annotate_trace(annotate)
 
 
 class Classifier:
-    """Stateless but for caches of decoded private TABLE_MAPs; one per DN."""
+    """Stateless but for caches of decoded private TABLE_MAPs; one per DN. (Compiled: a cdef
+    class, classifier.pxd, `classify` a C call from the processor.)"""
 
     def __init__(self, fde: FormatDescription | None = None, spill_dir: str | None = None):
         self.fde = fde
@@ -152,14 +227,15 @@ class Classifier:
         self._columns: dict[bytes, tuple[list[Column], bool, bytes]] = {}
         self._v1_fde: FormatDescription | None = None
         self._v1: dict[int, bool] = {}
+        self._checksum_len = 4  # of _v1_fde (a property of the FDE: a Python call)
         self.fast_records = True  # False: always the generic row decoder (tests compare both)
 
     def classify(self, group: BinlogGroup) -> Classified:
+        out: Classified  # compiled: a cdef class (classifier.pxd), its fields read in C
         flags2 = group.gtid[GTID_FLAGS2_OFFSET]
         if flags2 & FL_PREPARED_XA:
-            fmt, gtrid, bqual = gtid_xid(group.gtid)
-            txn_id = cn_txn_id(fmt, gtrid)
-            out = self._rows(group, Classified(GroupKind.XA_PREPARE, xid=gtrid + b"/" + bqual))
+            txn_id, xid = xa_ident(group.gtid)
+            out = self._rows(group, Classified(XA_PREPARE, xid=xid))
             if txn_id is None:
                 out.kind = GroupKind.FOREIGN_PREPARE
                 out.fragment_kind = FragmentKind.LOCAL
@@ -167,19 +243,18 @@ class Classifier:
                 out.txn_id = txn_id
             return out
         if flags2 & FL_COMPLETED_XA:
-            fmt, gtrid, bqual = gtid_xid(group.gtid)
-            text = b""
+            txn_id, xid = xa_ident(group.gtid)
+            commit = False
             for e in group.body():
                 if e[4] == QUERY:
-                    text = query_text(e).upper()
+                    commit = is_xa_commit(e)
                     break
-            kind = GroupKind.XA_COMMIT if text.startswith(b"XA COMMIT") else GroupKind.XA_ROLLBACK
-            return Classified(kind, txn_id=cn_txn_id(fmt, gtrid) or 0, xid=gtrid + b"/" + bqual)
+            return Classified(XA_COMMIT if commit else XA_ROLLBACK, txn_id=txn_id or 0, xid=xid)
         if group.count == 2:
             only = next(iter(group.body()))
             if only[4] == QUERY:
                 return Classified(GroupKind.DDL, query=query_text(only))
-        return self._rows(group, Classified(GroupKind.LOCAL, fragment_kind=FragmentKind.LOCAL))
+        return self._rows(group, Classified(LOCAL, fragment_kind=F_LOCAL))
 
     def _rows(self, group: BinlogGroup, out: Classified) -> Classified:
         """Split a group's row events into statements; route private tables.
@@ -191,11 +266,15 @@ class Classifier:
             # Most groups touch no private table: their statements in one compiled pass.
             fast = row_parts(group.events, PRIVATE_DB_B)
             if fast is not None:
-                out.statements = [Statement(t, e) for t, e in fast if e]
+                out.statements = [
+                    _statement(None if a is None else annotate_trace(a), e) for a, e in fast if e
+                ]
                 return out
         spill = SpillFile(self.spill_dir) if group.span is not None else None
-        # (trace id, events) per statement; events: a list, or a SpanWriter for a spilled group
-        parts: list[tuple[TraceId | None, list[bytes] | SpanWriter]] = []
+        # (ANNOTATE_ROWS event or None, events) per statement; events: a list, or a SpanWriter
+        # for a spilled group. The TraceId is read only for statements kept (not a commit
+        # record's: it has none, and looking for one runs a regex).
+        parts: list[tuple[bytes | None, list[bytes] | SpanWriter]] = []
         events: list[bytes] | SpanWriter | None = None  # the current statement's
         table_maps: dict[bytes, bytes] = {}  # raw table id -> raw TABLE_MAP of a private table
         private: set[bytes] = set()
@@ -204,10 +283,11 @@ class Classifier:
             code = data[4]
             if code == ANNOTATE_ROWS:
                 events = [] if spill is None else SpanWriter(spill)
-                parts.append((annotate_trace(data), events))
+                parts.append((data, events))
             elif code == TABLE_MAP:
                 if data[28 : 28 + data[27]] == PRIVATE_DB_B:
-                    private.add(table_name(data)[1])
+                    cached = self._columns.get(data[19:-4])  # its name without slicing it out
+                    private.add(table_name(data)[1] if cached is None else cached[2])
                     table_maps[data[19:25]] = data
                     continue
                 if events is None:
@@ -226,27 +306,39 @@ class Classifier:
                     parts.append((None, events))
                 events.append(data)
         if spill is None:
-            out.statements = [Statement(t, e) for t, e in parts if e]  # type: ignore[arg-type]
+            out.statements = [
+                Statement(None if a is None else annotate_trace(a), e)  # type: ignore[arg-type]
+                for a, e in parts
+                if e
+            ]
         else:
-            out.statements = [Statement(t, span=e.span()) for t, e in parts if e]  # type: ignore[union-attr]
+            out.statements = [
+                Statement(None if a is None else annotate_trace(a), span=e.span())  # type: ignore[union-attr]
+                for a, e in parts
+                if e
+            ]
         if private and not user_rows:
-            if TX_LOG_B in private and out.kind is GroupKind.LOCAL:
-                out.kind = GroupKind.COMMIT_RECORD if out.records else GroupKind.PRIVATE
+            if TX_LOG_B in private and out.kind is LOCAL:
+                out.kind = COMMIT_RECORD if out.records else PRIVATE
             elif HEARTBEAT_B in private:
                 out.fragment_kind = FragmentKind.HEARTBEAT
             else:
-                marker = next((MARKER_TABLES[t] for t in private if t in MARKER_TABLES), None)
+                marker = None  # a loop, not a generator: no closure in a cpdef method
+                for t in private:
+                    if t in MARKER_TABLES:
+                        marker = MARKER_TABLES[t]
+                        break
                 if marker is not None:
                     out.fragment_kind = marker
-                elif out.kind is GroupKind.LOCAL:
-                    out.kind = GroupKind.PRIVATE
+                elif out.kind is LOCAL:
+                    out.kind = PRIVATE
         return out
 
     def _v1_rows(self, fde: FormatDescription, code: int) -> bool:
         """Whether rows events of type `code` have the 8-byte post-header the fast reader
         expects (asked of the FDE once per FDE and type: a Python call per group otherwise)."""
         if fde is not self._v1_fde:
-            self._v1_fde, self._v1 = fde, {}
+            self._v1_fde, self._v1, self._checksum_len = fde, {}, fde.checksum_len
         known = self._v1.get(code)
         if known is None:
             known = self._v1[code] = fde.post_header_len(code) == 8
@@ -259,17 +351,7 @@ class Classifier:
         key = table_map[19:-4]
         cached = self._columns.get(key)
         if cached is None:
-            _db, table = table_name(table_map)
-            tm = TableMapEvent.parse(body_view(table_map, fde), fde)
-            columns = tm.columns(mariadb=True)
-            if any(c.name is None for c in columns):
-                raise ClassifyError(
-                    f"__cdc__.{table.decode()} has no column names: set binlog_row_metadata=FULL on the DN"
-                )
-            if len(self._columns) > 256:
-                self._columns.clear()
-            fast = table == TX_LOG_B and tx_log_layout(columns)
-            cached = self._columns[key] = (columns, fast, table)
+            cached = self._table(table_map, key, fde)
         columns, fast, table = cached
         code = rows[4]
         if code not in WRITE_TYPES and code not in UPDATE_TYPES:
@@ -277,10 +359,31 @@ class Classifier:
         if table != TX_LOG_B and table not in MARKER_TABLES:
             return  # heartbeat rows: only their TSO matters, and it is in the commit record
         if fast and self.fast_records and code <= 24 and self._v1_rows(fde, code):
-            records = fast_commit_records(rows, fde.checksum_len)
+            records = fast_commit_records(rows, self._checksum_len)  # set by _v1_rows
             if records is not None:
                 out.records = out.records + records  # a new list: the default is shared
                 return
+        self._generic_rows(rows, code, columns, table, out, fde)
+
+    # The slow paths apart (compiled, a cpdef method may hold no generator expression).
+    def _table(self, table_map: bytes, key: bytes, fde: FormatDescription) -> tuple:
+        """Decode a private TABLE_MAP into the cache: (columns, fast path fits, table name)."""
+        _db, table = table_name(table_map)
+        tm = TableMapEvent.parse(body_view(table_map, fde), fde)
+        columns = tm.columns(mariadb=True)
+        if any(c.name is None for c in columns):
+            raise ClassifyError(
+                f"__cdc__.{table.decode()} has no column names: set binlog_row_metadata=FULL on the DN"
+            )
+        if len(self._columns) > 256:
+            self._columns.clear()
+        fast = table == TX_LOG_B and tx_log_layout(columns)
+        cached = self._columns[key] = (columns, fast, table)
+        return cached
+
+    def _generic_rows(self, rows, code, columns, table, out: Classified, fde) -> None:
+        """Private rows through the generic row decoder (markers, and what the fast reader
+        declines)."""
         ev = RowsEvent.parse(body_view(rows, fde), fde, code)
         names = [c.name.decode() for c in columns]  # type: ignore[union-attr]
         images = ev.decode_rows(columns)
@@ -311,7 +414,6 @@ TX_LOG_COLUMNS = (
     (b"participants", ColumnType.VARCHAR),
     (b"aborted", ColumnType.TINY),
 )
-_TX_IMAGE = struct.Struct("<BQQH")  # null bitmap, txn_id, commit_tso, participants length
 
 
 def tx_log_layout(columns: list[Column]) -> bool:
@@ -329,35 +431,58 @@ def tx_log_layout(columns: list[Column]) -> bool:
     )
 
 
-def fast_commit_records(rows: bytes, checksum_len: int) -> list[CommitRecord] | None:
+def fast_commit_records(rows: bytes, checksum_len) -> list[CommitRecord] | None:  # C: .pxd
     """The commit records of a v1 WRITE/UPDATE rows event on __cdc_tx_log__ (layout checked by
     `tx_log_layout`), read in place: the generic row decoder costs more than the rest of a
-    commit-record group. None if anything is unexpected: the generic decoder then decides."""
-    update = rows[4] == 24
+    commit-record group. None if anything is unexpected: the generic decoder then decides.
+    Compiled (classifier.pxd), the fields are read from the bytes' buffer in C."""
+    p = rows
+    end = len(rows) - checksum_len
+    if end < 30:
+        return None
+    update = p[4] == 24
     # 4 columns, all present (FULL row image), in the before (and after) image.
-    if rows[27] != 4 or rows[28] != 0x0F or (update and rows[29] != 0x0F):
+    if p[27] != 4 or p[28] != 0x0F or (update and p[29] != 0x0F):
         return None
     pos = 30 if update else 29
-    end = len(rows) - checksum_len
     out: list[CommitRecord] = []
-    unpack = _TX_IMAGE.unpack_from
-    try:
-        while pos < end:
-            if update:  # the before image: same layout, skipped
-                nulls, _txn, _tso, length = unpack(rows, pos)
-                if nulls & 0x0F:
-                    return None
-                pos += _TX_IMAGE.size + length + 1
-            nulls, txn, tso, length = unpack(rows, pos)
-            if nulls & 0x0F:
+    while pos < end:
+        if update:  # the before image: same layout, skipped
+            if pos + 19 > end or p[pos] & 0x0F:
                 return None
-            pos += _TX_IMAGE.size
-            participants = tuple(int(x) for x in rows[pos : pos + length].split(b",") if x)
-            aborted = bool(rows[pos + length])
-            out.append(_new_tuple(CommitRecord, (txn, tso, participants, aborted)))
-            pos += length + 1
-    except (struct.error, IndexError, ValueError):
-        return None
+            pos += 19 + (p[pos + 17] | p[pos + 18] << 8) + 1
+        # null bitmap, txn_id u64, commit_tso u64, participants (u16 length + text), aborted u8
+        if pos + 19 > end or p[pos] & 0x0F:
+            return None
+        txn = tso = 0
+        for k in range(8, 0, -1):
+            txn = txn << 8 | p[pos + k]
+            tso = tso << 8 | p[pos + 8 + k]
+        length = p[pos + 17] | p[pos + 18] << 8
+        pos += 19
+        stop = pos + length
+        if stop + 1 > end:
+            return None
+        # "1,2,3" read digit by digit; anything else (spaces, signs...) as int() reads it
+        parts: list[int] = []
+        value = digits = 0
+        for k in range(pos, stop + 1):
+            c = p[k] if k < stop else 44  # a "," closes the last one
+            if c == 44:
+                if digits:
+                    parts.append(value)
+                value = digits = 0
+            elif 48 <= c <= 57 and digits < 18:
+                value = value * 10 + (c - 48)
+                digits += 1
+            else:
+                try:
+                    parts = [int(x) for x in rows[pos:stop].split(b",") if x]
+                except ValueError:
+                    return None
+                break
+        out.append(_new_tuple(CommitRecord, (txn, tso, tuple(parts), p[stop] != 0)))
+        pos = stop + 1
     return out if pos == end else None
 
 

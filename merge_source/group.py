@@ -12,8 +12,8 @@ import logging
 from collections.abc import Iterable, Iterator
 
 from cdc.binlog.constants import EventType
-from merge_source.dump_client import DnEvent, event_pos
-from merge_source.scan import group_body, group_end
+from merge_source.dump_client import DnEvent
+from merge_source.scan import group_body, group_end, log_pos
 from merge_source.spill import DEFAULT_SPILL_BYTES, EventSpan, SpanWriter, SpillFile
 
 log = logging.getLogger(__name__)
@@ -82,10 +82,6 @@ def query_text(data: bytes, checksum_len: int = 4) -> bytes:
     return bytes(data[start : len(data) - checksum_len])
 
 
-def log_pos_of(data: bytes) -> int:
-    return int.from_bytes(data[13:17], "little")
-
-
 class GroupAssembler:
     """Feed events in binlog order; complete groups come out.
 
@@ -147,7 +143,8 @@ class GroupAssembler:
     ) -> Iterator[BinlogGroup | DnEvent]:
         """`assemble` for events of one file as bytes (the dump client's raw batches): an
         event starts at `positions[i]`, or, without positions, where its log_pos says."""
-        group, writer, size = self._current, self._writer, self._size
+        group: BinlogGroup | None = self._current
+        writer, size = self._writer, self._size
         standalone = self._standalone
         limit = self.spill_bytes or float("inf")
         n = len(events)
@@ -157,10 +154,18 @@ class GroupAssembler:
                 data = events[i]
                 code = data[4]
                 if code == GTID:
-                    pos = positions[i] if positions is not None else event_pos(data)
-                    self._start(file, pos, data)
-                    group, writer, size = self._current, None, len(data)
-                    standalone = self._standalone
+                    if positions is not None:
+                        pos = positions[i]
+                    else:  # where it starts: its log_pos (where the next one starts) - size
+                        pos = log_pos(data)
+                        pos = pos - len(data) if pos else 4
+                    if group is not None:
+                        self._drop_partial(group)
+                    # inline, not a method call: one per group
+                    group = BinlogGroup(file, pos, data)
+                    writer, size = None, len(data)
+                    standalone = bool(data[GTID_FLAGS2_OFFSET] & FL_STANDALONE)
+                    self._current = group
                     i += 1
                     continue
                 if code == FDE:
@@ -192,31 +197,28 @@ class GroupAssembler:
                 if done:
                     last = events[j - 1]
                     group.end = (
-                        positions[j - 1] + len(last) if positions is not None else log_pos_of(last)
+                        positions[j - 1] + len(last) if positions is not None else log_pos(last)
                     )
                     if writer is not None:
                         group.span = writer.span()
                     finished, group, writer, size = group, None, None, 0
-                    self._current, self._writer, self._size = None, None, 0
+                    # open_group_start is read while the group is out (the rest: `finally`)
+                    self._current = None
                     yield finished
         finally:
             self._current, self._writer, self._size = group, writer, size
+            self._standalone = standalone
 
-    def _start(self, file: str, pos: int, data: bytes) -> None:
-        if self._current is not None:
-            # Only a crashed DN leaves a group without terminator; MariaDB's recovery then
-            # truncates it from the binlog and rolls it back in the engine.
-            log.warning(
-                "%s: group at %s:%d has no terminator; dropped (DN crash?)",
-                self.dn_name,
-                self._current.file,
-                self._current.start,
-            )
-            self.dropped_partial += 1
-        self._current = BinlogGroup(file, pos, data)
-        self._writer = None
-        self._standalone = bool(data[GTID_FLAGS2_OFFSET] & FL_STANDALONE)
-        self._size = len(data)
+    def _drop_partial(self, group: BinlogGroup) -> None:
+        # Only a crashed DN leaves a group without terminator; MariaDB's recovery then
+        # truncates it from the binlog and rolls it back in the engine.
+        log.warning(
+            "%s: group at %s:%d has no terminator; dropped (DN crash?)",
+            self.dn_name,
+            group.file,
+            group.start,
+        )
+        self.dropped_partial += 1
 
     def _spill(self, group: BinlogGroup) -> SpanWriter:
         writer = SpanWriter(SpillFile(self.spill_dir))

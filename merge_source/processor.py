@@ -26,7 +26,8 @@ from merge_source.fragment import (
 )
 from merge_source.group import BinlogGroup, GroupAssembler
 from merge_source.renamer import NameMap
-from merge_source.sorter import Release, Sorter, binlog_seq
+from merge_source.scan import timestamp as event_timestamp
+from merge_source.sorter import Release, Sorter
 from merge_source.spill import DEFAULT_SPILL_BYTES, SpanWriter, SpillFile
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,9 @@ class SourceCheckpoint(NamedTuple):
 
 
 _new_tuple = tuple.__new__  # builds a NamedTuple in C (its own __new__ is interpreted)
+# An instance without running __init__: fragments and watermarks are filled in field by field
+# (their __init__ is interpreted Python; every field is set right after, see _outputs).
+_new_object = object.__new__
 # Enum members as module constants: compiled, `GroupKind.X` is a global and an attribute lookup
 # each time; these are one global lookup (the order of the tests below follows their frequency).
 XA_PREPARE, XA_COMMIT, XA_ROLLBACK = (
@@ -79,6 +83,9 @@ class _Held:
 
 
 class SourceProcessor:
+    """Compiled: a cdef class (processor.pxd), its state typed and its per-group methods C
+    calls (their arguments typed there, so not annotated here)."""
+
     def __init__(
         self,
         dn_id: int,
@@ -97,7 +104,7 @@ class SourceProcessor:
         self.spill_dir = spill_dir
         self.assembler = GroupAssembler(self.dn_name, spill_bytes, spill_dir)
         self.classifier = Classifier(spill_dir=spill_dir)
-        self.sorter: Sorter[_Held] = Sorter(max_tso_seen=max_tso_seen)
+        self.sorter = Sorter(max_tso_seen=max_tso_seen)  # payloads: _Held
         # Global keys at or below this were written before a restart: drop them when they come
         # again.
         self.resume_after = resume_after
@@ -105,9 +112,9 @@ class SourceProcessor:
         self.names = names
         # On a first start, nothing before the CdcStart marker belongs to the global binlog.
         self.started = not wait_for_start
-        self._foreign: dict[bytes, _Held] = {}
+        self._foreign = {}  # xid -> _Held
         self._base = "binlog"
-        self._last_end: tuple[str, int] | None = None
+        self._last_end = None  # (file, pos) after the last group
         self.groups = 0
         self._file_name, self._file_no = "", 0
         self._cp_file_no, self._cp_file = -1, ""
@@ -144,11 +151,14 @@ class SourceProcessor:
         self.groups += 1
         return self._outputs(self._apply(group))
 
-    def _apply(self, group: BinlogGroup) -> list[Release[_Held]]:
-        c = self.classifier.classify(group)
+    def _apply(self, group: BinlogGroup) -> list[Release]:
+        # Compiled, annotated locals of the cdef classes (processor.pxd) read fields in C.
+        classifier: Classifier = self.classifier
+        c: Classified = classifier.classify(group)
+        held: _Held | None
         seq = self._seq(group.file, group.start)
-        timestamp = int.from_bytes(group.gtid[0:4], "little")
-        sorter = self.sorter
+        timestamp = event_timestamp(group.gtid)  # compiled: read in C (scan.pxd)
+        sorter: Sorter = self.sorter  # compiled: its methods are C calls (sorter.pxd)
         kind = c.kind
         if kind is XA_PREPARE:
             return sorter.prepare(c.txn_id, _Held(c, timestamp), seq)
@@ -158,14 +168,15 @@ class SourceProcessor:
                 return sorter.local(foreign, seq)
             return sorter.commit(c.txn_id)
         if kind is COMMIT_RECORD:
-            out: list[Release[_Held]] = []
+            out: list[Release] = []
             for record in c.records:
-                if record.aborted:  # a recovery tombstone: the branch will be rolled back
+                txn_id, tso, participants, aborted = record  # no attribute lookups
+                if aborted:  # a recovery tombstone: the branch will be rolled back
                     continue
-                held = sorter.held(record.txn_id)
+                held = sorter.held(txn_id)
                 if held is not None:
-                    held.participants = record.participants
-                out += sorter.commit_record(record.txn_id, record.tso, seq)
+                    held.participants = participants
+                out += sorter.commit_record(txn_id, tso, seq)
             return out
         if kind is LOCAL:
             if not c.statements:
@@ -188,11 +199,15 @@ class SourceProcessor:
             )
         return []
 
-    def _outputs(self, releases: list[Release[_Held]]) -> list[Fragment | Watermark]:
+    def _outputs(self, releases) -> list[Fragment | Watermark]:  # list[Release]
         if not releases:
             return []
         out: list[Fragment | Watermark] = []
         resume = self.resume_after
+        dn = self.dn_id
+        r: Release
+        held: _Held
+        c: Classified
         for r in releases:
             held = r.payload
             c = held.classified
@@ -210,20 +225,23 @@ class SourceProcessor:
             statements = self._rename(c.statements)
             if kind is F_LOCAL and not statements:
                 continue
-            # positional: a dataclass __init__ binds them faster than keywords
-            markers = c.markers or []  # never the shared empty default
-            fragment = Fragment(
-                r.key,
-                self.dn_id,
-                c.txn_id,
-                held.participants,
-                kind,
-                statements,
-                markers,
-                held.timestamp,
-            )
+            # Built field by field: the dataclass's __init__ is interpreted (a Python frame per
+            # fragment), these are C calls here.
+            fragment = _new_object(Fragment)
+            fragment.key = r.key
+            fragment.dn = dn
+            fragment.txn_id = c.txn_id
+            fragment.participants = held.participants
+            fragment.kind = kind
+            fragment.statements = statements
+            fragment.markers = c.markers or []  # never the shared empty default
+            fragment.timestamp = held.timestamp
             out.append(fragment)
-        out.append(Watermark(self.dn_id, releases[-1].key, self.checkpoint()))
+        watermark = _new_object(Watermark)  # as the fragment: no interpreted __init__
+        watermark.dn = dn
+        watermark.key = releases[-1].key
+        watermark.checkpoint = self.checkpoint()
+        out.append(watermark)
         return out
 
     def _apply_markers(self, markers: list[dict]) -> None:
@@ -245,7 +263,7 @@ class SourceProcessor:
             entry = schema.get("topology") if isinstance(schema, dict) else None
             self.names = self.names.with_table(m["db"], m["tbl"], entry)
 
-    def _rename(self, statements: list[Statement]) -> list[Statement]:
+    def _rename(self, statements) -> list[Statement]:  # list[Statement]
         names = self.names
         if names is None:
             return statements
@@ -276,18 +294,22 @@ class SourceProcessor:
                 if events.count:
                     out.append(Statement(st.trace_id, span=events.span()))
             elif events:
-                out.append(Statement(st.trace_id, events))
+                # The statement itself, renamed in place: it is released once, and nothing
+                # else holds it (a new Statement ran its interpreted __init__ per statement).
+                st._events = events
+                out.append(st)
         return out
 
-    def _seq(self, file: str, pos: int) -> int:
+    def _seq(self, file, pos) -> int:  # str, int
         if file != self._file_name:
             self._file_name, self._file_no = file, file_number(file)
-        return binlog_seq(self._file_no, pos)
+        return self._file_no << 32 | pos  # binlog_seq, inline (a call per group otherwise)
 
     # -- restart ----------------------------------------------------------------------------------
     def checkpoint(self) -> SourceCheckpoint | None:
         """The earliest position a restart must re-read from (None before the first group)."""
-        oldest = self.sorter.oldest_pending()
+        sorter: Sorter = self.sorter
+        oldest = sorter.oldest_pending()
         open_start = self.assembler.open_group_start
         candidates = []
         if oldest is not None:
@@ -295,12 +317,12 @@ class SourceProcessor:
             candidates.append((seq, max_tso))
         if open_start is not None:
             # Nothing was fed to the sorter since this group began: its max TSO is current.
-            candidates.append((self._seq(*open_start), self.sorter.max_tso_seen))
+            candidates.append((self._seq(*open_start), sorter.max_tso_seen))
         if not candidates:
             if self._last_end is None:
                 return None
             file, pos = self._last_end
-            return _new_tuple(SourceCheckpoint, (file, pos, self.sorter.max_tso_seen))
+            return _new_tuple(SourceCheckpoint, (file, pos, sorter.max_tso_seen))
         seq, max_tso = min(candidates)
         number = seq >> 32
         if number != self._cp_file_no:  # the name, made once per file

@@ -16,6 +16,8 @@ from typing import Any
 
 _SIZE = struct.Struct("<I")
 NAMES_OFFSET = 19 + 8  # header, table_id (6), flags (2)
+_NO_CRC = b"\0\0\0\0"
+_MISS: Any = object()
 
 
 @dataclass(slots=True)
@@ -24,7 +26,7 @@ class NameMap:
     names: dict[tuple[bytes, bytes], tuple[bytes, bytes]] = field(default_factory=dict)
     # The topology it was built from, kept so that one table can be changed (DDL markers).
     topology: dict[str, Any] = field(default_factory=dict)
-    _cache: dict[bytes, bytes | None] = field(default_factory=dict)
+    _cache: dict[bytes, tuple[bytes, bytes] | None] = field(default_factory=dict)
     dropped: int = 0  # TABLE_MAPs of unmapped physical tables seen (rows dropped with them)
 
     @classmethod
@@ -56,18 +58,20 @@ class NameMap:
     def rename(self, table_map: bytes) -> bytes | None:
         """The TABLE_MAP with logical names, or None if the table has none on this DN."""
         key = table_map[19:-4]  # the body: the header's timestamp changes every time
-        body = self._cache.get(key, b"")
-        if body == b"":
+        cached = self._cache.get(key, _MISS)
+        if cached is _MISS:
             body = self._rename_body(key)
+            # (the new size field, the renamed body and a CRC left stale): the event is then
+            # the old header around a new size, in one join
+            cached = None if body is None else (_SIZE.pack(19 + len(body) + 4), body + _NO_CRC)
             if len(self._cache) > 4096:
                 self._cache.clear()
-            self._cache[key] = body
-        if body is None:
+            self._cache[key] = cached
+        if cached is None:
             self.dropped += 1
             return None
-        out = bytearray(table_map[:19]) + body + b"\0\0\0\0"
-        _SIZE.pack_into(out, 9, len(out))
-        return bytes(out)
+        size, tail = cached
+        return b"".join((table_map[:9], size, table_map[13:19], tail))
 
     def _rename_body(self, body: bytes) -> bytes | None:
         start = NAMES_OFFSET - 19

@@ -1,6 +1,8 @@
 # C types for scan.py when Cython compiles it (an augmenting .pxd: the .py stays plain Python).
 import cython
 
+from merge_source cimport zcrc
+
 @cython.locals(p="const unsigned char*", end=Py_ssize_t, length=Py_ssize_t, stop=Py_ssize_t,
                code=int, size=Py_ssize_t, residue="unsigned long",
                max_chunk=Py_ssize_t, rotate=int, heartbeat=int)
@@ -20,3 +22,12 @@ cpdef list row_parts(list events, bytes private_db)
 @cython.locals(p="const unsigned char*", end=Py_ssize_t, pos=Py_ssize_t, start=Py_ssize_t,
                seq="long long", sub="long long", digits=int)
 cpdef tuple annotate_trace(bytes data)
+
+@cython.locals(p="const unsigned char*", v="unsigned int")
+cpdef unsigned int log_pos(bytes data) except? 0
+
+@cython.locals(k=Py_ssize_t)
+cdef bint _at(const unsigned char* p, Py_ssize_t pos, bytes literal)
+
+@cython.locals(p="const unsigned char*", v="unsigned int")
+cpdef unsigned int timestamp(bytes data) except? 0

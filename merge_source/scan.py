@@ -10,7 +10,8 @@ loop and is handled by the caller in ordinary Python, which also words the error
 from __future__ import annotations
 
 import re
-import zlib
+
+from merge_source import zcrc
 
 CRC32_RESIDUE = 0x2144DF1C  # zlib.crc32(data + crc32(data) as 4 LE bytes), for any data
 MAX_CHUNK = 0xFFFFFF
@@ -23,6 +24,7 @@ XA_PREPARE = 38
 QUERY = 2
 TABLE_MAP = 19
 ANNOTATE_ROWS = 160
+TRACE_OPEN, TRACE_CN, TRACE_CLOSE = b"/*CDC trace=", b" cn=", b" */"
 TRACE_RE = re.compile(rb"/\*CDC trace=(\d+)\.(\d+) cn=(\d+) \*/")
 
 
@@ -34,7 +36,6 @@ def split_events(data: bytes, pos, verify) -> tuple[list[bytes], int]:  # C type
     out: list[bytes] = []
     append = out.append
     end = len(data)
-    crc32 = zlib.crc32
     residue, max_chunk, rotate, heartbeat = CRC32_RESIDUE, MAX_CHUNK, ROTATE, HEARTBEAT
     # Compiled, `p` is the bytes' buffer (scan.pxd) and the header fields are read from it in C,
     # no tuple nor int object per event; as Python it is the bytes and the same code indexes it.
@@ -54,12 +55,34 @@ def split_events(data: bytes, pos, verify) -> tuple[list[bytes], int]:  # C type
             or code == heartbeat
         ):
             break
-        event = data[pos + 5 : stop]
-        if verify and crc32(event) != residue:
+        event = p[pos + 5 : stop]  # compiled: bytes straight from the buffer, no slice object
+        if verify and zcrc.crc(event) != residue:  # compiled: zlib's C function (zcrc.pxd)
             break
         append(event)
         pos = stop
     return out, pos
+
+
+def log_pos(data: bytes):  # C types: scan.pxd
+    """An event's log_pos (header offset 13, u32): where the next event starts in its file."""
+    if len(data) < 19:
+        raise ValueError(f"an event of {len(data)} bytes has no header")
+    p = data
+    v = p[16]
+    v = v << 8 | p[15]
+    v = v << 8 | p[14]
+    return v << 8 | p[13]
+
+
+def timestamp(data: bytes):  # C types: scan.pxd
+    """An event's timestamp (header offset 0, u32 seconds)."""
+    if len(data) < 19:
+        raise ValueError(f"an event of {len(data)} bytes has no header")
+    p = data
+    v = p[3]
+    v = v << 8 | p[2]
+    v = v << 8 | p[1]
+    return v << 8 | p[0]
 
 
 def group_end(data: bytes, standalone) -> bool:  # C types: scan.pxd
@@ -95,10 +118,12 @@ def group_body(events: list, i, standalone) -> tuple[int, int, bool]:  # C: scan
 
 
 def row_parts(events: list, private_db: bytes) -> list | None:  # C types: scan.pxd
-    """The statements of a group's events: [(TraceId or None, [TABLE_MAP, rows, ...])], one per
-    ANNOTATE_ROWS (row events before any ANNOTATE_ROWS make one without a trace); other events
-    (XA END, XID, ...) are left out. None if a TABLE_MAP names a table of `private_db`: the
-    classifier then reads the group closely."""
+    """The statements of a group's events: [(ANNOTATE_ROWS event or None, [TABLE_MAP, rows,
+    ...])], one per ANNOTATE_ROWS (row events before any ANNOTATE_ROWS make one without it);
+    other events (XA END, XID, ...) are left out. None if a TABLE_MAP names a table of
+    `private_db`: the classifier then reads the group closely. The caller reads the TraceId
+    (`annotate_trace`) of the statements it keeps only: a commit record's has none, and
+    looking for one runs a regex."""
     parts: list = []
     current: list | None = None
     db_len = len(private_db)
@@ -107,9 +132,14 @@ def row_parts(events: list, private_db: bytes) -> list | None:  # C types: scan.
         code = p[4]
         if code == ANNOTATE_ROWS:
             current = []
-            parts.append((annotate_trace(data), current))
+            parts.append((data, current))
         elif code == TABLE_MAP or (code >= 23 and code <= 25) or (code >= 30 and code <= 32):
-            if code == TABLE_MAP and p[27] == db_len and data[28 : 28 + db_len] == private_db:
+            if (
+                code == TABLE_MAP
+                and p[27] == db_len
+                and len(data) >= 28 + db_len
+                and _at(p, 28, private_db)
+            ):
                 return None
             if current is None:
                 current = []
@@ -118,13 +148,22 @@ def row_parts(events: list, private_db: bytes) -> list | None:  # C types: scan.
     return parts
 
 
+def _at(p, pos, literal: bytes) -> bool:  # C types: scan.pxd
+    """Whether `literal` stands at `pos` of `p` (the caller knows it fits): compared in place,
+    compiled (p a pointer), without slicing a bytes object out first."""
+    for k in range(len(literal)):
+        if p[pos + k] != literal[k]:
+            return False
+    return True
+
+
 def annotate_trace(data: bytes) -> tuple[int, int] | None:  # C types: scan.pxd
     """The TraceId of the `/*CDC trace=<seq>.<subseq> cn=<id> */` hint in a raw ANNOTATE_ROWS
     event: read in place where the CN puts it (first in the statement), else searched for as
     the classifier always did (same answer: the regex's leftmost match)."""
     p = data
     end = min(len(data), 19 + 200)
-    if data[19:31] == b"/*CDC trace=":
+    if end >= 31 and _at(p, 19, TRACE_OPEN):
         pos = 31
         seq = sub = 0
         digits = 0
@@ -138,12 +177,12 @@ def annotate_trace(data: bytes) -> tuple[int, int] | None:  # C types: scan.pxd
             while pos < end and 48 <= p[pos] <= 57 and pos - start < 18:
                 sub = sub * 10 + (p[pos] - 48)
                 pos += 1
-            if start < pos < start + 18 and data[pos : pos + 4] == b" cn=":
+            if start < pos < start + 18 and pos + 4 <= end and _at(p, pos, TRACE_CN):
                 pos += 4
                 start = pos
                 while pos < end and 48 <= p[pos] <= 57:
                     pos += 1
-                if start < pos and pos + 3 <= end and data[pos : pos + 3] == b" */":
+                if start < pos and pos + 3 <= end and _at(p, pos, TRACE_CLOSE):
                     return (seq, sub)
     m = TRACE_RE.search(data, 19, 19 + 200)
     return (int(m[1]), int(m[2])) if m else None

@@ -17,9 +17,8 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict
 from collections.abc import Hashable
-from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 P = TypeVar("P")
 
@@ -46,7 +45,7 @@ BRANCH, LOCAL = Kind.BRANCH, Kind.LOCAL
 _new_tuple = tuple.__new__  # builds a SortKey in C (a NamedTuple's own __new__ is interpreted)
 
 
-class Release(Generic[P]):
+class Release:  # typed fields in sorter.pxd (compiled: a cdef class)
     __slots__ = ("key", "xid", "payload")
 
     def __init__(self, key: SortKey, xid: Xid | None, payload: P):
@@ -67,7 +66,7 @@ class SorterError(RuntimeError):
     """The binlog does not follow the commit protocol (e.g. two prepares of one xid)."""
 
 
-class _Branch(Generic[P]):
+class _Branch:  # typed fields in sorter.pxd (compiled: a cdef class)
     __slots__ = (
         "xid",
         "prepare_seq",
@@ -90,23 +89,41 @@ class _Branch(Generic[P]):
         self.rolled_back = False
 
 
-@dataclass(slots=True)
-class Sorter(Generic[P]):
+class Sorter:
     """Per-DN sorter. Every method takes one binlog observation, at binlog coordinate `seq`
-    (strictly increasing), and returns the releases it made possible."""
+    (strictly increasing), and returns the releases it made possible. (`seq` and `tso` are
+    ints; not annotated because sorter.pxd declares these methods' C signatures.)
 
-    _branches: dict[Xid, _Branch[P]] = field(default_factory=dict)
-    # Branches whose commit record has not been seen, in prepare order: the first one bounds
-    # which records are releasable (its TSO could still be anything).
-    _unknown: OrderedDict[Xid, int] = field(default_factory=OrderedDict)
-    # Known sort keys not yet released: branches with a commit record, and local transactions.
-    _heap: list[tuple[SortKey, Xid | None, Any]] = field(default_factory=list)
-    # Local transactions held back: seq -> largest TSO seen before them (for checkpoints).
-    _locals: dict[int, int] = field(default_factory=dict)
-    max_tso_seen: int = 0
-    watermark: SortKey | None = None
-    # Observations about xids never prepared here (before our start position): counted, ignored.
-    orphans: int = 0
+    A plain class (compiled: a cdef class with typed fields, sorter.pxd: its state is read in
+    C, not looked up per use)."""
+
+    __slots__ = (
+        "_branches",
+        "_unknown",
+        "_heap",
+        "_locals",
+        "max_tso_seen",
+        "watermark",
+        "orphans",
+    )
+
+    def __init__(self, max_tso_seen: int = 0):
+        # Held branches by xid, in prepare (= seq) order: dicts keep insertion order.
+        self._branches: dict[Xid, _Branch] = {}
+        # Branches whose commit record has not been seen, in prepare order: the first one
+        # bounds which records are releasable (its TSO could still be anything).
+        self._unknown: OrderedDict[Xid, int] = OrderedDict()
+        # Known sort keys not yet released: branches with a commit record, and local
+        # transactions.
+        self._heap: list[tuple[SortKey, Xid | None, Any]] = []
+        # Local transactions held back, in seq order: seq -> largest TSO seen before them (for
+        # checkpoints).
+        self._locals: dict[int, int] = {}
+        self.max_tso_seen = max_tso_seen
+        self.watermark: SortKey | None = None
+        # Observations about xids never prepared here (before our start position): counted,
+        # ignored.
+        self.orphans = 0
 
     @property
     def pending(self) -> int:
@@ -117,32 +134,36 @@ class Sorter(Generic[P]):
         """(seq, largest TSO seen before it) of the oldest held item, or None.
 
         A restart re-reads the binlog from that seq with `max_tso_seen` set to that TSO and
-        reproduces exactly the same sort keys.
+        reproduces exactly the same sort keys. Both dicts are in seq order (seqs only grow), so
+        the oldest of each is its first: no walk over everything held, once per release.
         """
         best: tuple[int, int] | None = None
-        for b in self._branches.values():
-            if best is None or b.prepare_seq < best[0]:
-                best = (b.prepare_seq, b.max_tso_before)
-        for seq, tso in self._locals.items():
+        b: _Branch
+        if self._branches:
+            b = next(iter(self._branches.values()))
+            best = (b.prepare_seq, b.max_tso_before)
+        if self._locals:
+            seq = next(iter(self._locals))
             if best is None or seq < best[0]:
-                best = (seq, tso)
+                best = (seq, self._locals[seq])
         return best
 
     def held(self, xid: Xid) -> P | None:
         """The payload of a branch still held (not released, not rolled back)."""
-        branch = self._branches.get(xid)
+        branch: _Branch | None = self._branches.get(xid)
         return None if branch is None else branch.payload
 
-    def prepare(self, xid: Xid, payload: P, seq: int) -> list[Release[P]]:
+    def prepare(self, xid: Xid, payload: P, seq) -> list[Release]:
         if xid in self._branches:
             raise SorterError(f"xid {xid!r} prepared twice without commit or rollback")
         self._branches[xid] = _Branch(xid, seq, payload, self.max_tso_seen)
         self._unknown[xid] = seq
         return []
 
-    def commit_record(self, xid: Xid, tso: int, seq: int) -> list[Release[P]]:
-        self.max_tso_seen = max(self.max_tso_seen, tso)
-        branch = self._branches.get(xid)
+    def commit_record(self, xid: Xid, tso, seq) -> list[Release]:
+        if tso > self.max_tso_seen:
+            self.max_tso_seen = tso
+        branch: _Branch | None = self._branches.get(xid)
         if branch is None:
             self.orphans += 1
             return []
@@ -155,16 +176,16 @@ class Sorter(Generic[P]):
         heapq.heappush(self._heap, (_new_tuple(SortKey, (tso, BRANCH, seq)), xid, None))
         return self._drain()
 
-    def commit(self, xid: Xid) -> list[Release[P]]:
-        branch = self._branches.get(xid)
+    def commit(self, xid: Xid) -> list[Release]:
+        branch: _Branch | None = self._branches.get(xid)
         if branch is None:
             self.orphans += 1
             return []
         branch.committed = True
         return self._drain()
 
-    def rollback(self, xid: Xid) -> list[Release[P]]:
-        branch = self._branches.pop(xid, None)
+    def rollback(self, xid: Xid) -> list[Release]:
+        branch: _Branch | None = self._branches.pop(xid, None)
         if branch is None:
             self.orphans += 1
             return []
@@ -172,21 +193,23 @@ class Sorter(Generic[P]):
         self._unknown.pop(xid, None)
         return self._drain()
 
-    def local(self, payload: P, seq: int) -> list[Release[P]]:
+    def local(self, payload: P, seq) -> list[Release]:
         self._locals[seq] = self.max_tso_seen
         heapq.heappush(
             self._heap, (_new_tuple(SortKey, (self.max_tso_seen, LOCAL, seq)), None, payload)
         )
         return self._drain()
 
-    def _drain(self) -> list[Release[P]]:
-        out: list[Release[P]] = []
+    def _drain(self) -> list[Release]:
+        out: list[Release] = []
         heap = self._heap
+        branches, unknown = self._branches, self._unknown  # locals: one lookup per call
+        branch: _Branch | None
         while heap:
             key, xid, payload = heap[0]
-            bound = next(iter(self._unknown.values()), None)
+            bound = next(iter(unknown.values()), None) if unknown else None
             if xid is not None:
-                branch = self._branches.get(xid)
+                branch = branches.get(xid)
                 if branch is None or branch.rolled_back:
                     heapq.heappop(heap)
                     continue
@@ -195,7 +218,7 @@ class Sorter(Generic[P]):
                     break
                 if bound is not None and bound < branch.record_seq:
                     break
-                del self._branches[xid]
+                del branches[xid]
                 payload = branch.payload
             else:
                 if bound is not None and bound < key.seq:

@@ -31,6 +31,7 @@ _FRAG = struct.Struct(
 _STMT = struct.Struct("<BQQIQ")  # flags, trace seq, trace subseq, #events, bytes
 _SPILLED = struct.Struct("<QH")  # start in the handoff file, path length
 _MARKERS = struct.Struct("<I")
+_NO_MARKERS = _MARKERS.pack(0)
 _WM = struct.Struct("<cQBQHB")  # tag, tso, key kind, seq, dn, has checkpoint
 _CP = struct.Struct("<QQH")  # pos, max tso seen, file name length
 _TEXT = struct.Struct("<cI")
@@ -40,6 +41,8 @@ _PARTS = [struct.Struct(f"<{n}I") for n in range(17)]  # a fragment's participan
 HAS_TRACE, SPILLED = 1, 2
 KINDS = list(FragmentKind)
 KIND_CODE = {k: i for i, k in enumerate(KINDS)}
+_DATA = FragmentKind.DATA
+assert KIND_CODE[_DATA] == 0
 SORT_KINDS = tuple(Kind)  # by value (BRANCH 0, LOCAL 1): an index, not an Enum call per record
 # SortKey(...) runs the NamedTuple's interpreted __new__; tuple.__new__ builds the same key in C
 # (a third of the cost, once per record).
@@ -108,48 +111,55 @@ def _watermark(parts: list[bytes], w: Watermark) -> None:
 
 def _fragment(parts: list[bytes], f: Fragment, spill_dir: str | None) -> None:
     k = f.key
-    parts.append(
-        _FRAG.pack(
-            b"F",
-            k.tso,
-            k.kind,
-            k.seq,
-            f.txn_id,
-            KIND_CODE[f.kind],
-            f.timestamp,
-            f.dn,
-            len(f.statements),
-            len(f.participants),
-        )
+    participants = f.participants
+    statements = f.statements
+    n = len(participants)
+    head = _FRAG.pack(
+        b"F",
+        k[0],  # tso, kind, seq: a SortKey read by index (no attribute lookups)
+        k[1],
+        k[2],
+        f.txn_id,
+        0 if f.kind is _DATA else KIND_CODE[f.kind],  # an Enum's hash runs Python code
+        f.timestamp,
+        f.dn,
+        len(statements),
+        n,
     )
-    n = len(f.participants)
     if n:
         if n < len(_PARTS):
-            parts.append(_PARTS[n].pack(*f.participants))
+            head += _PARTS[n].pack(*participants)  # with the header: one part less
         else:
-            parts.extend(_PART.pack(p) for p in f.participants)
-    spilled = [s.span for s in f.statements if s.span is not None]
-    if spilled:
-        path, starts = write_handoff(spilled, spill_dir)
-        handoff = iter(zip(starts, spilled, strict=True))
-    for st in f.statements:
+            parts.append(head)
+            head = b"".join(_PART.pack(p) for p in participants)
+    parts.append(head)
+    handoff = None  # spilled statements: copied to a handoff file when the first one comes
+    append = parts.append
+    for st in statements:
         trace = st.trace_id
         flags = HAS_TRACE if trace is not None else 0
         a, b = trace if trace is not None else (0, 0)
         if st.span is None:
-            events = st.events  # in memory here: the list itself, no copy
+            events = st._events  # in memory here: the list itself, no copy
             data = b"".join(events)
-            parts.append(_STMT.pack(flags, a, b, len(events), len(data)))
-            parts.append(data)
+            append(_STMT.pack(flags, a, b, len(events), len(data)))
+            append(data)
         else:
+            if handoff is None:
+                spilled = [s.span for s in statements if s.span is not None]
+                path, starts = write_handoff(spilled, spill_dir)
+                handoff = iter(zip(starts, spilled, strict=True))
+                name = path.encode()
             start, span = next(handoff)
-            name = path.encode()
-            parts.append(_STMT.pack(flags | SPILLED, a, b, span.count, span.size))
-            parts.append(_SPILLED.pack(start, len(name)))
-            parts.append(name)
-    markers = pickle.dumps(f.markers, protocol=pickle.HIGHEST_PROTOCOL) if f.markers else b""
-    parts.append(_MARKERS.pack(len(markers)))
-    parts.append(markers)
+            append(_STMT.pack(flags | SPILLED, a, b, span.count, span.size))
+            append(_SPILLED.pack(start, len(name)))
+            append(name)
+    if f.markers:
+        markers = pickle.dumps(f.markers, protocol=pickle.HIGHEST_PROTOCOL)
+        append(_MARKERS.pack(len(markers)))
+        append(markers)
+    else:
+        append(_NO_MARKERS)
 
 
 class Record:

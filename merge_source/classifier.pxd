@@ -1,0 +1,50 @@
+# C types for classifier.py when Cython compiles it (an augmenting .pxd: the .py stays plain
+# Python). A `cdef class` with typed fields: the processor reads them as C struct members.
+import cython
+cdef class Classified:
+    cdef public object kind
+    cdef public object txn_id
+    cdef public bytes xid
+    cdef public object fragment_kind
+    cdef public list statements
+    cdef public list records
+    cdef public list markers
+    cdef public bytes query
+
+from merge_source.group cimport BinlogGroup
+
+@cython.locals(p="const unsigned char*", n=Py_ssize_t, pos=Py_ssize_t, glen=Py_ssize_t,
+               blen=Py_ssize_t, start=Py_ssize_t, prefix=bytes, plen=Py_ssize_t,
+               fmt="unsigned int", k=Py_ssize_t, txn="long long", digit=int)
+cpdef tuple xa_ident(bytes gtid)
+
+@cython.locals(p="const unsigned char*", db_len=Py_ssize_t, status_len=Py_ssize_t,
+               start=Py_ssize_t, word=bytes, k=Py_ssize_t, c=int)
+cpdef bint is_xa_commit(bytes query)
+
+@cython.locals(p="const unsigned char*", end=Py_ssize_t, update=bint, pos=Py_ssize_t,
+               txn="unsigned long long", tso="unsigned long long", k=Py_ssize_t,
+               length=Py_ssize_t, stop=Py_ssize_t, value="long long", digits=int, c=int)
+cpdef list fast_commit_records(bytes rows, Py_ssize_t checksum_len)
+
+from merge_source.scan cimport annotate_trace, row_parts
+
+cdef class Classifier:
+    cdef public object fde
+    cdef public object spill_dir
+    cdef public dict _columns
+    cdef public object _v1_fde
+    cdef public dict _v1
+    cdef public Py_ssize_t _checksum_len
+    cdef public bint fast_records
+
+    @cython.locals(flags2=int)
+    cpdef Classified classify(self, BinlogGroup group)
+
+    @cython.locals(code=int, user_rows=bint, parts=list, table_maps=dict, private=set)
+    cpdef Classified _rows(self, BinlogGroup group, Classified out)
+
+    @cython.locals(code=int)
+    cpdef _private_rows(self, bytes table_map, bytes rows, Classified out)
+
+cdef object _statement(object trace_id, list events)

@@ -1,0 +1,37 @@
+# C types for processor.py when Cython compiles it (an augmenting .pxd: the .py stays plain
+# Python): the per-group objects it reads are cdef classes, their fields C struct members.
+from merge_source.classifier cimport Classified, Classifier
+from merge_source.group cimport BinlogGroup
+from merge_source.scan cimport timestamp as event_timestamp
+from merge_source.sorter cimport Release, Sorter
+
+cdef class _Held:
+    cdef public Classified classified
+    cdef public object timestamp
+    cdef public tuple participants
+
+cdef class SourceProcessor:
+    cdef public object dn_id
+    cdef public str dn_name
+    cdef public object spill_dir
+    cdef public object assembler
+    cdef public Classifier classifier
+    cdef public Sorter sorter
+    cdef public object resume_after
+    cdef public object names
+    cdef public bint started
+    cdef public dict _foreign
+    cdef public str _base
+    cdef public object _last_end
+    cdef public object groups
+    cdef public str _file_name
+    cdef public object _file_no
+    cdef public object _cp_file_no
+    cdef public str _cp_file
+
+    cpdef list _group(self, BinlogGroup group)
+    cpdef list _apply(self, BinlogGroup group)
+    cpdef list _outputs(self, list releases)
+    cpdef list _rename(self, list statements)
+    cpdef object _seq(self, str file, object pos)
+    cpdef object checkpoint(self)

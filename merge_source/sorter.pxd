@@ -1,0 +1,33 @@
+# C types for sorter.py when Cython compiles it (an augmenting .pxd: the .py stays plain Python).
+cdef class Release:
+    cdef public object key
+    cdef public object xid
+    cdef public object payload
+
+cdef class _Branch:
+    cdef public object xid
+    cdef public object prepare_seq
+    cdef public object payload
+    cdef public object max_tso_before
+    cdef public object tso
+    cdef public object record_seq
+    cdef public bint committed
+    cdef public bint rolled_back
+
+cdef class Sorter:
+    cdef public dict _branches
+    cdef public object _unknown
+    cdef public list _heap
+    cdef public dict _locals
+    cdef public object max_tso_seen
+    cdef public object watermark
+    cdef public object orphans
+
+    cpdef object held(self, object xid)
+    cpdef list prepare(self, object xid, object payload, object seq)
+    cpdef list commit_record(self, object xid, object tso, object seq)
+    cpdef list commit(self, object xid)
+    cpdef list rollback(self, object xid)
+    cpdef list local(self, object payload, object seq)
+    cpdef list _drain(self)
+    cpdef tuple oldest_pending(self)

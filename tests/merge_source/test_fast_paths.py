@@ -1,0 +1,92 @@
+"""The processor's and classifier's fast paths: the in-place readers (compiled in C when
+built) answer as the general code does, on the shapes the CN writes and on the odd ones it does
+not; objects built field by field get every field."""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+
+import pytest
+
+from merge_source.classifier import (
+    cn_txn_id,
+    fast_commit_records,
+    gtid_xid,
+    is_xa_commit,
+    xa_ident,
+)
+from merge_source.fragment import Fragment, Statement, Watermark
+from merge_source.group import query_text
+
+
+def gtid(gtrid: bytes, bqual: bytes = b"1", fmt: int = 1, flags2: int = 0x40) -> bytes:
+    body = struct.pack("<QIB", 7, 0, flags2)
+    if flags2 & 0x02:
+        body += struct.pack("<Q", 99)  # commit id
+    body += struct.pack("<iBB", fmt, len(gtrid), len(bqual)) + gtrid + bqual
+    return bytes(19) + body + b"\0\0\0\0"
+
+
+@pytest.mark.parametrize(
+    "gtrid",
+    [b"cdc-1", b"cdc-123456789", b"cdc-", b"cdc-+5", b"cdc- 7", b"cdc-1_0", b"cdc-12x", b"cdc",
+     b"xyz-1", b"cdc-" + b"9" * 25, b"cdc-007"],
+)  # fmt: skip
+@pytest.mark.parametrize("fmt", [1, 2, -1])
+@pytest.mark.parametrize("flags2", [0x40, 0x42])
+def test_xa_ident_is_gtid_xid_and_cn_txn_id(gtrid, fmt, flags2):
+    data = gtid(gtrid, b"3", fmt, flags2)
+    f, g, b = gtid_xid(data)
+    assert xa_ident(data) == (cn_txn_id(f, g), g + b"/" + b)
+
+
+def query(text: bytes, db: bytes = b"", status: bytes = b"\0\0") -> bytes:
+    post = struct.pack("<IIBHH", 1, 0, len(db), 0, len(status))
+    return bytes(19) + post + status + db + b"\0" + text + b"\0\0\0\0"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [b"XA COMMIT X'01'", b"xa commit 'a'", b"XA ROLLBACK X'01'", b"XA COMMI", b"", b"COMMIT"],
+)
+def test_is_xa_commit(text):
+    for q in (query(text), query(text, b"bank_p", b"\x01\x02\x03")):
+        assert is_xa_commit(q) == query_text(q).upper().startswith(b"XA COMMIT")
+
+
+def rows_event(images: list[tuple[int, int, bytes, int]], update: bool = False) -> bytes:
+    head = bytes(19) + bytes(8) + b"\x04\x0f" + (b"\x0f" if update else b"")
+    body = b""
+    for txn, tso, participants, aborted in images:
+        image = struct.pack("<BQQH", 0, txn, tso, len(participants)) + participants
+        image += bytes((aborted,))
+        body += image * (2 if update else 1)
+    data = bytearray(head + body + b"\0\0\0\0")
+    data[4] = 24 if update else 23
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    "participants", [b"1", b"1,2,3", b"", b"1,,2", b" 1, 2", b"+4", b"x", b"1" * 30]
+)
+@pytest.mark.parametrize("update", [False, True])
+def test_fast_commit_records_reads_participants_as_int_does(participants, update):
+    rows = rows_event([(5, 1 << 63, participants, 0), (6, 7, b"2", 1)], update)
+    try:
+        expected = tuple(int(x) for x in participants.split(b",") if x)
+    except ValueError:
+        assert fast_commit_records(rows, 4) is None
+        return
+    assert fast_commit_records(rows, 4) == [(5, 1 << 63, expected, False), (6, 7, (2,), True)]
+    assert fast_commit_records(rows[:-6] + rows[-4:], 4) is None  # cut short
+
+
+def test_objects_built_field_by_field_get_every_field():
+    """The processor and classifier build Fragment, Watermark and Statement without their
+    (interpreted) __init__, setting each field: a new field must be set there too."""
+    assert [f.name for f in dataclasses.fields(Fragment)] == [
+        "key", "dn", "txn_id", "participants", "kind", "statements", "markers", "timestamp"
+    ]  # fmt: skip
+    assert Watermark.__slots__ == ("dn", "key", "checkpoint")
+    assert Statement.__slots__ == ("trace_id", "_events", "span")
