@@ -28,6 +28,8 @@ cdef class SourceProcessor:
     cdef public object _file_no
     cdef public object _cp_file_no
     cdef public str _cp_file
+    cdef public str _fde_file
+    cdef public object restart_suspects
 
     cpdef list _group(self, BinlogGroup group)
     cpdef list _apply(self, BinlogGroup group)

@@ -35,6 +35,10 @@ log = logging.getLogger(__name__)
 TABLE_MAP = int(EventType.TABLE_MAP)
 
 
+def _position(at: tuple[str, int]) -> tuple[int, int]:
+    return file_number(at[0]), at[1]
+
+
 def file_number(name: str) -> int:
     """`binlog.000042` → 42."""
     try:
@@ -118,6 +122,9 @@ class SourceProcessor:
         self.groups = 0
         self._file_name, self._file_no = "", 0
         self._cp_file_no, self._cp_file = -1, ""
+        self._fde_file = ""  # the file of the last FORMAT_DESCRIPTION
+        # CN transactions held unresolved when the DN restarted, to check (see _dn_restarted)
+        self.restart_suspects: set[int] | None = None
 
     # -- feeding ----------------------------------------------------------------------------------
     def feed(self, event: DnEvent) -> list[Fragment | Watermark]:
@@ -142,9 +149,54 @@ class SourceProcessor:
         return out
 
     def _fde(self, event: DnEvent) -> None:
-        self.classifier.fde = FormatDescription.parse(memoryview(event.data)[19:])
+        fde = FormatDescription.parse(memoryview(event.data)[19:])
+        if fde.create_timestamp and self._fde_file and event.file != self._fde_file:
+            self._dn_restarted(event.file)
+        self._fde_file = event.file
+        self.classifier.fde = fde
         self._base = event.file.rsplit(".", 1)[0]
         self._cp_file_no = -1
+
+    # -- a DN restart -----------------------------------------------------------------------------
+    # A DN killed between writing a branch's XA PREPARE to its binlog and preparing it in the
+    # engine comes back without that branch: XA RECOVER does not list it and no XA COMMIT or
+    # XA ROLLBACK will ever follow, so the sorter would hold every later release forever. A new
+    # binlog file whose FORMAT_DESCRIPTION has a create timestamp was opened by a server start:
+    # the branches held unresolved then are checked against the DN's XA RECOVER (source.py asks
+    # the DN, then `settle_lost_branches` once the binlog is read up to where the DN was).
+    def _dn_restarted(self, file: str) -> None:
+        held = self.sorter.unresolved()
+        if held:
+            log.info(
+                "%s: the DN restarted (%s); %d prepared branch(es) to check against XA RECOVER",
+                self.dn_name,
+                file,
+                len(held),
+            )
+            self.restart_suspects = set(held) | (self.restart_suspects or set())
+
+    def settle_lost_branches(
+        self, recovered: set[int], upto: tuple[str, int], at: tuple[str, int]
+    ) -> list[Fragment | Watermark]:
+        """Once the binlog is read up to `upto` (where the DN's binlog ended right after its
+        XA RECOVER listed the CN transactions `recovered`), a suspect branch neither resolved in
+        the binlog nor listed is lost: it is dropped like a rolled-back one. `at`: how far the
+        binlog is read. Returns what that releases."""
+        if self.restart_suspects is None or _position(at) < _position(upto):
+            return []
+        suspects, self.restart_suspects = self.restart_suspects, None
+        releases: list[Release[_Held]] = []
+        for xid in suspects:
+            if xid in recovered or xid not in self.sorter.unresolved():
+                continue
+            log.warning(
+                "%s: the XA branch of CN transaction %s, prepared before the DN restarted, is not"
+                " in the DN's XA RECOVER and its XA COMMIT never came: dropped as rolled back",
+                self.dn_name,
+                xid,
+            )
+            releases += self.sorter.rollback(xid)
+        return self._outputs(releases)
 
     def _group(self, group: BinlogGroup) -> list[Fragment | Watermark]:
         self._last_end = (group.file, group.end)

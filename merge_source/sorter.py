@@ -148,6 +148,10 @@ class Sorter:
                 best = (seq, self._locals[seq])
         return best
 
+    def unresolved(self) -> list[Xid]:
+        """Held branches whose XA COMMIT has not been seen (prepared, maybe with a record)."""
+        return [xid for xid, b in self._branches.items() if not b.committed]
+
     def held(self, xid: Xid) -> P | None:
         """The payload of a branch still held (not released, not rolled back)."""
         branch: _Branch | None = self._branches.get(xid)

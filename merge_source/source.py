@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdc import stage_trace
+from cdc.protocol.client import MySQLClient
+from cdc.protocol.packets import ProtocolError, ServerError
+from merge_source.classifier import cn_txn_id
 from merge_source.dump_client import BinlogPosition, DumpClient, DumpSettings
 from merge_source.fragment import Fragment, GlobalKey, Watermark
 from merge_source.processor import SourceCheckpoint, SourceProcessor
@@ -77,6 +80,8 @@ class MergeSource:
         self.queue = queue
         self.stats = SourceStats()
         self.error: BaseException | None = None
+        # After a DN restart: (CN transactions in its XA RECOVER, where its binlog ended then)
+        self._lost_check: tuple[set[int], tuple[str, int]] | None = None
 
     @classmethod
     def from_spec(cls, spec: SourceSpec, queue: asyncio.Queue[Batch]) -> MergeSource:
@@ -115,6 +120,41 @@ class MergeSource:
             "bytes": self.stats.bytes,
         }
 
+    async def _settle_lost_branches(self) -> Batch:
+        """After a DN restart: which branches held then did the DN lose (processor.py,
+        `_dn_restarted`)? XA RECOVER first, then where its binlog ends: anything resolved
+        before the XA RECOVER is in the binlog before that end. A failed look waits for the
+        next batch."""
+        if self._lost_check is None:
+            s = self.settings
+            client = None
+            try:
+                client = await MySQLClient.connect(s.host, s.port, s.user, s.password)
+                xa = await client.query("XA RECOVER")
+                status = await client.query("SHOW MASTER STATUS")
+            except (OSError, ProtocolError, ServerError, TimeoutError) as exc:
+                log.warning(
+                    "%s: XA RECOVER after the DN restart failed (%s); again", self.name, exc
+                )
+                return []
+            finally:
+                if client is not None:
+                    client.close()
+            recovered = set()
+            for fmt, gtrid_len, _bqual_len, data in xa.rows:
+                gtrid = (data or "").encode()[: int(gtrid_len or 0)]
+                txn = cn_txn_id(int(fmt or 0), gtrid)
+                if txn is not None:
+                    recovered.add(txn)
+            file, pos = status.rows[0][0], int(status.rows[0][1])
+            self._lost_check = (recovered, (file, pos))
+        recovered, upto = self._lost_check
+        position = self.client.position
+        out = self.processor.settle_lost_branches(recovered, upto, (position.file, position.pos))
+        if self.processor.restart_suspects is None:
+            self._lost_check = None
+        return out
+
     async def run(self) -> None:
         """Read the DN forever; a fatal error is kept in `error` and re-raised."""
         self.stats.started_at = time.monotonic()
@@ -124,6 +164,8 @@ class MergeSource:
             async for file, events in self.client.raw_batches():
                 got = time.monotonic()
                 out: Batch = feed_raw(file, events)
+                if self.processor.restart_suspects is not None:
+                    out += await self._settle_lost_branches()
                 if stage_trace.enabled:  # `cdc bench latency`: when each fragment was released
                     for o in out:
                         if type(o) is Fragment:

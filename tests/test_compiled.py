@@ -16,6 +16,7 @@ PURE_TESTS = [
     "tests/merge_source/test_sorter.py",
     "tests/merge_source/test_scan.py",
     "tests/merge_source/test_wire.py",
+    "tests/merge_source/test_dn_restart.py",
     "tests/merge_source/test_fast_paths.py",
     "tests/dumper/test_txn_encoder.py",
     "tests/binlog_writer/test_recovery.py",
