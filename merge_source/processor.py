@@ -173,6 +173,7 @@ class SourceProcessor:
                 file,
                 len(held),
             )
+            # a new set, never updated in place: the MergeSource tells a new restart by it
             self.restart_suspects = set(held) | (self.restart_suspects or set())
 
     def settle_lost_branches(

@@ -80,8 +80,9 @@ class MergeSource:
         self.queue = queue
         self.stats = SourceStats()
         self.error: BaseException | None = None
-        # After a DN restart: (CN transactions in its XA RECOVER, where its binlog ended then)
-        self._lost_check: tuple[set[int], tuple[str, int]] | None = None
+        # After a DN restart: (the suspects looked for, CN transactions in its XA RECOVER,
+        # where its binlog ended then)
+        self._lost_check: tuple[set[int], set[int], tuple[str, int]] | None = None
 
     @classmethod
     def from_spec(cls, spec: SourceSpec, queue: asyncio.Queue[Batch]) -> MergeSource:
@@ -124,7 +125,11 @@ class MergeSource:
         """After a DN restart: which branches held then did the DN lose (processor.py,
         `_dn_restarted`)? XA RECOVER first, then where its binlog ends: anything resolved
         before the XA RECOVER is in the binlog before that end. A failed look waits for the
-        next batch."""
+        next batch. A restart while a look is pending makes a new set of suspects (and a
+        look older than that restart may miss branches prepared since): it looks again."""
+        suspects = self.processor.restart_suspects
+        if self._lost_check is not None and self._lost_check[0] is not suspects:
+            self._lost_check = None
         if self._lost_check is None:
             s = self.settings
             client = None
@@ -147,8 +152,8 @@ class MergeSource:
                 if txn is not None:
                     recovered.add(txn)
             file, pos = status.rows[0][0], int(status.rows[0][1])
-            self._lost_check = (recovered, (file, pos))
-        recovered, upto = self._lost_check
+            self._lost_check = (suspects, recovered, (file, pos))
+        _, recovered, upto = self._lost_check
         position = self.client.position
         out = self.processor.settle_lost_branches(recovered, upto, (position.file, position.pos))
         if self.processor.restart_suspects is None:

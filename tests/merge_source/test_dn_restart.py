@@ -90,10 +90,15 @@ async def test_the_source_asks_the_dn_which_branches_it_still_holds(cluster):
         )
         source.processor.restart_suspects = {900000001, 900000002}
         assert await source._settle_lost_branches() == []  # not read up to the DN's end yet
-        recovered, (file, pos) = source._lost_check
+        looked_for, recovered, (file, pos) = source._lost_check
         assert 900000001 in recovered and 900000002 not in recovered
         assert file.startswith("binlog.") and pos > 4
         assert source.processor.restart_suspects == {900000001, 900000002}
+        # another restart before that look settled: new suspects, a new look
+        source.processor.restart_suspects = {900000001, 900000002, 900000003}
+        assert await source._settle_lost_branches() == []
+        assert source._lost_check[0] is source.processor.restart_suspects
+        assert source._lost_check[0] is not looked_for
     finally:
         with conn.cursor() as cur:
             cur.execute(f"XA ROLLBACK {xid}")
