@@ -23,11 +23,12 @@ cpdef list row_parts(list events, bytes private_db)
                seq="long long", sub="long long", digits=int)
 cpdef tuple annotate_trace(bytes data)
 
-@cython.locals(p="const unsigned char*", v="unsigned int")
 cpdef unsigned int log_pos(bytes data) except? 0
 
 @cython.locals(k=Py_ssize_t)
 cdef bint _at(const unsigned char* p, Py_ssize_t pos, bytes literal)
 
-@cython.locals(p="const unsigned char*", v="unsigned int")
 cpdef unsigned int timestamp(bytes data) except? 0
+
+@cython.locals(p="const unsigned char*", v="unsigned int")
+cdef unsigned int _header_u32(bytes data, Py_ssize_t at) except? 0

@@ -65,24 +65,23 @@ def split_events(data: bytes, pos, verify) -> tuple[list[bytes], int]:  # C type
 
 def log_pos(data: bytes):  # C types: scan.pxd
     """An event's log_pos (header offset 13, u32): where the next event starts in its file."""
-    if len(data) < 19:
-        raise ValueError(f"an event of {len(data)} bytes has no header")
-    p = data
-    v = p[16]
-    v = v << 8 | p[15]
-    v = v << 8 | p[14]
-    return v << 8 | p[13]
+    return _header_u32(data, 13)
 
 
 def timestamp(data: bytes):  # C types: scan.pxd
     """An event's timestamp (header offset 0, u32 seconds)."""
+    return _header_u32(data, 0)
+
+
+def _header_u32(data: bytes, at):  # C types: scan.pxd
+    """The little-endian u32 at offset `at` of an event's header."""
     if len(data) < 19:
         raise ValueError(f"an event of {len(data)} bytes has no header")
     p = data
-    v = p[3]
-    v = v << 8 | p[2]
-    v = v << 8 | p[1]
-    return v << 8 | p[0]
+    v = p[at + 3]
+    v = v << 8 | p[at + 2]
+    v = v << 8 | p[at + 1]
+    return v << 8 | p[at]
 
 
 def group_end(data: bytes, standalone) -> bool:  # C types: scan.pxd
