@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from cdc.binlog.constants import CHECKSUM_LEN, HEADER_LEN, EventFlag, EventType
 from cdc.binlog.events import XidEvent, cts_mark, encode_event
 from cdc.binlog.query import QueryEvent
+from cdc.compiled import is_compiled
 from dumper.table_id_map import TableIdMap
 from merge_joint.merger import Transaction
 from merge_source.classifier import table_name
@@ -108,11 +109,7 @@ def put_event(out: bytearray, e, ids, timestamp, server_id, tm_ids, encoder, txn
     return 1
 
 
-def _is_compiled() -> bool:
-    return type(_is_compiled).__name__ != "function"  # a Cython function is another type
-
-
-COMPILED = _is_compiled()
+COMPILED = is_compiled(__name__)  # this module, as it was loaded: the .so or the .py
 
 
 class EncodeError(RuntimeError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from cdc.compiled import is_compiled
 from merge_source import zcrc
 
 CRC32_RESIDUE = 0x2144DF1C  # zlib.crc32(data + crc32(data) as 4 LE bytes), for any data
@@ -187,8 +188,4 @@ def annotate_trace(data: bytes) -> tuple[int, int] | None:  # C types: scan.pxd
     return (int(m[1]), int(m[2])) if m else None
 
 
-def _is_compiled() -> bool:
-    return type(_is_compiled).__name__ != "function"  # a Cython function is another type
-
-
-COMPILED = _is_compiled()
+COMPILED = is_compiled(__name__)  # this module, as it was loaded: the .so or the .py

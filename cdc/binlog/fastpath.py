@@ -7,6 +7,8 @@ from __future__ import annotations
 import struct
 import zlib
 
+from cdc.compiled import is_compiled
+
 from .constants import CHECKSUM_LEN, HEADER_LEN, ROWS_TYPES, ROWS_V1_TO_V2, EventType
 from .errors import CodecError
 from .header import OFF_EVENT_SIZE, OFF_FLAGS, OFF_LOG_POS, OFF_SERVER_ID, OFF_TIMESTAMP, OFF_TYPE
@@ -175,8 +177,4 @@ def stamp_positions(buf: bytearray, base, start=0, end=-1) -> int:  # C types: f
     return last
 
 
-def _is_compiled() -> bool:
-    return type(_is_compiled).__name__ != "function"  # a Cython function is another type
-
-
-COMPILED = _is_compiled()
+COMPILED = is_compiled(__name__)  # this module, as it was loaded: the .so or the .py
