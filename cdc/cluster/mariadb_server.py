@@ -72,19 +72,42 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def pid_is_mariadbd(pid: int, config_file: Path) -> bool:
-    """True if `pid` is alive and is *our* mariadbd (guards against pid reuse)."""
+    """True if `pid` is alive and is *our* mariadbd (guards against pid reuse).
+
+    Only for *finding* our server. A SIGKILLed or stopping mariadbd loses its cmdline (the
+    kernel frees its memory) before it closes its files, the listening socket included: to
+    wait for one to be gone, use `wait_exited` with the start time read before signalling."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    if state == "Z":  # a zombie is dead for our purposes
+    if process_start_time(pid) is None:  # gone, or a zombie: dead for our purposes
         return False
     joined = b" ".join(cmdline)
     return b"mariadbd" in joined and str(config_file).encode() in joined
+
+
+def process_start_time(pid: int) -> int | None:
+    """The kernel's start time of `pid` (clock ticks since boot; with the pid, an identity
+    that survives pid reuse), or None if there is no such process or it is a zombie (a
+    zombie has released everything, its sockets included)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])  # field 22 of stat(5); fields[0] is field 3
+
+
+def wait_exited(pid: int, start_time: int, timeout: float) -> bool:
+    """Wait until the process (`pid`, `start_time`) has exited; False if it is still there."""
+    deadline = time.monotonic() + timeout
+    while process_start_time(pid) == start_time:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 @dataclass(slots=True)
@@ -183,6 +206,7 @@ class MariaDBServer:
         pid = self.pid()
         if pid is not None:
             return pid
+        self._wait_previous_exited()
         if not port_is_free(self.port, self.host):
             raise ServerError(f"{self.name}: port {self.port} on {self.host} is already in use")
         self.pid_file.unlink(missing_ok=True)
@@ -232,33 +256,49 @@ class MariaDBServer:
         )
 
     def stop(self, timeout: float = 60.0) -> bool:
-        """Clean shutdown by SIGTERM (SIGKILL after `timeout`). Returns True if it was running."""
+        """Clean shutdown by SIGTERM (SIGKILL after `timeout`). Returns True if it was running;
+        when it returns, the process is gone and its port free."""
         pid = self.pid()
-        if pid is None:
+        started = process_start_time(pid) if pid is not None else None
+        if started is None:
             return False
         os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not pid_is_mariadbd(pid, self.config_file):
-                return True
-            time.sleep(0.05)
-        os.kill(pid, signal.SIGKILL)
-        self._wait_gone(pid)
+        if not wait_exited(pid, started, timeout):
+            os.kill(pid, signal.SIGKILL)
+            self._wait_gone(pid, started)
         return True
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
-        """Send `sig` (default SIGKILL, a crash) to the server; waits for death on SIGKILL."""
+        """Send `sig` (default SIGKILL, a crash) to the server; on SIGKILL, returns once the
+        process is gone and its port free (a `start()` right after cannot find it in use)."""
         pid = self.pid()
-        if pid is None:
+        started = process_start_time(pid) if pid is not None else None
+        if started is None:
             return
         os.kill(pid, sig)
         if sig == signal.SIGKILL:
-            self._wait_gone(pid)
+            self._wait_gone(pid, started)
 
-    def _wait_gone(self, pid: int, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while pid_is_mariadbd(pid, self.config_file) and time.monotonic() < deadline:
-            time.sleep(0.02)
+    def _wait_gone(self, pid: int, started: int, timeout: float = 30.0) -> None:
+        if not wait_exited(pid, started, timeout):
+            raise ServerError(f"{self.name}: pid {pid} still there {timeout:.0f}s after SIGKILL")
+
+    def _wait_previous_exited(self, timeout: float = 30.0) -> None:
+        """A server of ours killed by someone else may still be exiting (no cmdline any more,
+        so `pid()` no longer finds it, but its socket still open): wait for it to be gone."""
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return
+        started = process_start_time(pid)
+        if started is None:
+            return
+        try:
+            exiting = not Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return
+        if exiting and not wait_exited(pid, started, timeout):
+            raise ServerError(f"{self.name}: its previous mariadbd (pid {pid}) is still exiting")
 
     def status(self) -> NodeStatus:
         pid = self.pid()

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from cdc.cluster import LocalCluster
+from cdc.cluster.mariadb_server import process_start_time, wait_exited
 from cdc.cluster.testing import free_base_port
 from cdc.config import load
 
@@ -51,8 +52,10 @@ def test_up_status_idempotent_kill_add_down(tmp_path):
         assert {n: r[3] for n, r in status_rows(tmp_path).items()} == pids
 
         # A DN killed with SIGKILL shows as down; `up` brings it back with its data.
-        os.kill(int(pids["dn2"]), signal.SIGKILL)
-        LocalCluster(tmp_path).dn(2)._wait_gone(int(pids["dn2"]))
+        dn2_pid = int(pids["dn2"])
+        dn2_started = process_start_time(dn2_pid)
+        os.kill(dn2_pid, signal.SIGKILL)
+        assert wait_exited(dn2_pid, dn2_started, 30)
         rows = status_rows(tmp_path)
         assert rows["dn2"][4] == "down" and rows["dn1"][4] == "up"
         assert cdc("cluster", "up", "--dir", str(tmp_path)).returncode == 0
@@ -116,3 +119,32 @@ def test_shared_cluster_fixture(cluster):
                 "SELECT @@log_bin, @@binlog_format, @@binlog_row_metadata, @@character_set_server"
             )
             assert cur.fetchone() == (1, "ROW", "FULL", "utf8mb4")
+
+
+def test_wait_exited_sees_a_killed_process_go():
+    """A SIGKILLed process is gone for `wait_exited` once it no longer exists or is a zombie
+    (unreaped here on purpose): by then the kernel has closed its files and sockets."""
+    proc = subprocess.Popen(["sleep", "60"])
+    started = process_start_time(proc.pid)
+    assert started is not None
+    assert not wait_exited(proc.pid, started, 0.1)
+    os.kill(proc.pid, signal.SIGKILL)
+    assert wait_exited(proc.pid, started, 10)
+    proc.wait()
+
+
+def test_a_killed_server_restarts_at_once(tmp_path):
+    """`kill()` returns only once the server's port is free: a `start()` right after never
+    finds it in use (tests/cdc/cn/test_failures.py did, under load)."""
+    from cdc.cluster.testing import throwaway_server
+
+    server = throwaway_server(tmp_path)
+    try:
+        for _ in range(3):
+            pid = server.pid()
+            server.kill()
+            assert server.start() != pid
+            server.connect().close()
+    finally:
+        server.stop()
+    assert server.pid() is None
