@@ -8,6 +8,7 @@ import argparse
 import asyncio
 import json
 import time
+from pathlib import Path
 
 import pymysql
 
@@ -90,22 +91,35 @@ def wait_until_merging(status_file, timeout: float = 60.0) -> None:
     raise TimeoutError(f"the pipeline did not start merging within {timeout:.0f}s; see its log")
 
 
+def shown_path(path: Path) -> str:
+    """`path` relative to the working directory when it is below it (as the README shows)."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def cmd_demo(args) -> int:
     from cdc.cn import init
-    from cdc.commands.pipeline import cmd_start, state_dir
+    from cdc.commands.pipeline import start, state_dir
 
     started = time.monotonic()
     step(f"cluster: GMS + {args.dns} DNs in {args.dir}")
     cluster = LocalCluster(args.dir)
     cfg = cluster.up(dns=args.dns)
-    config_path = str(cluster.config_file)
+    config_path = shown_path(cluster.config_file)
+    if not cfg.cn.ground_truth_log:
+        # Every CN process of the demo logs what it committed, so `cdc verify-binlog` can
+        # check the global binlog against it (README, "Commands").
+        cfg.cn.ground_truth_log = str(cluster.dir / "ground-truth.jsonl")
+        cfg.dump(config_path)
     print(f"config: {config_path}")
 
     step("reference CN: catalogue, private tables, CdcStart marker")
     print(asyncio.run(init(cfg)))
 
     step("pipeline + dumper (background)")
-    cmd_start(argparse.Namespace(config=config_path, background=True))
+    start(config_path, background=True)
     host, port = cfg.dumper.host, cfg.dumper.port
     wait_until_merging(state_dir(config_path) / "status.json")
 
@@ -123,6 +137,9 @@ def cmd_demo(args) -> int:
             cur.execute("START SLAVE")
         conn.close()
     print(f"{replica.name} on 127.0.0.1:{replica.port} replicates from the dumper on {host}:{port}")
+    # An empty server for the README's backfill (`cdc backfill --load`), not attached.
+    spare = cluster.replicas[1] if len(cluster.replicas) > 1 else cluster.add_replica()
+    print(f"{spare.name} on 127.0.0.1:{spare.port} is an empty server (a target for cdc backfill)")
 
     step(f"workloads for {args.duration:.0f}s")
     asyncio.run(run_workloads(cfg, args.duration))

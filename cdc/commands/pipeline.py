@@ -64,17 +64,22 @@ def state_dir(config_path: str, dumper_id: int = 0) -> Path:
 
 
 def cmd_start(args) -> int:
-    directory = state_dir(args.config, args.dumper_id)
+    return start(args.config, background=args.background, dumper_id=args.dumper_id)
+
+
+def start(config_path: str, background: bool = False, dumper_id: int = 0) -> int:
+    """`cdc start`: the pipeline in this process, or detached with `background`."""
+    directory = state_dir(config_path, dumper_id)
     directory.mkdir(parents=True, exist_ok=True)
     pid_file = directory / "pipeline.pid"
     if _running(pid_file):
         print(f"already running (pid {pid_file.read_text().strip()})")
         return 0
-    if args.background:
+    if background:
         with open(directory / "pipeline.log", "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "cdc.cli", "start", "--config", args.config]
-                + (["--dumper-id", str(args.dumper_id)] if args.dumper_id else []),
+                [sys.executable, "-m", "cdc.cli", "start", "--config", config_path]
+                + (["--dumper-id", str(dumper_id)] if dumper_id else []),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -97,7 +102,7 @@ def cmd_start(args) -> int:
 
     pid_file.write_text(str(os.getpid()))
     try:
-        return run_service(load_for(args.config, args.dumper_id), directory)
+        return run_service(load_for(config_path, dumper_id), directory)
     finally:
         pid_file.unlink(missing_ok=True)
 
