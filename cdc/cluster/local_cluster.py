@@ -21,13 +21,21 @@ from cdc.cluster.mariadb_server import (
     install_datadir,
     port_is_free,
 )
-from cdc.config import ClusterConfig, Config, ConfigError, DumperConfig, DumperUser, NodeConfig
+from cdc.config import (
+    ClusterConfig,
+    Config,
+    ConfigError,
+    DumperConfig,
+    DumperPeer,
+    DumperUser,
+    NodeConfig,
+)
 from cdc.config import load as load_config
 from cdc.protocol.auth import caching_sha2_digest, native_hash
 
 DEFAULT_BASE_PORT = 23400
-# The dumper (global binlog server) listens on base + 50; DN i is on base + i; replica i
-# (a downstream of the dumper) on base + 60 + i.
+# The dumper (global binlog server) listens on base + 50 (HA peer i on base + 49 + i); DN i
+# is on base + i; replica i (a downstream of the dumper) on base + 60 + i.
 DUMPER_PORT_OFFSET = 50
 REPLICA_PORT_OFFSET = 60
 REPLICA_SERVER_ID_BASE = 500
@@ -57,6 +65,7 @@ class LocalCluster:
         self.dir = Path(directory).absolute()
         self.nodes: list[NodeSpec] = []
         self.base_port = DEFAULT_BASE_PORT
+        self.dumpers = 1  # > 1: that many HA dumper peers in cdc.toml
         if self.state_file.exists():
             self._load_state()
 
@@ -77,6 +86,7 @@ class LocalCluster:
         try:
             state = json.loads(self.state_file.read_text())
             self.base_port = int(state["base_port"])
+            self.dumpers = int(state.get("dumpers", 1))
             self.nodes = [NodeSpec(**n) for n in state["nodes"]]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ClusterError(
@@ -88,7 +98,12 @@ class LocalCluster:
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(
             json.dumps(
-                {"base_port": self.base_port, "nodes": [asdict(n) for n in self.nodes]}, indent=2
+                {
+                    "base_port": self.base_port,
+                    "dumpers": self.dumpers,
+                    "nodes": [asdict(n) for n in self.nodes],
+                },
+                indent=2,
             )
         )
         tmp.replace(self.state_file)
@@ -114,11 +129,15 @@ class LocalCluster:
         return [self.server(n) for n in self.nodes]
 
     # -- operations ---------------------------------------------------------------------------
-    def up(self, dns: int = 3, base_port: int | None = None) -> Config:
-        """Start GMS + `dns` DNs (reusing running ones); write `cdc.toml`; return the config."""
+    def up(self, dns: int = 3, base_port: int | None = None, dumpers: int = 1) -> Config:
+        """Start GMS + `dns` DNs (reusing running ones); write `cdc.toml`, listing `dumpers`
+        HA dumper peers when more than one; return the config."""
         if dns < 1:
             raise ClusterError(f"--dns must be at least 1 (got {dns})")
+        if not 1 <= dumpers < REPLICA_PORT_OFFSET - DUMPER_PORT_OFFSET:
+            raise ClusterError(f"--dumpers must be 1..9 (got {dumpers})")
         if not self.exists:
+            self.dumpers = dumpers
             self.base_port = base_port if base_port is not None else DEFAULT_BASE_PORT
             if not 1024 <= self.base_port <= 65535 - dns - 16:
                 raise ClusterError(
@@ -137,6 +156,11 @@ class LocalCluster:
             raise ClusterError(
                 f"{self.dir} already holds a cluster on base port {self.base_port}; "
                 f"run `cdc cluster down --dir {self.dir}` and remove it to change ports"
+            )
+        elif dumpers != self.dumpers and dumpers != 1:
+            raise ClusterError(
+                f"{self.dir} already holds a cluster with {self.dumpers} dumper(s); "
+                "edit [[dumper.peers]] in its cdc.toml to change them"
             )
         current = len(self.dns)
         for _ in range(current, dns):
@@ -233,6 +257,16 @@ class LocalCluster:
             # HA followers copy the leader's files as this user (docs/dumper.md).
             peer_user=DEFAULT_USER,
             peer_password=DEFAULT_PASSWORD,
+            peers=[
+                DumperPeer(
+                    i,
+                    port=self.base_port + DUMPER_PORT_OFFSET + i - 1,
+                    binlog_dir=str(self.dir / f"dumper{i}" / "global-binlog"),
+                )
+                for i in range(1, self.dumpers + 1)
+            ]
+            if self.dumpers > 1
+            else [],
         )
         return Config(
             dumper=dumper,

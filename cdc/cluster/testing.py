@@ -11,18 +11,26 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from cdc.cluster.local_cluster import LocalCluster
+from cdc.cluster.local_cluster import DEFAULT_BASE_PORT, REPLICA_PORT_OFFSET, LocalCluster
 from cdc.cluster.mariadb_server import port_is_free
+
+# The ports of the clusters the README starts (`make demo` on the default base port, the HA
+# example on base + 100), with their dumpers and replicas: a throw-away cluster never takes
+# them, so the test suite, the README's commands and a demo can run side by side.
+DEFAULT_CLUSTER_PORTS = range(DEFAULT_BASE_PORT, DEFAULT_BASE_PORT + 100 + REPLICA_PORT_OFFSET + 16)
 
 
 def free_base_port(span: int, low: int = 20000, high: int = 32000, tries: int = 200) -> int:
     """A base port P such that P..P+span are all free right now (below Linux's ephemeral
     range 32768-60999, so a port checked free now is not taken by an outgoing connection
-    a moment later)."""
+    a moment later), outside the default cluster's ports."""
     rng = random.Random()
     for _ in range(tries):
         base = rng.randrange(low, high - span)
-        if all(port_is_free(p) for p in range(base, base + span + 1)):
+        ports = range(base, base + span + 1)
+        if ports.start < DEFAULT_CLUSTER_PORTS.stop and DEFAULT_CLUSTER_PORTS.start < ports.stop:
+            continue
+        if all(port_is_free(p) for p in ports):
             return base
     raise RuntimeError(f"no {span + 1} consecutive free ports found in {low}..{high}")
 

@@ -33,6 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help=f"GMS port; DN i gets base+i (default {DEFAULT_BASE_PORT})",
     )
+    up.add_argument(
+        "--dumpers",
+        type=positive_int,
+        default=1,
+        help="HA: list this many dumper peers in cdc.toml (`cdc start --dumper-id N`)",
+    )
     up.set_defaults(func=cmd_up)
 
     for name, func, text in (
@@ -51,11 +57,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_up(args) -> int:
     cluster = LocalCluster(args.dir)
     started = time.monotonic()
-    cfg = cluster.up(dns=args.dns, base_port=args.base_port)
+    cfg = cluster.up(dns=args.dns, base_port=args.base_port, dumpers=args.dumpers)
     print(
         f"cluster up in {time.monotonic() - started:.1f}s: GMS {cfg.gms.address}, "
         f"DNs {', '.join(d.address for d in cfg.dn)}"
     )
+    for peer in cfg.dumper.peers:
+        print(f"dumper peer {peer.id}: {cfg.dumper.host}:{peer.port}, files in {peer.binlog_dir}")
     print(f"config: {cluster.config_file}")
     return 0
 
