@@ -6,6 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_DIR ?= var/demo
+DEMO_DURATION ?= 20
 APT_PACKAGES := mariadb-server mariadb-client
 NODE_DIR := tests/compat/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
@@ -70,7 +71,7 @@ $(SPARK_CDS): $(STAMP)
 		|| echo "setup: WARNING: no Spark class archive; the backfill's Spark starts slower"
 
 demo: setup
-	$(BIN)/cdc demo --dir $(DEMO_DIR)
+	$(BIN)/cdc demo --dir $(DEMO_DIR) --duration $(DEMO_DURATION)
 
 stop:
 	@if [ -x $(BIN)/cdc ] && [ -f $(DEMO_DIR)/cdc.toml ]; then $(BIN)/cdc stop --config $(DEMO_DIR)/cdc.toml; fi
