@@ -89,13 +89,14 @@ def pid_is_mariadbd(pid: int, config_file: Path) -> bool:
 
 def process_start_time(pid: int) -> int | None:
     """The kernel's start time of `pid` (clock ticks since boot; with the pid, an identity
-    that survives pid reuse), or None if there is no such process or it is a zombie (a
-    zombie has released everything, its sockets included)."""
+    that survives pid reuse), or None once the process is gone: no such pid, or a zombie
+    with no thread left. (A SIGKILLed mariadbd's main thread turns zombie while its other
+    threads still exit, and they hold its files, the listening socket included.)"""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        if fields[0] in ("Z", "X") and len(os.listdir(f"/proc/{pid}/task")) <= 1:
+            return None
     except (OSError, IndexError):
-        return None
-    if fields[0] in ("Z", "X"):
         return None
     return int(fields[19])  # field 22 of stat(5); fields[0] is field 3
 
