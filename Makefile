@@ -94,8 +94,9 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# BENCH_ARGS=--quick: every benchmark at a small size (a check that they all run here).
 bench: setup
-	$(BIN)/cdc bench all
+	$(BIN)/cdc bench all $(BENCH_ARGS)
 
 clean: stop
 	rm -rf $(VENV) var $(NODE_DIR)/node_modules

@@ -84,6 +84,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     cn.add_argument("--workers", type=int, default=32)
     cn.set_defaults(func=cmd_cn)
     every = bsub.add_parser("all", help="every benchmark, with its defaults")
+    every.add_argument(
+        "--quick", action="store_true", help="each at a small size (a check that all run here)"
+    )
     every.set_defaults(func=cmd_all)
 
 
@@ -178,23 +181,30 @@ def cmd_all(args) -> int:
     from dumper.bench_scale import main as scale
     from merge_source.bench import main as merge_source
 
-    print("== writer: small transactions (5 events)")
-    writer(["--txns", "50000"])
-    print("\n== writer: 20 rows x 200 bytes per transaction")
-    writer(["--txns", "10000", "--rows", "20", "--row-bytes", "200"])
-    print("\n== dumper")
-    dumper([])
-    print("\n== merge-source")
-    merge_source([])
-    print("\n== pipeline")
-    pipeline([])
-    print("\n== backfill")
-    backfill([])
-    print("\n== latency")
-    latency([])
-    print("\n== cn")
-    cn([])
-    print("\n== scale")
-    scale([])
-    print("\n== big-txn (1 GB)")
-    return big_txn([])
+    # (title, bench, its arguments, its arguments with --quick: every bench runs, and prints
+    # its ratio, at a size that takes seconds; the figures need the full size).
+    runs = [
+        ("writer: small transactions (5 events)", writer, ["--txns=50000"], ["--txns=5000"]),
+        (
+            "writer: 20 rows x 200 bytes per transaction",
+            writer,
+            ["--txns=10000", "--rows=20", "--row-bytes=200"],
+            ["--txns=1000", "--rows=20", "--row-bytes=200"],
+        ),
+        ("dumper", dumper, [], ["--mb=2", "--rounds=1"]),
+        ("merge-source", merge_source, [], ["--events=30000", "--rounds=1"]),
+        ("pipeline", pipeline, [], ["--events=30000"]),
+        ("backfill", backfill, [], ["--rows=30000", "--chunk-rows=10000"]),
+        ("latency", latency, [], ["--tps=100", "--seconds=3", "--workers=4", "--cn-processes=1"]),
+        ("cn", cn, [], ["--seconds=2", "--rounds=1", "--workers=4"]),
+        ("scale", scale, [], ["--dns=2,4", "--events=5000"]),
+        ("big-txn (1 GB; --quick: 16 MB)", big_txn, [], ["--mb=16"]),
+    ]
+    failed = []
+    for title, bench, full, quick in runs:
+        print(f"\n== {title}", flush=True)
+        if bench(quick if args.quick else full):
+            failed.append(title)
+    if failed:
+        print(f"\nfailed: {', '.join(failed)}")
+    return 1 if failed else 0
