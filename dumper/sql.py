@@ -316,6 +316,11 @@ class Use:
 
 
 @dataclass(slots=True)
+class AccountChange:
+    """SET PASSWORD, ALTER/CREATE/DROP/RENAME USER, GRANT, REVOKE: always refused (1290)."""
+
+
+@dataclass(slots=True)
 class Noop:
     """Accepted and ignored (transaction control, session settings we do not model)."""
 
@@ -339,6 +344,7 @@ Statement = (
     | Purge
     | Kill
     | Use
+    | AccountChange
     | Noop
 )
 
@@ -600,6 +606,8 @@ class _Parser:
         return str(expr.value)
 
     def _stmt_set(self) -> Statement:
+        if self.accept("PASSWORD"):
+            return AccountChange()
         if self.accept("NAMES") or self.accept("CHARACTER", "SET") or self.accept("CHARSET"):
             self.next()
             if self.accept("COLLATE"):
@@ -793,6 +801,21 @@ class _Parser:
 
     def _noop(self) -> Statement:
         return Noop()
+
+    def _account_change(self) -> Statement:
+        return AccountChange()
+
+    _stmt_grant = _stmt_revoke = _account_change
+
+    def _stmt_alter(self) -> Statement:
+        return self._user_statement()
+
+    _stmt_create = _stmt_drop = _stmt_rename = _stmt_alter
+
+    def _user_statement(self) -> Statement:
+        if self.accept("USER"):
+            return AccountChange()
+        raise self.error()
 
     _stmt_begin = _stmt_commit = _stmt_rollback = _noop
 
