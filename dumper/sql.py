@@ -27,6 +27,10 @@ class SqlError(Exception):
         self.message = message
 
 
+class LiteralError(SqlError):
+    """A literal out of range: reported as is, never retried as another statement form."""
+
+
 # -- splitting ------------------------------------------------------------------------------------
 # The characters that start something special outside quotes; everything between them is copied
 # as one slice.
@@ -502,6 +506,8 @@ class _Parser:
                 return self._info_schema_select()
             try:
                 expr = self.expr()
+            except LiteralError:
+                raise
             except SqlError:
                 self.i = start_i
                 return self._info_schema_select()
@@ -829,14 +835,16 @@ def _number(text: str) -> int | float:
     more than 4300 digits with ValueError; float() overflows to inf)."""
     if text.isdigit():
         if len(text.lstrip("0")) > MAX_DIGITS:
-            raise SqlError(
+            raise LiteralError(
                 f"Number literal '{text[:20]}...' too long: the binlog server accepts at most "
                 f"{MAX_DIGITS} digits (MySQL's DECIMAL precision)"
             )
         return int(text)
     value = float(text) if len(text) <= 2 * MAX_DIGITS else float("inf")
     if value == float("inf"):
-        raise SqlError(f"Illegal double '{text[:40]}' value found during parsing", 1367, "22007")
+        raise LiteralError(
+            f"Illegal double '{text[:40]}' value found during parsing", 1367, "22007"
+        )
     return value
 
 
