@@ -89,6 +89,11 @@ SETTABLE_SESSION_VARIABLES = frozenset(
 _GLOBAL_ONLY = frozenset(("max_allowed_packet", "max_connections", "connect_timeout"))
 
 
+def _var_size(name: str, value: object) -> int:
+    """Bytes a stored variable costs, roughly: its name and value plus a dict entry."""
+    return len(name) + (len(value) if isinstance(value, str) else 8) + 64
+
+
 def account_change_refused() -> sql.SqlError:
     """SET PASSWORD, ALTER/CREATE/DROP USER, GRANT, REVOKE: accounts live in cdc.toml."""
     return sql.SqlError(
@@ -106,6 +111,9 @@ class QueryExecutor:
     def __init__(self, ctx: ServerContext, state: SessionState) -> None:
         self.ctx = ctx
         self.state = state
+        # What SET has stored so far, an upper estimate (overwrites are not subtracted): a
+        # recount happens only when it passes the budget, so each SET stays O(1) amortised.
+        self._var_bytes = 0
 
     def execute(self, stmt: sql.Statement) -> Result:
         handler = getattr(self, f"_do_{type(stmt).__name__}")
@@ -185,13 +193,36 @@ class QueryExecutor:
                 if a.name in self.ctx.variables:
                     raise sql.SqlError(f"Variable '{a.name}' is a read only variable", 1238)
                 raise sql.SqlError(f"Unknown system variable '{a.name}'", 1193, "HY000")
-        for a in stmt.assignments:
-            value = self.evaluate(a.expr)
+        values = [self.evaluate(a.expr) for a in stmt.assignments]
+        self._var_bytes += sum(
+            _var_size(a.name, v) for a, v in zip(stmt.assignments, values, strict=True)
+        )
+        if self._var_bytes > self.ctx.config.max_allowed_packet:
+            self._recount_vars(stmt.assignments, values)
+        for a, value in zip(stmt.assignments, values, strict=True):
             if a.kind == "user":
                 self.state.user_vars[a.name] = value  # type: ignore[assignment]
             else:
                 self.state.session_vars[a.name] = value  # type: ignore[assignment]
         return OkResult()
+
+    def _recount_vars(self, new: list[sql.Assignment], values: list[object]) -> None:
+        """The exact size the variables would have after this SET; more than max_allowed_packet
+        (one connection may hold as much as one command brings) is refused, nothing set."""
+        st = self.state
+        after = {("user", k): v for k, v in st.user_vars.items()}
+        after.update({("session", k): v for k, v in st.session_vars.items()})
+        after.update({(a.kind, a.name): v for a, v in zip(new, values, strict=True)})
+        total = sum(_var_size(name, v) for (_, name), v in after.items())
+        if total > self.ctx.config.max_allowed_packet:
+            raise sql.SqlError(
+                f"Out of memory for this connection's variables (needed {total} bytes): user and "
+                f"session variables may hold at most max_allowed_packet "
+                f"({self.ctx.config.max_allowed_packet} bytes) per connection",
+                1037,
+                "HY001",
+            )
+        self._var_bytes = total
 
     def _do_AccountChange(self, stmt: sql.AccountChange) -> Result:
         raise account_change_refused()

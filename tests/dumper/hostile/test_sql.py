@@ -256,3 +256,22 @@ def test_mariadb_cli_sees_the_same_errors(healthy):
         timeout=60,
     )
     assert run.returncode == 1 and "ERROR 1227" in run.stderr, run.stderr
+
+
+def test_variables_of_a_connection_are_bounded(healthy):
+    """A connection keeps at most max_allowed_packet bytes of variables (ERR 1037 beyond)."""
+    big = "v" * (MAX_PACKET * 6 // 10)
+    conn = healthy.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SET @a = '{big}'")
+            cur.execute(f"SET @a = '{big.upper()}'")  # overwriting costs nothing more
+            with pytest.raises(pymysql.err.MySQLError) as err:
+                cur.execute(f"SET @b = '{big}'")
+            assert err.value.args[0] == 1037
+            cur.execute("SELECT @b")
+            assert cur.fetchone() == (None,)
+            for i in range(200):  # many small ones are fine
+                cur.execute(f"SET @v{i} = {i}")
+    finally:
+        conn.close()
