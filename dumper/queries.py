@@ -349,6 +349,7 @@ class QueryExecutor:
 
     # -- replicas and connections --------------------------------------------------------------
     def _do_ShowReplicas(self, stmt: sql.ShowReplicas) -> Result:
+        self._require("REPLICATION SLAVE", "BINLOG MONITOR")  # MySQL: REPLICATION SLAVE
         if stmt.new_names:
             columns = _cols("Server_Id", "Host", "Port", "Source_Id", "Replica_UUID")
         else:

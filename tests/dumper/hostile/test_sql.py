@@ -156,7 +156,8 @@ def test_a_path_names_a_file_of_the_binlog_directory_only(healthy):
 def test_privileges_follow_the_user_flags(healthy):
     # a user without `replication`: no binlog contents, no binlog status (MySQL: 1227)
     for sql in ("SHOW BINLOG EVENTS", "SHOW MASTER STATUS", "SHOW BINARY LOGS",
-                "SHOW BINLOG STATUS", "PURGE BINARY LOGS TO 'binlog.000001'"):  # fmt: skip
+                "SHOW BINLOG STATUS", "SHOW SLAVE HOSTS", "SHOW REPLICAS",
+                "PURGE BINARY LOGS TO 'binlog.000001'"):  # fmt: skip
         assert error_of(healthy, sql, READER) == 1227
     # `replication`: what Canal, zongji (startAtEnd), Debezium and mariadb-binlog need
     assert healthy.query("SHOW BINLOG EVENTS LIMIT 1")[0][2] == "Format_desc"
