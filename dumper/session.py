@@ -63,6 +63,7 @@ CHARSET_UTF8MB4_GENERAL_CI = 45
 MAX_HANDSHAKE_PACKET = 128 << 10
 ER_NET_PACKET_TOO_LARGE = 1153
 ER_NET_PACKETS_OUT_OF_ORDER = 1156
+ER_NET_READ_INTERRUPTED = 1159
 COM_STATISTICS = 0x09
 COM_RESET_CONNECTION = 0x1F
 READ_SIZE = 1 << 16
@@ -70,6 +71,10 @@ READ_SIZE = 1 << 16
 
 class _Closed(Exception):
     """The peer went away (or sent something that ends the connection)."""
+
+
+class _Idle(Exception):
+    """No command came within the session's wait_timeout."""
 
 
 class _Fatal(Exception):
@@ -144,21 +149,30 @@ class Session:
             self._task.cancel()
 
     # -- packets -------------------------------------------------------------------------------
-    async def read_packet(self, limit: int | None = None) -> bytes:
+    async def read_packet(self, limit: int | None = None, idle: float | None = None) -> bytes:
         """One (possibly multi-packet) client payload, reading not a byte beyond it (after an SSL
         request the next bytes are the TLS handshake, which must stay in the stream). Like
         MySQL's my_net_read: each packet must carry the expected sequence id (ER 1156), and a
         payload longer than `limit` (default the session's max_allowed_packet) is refused (ER
-        1153) from its header, before its bytes are read."""
+        1153) from its header, before its bytes are read. The first byte may take `idle`
+        seconds (_Idle after that; None = no bound); once a command has begun, each further
+        read gets net_read_timeout (ER 1159), so a half-sent packet cannot hold a connection."""
         if limit is None:
             limit = self.ctx.config.max_allowed_packet
         parts: list[bytes] = []
         total = 0
         while True:
-            try:
-                header = await self.reader.readexactly(4)
-            except asyncio.IncompleteReadError:
-                raise _Closed() from None
+            if not parts and idle is not None:
+                try:
+                    async with asyncio.timeout(idle):
+                        header = await self.reader.readexactly(1)
+                except TimeoutError:
+                    raise _Idle() from None
+                except asyncio.IncompleteReadError:
+                    raise _Closed() from None
+                header += await self._read_more(3)
+            else:
+                header = await self._read_more(4)
             length = int.from_bytes(header[:3], "little")
             if header[3] != self._seq:
                 raise _Fatal(ER_NET_PACKETS_OUT_OF_ORDER, "Got packets out of order")
@@ -168,12 +182,21 @@ class Session:
                 raise _Fatal(
                     ER_NET_PACKET_TOO_LARGE, "Got a packet bigger than 'max_allowed_packet' bytes"
                 )
-            try:
-                parts.append(await self.reader.readexactly(length))
-            except asyncio.IncompleteReadError:
-                raise _Closed() from None
+            parts.append(await self._read_more(length))
             if length < MAX_CHUNK:
                 return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    async def _read_more(self, n: int) -> bytes:
+        """`n` bytes of a command already begun, within the session's net_read_timeout."""
+        try:
+            async with asyncio.timeout(self._net_read_timeout()):  # no task per read (wait_for)
+                return await self.reader.readexactly(n)
+        except TimeoutError:
+            raise _Fatal(
+                ER_NET_READ_INTERRUPTED, "Got timeout reading communication packets"
+            ) from None
+        except asyncio.IncompleteReadError:
+            raise _Closed() from None
 
     def send(self, payload: bytes) -> None:
         data, self._seq = frame(payload, self._seq)
@@ -342,23 +365,29 @@ class Session:
         return verify_native(user, salt, response), response
 
     # -- commands ------------------------------------------------------------------------------
-    def _wait_timeout(self) -> float:
-        """The session's wait_timeout (SET wait_timeout = n, else [dumper] wait_timeout), in
+    def _timeout(self, name: str) -> float:
+        """A session timeout variable (SET wait_timeout = n, ...; else the reported default) in
         MySQL's range of 1 s to a year."""
-        value = self.state.session_vars.get("wait_timeout")
+        value = self.state.session_vars.get(name, self.ctx.variables.get(name))
         try:
-            seconds = float(value) if value is not None else float(self.ctx.config.wait_timeout)
+            seconds = float(value)  # type: ignore[arg-type]
         except (TypeError, ValueError):
-            seconds = float(self.ctx.config.wait_timeout)
+            seconds = float(self.ctx.variables.get(name) or 30)  # type: ignore[arg-type]
         return min(max(seconds, 1.0), 31536000.0)
+
+    def _wait_timeout(self) -> float:
+        return self._timeout("wait_timeout")
+
+    def _net_read_timeout(self) -> float:
+        return self._timeout("net_read_timeout")
 
     async def _command_loop(self) -> None:
         while True:
             self.state.command = "Sleep"
             self._seq = 0  # every command starts a new sequence
             try:
-                payload = await asyncio.wait_for(self.read_packet(), self._wait_timeout())
-            except TimeoutError:
+                payload = await self.read_packet(idle=self._wait_timeout())
+            except _Idle:
                 log.info(
                     "connection %d from %s: idle for wait_timeout (%.0f s), closed",
                     self.state.conn_id,

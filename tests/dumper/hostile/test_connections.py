@@ -57,6 +57,16 @@ def test_idle_login_is_closed_after_wait_timeout(healthy):
         conn.close()
 
 
+def test_half_sent_command_is_cut_after_net_read_timeout(healthy):
+    """Once a command has begun, the rest must come within net_read_timeout (MySQL: 1159)."""
+    with login_raw(healthy) as sock:
+        set_vars(sock, b"SET net_read_timeout = 1")
+        sock.sendall(packet(b"\x03SELECT 'never finished'", 0)[:12])
+        _, payload = read_packet(sock)
+        assert err_code(payload) == 1159
+        assert closed_by_server(sock)
+
+
 def test_a_dump_is_not_idle(healthy):
     """A dump longer than wait_timeout goes on: only the command loop waits for commands."""
     with login_raw(healthy) as sock:
