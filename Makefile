@@ -83,7 +83,7 @@ test-fast: setup
 	$(BIN)/python -m pytest -q -ra -m "not slow"
 
 # The long fuzz run (issue 10): dumper packet parsing, the SQL tokenizer on inputs of up to
-# 16 MB (issue 19, at most 3000 of those) and the binlog codec, FUZZ_EXAMPLES
+# 16 MB (issue 19, at most 1000 of those) and the binlog codec, FUZZ_EXAMPLES
 # hypothesis examples per test (`make test` runs a few hundred); prints RSS before/after.
 FUZZ_EXAMPLES ?= 100000
 fuzz: setup

@@ -15,7 +15,7 @@ from dumper import sql
 from tests.fuzz_support import examples
 
 LONG_RUN = examples(0) > 0
-EXAMPLES = min(examples(0), 3000) if LONG_RUN else 25
+EXAMPLES = min(examples(0), 1000) if LONG_RUN else 25
 MAX_SIZE = (16 << 20) if LONG_RUN else (256 << 10)
 # Peak bytes allocated while parsing, per byte of input, plus a fixed part for the token list
 # (sql.MAX_TOKENS tokens of ~130 bytes at most). The old regexes needed ~300 per byte.
