@@ -4,7 +4,7 @@ production), and a slow transfer workload through the reference CN all along, so
 test can show the writer kept writing while it was attacked: the global binlog must grow again
 after each attack, the pipeline must still run, and its log must hold no traceback.
 
-Small limits make the attacks small: max_allowed_packet 1 MiB, 8 connections (+1 for an
+Small limits make the attacks small: max_allowed_packet 1 MiB, 40 connections (+1 for an
 admin), 4 unauthenticated ones, connect_timeout 2 s.
 """
 
@@ -37,7 +37,7 @@ ADMIN = ("repl", "repl")  # replication + admin (the cluster's default account)
 SLAVE = ("slave", "s1")  # replication only
 READER = ("reader", "r1")  # neither
 MAX_PACKET = 1 << 20
-MAX_CONNECTIONS = 8
+MAX_CONNECTIONS = 40
 MAX_UNAUTHENTICATED = 4
 CONNECT_TIMEOUT = 2
 GROWTH_BOUND_S = 60  # a bound for "the binlog grew", not a measurement
