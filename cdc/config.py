@@ -161,6 +161,20 @@ class DumperConfig:
     # the leader stops waiting (one warning) until followers acknowledged what it served (ms).
     ack_wait_ms: int = 1000
 
+    def __post_init__(self) -> None:
+        # The client-facing bounds (issue 19): a value outside these ranges would disable one
+        # (a zero timeout closes every connection, a huge packet limit buffers anything).
+        for name, low, high in (
+            ("max_allowed_packet", 1024, 1 << 30),  # MySQL's range
+            ("connect_timeout", 2, 31536000),
+            ("wait_timeout", 1, 31536000),
+            ("max_connections", 1, 100000),
+            ("max_unauthenticated_connections", 1, 100000),
+        ):
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise ConfigError(f"[dumper] {name} = {value}: must be in {low}..{high}")
+
 
 @dataclass(slots=True)
 class PipelineConfig:
