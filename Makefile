@@ -83,12 +83,13 @@ test: setup
 test-fast: setup
 	$(BIN)/python -m pytest -q -ra -m "not slow"
 
-# The long fuzz run (issue 10): dumper packet parsing and the binlog codec, FUZZ_EXAMPLES
+# The long fuzz run (issue 10): dumper packet parsing, the SQL tokenizer on inputs of up to
+# 16 MB (issue 19, at most 1000 of those) and the binlog codec, FUZZ_EXAMPLES
 # hypothesis examples per test (`make test` runs a few hundred); prints RSS before/after.
 FUZZ_EXAMPLES ?= 100000
 fuzz: setup
 	CDC_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -s -p no:cacheprovider \
-		--timeout=0 tests/dumper/test_fuzz.py tests/cdc/binlog/test_fuzz.py
+		--timeout=0 tests/dumper/test_fuzz.py tests/dumper/test_fuzz_sql.py tests/cdc/binlog/test_fuzz.py
 
 lint: setup
 	$(BIN)/ruff check .

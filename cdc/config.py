@@ -116,7 +116,21 @@ class DumperConfig:
     default_heartbeat_ms: int = 0
     # How often a blocking dump re-checks the active file when no writer notifies it (ms).
     poll_interval_ms: int = 200
+    # Logged-in connections; one more is kept for an `admin` user, as MySQL keeps one for SUPER
+    # (CONNECTION_ADMIN), so that an administrator can still log in to KILL the others.
     max_connections: int = 256
+    # Connections still in the handshake/login at once: more are refused (1040) at accept, so a
+    # flood of silent sockets cannot hold every slot (each also ends after connect_timeout).
+    max_unauthenticated_connections: int = 64
+    # Seconds a client has for the handshake and login (MySQL's connect_timeout).
+    connect_timeout: int = 10
+    # Seconds an idle logged-in connection is kept (MySQL's wait_timeout; a session may SET its
+    # own). A connection in a binlog dump is never idle.
+    wait_timeout: int = 28800
+    # The largest command a client may send, in bytes (@@max_allowed_packet reports it): a longer
+    # one gets ERR 1153 before it is buffered and the connection is closed, as in MySQL. 16 MiB
+    # is MariaDB 10.11's default; every statement clients send is far smaller.
+    max_allowed_packet: int = 16 << 20
     # TLS on the dumper port (clients upgrade with the MySQL SSL request): PEM certificate and
     # key files; both empty = no TLS offered.
     tls_cert: str = ""
@@ -146,6 +160,20 @@ class DumperConfig:
     # How long a dump of the leader waits for an acknowledgement before it serves anyway and
     # the leader stops waiting (one warning) until followers acknowledged what it served (ms).
     ack_wait_ms: int = 1000
+
+    def __post_init__(self) -> None:
+        # The client-facing bounds (issue 19): a value outside these ranges would disable one
+        # (a zero timeout closes every connection, a huge packet limit buffers anything).
+        for name, low, high in (
+            ("max_allowed_packet", 1024, 1 << 30),  # MySQL's range
+            ("connect_timeout", 2, 31536000),
+            ("wait_timeout", 1, 31536000),
+            ("max_connections", 1, 100000),
+            ("max_unauthenticated_connections", 1, 100000),
+        ):
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise ConfigError(f"[dumper] {name} = {value}: must be in {low}..{high}")
 
 
 @dataclass(slots=True)

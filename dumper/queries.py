@@ -3,6 +3,7 @@ from the SchemaProvider, PURGE and KILL. Results are values; the session encodes
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ from dumper.binlog_files import START, BinlogFileError, fde_checksum_alg, parse_
 from dumper.context import ServerContext, SessionState
 from dumper.event_info import event_info, event_type_name
 from dumper.schema import TableSchema
-from dumper.users import grants
+from dumper.users import grants, has_any
 from dumper.variables import VarValue, filter_names, like_to_regex
 
 ER_ACCESS_DENIED = 1227
@@ -58,12 +59,61 @@ def denied(*privileges: str) -> sql.SqlError:
     )
 
 
+# Session variables clients SET besides the server variables we report (variables.py): what
+# Connector/J, PyMySQL, Canal, Debezium, go-mysql and the mariadb CLI send, and settings of the
+# mysql/mariadb clients' --init-command habits. Anything else is ERR 1193 as in MySQL; user
+# variables (`@x`, every replica's @master_heartbeat_period, @slave_uuid, ...) are always fine.
+SETTABLE_SESSION_VARIABLES = frozenset(
+    (
+        "sql_mode time_zone names sql_safe_updates sql_select_limit max_execution_time "
+        "max_statement_time foreign_key_checks unique_checks sql_log_bin sql_quote_show_create "
+        "group_concat_max_len lc_time_names lc_messages sql_big_selects big_tables sql_notes "
+        "sql_warnings optimizer_switch profiling timestamp insert_id last_insert_id "
+        "pseudo_thread_id default_week_format div_precision_increment long_query_time "
+        "skip_replication gtid_seq_no net_retry_count sql_buffer_result max_join_size "
+        "sql_max_join_size innodb_lock_wait_timeout lock_wait_timeout completion_type "
+        "session_track_schema session_track_state_change session_track_system_variables "
+        "session_track_transaction_info session_track_gtids collation_connection "
+        "character_set_client character_set_connection character_set_results "
+        "character_set_database collation_database transaction_isolation tx_isolation "
+        "transaction_read_only tx_read_only autocommit wait_timeout interactive_timeout "
+        "net_read_timeout net_write_timeout net_buffer_length sql_auto_is_null "
+        "auto_increment_increment auto_increment_offset sql_require_primary_key "
+        "explicit_defaults_for_timestamp default_storage_engine default_tmp_storage_engine "
+        "binlog_format binlog_row_image gtid_domain_id slave_net_timeout "
+        "rpl_semi_sync_slave_enabled sql_slave_skip_counter"
+    ).split()
+)
+# Variables MySQL lets nobody set per session: ER_VARIABLE_IS_READONLY (1621) for
+# max_allowed_packet (it is enforced per connection), 1238 for the rest.
+_GLOBAL_ONLY = frozenset(("max_allowed_packet", "max_connections", "connect_timeout"))
+
+
+def _var_size(name: str, value: object) -> int:
+    """Bytes a stored variable costs, roughly: its name and value plus a dict entry."""
+    return len(name) + (len(value) if isinstance(value, str) else 8) + 64
+
+
+def account_change_refused() -> sql.SqlError:
+    """SET PASSWORD, ALTER/CREATE/DROP USER, GRANT, REVOKE: accounts live in cdc.toml."""
+    return sql.SqlError(
+        "The binlog server is running with the --users-from-cdc.toml option so it cannot execute "
+        "this statement: accounts and passwords are the [[dumper.users]] entries of cdc.toml "
+        "(password_hash, sha2_digest); change them there and restart",
+        1290,
+        "HY000",
+    )
+
+
 class QueryExecutor:
     """Executes one session's statements against the shared context."""
 
     def __init__(self, ctx: ServerContext, state: SessionState) -> None:
         self.ctx = ctx
         self.state = state
+        # What SET has stored so far, an upper estimate (overwrites are not subtracted): a
+        # recount happens only when it passes the budget, so each SET stays O(1) amortised.
+        self._var_bytes = 0
 
     def execute(self, stmt: sql.Statement) -> Result:
         handler = getattr(self, f"_do_{type(stmt).__name__}")
@@ -128,15 +178,54 @@ class QueryExecutor:
         return RowsResult(columns, [values])
 
     def _do_SetVars(self, stmt: sql.SetVars) -> Result:
-        for a in stmt.assignments:
+        for a in stmt.assignments:  # checked first: MySQL sets nothing when one is refused
             if a.kind == "global":
                 raise denied("SUPER")
-            value = self.evaluate(a.expr)
+            if a.kind == "user":
+                continue
+            if a.name in _GLOBAL_ONLY:
+                raise sql.SqlError(
+                    f"SESSION variable '{a.name}' is read-only. Use SET GLOBAL to assign the value",
+                    1621,
+                    "HY000",
+                )
+            if a.name not in SETTABLE_SESSION_VARIABLES:
+                if a.name in self.ctx.variables:
+                    raise sql.SqlError(f"Variable '{a.name}' is a read only variable", 1238)
+                raise sql.SqlError(f"Unknown system variable '{a.name}'", 1193, "HY000")
+        values = [self.evaluate(a.expr) for a in stmt.assignments]
+        self._var_bytes += sum(
+            _var_size(a.name, v) for a, v in zip(stmt.assignments, values, strict=True)
+        )
+        if self._var_bytes > self.ctx.config.max_allowed_packet:
+            self._recount_vars(stmt.assignments, values)
+        for a, value in zip(stmt.assignments, values, strict=True):
             if a.kind == "user":
                 self.state.user_vars[a.name] = value  # type: ignore[assignment]
             else:
                 self.state.session_vars[a.name] = value  # type: ignore[assignment]
         return OkResult()
+
+    def _recount_vars(self, new: list[sql.Assignment], values: list[object]) -> None:
+        """The exact size the variables would have after this SET; more than max_allowed_packet
+        (one connection may hold as much as one command brings) is refused, nothing set."""
+        st = self.state
+        after = {("user", k): v for k, v in st.user_vars.items()}
+        after.update({("session", k): v for k, v in st.session_vars.items()})
+        after.update({(a.kind, a.name): v for a, v in zip(new, values, strict=True)})
+        total = sum(_var_size(name, v) for (_, name), v in after.items())
+        if total > self.ctx.config.max_allowed_packet:
+            raise sql.SqlError(
+                f"Out of memory for this connection's variables (needed {total} bytes): user and "
+                f"session variables may hold at most max_allowed_packet "
+                f"({self.ctx.config.max_allowed_packet} bytes) per connection",
+                1037,
+                "HY001",
+            )
+        self._var_bytes = total
+
+    def _do_AccountChange(self, stmt: sql.AccountChange) -> Result:
+        raise account_change_refused()
 
     def _do_Noop(self, stmt: sql.Noop) -> Result:
         return OkResult()
@@ -167,7 +256,12 @@ class QueryExecutor:
         return RowsResult(_cols("Variable_name", "Value"), rows)
 
     # -- binlog --------------------------------------------------------------------------------
+    def _require(self, *privileges: str) -> None:
+        if not has_any(self.state.user, *privileges):
+            raise denied(*privileges)
+
     def _do_ShowMasterStatus(self, stmt: sql.ShowMasterStatus) -> Result:
+        self._require("SUPER", "REPLICATION CLIENT", "BINLOG MONITOR")
         columns = [
             Column("File"),
             Column("Position", **LONGLONG_U),
@@ -182,10 +276,12 @@ class QueryExecutor:
         return RowsResult(columns, [(last, self.ctx.files.complete_end(last), "", "", "")])
 
     def _do_ShowBinaryLogs(self, stmt: sql.ShowBinaryLogs) -> Result:
+        self._require("SUPER", "REPLICATION CLIENT", "BINLOG MONITOR")
         columns = [Column("Log_name"), Column("File_size", **LONGLONG_U), Column("Encrypted")]
         return RowsResult(columns, [(f.name, f.size, "No") for f in self.ctx.files.files()])
 
     def _do_ShowBinlogEvents(self, stmt: sql.ShowBinlogEvents) -> Result:
+        self._require("REPLICATION SLAVE", "BINLOG MONITOR")
         files = self.ctx.files
         prefix = "Error when executing command SHOW BINLOG EVENTS: "
         columns = [
@@ -207,10 +303,11 @@ class QueryExecutor:
             if pos < START or not files.boundary_neighbours(name, pos)[0]:
                 raise sql.SqlError(prefix + "Wrong offset or I/O error", 1220, "HY000")
             crc_len = 4 if fde_checksum_alg(files.read_fde(name).data) == 1 else 0
+            # LIMIT may say up to 2^64 - 1; islice wants at most sys.maxsize
             events = islice(
                 files.events(name, pos),
-                stmt.offset,
-                None if stmt.limit is None else stmt.offset + stmt.limit,
+                min(stmt.offset, sys.maxsize),
+                None if stmt.limit is None else min(stmt.offset + stmt.limit, sys.maxsize),
             )
             rows = [
                 (
@@ -230,7 +327,7 @@ class QueryExecutor:
         return RowsResult(columns, rows)
 
     def _do_Purge(self, stmt: sql.Purge) -> Result:
-        if not (self.state.user and self.state.user.admin):
+        if not has_any(self.state.user, "SUPER", "BINLOG ADMIN"):
             raise denied("SUPER", "BINLOG_ADMIN")
         if self.ctx.read_only():
             raise sql.SqlError(
@@ -252,6 +349,7 @@ class QueryExecutor:
 
     # -- replicas and connections --------------------------------------------------------------
     def _do_ShowReplicas(self, stmt: sql.ShowReplicas) -> Result:
+        self._require("REPLICATION SLAVE", "BINLOG MONITOR")  # MySQL: REPLICATION SLAVE
         if stmt.new_names:
             columns = _cols("Server_Id", "Host", "Port", "Source_Id", "Replica_UUID")
         else:
@@ -272,8 +370,12 @@ class QueryExecutor:
         columns += [Column("Time", ColumnType.LONGLONG), *_cols("State", "Info")]
         now = time.time()
         rows = []
+        me = self.state.user
+        everyone = has_any(me, "PROCESS")  # without it MySQL lists one's own user's threads
         for cid, s in sorted(self.ctx.sessions.items()):
             st = s.state
+            if not everyone and (st.user is None or me is None or st.user.name != me.name):
+                continue
             user = st.user.name if st.user else "unauthenticated user"
             rows.append(
                 (
@@ -295,14 +397,20 @@ class QueryExecutor:
             raise sql.SqlError(f"Unknown thread id: {stmt.connection_id}", 1094, "HY000")
         me = self.state.user
         owner = target.state.user
-        if not (me and (me.admin or (owner is not None and owner.name == me.name))):
+        if not (me and (has_any(me, "SUPER") or (owner is not None and owner.name == me.name))):
             raise sql.SqlError(f"You are not owner of thread {stmt.connection_id}", 1095, "HY000")
         if not stmt.query_only or target.state.command == "Binlog Dump":
             target.kill()
         return OkResult()
 
     def _do_ShowGrants(self, stmt: sql.ShowGrants) -> Result:
-        name = stmt.user or (self.state.user.name if self.state.user else "")
+        me = self.state.user.name if self.state.user else ""
+        name = stmt.user or me
+        if name != me and not has_any(self.state.user, "SUPER"):
+            # MySQL: SHOW GRANTS for another account needs SELECT on the mysql schema
+            raise sql.SqlError(
+                f"Access denied for user '{me}'@'%' to database 'mysql'", 1044, "42000"
+            )
         user = self.ctx.user(name)
         if user is None:
             raise sql.SqlError(

@@ -4,12 +4,12 @@ auth switch), the command loop, multi-statement queries, and COM_BINLOG_DUMP han
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import ssl
 import struct
 import time
-from collections import deque
 
 from cdc.config import DumperUser
 from cdc.protocol import auth
@@ -33,7 +33,7 @@ from dumper.ack_gate import parse_ack
 from dumper.binlog_sender import BinlogSender, DumpError, DumpOptions, DumpRequest
 from dumper.context import Registration, ServerContext, SessionState
 from dumper.queries import OkResult, QueryExecutor, denied
-from dumper.users import verify_caching_sha2, verify_native
+from dumper.users import has_any, verify_caching_sha2, verify_native
 
 _PACKET_HEADER = struct.Struct("<IB")  # length | seq << 24, then the 0x00 "event follows" byte
 
@@ -57,8 +57,13 @@ SERVER_CAPABILITIES = (
     | Cap.DEPRECATE_EOF
 )
 CHARSET_UTF8MB4_GENERAL_CI = 45
-HANDSHAKE_TIMEOUT = 10.0
-MAX_COMMAND = 64 << 20  # a client packet larger than this is garbage
+# Before login a packet is the handshake response (or an auth switch reply): MySQL caps its
+# connection attributes at 64 KiB, so anything much larger is an attack on memory, refused
+# before it is buffered.
+MAX_HANDSHAKE_PACKET = 128 << 10
+ER_NET_PACKET_TOO_LARGE = 1153
+ER_NET_PACKETS_OUT_OF_ORDER = 1156
+ER_NET_READ_INTERRUPTED = 1159
 COM_STATISTICS = 0x09
 COM_RESET_CONNECTION = 0x1F
 READ_SIZE = 1 << 16
@@ -66,6 +71,18 @@ READ_SIZE = 1 << 16
 
 class _Closed(Exception):
     """The peer went away (or sent something that ends the connection)."""
+
+
+class _Idle(Exception):
+    """No command came within the session's wait_timeout."""
+
+
+class _Fatal(Exception):
+    """A framing error MySQL answers with an ERR and then closes the connection."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
 
 
 class Session:
@@ -84,8 +101,8 @@ class Session:
         self.state = SessionState(ctx.next_connection_id(), str(peer[0]), int(peer[1]))
         self.executor = QueryExecutor(ctx, self.state)
         self.client_caps = 0
-        self._buf = PacketBuffer(max_payload=MAX_COMMAND)
-        self._pending: deque[bytes] = deque()
+        # Only for reading what a client sends during a dump (commands are read packet by packet)
+        self._buf = PacketBuffer(max_payload=ctx.config.max_allowed_packet)
         self._seq = 0
         self._out: list[bytes] = []
         self._task: asyncio.Task | None = None
@@ -94,15 +111,27 @@ class Session:
     async def run(self) -> None:
         self._task = asyncio.current_task()
         cid = self.state.conn_id
+        cfg = self.ctx.config
         try:
-            if len(self.ctx.sessions) >= self.ctx.config.max_connections:
+            # max_connections + 1 at accept: the spare slot is an admin's, checked after login
+            waiting = sum(1 for s in self.ctx.sessions.values() if s.state.user is None)
+            if (
+                len(self.ctx.sessions) > cfg.max_connections
+                or waiting >= cfg.max_unauthenticated_connections
+            ):
                 self._seq = 0
                 self.send(err_packet(1040, "Too many connections", "08004"))
                 await self.flush()
                 return
             self.ctx.sessions[cid] = self
-            if await asyncio.wait_for(self._handshake(), HANDSHAKE_TIMEOUT):
+            if await asyncio.wait_for(self._handshake(), cfg.connect_timeout):
                 await self._command_loop()
+        except _Fatal as exc:
+            log.info("connection %d from %s closed: %s", cid, self.state.host, exc.message)
+            self._out.clear()
+            self.send(err_packet(exc.code, exc.message, "08S01"))
+            with contextlib.suppress(ConnectionError, OSError):
+                await asyncio.wait_for(self.flush(), 5)
         except (_Closed, ConnectionError, TimeoutError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -120,30 +149,54 @@ class Session:
             self._task.cancel()
 
     # -- packets -------------------------------------------------------------------------------
-    async def read_packet(self) -> bytes:
-        while not self._pending:
-            data = await self.reader.read(READ_SIZE)
-            if not data:
-                raise _Closed()
-            self._buf.feed(data)
-            try:
-                self._pending.extend(self._buf.packets())
-            except ProtocolError as exc:
-                raise _Closed() from exc
-        self._seq = (self._buf.seq + 1) & 0xFF
-        return self._pending.popleft()
-
-    async def _read_exact_packet(self) -> bytes:
-        """One packet, reading not a byte more: after an SSL request the next bytes are the TLS
-        handshake, which must stay in the stream for the TLS layer."""
-        try:
-            header = await self.reader.readexactly(4)
+    async def read_packet(self, limit: int | None = None, idle: float | None = None) -> bytes:
+        """One (possibly multi-packet) client payload, reading not a byte beyond it (after an SSL
+        request the next bytes are the TLS handshake, which must stay in the stream). Like
+        MySQL's my_net_read: each packet must carry the expected sequence id (ER 1156), and a
+        payload longer than `limit` (default the session's max_allowed_packet) is refused (ER
+        1153) from its header, before its bytes are read. The first byte may take `idle`
+        seconds (_Idle after that; None = no bound); once a command has begun, each further
+        read gets net_read_timeout (ER 1159), so a half-sent packet cannot hold a connection."""
+        if limit is None:
+            limit = self.ctx.config.max_allowed_packet
+        parts: list[bytes] = []
+        total = 0
+        while True:
+            if not parts and idle is not None:
+                try:
+                    async with asyncio.timeout(idle):
+                        header = await self.reader.readexactly(1)
+                except TimeoutError:
+                    raise _Idle() from None
+                except asyncio.IncompleteReadError:
+                    raise _Closed() from None
+                header += await self._read_more(3)
+            else:
+                header = await self._read_more(4)
             length = int.from_bytes(header[:3], "little")
-            payload = await self.reader.readexactly(length)
+            if header[3] != self._seq:
+                raise _Fatal(ER_NET_PACKETS_OUT_OF_ORDER, "Got packets out of order")
+            self._seq = (self._seq + 1) & 0xFF
+            total += length
+            if total > limit:
+                raise _Fatal(
+                    ER_NET_PACKET_TOO_LARGE, "Got a packet bigger than 'max_allowed_packet' bytes"
+                )
+            parts.append(await self._read_more(length))
+            if length < MAX_CHUNK:
+                return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    async def _read_more(self, n: int) -> bytes:
+        """`n` bytes of a command already begun, within the session's net_read_timeout."""
+        try:
+            async with asyncio.timeout(self._net_read_timeout()):  # no task per read (wait_for)
+                return await self.reader.readexactly(n)
+        except TimeoutError:
+            raise _Fatal(
+                ER_NET_READ_INTERRUPTED, "Got timeout reading communication packets"
+            ) from None
         except asyncio.IncompleteReadError:
             raise _Closed() from None
-        self._seq = (header[3] + 1) & 0xFF
-        return payload
 
     def send(self, payload: bytes) -> None:
         data, self._seq = frame(payload, self._seq)
@@ -209,7 +262,7 @@ class Session:
         self._seq = 0
         self.send(greeting)
         await self.flush()
-        payload = await self._read_exact_packet()
+        payload = await self.read_packet(MAX_HANDSHAKE_PACKET)
         try:
             name, response, plugin = self._parse_handshake_response(payload)
         except (ProtocolError, IndexError, struct.error, UnicodeDecodeError):
@@ -225,7 +278,7 @@ class Session:
                 tls = TlsStream(self.reader, self.writer, self.ctx.tls)
                 await tls.handshake()
                 self.reader = self.writer = tls  # type: ignore[assignment]
-                payload = await self.read_packet()
+                payload = await self.read_packet(MAX_HANDSHAKE_PACKET)
                 name, response, plugin = self._parse_handshake_response(payload)
             except (
                 ssl.SSLError,
@@ -240,9 +293,10 @@ class Session:
             if name is None:
                 return False
         user = self.ctx.user(name)
-        ok = False
-        if user is not None:
-            ok, response = await self._authenticate(user, plugin, salt, response)
+        # An unknown user goes through the same steps as a known one with a wrong password
+        # (same packets, same order, then 1045): nothing tells them apart (no enumeration).
+        ok, response = await self._authenticate(user or _nobody(name), plugin, salt, response)
+        ok = ok and user is not None
         if not ok:
             using = "YES" if response else "NO"
             self._send_error(
@@ -250,6 +304,12 @@ class Session:
                 f"Access denied for user '{name}'@'{self.state.host}' (using password: {using})",
                 "28000",
             )
+            await self.flush()
+            return False
+        if len(self.ctx.sessions) > self.ctx.config.max_connections and not has_any(
+            user, "SUPER", "CONNECTION ADMIN"
+        ):  # the one slot beyond max_connections is kept for an administrator, as in MySQL
+            self._send_error(1040, "Too many connections", "08004")
             await self.flush()
             return False
         self.state.user = user
@@ -288,25 +348,53 @@ class Session:
     async def _authenticate(
         self, user: DumperUser, plugin: str, salt: bytes, response: bytes
     ) -> tuple[bool, bytes]:
-        if plugin == auth.CACHING_SHA2 and (user.sha2_digest or not user.password_hash):
-            if not user.password_hash and not user.sha2_digest:
-                return response == b"", response
-            ok = verify_caching_sha2(user, salt, response)
-            if ok:
+        """Every failure takes the same path whatever the account (or its absence): a wrong
+        caching_sha2 fast-auth answer, a user without sha2_digest and an unknown plugin all
+        get the auth switch to mysql_native_password, then the native check."""
+        if plugin == auth.CACHING_SHA2:
+            if not user.password_hash and not user.sha2_digest and response == b"":
+                return True, response
+            if verify_caching_sha2(user, salt, response):
                 self.send(b"\x01\x03")  # fast auth success; the OK follows
-            return ok, response
+                return True, response
         if plugin != auth.NATIVE:
             # Auth switch: every client we serve speaks mysql_native_password.
             self.send(b"\xfe" + auth.NATIVE.encode() + b"\0" + salt + b"\0")
             await self.flush()
-            response = await self.read_packet()
+            response = await self.read_packet(MAX_HANDSHAKE_PACKET)
         return verify_native(user, salt, response), response
 
     # -- commands ------------------------------------------------------------------------------
+    def _timeout(self, name: str) -> float:
+        """A session timeout variable (SET wait_timeout = n, ...; else the reported default) in
+        MySQL's range of 1 s to a year."""
+        value = self.state.session_vars.get(name, self.ctx.variables.get(name))
+        try:
+            seconds = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            seconds = float(self.ctx.variables.get(name) or 30)  # type: ignore[arg-type]
+        return min(max(seconds, 1.0), 31536000.0)
+
+    def _wait_timeout(self) -> float:
+        return self._timeout("wait_timeout")
+
+    def _net_read_timeout(self) -> float:
+        return self._timeout("net_read_timeout")
+
     async def _command_loop(self) -> None:
         while True:
             self.state.command = "Sleep"
-            payload = await self.read_packet()
+            self._seq = 0  # every command starts a new sequence
+            try:
+                payload = await self.read_packet(idle=self._wait_timeout())
+            except _Idle:
+                log.info(
+                    "connection %d from %s: idle for wait_timeout (%.0f s), closed",
+                    self.state.conn_id,
+                    self.state.host,
+                    self._wait_timeout(),
+                )
+                return
             if not payload:
                 self._send_error(1047, "Unknown command (empty packet)", "08S01")
                 await self.flush()
@@ -390,6 +478,8 @@ class Session:
                     self.send(payload)
             if len(self._out) > 64:
                 await self.flush()
+            if i % 64 == 63:
+                await asyncio.sleep(0)  # thousands of statements in one query: let others run
         self.state.info = None
 
     def _register_slave(self, body: bytes) -> None:
@@ -490,3 +580,9 @@ class Session:
                 ack = parse_ack(payload)
                 if ack is not None:
                     gate.record(server_id, *ack)
+
+
+def _nobody(name: str) -> DumperUser:
+    """A stand-in for an unknown user: a random password hash no answer matches, so the login
+    costs the same work as a real one and fails the same way."""
+    return DumperUser(name, "*" + os.urandom(20).hex().upper(), os.urandom(32).hex())

@@ -6,6 +6,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+# -- limits ---------------------------------------------------------------------------------------
+# Every pattern that runs over client text is linear in time and memory: quoted bodies use
+# possessive repeats (Python >= 3.11), which keep no backtracking state per character — the
+# plain `(?:[^'\\]|\\.|'')*` form cost ~300 bytes of regex stack per byte of literal (issue 19).
+# Splitting copies runs of text in slices, never per character.
+MAX_TOKENS = 100_000  # per statement: every statement clients send has a few hundred at most
+MAX_DIGITS = 65  # MySQL's DECIMAL precision: a longer number literal is refused, not converted
+MAX_NAME_CHARS = 256  # a result column named after its expression is cut there, as MySQL does
+UINT64_MAX = (1 << 64) - 1
+
 
 class SqlError(Exception):
     """A statement we cannot parse or do not support; becomes an ERR packet (1064 by default)."""
@@ -17,48 +27,63 @@ class SqlError(Exception):
         self.message = message
 
 
+class LiteralError(SqlError):
+    """A literal out of range: reported as is, never retried as another statement form."""
+
+
 # -- splitting ------------------------------------------------------------------------------------
+# The characters that start something special outside quotes; everything between them is copied
+# as one slice.
+_SPLIT_SPECIAL = re.compile(r"['\"`;#]|/\*|--")
+# A quoted run from its opening quote; an unterminated one runs to the end (`'?`, and `\\.?`
+# for a lone backslash at the very end).
+_QUOTED = {
+    "'": re.compile(r"'(?:[^'\\]++|\\.?|'')*+'?", re.S),
+    '"': re.compile(r'"(?:[^"\\]++|\\.?|"")*+"?', re.S),
+    "`": re.compile(r"`(?:[^`]++|``)*+`?"),
+}
+_EXEC_COMMENT = re.compile(r"/\*M?!\d*")
+
+
 def split_statements(sql: str) -> list[str]:
     """Strip comments (keeping the text of `/*! ... */` executable comments) and split on `;`
     outside quotes; empty statements are dropped."""
     out: list[str] = []
     cur: list[str] = []
     i, n = 0, len(sql)
+    search = _SPLIT_SPECIAL.search
     while i < n:
-        c = sql[i]
-        if c in "'\"`":
-            j = i + 1
-            while j < n:
-                if sql[j] == "\\" and c != "`":
-                    j += 2
-                    continue
-                if sql[j] == c:
-                    if j + 1 < n and sql[j + 1] == c:  # doubled quote
-                        j += 2
-                        continue
-                    break
-                j += 1
-            cur.append(sql[i : j + 1])
-            i = j + 1
-        elif sql.startswith("/*", i):
-            end = sql.find("*/", i + 2)
+        m = search(sql, i)
+        if m is None:
+            cur.append(sql[i:])
+            break
+        j = m.start()
+        if j > i:
+            cur.append(sql[i:j])
+        c = m.group()
+        if c in _QUOTED:
+            end = _QUOTED[c].match(sql, j).end()  # type: ignore[union-attr]  # always matches
+            cur.append(sql[j:end])
+            i = end
+        elif c == "/*":
+            end = sql.find("*/", j + 2)
             end = n if end < 0 else end
-            m = re.match(r"/\*M?!\d*", sql[i:end])
-            if m:  # executable comment: its text is part of the statement
-                cur.append(" " + sql[i + m.end() : end] + " ")
+            ex = _EXEC_COMMENT.match(sql, j, end)
+            if ex:  # executable comment: its text is part of the statement
+                cur.append(" " + sql[ex.end() : end] + " ")
             else:
                 cur.append(" ")
             i = end + 2
-        elif c == "#" or (sql.startswith("--", i) and (i + 2 >= n or sql[i + 2] in " \t\r\n")):
-            end = sql.find("\n", i)
+        elif c == "#" or (c == "--" and (j + 2 >= n or sql[j + 2] in " \t\r\n")):
+            end = sql.find("\n", j)
             i = n if end < 0 else end
-        elif c == ";":
+        elif c == "--":  # `--` without a space is two minus signs
+            cur.append("-")
+            i = j + 1
+        else:  # ";"
             out.append("".join(cur).strip())
             cur = []
-            i += 1
-        else:
-            cur.append(c)
-            i += 1
+            i = j + 1
     out.append("".join(cur).strip())
     return [s for s in out if s]
 
@@ -66,31 +91,35 @@ def split_statements(sql: str) -> list[str]:
 # -- tokens ---------------------------------------------------------------------------------------
 _TOKEN = re.compile(
     r"""
-    (?P<ws>\s+)
-  | (?P<sysvar>@@(?:(?i:global|session|local)\s*\.\s*)?`?[A-Za-z0-9_$]+`?)
-  | (?P<uservar>@(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|`[^`]*`|[A-Za-z0-9_$.]+))
-  | (?P<str>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
-  | (?P<num>\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)
-  | (?P<qident>`(?:[^`]|``)*`)
-  | (?P<ident>[A-Za-z_$][A-Za-z0-9_$]*)
+    (?P<ws>\s++)
+  | (?P<sysvar>@@(?:(?i:global|session|local)\s*+\.\s*+)?`?[A-Za-z0-9_$]++`?)
+  | (?P<uservar>@(?:'(?:[^'\\]++|\\.)*+'|"(?:[^"\\]++|\\.)*+"|`[^`]*+`|[A-Za-z0-9_$.]++))
+  | (?P<str>'(?:[^'\\]++|\\.|'')*+'|"(?:[^"\\]++|\\.|"")*+")
+  | (?P<num>\d++(?:\.\d++)?(?:[eE][-+]?\d++)?)
+  | (?P<qident>`(?:[^`]++|``)*+`)
+  | (?P<ident>[A-Za-z_$][A-Za-z0-9_$]*+)
   | (?P<op><=>|<>|!=|<=|>=|:=|[(),=.*<>+\-/%])
     """,
     re.X | re.S,
 )
 _ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a"}
+_ESCAPE = re.compile(r"\\(.)", re.S)
+
+
+def _unescape(m: re.Match[str]) -> str:
+    ch = m.group(1)
+    if ch in "%_":  # MySQL keeps the backslash before % and _ (LIKE escapes)
+        return "\\" + ch
+    return _ESCAPES.get(ch, ch)
 
 
 def unquote_string(text: str) -> str:
     q, body = text[0], text[1:-1]
-    body = body.replace(q + q, q)
-
-    def esc(m: re.Match[str]) -> str:
-        ch = m.group(1)
-        if ch in "%_":  # MySQL keeps the backslash before % and _ (LIKE escapes)
-            return "\\" + ch
-        return _ESCAPES.get(ch, ch)
-
-    return re.sub(r"\\(.)", esc, body, flags=re.S)
+    if q + q in body:
+        body = body.replace(q + q, q)
+    if "\\" not in body:
+        return body
+    return _ESCAPE.sub(_unescape, body)
 
 
 @dataclass(slots=True)
@@ -116,6 +145,10 @@ def tokenize(stmt: str) -> list[Token]:
         pos = m.end()
         if kind == "ws":
             continue
+        if len(tokens) >= MAX_TOKENS:
+            raise SqlError(
+                f"Statement too long for the binlog server: more than {MAX_TOKENS} tokens"
+            )
         value = text
         if kind == "str":
             value = unquote_string(text)
@@ -287,6 +320,11 @@ class Use:
 
 
 @dataclass(slots=True)
+class AccountChange:
+    """SET PASSWORD, ALTER/CREATE/DROP/RENAME USER, GRANT, REVOKE: always refused (1290)."""
+
+
+@dataclass(slots=True)
 class Noop:
     """Accepted and ignored (transaction control, session settings we do not model)."""
 
@@ -310,6 +348,7 @@ Statement = (
     | Purge
     | Kill
     | Use
+    | AccountChange
     | Noop
 )
 
@@ -380,11 +419,17 @@ class _Parser:
         return self.string() if tok is not None and tok.kind == "str" else self.name()
 
     def integer(self) -> int:
+        """An unsigned integer literal up to 2^64 - 1 (LIMIT, FROM, KILL): MySQL's grammar has
+        no larger integer there, so a larger one is a syntax error, as in MySQL."""
         tok = self.next()
         if tok.kind != "num" or not tok.text.isdigit():
             self.i -= 1
             raise self.error()
-        return int(tok.text)
+        text = tok.text.lstrip("0") or "0"
+        if len(text) > 20 or int(text) > UINT64_MAX:
+            self.i -= 1
+            raise self.error()
+        return int(text)
 
     def qualified(self) -> tuple[str | None, str]:
         first = self.name()
@@ -401,8 +446,7 @@ class _Parser:
                 value += self.next().value
             return Literal(value)
         if tok.kind == "num":
-            text = tok.text
-            return Literal(int(text) if text.isdigit() else float(text))
+            return Literal(_number(tok.text))
         if tok.kind == "op" and tok.text == "-":
             inner = self.expr()
             if isinstance(inner, Literal) and isinstance(inner.value, int | float):
@@ -462,11 +506,13 @@ class _Parser:
                 return self._info_schema_select()
             try:
                 expr = self.expr()
+            except LiteralError:
+                raise
             except SqlError:
                 self.i = start_i
                 return self._info_schema_select()
             end = self.toks[self.i - 1].end
-            name = self.stmt[tok.start : end]
+            name = self.stmt[tok.start : min(end, tok.start + MAX_NAME_CHARS)]
             if self.accept("AS"):
                 name = self.string_or_name()
             elif (nxt := self.peek()) is not None and (
@@ -566,6 +612,8 @@ class _Parser:
         return str(expr.value)
 
     def _stmt_set(self) -> Statement:
+        if self.accept("PASSWORD"):
+            return AccountChange()
         if self.accept("NAMES") or self.accept("CHARACTER", "SET") or self.accept("CHARSET"):
             self.next()
             if self.accept("COLLATE"):
@@ -760,11 +808,44 @@ class _Parser:
     def _noop(self) -> Statement:
         return Noop()
 
+    def _account_change(self) -> Statement:
+        return AccountChange()
+
+    _stmt_grant = _stmt_revoke = _account_change
+
+    def _stmt_alter(self) -> Statement:
+        return self._user_statement()
+
+    _stmt_create = _stmt_drop = _stmt_rename = _stmt_alter
+
+    def _user_statement(self) -> Statement:
+        if self.accept("USER"):
+            return AccountChange()
+        raise self.error()
+
     _stmt_begin = _stmt_commit = _stmt_rollback = _noop
 
     def _stmt_start(self) -> Statement:
         self.expect("TRANSACTION")
         return Noop()
+
+
+def _number(text: str) -> int | float:
+    """A number literal's value, or SqlError 1064 — never Python's own errors (int() refuses
+    more than 4300 digits with ValueError; float() overflows to inf)."""
+    if text.isdigit():
+        if len(text.lstrip("0")) > MAX_DIGITS:
+            raise LiteralError(
+                f"Number literal '{text[:20]}...' too long: the binlog server accepts at most "
+                f"{MAX_DIGITS} digits (MySQL's DECIMAL precision)"
+            )
+        return int(text)
+    value = float(text) if len(text) <= 2 * MAX_DIGITS else float("inf")
+    if value == float("inf"):
+        raise LiteralError(
+            f"Illegal double '{text[:40]}' value found during parsing", 1367, "22007"
+        )
+    return value
 
 
 def parse(stmt: str) -> Statement:

@@ -1,5 +1,6 @@
 """Password checks of the two auth plugins we accept, against the stored forms in DumperConfig
-(`*HEX` native hash; hex SHA256(SHA256(pw)) for caching_sha2 fast auth), and grant texts."""
+(`*HEX` native hash; hex SHA256(SHA256(pw)) for caching_sha2 fast auth), the privileges a
+user's flags mean, and grant texts."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ sha2_digest = auth.caching_sha2_digest
 
 
 def verify_native(user: DumperUser, salt: bytes, response: bytes) -> bool:
+    if not user.password_hash and user.sha2_digest:
+        return False  # a password known only as its sha2 digest: never "no password"
     return auth.native_verify(user.password_hash, salt, response)
 
 
@@ -28,10 +31,45 @@ def verify_caching_sha2(user: DumperUser, salt: bytes, response: bytes) -> bool:
     return hmac.compare_digest(hashlib.sha256(stage1).digest(), stage2)
 
 
-def grants(user: DumperUser) -> list[str]:
-    privs = ["SELECT", "SHOW DATABASES", "REPLICATION CLIENT"]
+# The one mapping of a [[dumper.users]] entry's flags to MySQL/MariaDB privileges; every check
+# (queries.py, session.py) and SHOW GRANTS read it from here (docs/dumper.md "Privileges").
+# Everyone: SELECT and SHOW DATABASES (variables, schema queries).
+BASE = ("SELECT", "SHOW DATABASES")
+# `replication`: dump and register (REPLICATION SLAVE), the binlog status statements (REPLICATION
+# CLIENT; zongji's startAtEnd and Debezium read SHOW BINARY LOGS) and SHOW BINLOG EVENTS
+# (MariaDB's BINLOG MONITOR covers both of the latter).
+REPLICATION = ("REPLICATION SLAVE", "REPLICATION CLIENT", "BINLOG MONITOR")
+# `admin`: PURGE (SUPER / BINLOG ADMIN), KILL of others and every connection in SHOW PROCESSLIST
+# (PROCESS), SHOW GRANTS FOR others, and the spare connection slot (CONNECTION ADMIN).
+ADMIN = (
+    "SUPER",
+    "PROCESS",
+    "RELOAD",
+    "REPLICATION CLIENT",
+    "BINLOG MONITOR",
+    "BINLOG ADMIN",
+    "CONNECTION ADMIN",
+)
+# MySQL 5.7's names for SHOW GRANTS (we report a 5.7 version; MariaDB-only names are left out).
+_GRANT_ORDER = (*BASE, "REPLICATION SLAVE", "REPLICATION CLIENT", "SUPER", "PROCESS", "RELOAD")
+
+
+def privileges(user: DumperUser | None) -> frozenset[str]:
+    if user is None:
+        return frozenset()
+    out = set(BASE)
     if user.replication:
-        privs += ["REPLICATION SLAVE"]
+        out.update(REPLICATION)
     if user.admin:
-        privs += ["SUPER", "PROCESS", "RELOAD"]
+        out.update(ADMIN)
+    return frozenset(out)
+
+
+def has_any(user: DumperUser | None, *wanted: str) -> bool:
+    return not privileges(user).isdisjoint(wanted)
+
+
+def grants(user: DumperUser) -> list[str]:
+    have = privileges(user)
+    privs = [p for p in _GRANT_ORDER if p in have]
     return [f"GRANT {', '.join(privs)} ON *.* TO '{user.name}'@'%'"]

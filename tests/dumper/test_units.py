@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from cdc.config import ConfigError, DumperConfig
 from dumper import sql
 from dumper.binlog_files import BinlogFiles
 from dumper.event_info import event_info, event_type_name
@@ -124,3 +125,16 @@ async def test_current_event_notifier_wakes_on_swap():
     await task
     assert time.monotonic() - t0 < 1
     await notifier.wait(0.01)  # times out quietly
+
+
+def test_dumper_bounds_are_validated():
+    assert DumperConfig().max_allowed_packet == 16 << 20
+    for bad in (
+        {"max_allowed_packet": 0},
+        {"max_allowed_packet": 2 << 30},
+        {"wait_timeout": 0},
+        {"connect_timeout": 0},
+        {"max_unauthenticated_connections": 0},
+    ):
+        with pytest.raises(ConfigError):
+            DumperConfig(**bad)

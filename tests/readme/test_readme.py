@@ -6,7 +6,7 @@ as are var/cluster, var/ha and var/snap), so this module owns those ports while 
 clusters of other tests never take them (`cdc.cluster.testing.DEFAULT_CLUSTER_PORTS`). It ends
 with `make stop`, checking that nothing of the demo is left running.
 
-Long jobs are printed at small sizes (`--duration 10`, `FUZZ_EXAMPLES=300`); the last test
+Long jobs are printed at small sizes (`--duration 10`, `FUZZ_EXAMPLES=20`, `BENCH_ARGS=--quick`); the last test
 fails when README shows a command that no test here ran. The "Measured figures" table names
 the benchmarks behind each figure at their full sizes (minutes each): those are checked to
 parse exactly as printed, not run. `make test` itself is what .ci/run runs.
