@@ -6,8 +6,8 @@ as are var/cluster, var/ha and var/snap), so this module owns those ports while 
 clusters of other tests never take them (`cdc.cluster.testing.DEFAULT_CLUSTER_PORTS`). It ends
 with `make stop`, checking that nothing of the demo is left running.
 
-Long jobs are printed at small sizes (`--duration 10`, `FUZZ_EXAMPLES=20`, `BENCH_ARGS=--quick`); the last test
-fails when README shows a command that no test here ran. The "Measured figures" table names
+Long jobs are printed at small sizes (`--duration 10`, `FUZZ_EXAMPLES=20`,
+`BENCH_ARGS=--quick`); the last test fails when README shows a command that no test here ran. The "Measured figures" table names
 the benchmarks behind each figure at their full sizes (minutes each): those are checked to
 parse exactly as printed, not run. `make test` itself is what .ci/run runs.
 """
@@ -230,7 +230,8 @@ def test_commands_bench():
 
 def test_other_targets():
     for command in shown("Commands", "sh"):
-        run(command, timeout=600)
+        out = run(command, timeout=600)
+        assert "failed:" not in out, out[-3000:]
 
 
 # -- Backfill -----------------------------------------------------------------------------------
