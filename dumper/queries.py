@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
 
 from cdc.protocol.constants import ColumnType
 from cdc.protocol.resultset import UNSIGNED_FLAG, Column
@@ -31,7 +30,9 @@ class OkResult:
 @dataclass(slots=True)
 class RowsResult:
     columns: list[Column]
-    rows: list[Sequence[object]] = field(default_factory=list)
+    # A list, or an iterator read while sending: it may raise sql.SqlError part way through
+    # and yield None for work that makes no row (the session skips it, counting it as work).
+    rows: Iterable[Sequence[object] | None] = field(default_factory=list)
 
 
 Result = OkResult | RowsResult
@@ -207,27 +208,37 @@ class QueryExecutor:
             if pos < START or not files.boundary_neighbours(name, pos)[0]:
                 raise sql.SqlError(prefix + "Wrong offset or I/O error", 1220, "HY000")
             crc_len = 4 if fde_checksum_alg(files.read_fde(name).data) == 1 else 0
-            events = islice(
-                files.events(name, pos),
-                stmt.offset,
-                None if stmt.limit is None else stmt.offset + stmt.limit,
-            )
-            rows = [
-                (
-                    name,
-                    e.pos,
-                    event_type_name(e.type_code),
-                    e.server_id,
-                    e.log_pos,
-                    event_info(e, 0 if e.type_code == 15 else crc_len),
-                )
-                for e in events
-            ]
         except (BinlogFileError, OSError) as exc:
             raise sql.SqlError(
                 prefix + f"I/O error reading '{name}': {exc}", 1220, "HY000"
             ) from None
-        return RowsResult(columns, rows)
+        first, stop = stmt.offset, None if stmt.limit is None else stmt.offset + stmt.limit
+
+        def rows() -> Iterator[tuple | None]:
+            # Lazy: the session sends rows as they are read, a bounded number per loop turn, so
+            # a file of any size costs neither memory nor a stalled loop (docs/dumper.md). A
+            # None is a skipped event (LIMIT's offset): no row, but a turn of the budget.
+            try:
+                for i, e in enumerate(files.events(name, pos)):
+                    if stop is not None and i >= stop:
+                        return
+                    if i < first:
+                        yield None
+                        continue
+                    yield (
+                        name,
+                        e.pos,
+                        event_type_name(e.type_code),
+                        e.server_id,
+                        e.log_pos,
+                        event_info(e, 0 if e.type_code == 15 else crc_len),
+                    )
+            except (BinlogFileError, OSError) as exc:
+                raise sql.SqlError(
+                    prefix + f"I/O error reading '{name}': {exc}", 1220, "HY000"
+                ) from None
+
+        return RowsResult(columns, rows())
 
     def _do_Purge(self, stmt: sql.Purge) -> Result:
         if not (self.state.user and self.state.user.admin):
