@@ -117,6 +117,10 @@ class DumperConfig:
     # How often a blocking dump re-checks the active file when no writer notifies it (ms).
     poll_interval_ms: int = 200
     max_connections: int = 256
+    # Run the protocol server (sessions, SQL, dump senders) in its own process reading the
+    # files, so that no client can stall MergeJoint and the writer (docs/dumper.md, "Serving
+    # cannot stall writing"). False: on the leader's event loop, as before.
+    serve_process: bool = True
     # TLS on the dumper port (clients upgrade with the MySQL SSL request): PEM certificate and
     # key files; both empty = no TLS offered.
     tls_cert: str = ""
