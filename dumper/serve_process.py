@@ -247,7 +247,11 @@ class ServeProcess:
 
     async def _watch(self) -> None:
         while True:
-            await wait_event(self._current(), REPUBLISH_S)
+            event = self._current()
+            if event.is_set():  # not replaced after set (the Leader replaces it): just poll
+                await asyncio.sleep(REPUBLISH_S)
+            else:
+                await wait_event(event, REPUBLISH_S)
             self.publish()
 
     async def _supervise(self) -> None:
