@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 60.0  # Python start + imports on a loaded 2-core machine
 STOP_TIMEOUT_S = 10.0
+START_ATTEMPTS = 5
 REPORT_S = 0.5
 # The leader re-publishes at least this often (role changes, a writer opened by a takeover).
 REPUBLISH_S = 0.05
@@ -200,7 +201,16 @@ class ServeProcess:
         self._state.publish(self._view())  # before the child reads anything
         self._tasks = [asyncio.create_task(self._watch(), name="serve-publish")]
         try:
-            await self._spawn(wake_r)
+            for attempt in range(START_ATTEMPTS):
+                try:
+                    await self._spawn(wake_r)
+                    break
+                except RuntimeError:
+                    # e.g. the port still held by the server process of a leader that was
+                    # just killed (it closes it on its stdin's EOF, a moment later)
+                    if attempt + 1 == START_ATTEMPTS:
+                        raise
+                    await asyncio.sleep(1)
         except BaseException:
             await self.close()
             raise
