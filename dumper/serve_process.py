@@ -5,7 +5,8 @@ flood, a 16 MB query, SHOW BINLOG EVENTS of a 512 MB file, a reader that stopped
 its turns. So `cdc start` runs the server (sessions, SQL, dump senders) in a child process that
 reads the binlog files from disk, as the sender always did, and learns from the leader only:
 
-* **how far it may serve** — a tiny shared file (`ServeState`, a seqlock'd struct in an mmap):
+* **how far it may serve** — a tiny shared file, unlinked at once and passed by fd (`ServeState`,
+  a seqlock'd struct in an mmap):
   the writer's file number and the end of its last whole transaction, written by the leader
   *after* each batch reached the file, so the child never sends what the leader has not
   published (a huge transaction streamed in parts stays invisible until its end, as
@@ -68,16 +69,19 @@ class ServeState:
     writes the fields, makes it even again; a reader retries a read that saw an odd or changed
     `seq`. One writer (the leader's loop), any number of readers."""
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = False) -> None:
-        self.path = Path(path)
+    def __init__(self, fd: int, *, create: bool = False) -> None:
+        """`fd`: an open file (unlinked: nothing is left behind, however the leader ends)."""
         if create:
-            self.path.write_bytes(bytes(_STATE.size))
-        fd = os.open(self.path, os.O_RDWR)
-        try:
-            self._map = mmap.mmap(fd, _STATE.size)
-        finally:
-            os.close(fd)
+            os.ftruncate(fd, _STATE.size)
+        self._map = mmap.mmap(fd, _STATE.size)  # (keeps its own duplicate of fd)
         self._seq = 0
+
+    @classmethod
+    def anonymous(cls) -> tuple[ServeState, int]:
+        """A new state in an unlinked temporary file, and its fd (for the child's pass_fds)."""
+        fd, path = tempfile.mkstemp(prefix="cdc-serve-", suffix=".state")
+        os.unlink(path)
+        return cls(fd, create=True), fd
 
     def publish(self, view: ServeView) -> None:
         flags = (
@@ -172,6 +176,7 @@ class ServeProcess:
         self.pid = 0
         self._proc: asyncio.subprocess.Process | None = None
         self._state: ServeState | None = None
+        self._state_fd = -1
         self._wake_w = -1
         self._tasks: list[asyncio.Task] = []
         self.restarts = 0
@@ -193,9 +198,7 @@ class ServeProcess:
             os.write(self._wake_w, b"\0")  # full: a wake-up is pending already
 
     async def start(self) -> ServeProcess:
-        fd, path = tempfile.mkstemp(prefix="cdc-serve-", suffix=".state")
-        os.close(fd)
-        self._state = ServeState(path, create=True)
+        self._state, self._state_fd = ServeState.anonymous()
         wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         self._state.publish(self._view())  # before the child reads anything
@@ -227,7 +230,7 @@ class ServeProcess:
             "config": self.config,
             "port": self.port or self.config.dumper.port,  # a restart keeps the port
             "dir": str(self.dir),
-            "state": str(self._state.path) if self._state else "",
+            "state_fd": self._state_fd,
             "wake_fd": wake_r,
             "acks": acks,
             "schema": self._schema,
@@ -239,7 +242,7 @@ class ServeProcess:
             "dumper.serve_process",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
-            pass_fds=(wake_r,),
+            pass_fds=(wake_r, self._state_fd),
         )
         self.pid = self._proc.pid
         assert self._proc.stdin is not None and self._proc.stdout is not None
@@ -308,8 +311,7 @@ class ServeProcess:
             self._wake_w = -1
         if self._state is not None:
             self._state.close()
-            with contextlib.suppress(OSError):
-                self._state.path.unlink()
+            os.close(self._state_fd)
             self._state = None
 
     async def __aenter__(self) -> ServeProcess:
@@ -326,7 +328,8 @@ async def _child(spec: dict) -> None:
 
     config: Config = spec["config"]
     loop = asyncio.get_running_loop()
-    state = ServeState(spec["state"])
+    state = ServeState(spec["state_fd"])
+    os.close(spec["state_fd"])
     notifier = SharedStateNotifier(state)
     wake_fd = spec["wake_fd"]
     os.set_blocking(wake_fd, False)
