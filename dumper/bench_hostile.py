@@ -44,7 +44,7 @@ SAMPLE_S = 0.02  # how often the growth sampler looks at the binlog
 class HostileSet:
     heartbeat_dumps: int = 4
     stalled_dumps: int = 8
-    query_mb: float = 2.0  # the literal of SELECT '<literal>'; the unquoted query is 3x
+    query_mb: float = 2.0  # the literal of SELECT '<literal>'; the unquoted query is 3x; 0: none
     query_loops: int = 1  # connections sending each kind of huge query, one after another
     binlog_events_loops: int = 2
     binlog_events_stalled: int = 1
@@ -117,7 +117,7 @@ async def _hostile(host, port, user, password, spec: HostileSet, conn) -> None:
     stalled = [await dump(8200 + i, False, False) for i in range(spec.stalled_dumps)]
     stalled += [await stalled_binlog_events() for _ in range(spec.binlog_events_stalled)]
     tasks = [asyncio.create_task(heartbeat_reader(i)) for i in range(spec.heartbeat_dumps)]
-    for _ in range(spec.query_loops):
+    for _ in range(spec.query_loops if mb else 0):
         tasks.append(asyncio.create_task(huge_queries(literal, f"{spec.query_mb:g} MB literal")))
         tasks.append(
             asyncio.create_task(huge_queries(unquoted, f"{3 * spec.query_mb:g} MB unquoted"))
@@ -297,7 +297,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tps", type=float, default=300, help="target CN transactions/s")
     p.add_argument("--workers", type=int, default=8)
     p.add_argument("--dns", type=int, default=2)
-    p.add_argument("--query-mb", type=float, default=2.0, help="literal of the huge SELECT")
+    p.add_argument(
+        "--query-mb",
+        type=float,
+        default=2.0,
+        help="literal of the huge SELECT (0: no huge queries)",
+    )
     p.add_argument("--heartbeat-dumps", type=int, default=4)
     p.add_argument("--stalled-dumps", type=int, default=8)
     p.add_argument("--binlog-events-loops", type=int, default=2)
@@ -314,12 +319,17 @@ def main(argv: list[str] | None = None) -> int:
         binlog_events_loops=args.binlog_events_loops,
     )
     kw = {"seconds": args.seconds, "tps": args.tps, "workers": args.workers, "dns": args.dns}
+    queries = (
+        f"SELECT '<{spec.query_mb:g} MB>' and a {3 * spec.query_mb:g} MB unquoted query in loops"
+        if spec.query_mb
+        else "no huge queries"
+    )
     print(
         f"hostile bench: {args.dns} DNs, transfers at {args.tps:g} TPS target for"
         f" {args.seconds:g} s per phase; hostile: {spec.heartbeat_dumps} dumps at a 1 ns"
-        f" heartbeat period, {spec.stalled_dumps} stalled dumps, SELECT '<{spec.query_mb:g} MB>'"
-        f" and a {3 * spec.query_mb:g} MB unquoted query in loops, {spec.binlog_events_loops}"
-        f" SHOW BINLOG EVENTS loops + {spec.binlog_events_stalled} stalled"
+        f" heartbeat period, {spec.stalled_dumps} stalled dumps, {queries},"
+        f" {spec.binlog_events_loops} SHOW BINLOG EVENTS loops + {spec.binlog_events_stalled}"
+        " stalled"
     )
     runs = [("server in its own process", False)]
     if args.in_process:
