@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import multiprocessing
 import struct
 import threading
@@ -34,8 +33,10 @@ from pathlib import Path
 from cdc.cluster.testing import free_base_port, scratch_cluster, stop_process
 from cdc.cn.workloads.steady import prepare, run_fast, steady_load
 from dumper.bench_latency import start_pipeline
+from dumper.binlog_files import BinlogFiles
 
 GOAL = 0.9
+XID_EVENT = 16
 SAMPLE_S = 0.02  # how often the growth sampler looks at the binlog
 
 
@@ -141,12 +142,30 @@ async def _hostile(host, port, user, password, spec: HostileSet, conn) -> None:
 
 
 # -- measuring ---------------------------------------------------------------------------------
-def binlog_bytes(directory: Path) -> int:
-    total = 0
+def binlog_sizes(directory: Path) -> dict[str, int]:
+    sizes = {}
     for p in directory.glob("binlog.[0-9]*"):
         with contextlib.suppress(OSError):
-            total += p.stat().st_size
-    return total
+            sizes[p.name] = p.stat().st_size
+    return sizes
+
+
+def binlog_bytes(directory: Path) -> int:
+    return sum(binlog_sizes(directory).values())
+
+
+def transactions_between(directory: Path, start: dict[str, int], end: dict[str, int]) -> int:
+    """Transactions (XID events) that ended in the binlog between two `binlog_sizes`."""
+    files = BinlogFiles(directory)
+    count = 0
+    for name, upto in end.items():
+        low = start.get(name, 0)
+        for e in files.events(name):
+            stop = e.pos + len(e.data)
+            if stop > upto:
+                break
+            count += e.type_code == XID_EVENT and stop > low
+    return count
 
 
 class GrowthSampler:
@@ -187,31 +206,23 @@ class Phase:
     hostile: dict[str, int] | None = None
 
 
-def _transactions(state: Path) -> int:
-    for _ in range(50):
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            return int(json.loads((state / "status.json").read_text())["transactions"])
-        time.sleep(0.02)
-    raise RuntimeError("no status file from the pipeline")
-
-
-def _phase(cfg, state: Path, binlog: Path, tps: float, seconds: float, workers: int) -> Phase:
-    """The load for `seconds`; the binlog's growth over exactly that time. The status file is
-    written once a second, so transactions are counted over whole status intervals around it."""
-    marks: dict[str, tuple[int, int, float]] = {}
+def _phase(cfg, binlog: Path, tps: float, seconds: float, workers: int) -> Phase:
+    """The load for `seconds`; the binlog's growth over exactly that time (bytes, and whole
+    transactions counted in the files)."""
+    marks: dict[str, tuple[dict[str, int], float]] = {}
 
     def ready() -> None:
-        marks["start"] = (binlog_bytes(binlog), _transactions(state), time.monotonic())
+        marks["start"] = (binlog_sizes(binlog), time.monotonic())
 
     sampler = GrowthSampler(binlog).start()
     load = run_fast(steady_load(cfg, tps, seconds, workers, 0.5, ready=ready))
-    end = (binlog_bytes(binlog), _transactions(state), time.monotonic())
+    end, finished = binlog_sizes(binlog), time.monotonic()
     pause = sampler.stop()
-    b0, t0, s0 = marks["start"]
+    start, began = marks["start"]
     return Phase(
-        end[0] - b0,
-        end[1] - t0,
-        end[2] - s0,
+        sum(end.values()) - sum(start.values()),
+        transactions_between(binlog, start, end),
+        finished - began,
         len(load.commits) / load.elapsed_s if load.elapsed_s else 0.0,
         pause,
     )
@@ -247,7 +258,7 @@ def measure(
         try:
             time.sleep(1)  # the setup's transactions pass first
             binlog = Path(cfg.dumper.binlog_dir)
-            without = _phase(cfg, state, binlog, tps, seconds, workers)
+            without = _phase(cfg, binlog, tps, seconds, workers)
             ctx = multiprocessing.get_context("spawn")
             ours, theirs = ctx.Pipe()
             hostile_proc = ctx.Process(
@@ -260,7 +271,7 @@ def measure(
             if not ours.poll(120) or ours.recv() != "ready":
                 raise RuntimeError("the hostile clients did not start")
             time.sleep(1)  # they are all at work
-            with_ = _phase(cfg, state, binlog, tps, seconds, workers)
+            with_ = _phase(cfg, binlog, tps, seconds, workers)
             ours.send("stop")
             with_.hostile = ours.recv() if ours.poll(60) else {"no report": 1}
             return without, with_
