@@ -54,6 +54,7 @@ REPUBLISH_S = 0.05
 
 _STATE = struct.Struct("<QBxxxIQQ")  # seq, flags, file number, end, term
 _HAS_LIMIT, _LEADING, _READ_ONLY = 1, 2, 4
+_READ_TRIES = 100_000  # a write takes well under a microsecond
 
 
 @dataclass(slots=True, frozen=True)
@@ -99,7 +100,7 @@ class ServeState:
 
     def read(self) -> ServeView:
         m = self._map
-        while True:
+        for _ in range(_READ_TRIES):
             seq, flags, number, end, term = _STATE.unpack(m[: _STATE.size])
             if seq & 1 or struct.unpack("<Q", m[0:8])[0] != seq:
                 continue  # the leader is writing it this instant
@@ -109,6 +110,9 @@ class ServeState:
                 bool(flags & _READ_ONLY),
                 term,
             )
+        # Odd for good: the leader died in the middle of a write (its stdin EOF ends us soon).
+        # Serve nothing meanwhile: no file number is 0.
+        return ServeView((0, 0), leading=False, read_only=True, term=-1)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

@@ -19,7 +19,7 @@ from cdc.protocol.constants import Command
 from dumper import queries
 from dumper.binlog_files import BinlogFiles
 from dumper.binlog_sender import MIN_HEARTBEAT_PERIOD_S
-from dumper.serve_process import ServeProcess
+from dumper.serve_process import ServeProcess, ServeState, ServeView
 from dumper.session import ROWS_PER_TURN
 from tests.dumper.binlog_gen import T1, FileBuilder
 from tests.dumper.helpers import PASSWORD, USER, ServerThread, await_for, make_config
@@ -259,3 +259,22 @@ def _zombie(pid: int) -> bool:
             return any(line.startswith("State:") and "Z" in line for line in f)
     except OSError:
         return True
+
+
+async def test_serve_state_round_trip_and_a_write_left_half_done():
+    state, fd = ServeState.anonymous()
+    try:
+        view = ServeView((7, 1234), leading=True, read_only=False, term=9)
+        state.publish(view)
+        other = ServeState(fd)  # what the child maps
+        assert other.read() == view
+        state.publish(ServeView(None, leading=False, read_only=True, term=10))
+        assert other.read() == ServeView(None, False, True, 10)
+        # A leader killed between the two halves of a write leaves the sequence odd: the
+        # reader gives up serving rather than spin or trust half-written fields.
+        state._map[0:8] = struct.pack("<Q", 11)
+        assert other.read().limit == (0, 0)
+        other.close()
+    finally:
+        state.close()
+        os.close(fd)
