@@ -205,7 +205,8 @@ class QueryExecutor:
             raise sql.SqlError(prefix + "Could not find target log", 1220, "HY000")
         pos = START if stmt.pos is None else stmt.pos
         try:
-            if pos < START or not files.boundary_neighbours(name, pos)[0]:
+            # (FROM p is checked against the file's boundaries; the start needs no walk)
+            if pos < START or (pos > START and not files.boundary_neighbours(name, pos)[0]):
                 raise sql.SqlError(prefix + "Wrong offset or I/O error", 1220, "HY000")
             crc_len = 4 if fde_checksum_alg(files.read_fde(name).data) == 1 else 0
         except (BinlogFileError, OSError) as exc:

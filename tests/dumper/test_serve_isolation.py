@@ -142,6 +142,8 @@ async def test_show_binlog_events_is_streamed_in_bounded_turns(tmp_path, monkeyp
         # Built in one go (before), all rows were made in one turn of the server's loop;
         # streamed, at most ROWS_PER_TURN between two turns.
         assert 0 < most <= ROWS_PER_TURN, most
+        # Nor did it walk the whole file's boundaries first (one go, in one turn).
+        assert "binlog.000001" not in s.server.ctx.files._scans
         # LIMIT's offset is skipped in budgeted turns too, and lands where it should.
         limited = (await a.query("SHOW BINLOG EVENTS LIMIT 30000, 2")).rows
         assert limited == rows[30000:30002]
