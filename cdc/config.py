@@ -131,6 +131,10 @@ class DumperConfig:
     # one gets ERR 1153 before it is buffered and the connection is closed, as in MySQL. 16 MiB
     # is MariaDB 10.11's default; every statement clients send is far smaller.
     max_allowed_packet: int = 16 << 20
+    # Run the protocol server (sessions, SQL, dump senders) in its own process reading the
+    # files, so that no client can stall MergeJoint and the writer (docs/dumper.md, "Serving
+    # cannot stall writing"). False: on the leader's event loop, as before.
+    serve_process: bool = True
     # TLS on the dumper port (clients upgrade with the MySQL SSL request): PEM certificate and
     # key files; both empty = no TLS offered.
     tls_cert: str = ""

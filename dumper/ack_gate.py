@@ -116,6 +116,25 @@ class AckGate:
         now = self._clock()
         return {sid: (a.file, a.pos, now - a.at) for sid, a in self._acks.items()}
 
+    # -- the server process (dumper/serve_process.py) -----------------------------------------
+    def report(self) -> dict:
+        """What `cdc status` shows, as JSON for the leader's copy of the gate."""
+        return {
+            "followers": {str(k): list(v) for k, v in self.followers().items()},
+            "degraded": self.degraded,
+            "degraded_count": self.degraded_count,
+        }
+
+    def load_report(self, report: dict) -> None:
+        """Mirror the server process's gate (the leader's copy only answers `cdc status`)."""
+        now = self._clock()
+        self._acks = {
+            int(sid): _Ack(f, int(p), now - float(age))
+            for sid, (f, p, age) in report["followers"].items()
+        }
+        self.degraded = bool(report["degraded"])
+        self.degraded_count = int(report["degraded_count"])
+
     # -- ordinary dumps -----------------------------------------------------------------------
     def limit(self, name: str) -> int | None:
         """Where a dump of file `name` must stop for now: 0 (nothing of it is acknowledged),

@@ -169,9 +169,12 @@ class BinlogFiles:
         return False, prev, nxt
 
     def events(self, name: str, start: int = len(MAGIC)) -> Iterator[RawEvent]:
-        """Whole events from `start` (an event boundary) to the last whole event."""
-        end = self.complete_end(name)
+        """Whole events from `start` (an event boundary) to the last whole event. Reads as it
+        goes, without walking the file's boundaries first (`_scan`: one go over the whole
+        file, which SHOW BINLOG EVENTS of a 512 MB file must not do in one loop turn); a bogus
+        size ends it, as it ends the walk."""
         with open(self.path(name), "rb") as f:
+            end = os.fstat(f.fileno()).st_size
             f.seek(start)
             pos = start
             while pos + HEADER_LEN <= end:

@@ -145,6 +145,12 @@ class DumpRequest:
         return cls(name, pos, flags, server_id)
 
 
+# The smallest heartbeat period a dump gets (seconds): MySQL's and MariaDB's replicas refuse
+# MASTER_HEARTBEAT_PERIOD below 1 ms, and a client that sets @master_heartbeat_period = 1 (ns)
+# must not get a heartbeat per loop turn (docs/dumper.md, "Serving cannot stall writing").
+MIN_HEARTBEAT_PERIOD_S = 0.001
+
+
 @dataclass(slots=True, frozen=True)
 class DumpOptions:
     checksum: bool | None  # the client's @master_binlog_checksum: CRC32, NONE, or never set
@@ -294,6 +300,9 @@ class BinlogSender:
                     last_sent = time.monotonic()
                     blocked_since = None
                     await self.sink.flush()
+                    # A dump catching up on a long backlog into a fast reader never waits in
+                    # flush(): one batch per loop turn keeps the other sessions served.
+                    await asyncio.sleep(0)
                     continue
                 names = self.files.names()
                 if name not in names:
@@ -325,6 +334,9 @@ class BinlogSender:
                     self._send_heartbeat(name, pos, alg)
                     await self.sink.flush()
                     last_sent = now
+                    # flush() does not yield while the socket takes the bytes: without this a
+                    # tiny period would loop here and starve every other task of the loop.
+                    await asyncio.sleep(0)
                     continue
                 timeout = self.poll_interval
                 if period > 0:

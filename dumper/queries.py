@@ -3,12 +3,10 @@ from the SchemaProvider, PURGE and KILL. Results are values; the session encodes
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
 
 from cdc.protocol.constants import ColumnType
 from cdc.protocol.resultset import UNSIGNED_FLAG, Column
@@ -32,7 +30,9 @@ class OkResult:
 @dataclass(slots=True)
 class RowsResult:
     columns: list[Column]
-    rows: list[Sequence[object]] = field(default_factory=list)
+    # A list, or an iterator read while sending: it may raise sql.SqlError part way through
+    # and yield None for work that makes no row (the session skips it, counting it as work).
+    rows: Iterable[Sequence[object] | None] = field(default_factory=list)
 
 
 Result = OkResult | RowsResult
@@ -300,31 +300,41 @@ class QueryExecutor:
             raise sql.SqlError(prefix + "Could not find target log", 1220, "HY000")
         pos = START if stmt.pos is None else stmt.pos
         try:
-            if pos < START or not files.boundary_neighbours(name, pos)[0]:
+            # (FROM p is checked against the file's boundaries; the start needs no walk)
+            if pos < START or (pos > START and not files.boundary_neighbours(name, pos)[0]):
                 raise sql.SqlError(prefix + "Wrong offset or I/O error", 1220, "HY000")
             crc_len = 4 if fde_checksum_alg(files.read_fde(name).data) == 1 else 0
-            # LIMIT may say up to 2^64 - 1; islice wants at most sys.maxsize
-            events = islice(
-                files.events(name, pos),
-                min(stmt.offset, sys.maxsize),
-                None if stmt.limit is None else min(stmt.offset + stmt.limit, sys.maxsize),
-            )
-            rows = [
-                (
-                    name,
-                    e.pos,
-                    event_type_name(e.type_code),
-                    e.server_id,
-                    e.log_pos,
-                    event_info(e, 0 if e.type_code == 15 else crc_len),
-                )
-                for e in events
-            ]
         except (BinlogFileError, OSError) as exc:
             raise sql.SqlError(
                 prefix + f"I/O error reading '{name}': {exc}", 1220, "HY000"
             ) from None
-        return RowsResult(columns, rows)
+        first, stop = stmt.offset, None if stmt.limit is None else stmt.offset + stmt.limit
+
+        def rows() -> Iterator[tuple | None]:
+            # Lazy: the session sends rows as they are read, a bounded number per loop turn, so
+            # a file of any size costs neither memory nor a stalled loop (docs/dumper.md). A
+            # None is a skipped event (LIMIT's offset): no row, but a turn of the budget.
+            try:
+                for i, e in enumerate(files.events(name, pos)):
+                    if stop is not None and i >= stop:
+                        return
+                    if i < first:
+                        yield None
+                        continue
+                    yield (
+                        name,
+                        e.pos,
+                        event_type_name(e.type_code),
+                        e.server_id,
+                        e.log_pos,
+                        event_info(e, 0 if e.type_code == 15 else crc_len),
+                    )
+            except (BinlogFileError, OSError) as exc:
+                raise sql.SqlError(
+                    prefix + f"I/O error reading '{name}': {exc}", 1220, "HY000"
+                ) from None
+
+        return RowsResult(columns, rows())
 
     def _do_Purge(self, stmt: sql.Purge) -> Result:
         if not has_any(self.state.user, "SUPER", "BINLOG ADMIN"):

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from binlog_writer.writer import BinlogWriter
 from cdc import stage_trace
 from cdc.config import Config, ConfigError
 from cdc.gc_tune import tune_gc
@@ -21,6 +22,7 @@ from dumper.binlog_sender import CurrentEventNotifier
 from dumper.ha import HaNode, ha_status
 from dumper.history_schema import HistorySchemaProvider
 from dumper.leader import Leader, leader_status
+from dumper.serve_process import ServeProcess
 from dumper.server import serve as serve_binlog
 from topology import gms
 
@@ -92,11 +94,20 @@ async def _follow_storage(cn, config: Config) -> None:
         log.info("heartbeats touch dn%s too from now on", ", dn".join(map(str, added)))
 
 
+def _writer_end(writer: BinlogWriter) -> tuple[str, int]:
+    """How far the server process may serve the writer's file: its end, or the start of a
+    transaction still being streamed into it."""
+    end = writer.visible_end(writer.file)
+    return writer.file, writer.position if end is None else end
+
+
 async def serve(
     config: Config, state_dir: Path, *, heartbeat: bool = True, own_process: bool = False
 ) -> None:
     """Run everything until SIGTERM/SIGINT (or cancellation). `own_process`: this is the whole
-    process (`cdc start`), so a stop that hangs on I/O may end it the hard way."""
+    process (`cdc start`), so a stop that hangs on I/O may end it the hard way. The MySQL
+    protocol server runs in a child process (`[dumper] serve_process`, the default), so that
+    no client can take this loop's turns from MergeJoint and the writer."""
     state_dir.mkdir(parents=True, exist_ok=True)
     trace = stage_trace.start("leader")  # noqa: F841 (kept alive)
     schema = HistorySchemaProvider(lambda: gms.connect(config.gms), config.pipeline.meta_database)
@@ -109,14 +120,26 @@ async def serve(
                 _status_loop(lambda: _ha_status(node), state_dir / "status.json"), name="status"
             ),
         ]
-        server = await serve_binlog(
-            config.dumper,
-            node.dir,
-            notifier=CurrentEventNotifier(node.current_notify, node.visible_end),
-            schema=schema,
-            read_only=node.read_only,
-            acks=node.acks,
-        )
+        if config.dumper.serve_process:
+            server = await ServeProcess(
+                config,
+                node.dir,
+                current_notify=node.current_notify,
+                writer_end=lambda: _writer_end(node.leader.writer) if node.leader else None,
+                leading=lambda: node.role == "leader",
+                read_only=node.read_only,
+                term=lambda: node.term,
+                acks=node.acks,
+            ).start()
+        else:
+            server = await serve_binlog(
+                config.dumper,
+                node.dir,
+                notifier=CurrentEventNotifier(node.current_notify, node.visible_end),
+                schema=schema,
+                read_only=node.read_only,
+                acks=node.acks,
+            )
     else:
         leader = Leader(config)
         tasks = [
@@ -126,12 +149,20 @@ async def serve(
                 name="status",
             ),
         ]
-        server = await serve_binlog(
-            config.dumper,
-            leader.writer.dir,
-            notifier=CurrentEventNotifier(lambda: leader.notify, leader.writer.visible_end),
-            schema=schema,
-        )
+        if config.dumper.serve_process:
+            server = await ServeProcess(
+                config,
+                leader.writer.dir,
+                current_notify=lambda: leader.notify,
+                writer_end=lambda: _writer_end(leader.writer),
+            ).start()
+        else:
+            server = await serve_binlog(
+                config.dumper,
+                leader.writer.dir,
+                notifier=CurrentEventNotifier(lambda: leader.notify, leader.writer.visible_end),
+                schema=schema,
+            )
         if heartbeat:
             tasks.append(asyncio.create_task(_heartbeats(config), name="heartbeat"))
     log.info("serving the global binlog on %s:%d", server.host, server.port)

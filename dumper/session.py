@@ -26,18 +26,26 @@ from cdc.protocol.packets import (
     read_lenenc_str,
     read_nul_str,
 )
-from cdc.protocol.resultset import result_set_packets
+from cdc.protocol.resultset import result_set_packets, text_row
 from cdc.protocol.tls_stream import TlsStream
 from dumper import sql
 from dumper.ack_gate import parse_ack
-from dumper.binlog_sender import BinlogSender, DumpError, DumpOptions, DumpRequest
+from dumper.binlog_sender import (
+    MIN_HEARTBEAT_PERIOD_S,
+    BinlogSender,
+    DumpError,
+    DumpOptions,
+    DumpRequest,
+)
 from dumper.context import Registration, ServerContext, SessionState
-from dumper.queries import OkResult, QueryExecutor, denied
+from dumper.queries import OkResult, QueryExecutor, RowsResult, denied
 from dumper.users import has_any, verify_caching_sha2, verify_native
 
 _PACKET_HEADER = struct.Struct("<IB")  # length | seq << 24, then the 0x00 "event follows" byte
 
 log = logging.getLogger(__name__)
+# Rows (or skipped events) of a streamed result set per loop turn: ~1 ms of work.
+ROWS_PER_TURN = 64
 
 SERVER_CAPABILITIES = (
     Cap.LONG_PASSWORD
@@ -471,16 +479,44 @@ class Session:
                 break  # MySQL stops a multi-statement at the first error
             if isinstance(result, OkResult):
                 self.send(ok_packet(affected=result.affected, status=status))
-            else:
+            elif isinstance(result.rows, list):
                 for payload in result_set_packets(
                     result.columns, result.rows, deprecate_eof=self.deprecate_eof, status=status
                 ):
                     self.send(payload)
+            elif not await self._stream_rows(result, status):
+                break
             if len(self._out) > 64:
                 await self.flush()
             if i % 64 == 63:
                 await asyncio.sleep(0)  # thousands of statements in one query: let others run
         self.state.info = None
+
+    async def _stream_rows(self, result: RowsResult, status: int) -> bool:
+        """A result set whose rows are read while sending (SHOW BINLOG EVENTS of a file of any
+        size): at most ROWS_PER_TURN rows per loop turn, flushed with back-pressure, so neither
+        memory nor the loop's other sessions depend on its size. An error part way through ends
+        it with ERR, as MySQL does; False then (a multi-statement stops)."""
+        head = result_set_packets(
+            result.columns, [], deprecate_eof=self.deprecate_eof, status=status
+        )
+        for payload in head[:-1]:
+            self.send(payload)
+        budget = ROWS_PER_TURN
+        try:
+            for row in result.rows:
+                if row is not None:
+                    self.send(text_row(row))
+                budget -= 1
+                if budget <= 0:
+                    await self.flush()  # waits while the client does not read
+                    await asyncio.sleep(0)
+                    budget = ROWS_PER_TURN
+        except sql.SqlError as exc:
+            self._send_error(exc.code, exc.message, exc.sql_state)
+            return False
+        self.send(head[-1])
+        return True
 
     def _register_slave(self, body: bytes) -> None:
         if not self._require_replication():
@@ -511,10 +547,12 @@ class Session:
         period_ns = uv.get("master_heartbeat_period", uv.get("source_heartbeat_period"))
         try:
             period = float(period_ns) / 1e9 if period_ns is not None else None
-        except ValueError:
+        except (ValueError, OverflowError):
             period = None
         if period is None:
             period = self.ctx.config.default_heartbeat_ms / 1000
+        if period > 0:  # 0 (or less) = no heartbeats; anything else at least the minimum
+            period = max(period, MIN_HEARTBEAT_PERIOD_S)
         return DumpOptions(checksum=checksum, heartbeat_period=max(period, 0.0))
 
     async def _binlog_dump(self, body: bytes) -> None:

@@ -1,5 +1,5 @@
-"""`cdc bench writer|dumper|merge-source|pipeline|latency|cn|scale|all`: benchmarks that print
-ratios measured side by side in one run."""
+"""`cdc bench writer|dumper|merge-source|pipeline|latency|hostile|cn|scale|all`: benchmarks
+that print ratios measured side by side in one run."""
 
 from __future__ import annotations
 
@@ -83,6 +83,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     cn.add_argument("--rounds", type=int, default=2)
     cn.add_argument("--workers", type=int, default=32)
     cn.set_defaults(func=cmd_cn)
+    hostile = bsub.add_parser(
+        "hostile", help="global binlog growth under load with / without hostile dumper clients"
+    )
+    hostile.add_argument("--seconds", type=float, default=15, help="per phase")
+    hostile.add_argument("--tps", type=float, default=300)
+    hostile.add_argument("--dns", type=int, default=2)
+    hostile.add_argument("--query-mb", type=float, default=2.0)
+    hostile.add_argument(
+        "--in-process", action="store_true", help="also with the server on the leader's loop"
+    )
+    hostile.set_defaults(func=cmd_hostile)
     every = bsub.add_parser("all", help="every benchmark, with its defaults")
     every.add_argument(
         "--quick", action="store_true", help="each at a small size (a check that all run here)"
@@ -170,12 +181,20 @@ def cmd_big_txn(args) -> int:
     return main([f"--mb={args.mb}", f"--dns={args.dns}", f"--spill-mb={args.spill_mb}"])
 
 
+def cmd_hostile(args) -> int:
+    from dumper.bench_hostile import main
+
+    argv = forward(args, "seconds", "tps", "dns", "query_mb")
+    return main(argv + (["--in-process"] if args.in_process else []))
+
+
 def cmd_all(args) -> int:
     from backfill.bench import main as backfill
     from binlog_writer.bench import main as writer
     from cdc.cn.bench import main as cn
     from dumper.bench import main as dumper
     from dumper.bench_big_txn import main as big_txn
+    from dumper.bench_hostile import main as hostile
     from dumper.bench_latency import main as latency
     from dumper.bench_pipeline import main as pipeline
     from dumper.bench_scale import main as scale
@@ -198,6 +217,7 @@ def cmd_all(args) -> int:
         ("latency", latency, [], ["--tps=100", "--seconds=3", "--workers=4", "--cn-processes=1"]),
         ("cn", cn, [], ["--seconds=2", "--rounds=1", "--workers=4"]),
         ("scale", scale, [], ["--dns=2,4", "--events=5000"]),
+        ("hostile", hostile, [], ["--seconds=4", "--tps=100", "--query-mb=1"]),
         ("big-txn (1 GB; --quick: 16 MB)", big_txn, [], ["--mb=16"]),
     ]
     failed = []

@@ -1,0 +1,430 @@
+"""The MySQL protocol server in its own process (docs/dumper.md, "Serving cannot stall writing").
+
+The leader's loop runs MergeJoint and the writer; clients of the protocol server (a heartbeat
+flood, a 16 MB query, SHOW BINLOG EVENTS of a 512 MB file, a reader that stopped) must not take
+its turns. So `cdc start` runs the server (sessions, SQL, dump senders) in a child process that
+reads the binlog files from disk, as the sender always did, and learns from the leader only:
+
+* **how far it may serve** — a tiny shared file, unlinked at once and passed by fd (`ServeState`,
+  a seqlock'd struct in an mmap):
+  the writer's file number and the end of its last whole transaction, written by the leader
+  *after* each batch reached the file, so the child never sends what the leader has not
+  published (a huge transaction streamed in parts stays invisible until its end, as
+  `BinlogWriter.visible_end` says in process); whether this process leads (the ack gate's
+  `active`, PURGE's read-only) and the term (a new term resets the gate);
+* **when to look** — one byte on a non-blocking pipe after each publication (a wake-up, like an
+  eventfd: when the pipe is full a wake-up is pending anyway, so the leader never blocks on it).
+
+Followers' acknowledgements arrive on the child's sessions and bound what it serves there (the
+`AckGate` lives in the child); the child reports them to the leader twice a second for
+`cdc status` (`AckGate.report` / `load_report`). The child ends when its stdin closes (the
+leader is gone) or on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import mmap
+import os
+import pickle
+import signal
+import struct
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from binlog_writer.layout import file_number
+from cdc.config import Config
+from cdc.tasks import cancel_and_wait, wait_event
+from dumper.ack_gate import AckGate
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT_S = 60.0  # Python start + imports on a loaded 2-core machine
+STOP_TIMEOUT_S = 10.0
+START_ATTEMPTS = 5
+REPORT_S = 0.5
+# The leader re-publishes at least this often (role changes, a writer opened by a takeover).
+REPUBLISH_S = 0.05
+
+_STATE = struct.Struct("<QBxxxIQQ")  # seq, flags, file number, end, term
+_HAS_LIMIT, _LEADING, _READ_ONLY = 1, 2, 4
+_READ_TRIES = 100_000  # a write takes well under a microsecond
+
+
+@dataclass(slots=True, frozen=True)
+class ServeView:
+    limit: tuple[int, int] | None  # (file number, end) the child may serve up to; None: all
+    leading: bool
+    read_only: bool
+    term: int
+
+
+class ServeState:
+    """The leader → server state in a shared file, as a seqlock: the writer makes `seq` odd,
+    writes the fields, makes it even again; a reader retries a read that saw an odd or changed
+    `seq`. One writer (the leader's loop), any number of readers."""
+
+    def __init__(self, fd: int, *, create: bool = False) -> None:
+        """`fd`: an open file (unlinked: nothing is left behind, however the leader ends)."""
+        if create:
+            os.ftruncate(fd, _STATE.size)
+        self._map = mmap.mmap(fd, _STATE.size)  # (keeps its own duplicate of fd)
+        self._seq = 0
+
+    @classmethod
+    def anonymous(cls) -> tuple[ServeState, int]:
+        """A new state in an unlinked temporary file, and its fd (for the child's pass_fds)."""
+        fd, path = tempfile.mkstemp(prefix="cdc-serve-", suffix=".state")
+        os.unlink(path)
+        return cls(fd, create=True), fd
+
+    def publish(self, view: ServeView) -> None:
+        flags = (
+            (_HAS_LIMIT if view.limit is not None else 0)
+            | (_LEADING if view.leading else 0)
+            | (_READ_ONLY if view.read_only else 0)
+        )
+        number, end = view.limit or (0, 0)
+        m = self._map
+        self._seq += 1
+        m[0:8] = struct.pack("<Q", self._seq)  # odd: being written
+        m[8 : _STATE.size] = _STATE.pack(self._seq, flags, number, end, view.term)[8:]
+        self._seq += 1
+        m[0:8] = struct.pack("<Q", self._seq)
+
+    def read(self) -> ServeView:
+        m = self._map
+        for _ in range(_READ_TRIES):
+            seq, flags, number, end, term = _STATE.unpack(m[: _STATE.size])
+            if seq & 1 or struct.unpack("<Q", m[0:8])[0] != seq:
+                continue  # the leader is writing it this instant
+            return ServeView(
+                (number, end) if flags & _HAS_LIMIT else None,
+                bool(flags & _LEADING),
+                bool(flags & _READ_ONLY),
+                term,
+            )
+        # Odd for good: the leader died in the middle of a write (its stdin EOF ends us soon).
+        # Serve nothing meanwhile: no file number is 0.
+        return ServeView((0, 0), leading=False, read_only=True, term=-1)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._map.close()
+
+
+class SharedStateNotifier:
+    """The child's `Notifier`: woken by the leader's pipe, bounded by the published end."""
+
+    def __init__(self, state: ServeState) -> None:
+        self.state = state
+        self._event = asyncio.Event()
+
+    def wake(self) -> None:
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def wait(self, timeout: float) -> None:
+        await wait_event(self._event, timeout)
+
+    def visible_end(self, name: str) -> int | None:
+        limit = self.state.read().limit
+        if limit is None:
+            return None
+        number, end = limit
+        try:
+            mine = file_number(name)
+        except ValueError:
+            return None
+        if mine < number:
+            return None  # finished before the writer's current file: whole
+        return end if mine == number else 0  # a file the leader has not published yet
+
+
+# -- the leader's side --------------------------------------------------------------------------
+class ServeProcess:
+    """Starts and feeds the server process. The callables are read on the leader's loop:
+    `writer_end()` → (file, end of the last whole transaction) or None (no writer here: serve
+    the files as they are, e.g. an HA follower's copy, which holds whole transactions only)."""
+
+    def __init__(
+        self,
+        config: Config,
+        binlog_dir: str | os.PathLike[str],
+        *,
+        current_notify: Callable[[], asyncio.Event],
+        writer_end: Callable[[], tuple[str, int] | None],
+        leading: Callable[[], bool] = lambda: True,
+        read_only: Callable[[], bool] = lambda: False,
+        term: Callable[[], int] = lambda: 0,
+        acks: AckGate | None = None,
+        schema: str = "history",
+    ) -> None:
+        self.config = config
+        self.dir = Path(binlog_dir)
+        self._current = current_notify
+        self._writer_end = writer_end
+        self._leading = leading
+        self._read_only = read_only
+        self._term = term
+        self.acks = acks
+        self._schema = schema
+        self.host = config.dumper.host
+        self.port = 0
+        self.pid = 0
+        self._proc: asyncio.subprocess.Process | None = None
+        self._state: ServeState | None = None
+        self._state_fd = -1
+        self._wake_w = -1
+        self._tasks: list[asyncio.Task] = []
+        self.restarts = 0
+
+    def _view(self) -> ServeView:
+        end = self._writer_end()
+        limit = None
+        if end is not None:
+            with contextlib.suppress(ValueError):
+                limit = (file_number(end[0]), end[1])
+        return ServeView(limit, self._leading(), self._read_only(), self._term())
+
+    def publish(self) -> None:
+        """Tell the server how far it may serve now, and wake its waiting dumps."""
+        if self._state is None:
+            return
+        self._state.publish(self._view())
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_w, b"\0")  # full: a wake-up is pending already
+
+    async def start(self) -> ServeProcess:
+        self._state, self._state_fd = ServeState.anonymous()
+        wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+        self._state.publish(self._view())  # before the child reads anything
+        self._tasks = [asyncio.create_task(self._watch(), name="serve-publish")]
+        try:
+            for attempt in range(START_ATTEMPTS):
+                try:
+                    await self._spawn(wake_r)
+                    break
+                except RuntimeError:
+                    # e.g. the port still held by the server process of a leader that was
+                    # just killed (it closes it on its stdin's EOF, a moment later)
+                    if attempt + 1 == START_ATTEMPTS:
+                        raise
+                    await asyncio.sleep(1)
+        except BaseException:
+            await self.close()
+            raise
+        finally:
+            os.close(wake_r)
+        self._tasks.append(asyncio.create_task(self._supervise(), name="serve-process"))
+        return self
+
+    async def _spawn(self, wake_r: int) -> None:
+        acks = None
+        if self.acks is not None:
+            acks = (sorted(self.acks.follower_ids), self.acks.live_s, self.acks.wait_s)
+        spec = {
+            "config": self.config,
+            "port": self.port or self.config.dumper.port,  # a restart keeps the port
+            "dir": str(self.dir),
+            "state_fd": self._state_fd,
+            "wake_fd": wake_r,
+            "acks": acks,
+            "schema": self._schema,
+            "log_level": logging.getLogger().getEffectiveLevel(),
+        }
+        self._proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "dumper.serve_process",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            pass_fds=(wake_r, self._state_fd),
+        )
+        self.pid = self._proc.pid
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        blob = pickle.dumps(spec)
+        self._proc.stdin.write(struct.pack("<Q", len(blob)) + blob)
+        # stdin then stays open: its end tells the child that the leader is gone.
+        try:
+            line = await asyncio.wait_for(self._proc.stdout.readline(), START_TIMEOUT_S)
+            self.port = int(json.loads(line)["port"])
+        except (TimeoutError, ValueError, KeyError) as exc:
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.kill()
+            await self._proc.wait()
+            raise RuntimeError(f"the dumper's server process did not start: {exc!r}") from None
+
+    async def _watch(self) -> None:
+        while True:
+            event = self._current()
+            if event.is_set():  # not replaced after set (the Leader replaces it): just poll
+                await asyncio.sleep(REPUBLISH_S)
+            else:
+                await wait_event(event, REPUBLISH_S)
+            self.publish()
+
+    async def _supervise(self) -> None:
+        """Read the server's reports; a server process that dies (killed, out of memory) is
+        started again on the same port: the leader and its writer go on regardless."""
+        while True:
+            assert self._proc is not None and self._proc.stdout is not None
+            while line := await self._proc.stdout.readline():
+                try:
+                    report = json.loads(line)
+                except ValueError:
+                    continue
+                if self.acks is not None and "acks" in report:
+                    self.acks.load_report(report["acks"])
+            code = await self._proc.wait()
+            self.restarts += 1
+            log.error("the dumper's server process ended (exit code %s): starting it again", code)
+            await asyncio.sleep(1)
+            wake_r, wake_w = os.pipe()  # the old read end went with the old process
+            os.set_blocking(wake_w, False)
+            os.close(self._wake_w)
+            self._wake_w = wake_w
+            try:
+                await self._spawn(wake_r)
+            except RuntimeError as exc:
+                log.error("%s", exc)
+                continue  # (the loop waits on the dead process again, then retries)
+            finally:
+                os.close(wake_r)
+
+    async def close(self) -> None:
+        await cancel_and_wait(self._tasks)
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            if proc.stdin is not None:
+                proc.stdin.close()  # the child's cue to stop
+            try:
+                await asyncio.wait_for(proc.wait(), STOP_TIMEOUT_S)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+        if self._wake_w >= 0:
+            os.close(self._wake_w)
+            self._wake_w = -1
+        if self._state is not None:
+            self._state.close()
+            os.close(self._state_fd)
+            self._state = None
+
+    async def __aenter__(self) -> ServeProcess:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+# -- the server process -------------------------------------------------------------------------
+async def _child(spec: dict) -> None:
+    from dumper.schema import InMemorySchemaProvider
+    from dumper.server import serve
+
+    config: Config = spec["config"]
+    loop = asyncio.get_running_loop()
+    state = ServeState(spec["state_fd"])
+    os.close(spec["state_fd"])
+    notifier = SharedStateNotifier(state)
+    wake_fd = spec["wake_fd"]
+    os.set_blocking(wake_fd, False)
+    stop = asyncio.Event()
+
+    term = state.read().term
+    acks: AckGate | None = None
+
+    def on_wake() -> None:
+        nonlocal term
+        try:
+            if not os.read(wake_fd, 4096):
+                stop.set()  # the leader closed its end
+                return
+        except BlockingIOError:
+            return
+        now = state.read().term
+        if now != term and acks is not None:
+            acks.reset()  # a new term: acknowledgements of an earlier one say nothing of it
+        term = now
+        notifier.wake()
+
+    loop.add_reader(wake_fd, on_wake)
+    stdin = sys.stdin.buffer.fileno()
+    os.set_blocking(stdin, False)
+
+    def on_stdin() -> None:
+        try:
+            if not os.read(stdin, 4096):
+                stop.set()
+        except BlockingIOError:
+            pass
+
+    loop.add_reader(stdin, on_stdin)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    if spec["acks"] is not None:
+        ids, live_s, wait_s = spec["acks"]
+        acks = AckGate(
+            ids,
+            live_ms=int(live_s * 1000),
+            wait_ms=int(wait_s * 1000),
+            active=lambda: state.read().leading,
+        )
+    if spec["schema"] == "history":
+        from dumper.history_schema import HistorySchemaProvider
+        from topology import gms
+
+        schema = HistorySchemaProvider(
+            lambda: gms.connect(config.gms), config.pipeline.meta_database
+        )
+    else:
+        schema = InMemorySchemaProvider()
+    config.dumper.port = spec["port"]
+    server = await serve(
+        config.dumper,
+        spec["dir"],
+        notifier=notifier,
+        schema=schema,
+        read_only=lambda: state.read().read_only,
+        acks=acks,
+    )
+    out = sys.stdout.buffer
+    out.write(json.dumps({"port": server.port}).encode() + b"\n")
+    out.flush()
+    try:
+        while not stop.is_set():
+            await wait_event(stop, REPORT_S)
+            if acks is not None:
+                out.write(json.dumps({"acks": acks.report()}).encode() + b"\n")
+                out.flush()
+    finally:
+        await server.close()
+        state.close()
+
+
+def main() -> int:
+    (n,) = struct.unpack("<Q", sys.stdin.buffer.read(8))
+    spec = pickle.loads(sys.stdin.buffer.read(n))  # from our own parent, over its pipe
+    logging.basicConfig(
+        level=spec["log_level"],
+        format="%(asctime)s %(levelname)s %(name)s [serve]: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        asyncio.run(_child(spec))
+    except BrokenPipeError:
+        return 0  # the leader went away while we reported
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
