@@ -4,6 +4,7 @@ protocol server, until SIGTERM/SIGINT."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -114,12 +115,8 @@ async def serve(
     if config.dumper.peers:
         # HA: lead or follow as the lease says; the CN heartbeat runs only while leading.
         node = HaNode(config, on_lead=(lambda: _heartbeats(config)) if heartbeat else None)
-        tasks = [
-            asyncio.create_task(node.run(), name="ha"),
-            asyncio.create_task(
-                _status_loop(lambda: _ha_status(node), state_dir / "status.json"), name="status"
-            ),
-        ]
+        tasks = [asyncio.create_task(node.run(), name="ha")]
+        status = functools.partial(_ha_status, node)
         if config.dumper.serve_process:
             server = await ServeProcess(
                 config,
@@ -142,13 +139,8 @@ async def serve(
             )
     else:
         leader = Leader(config)
-        tasks = [
-            asyncio.create_task(leader.run(), name="leader"),
-            asyncio.create_task(
-                _status_loop(lambda: leader_status(leader), state_dir / "status.json"),
-                name="status",
-            ),
-        ]
+        tasks = [asyncio.create_task(leader.run(), name="leader")]
+        status = functools.partial(leader_status, leader)
         if config.dumper.serve_process:
             server = await ServeProcess(
                 config,
@@ -165,6 +157,11 @@ async def serve(
             )
         if heartbeat:
             tasks.append(asyncio.create_task(_heartbeats(config), name="heartbeat"))
+    # The status file only once the server listens: `cdc start --background` returns when it
+    # appears, and what follows it (a consumer, a test) connects to the port at once.
+    tasks.append(
+        asyncio.create_task(_status_loop(status, state_dir / "status.json"), name="status")
+    )
     log.info("serving the global binlog on %s:%d", server.host, server.port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
