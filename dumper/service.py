@@ -110,6 +110,8 @@ async def serve(
     protocol server runs in a child process (`[dumper] serve_process`, the default), so that
     no client can take this loop's turns from MergeJoint and the writer."""
     state_dir.mkdir(parents=True, exist_ok=True)
+    # Its presence says "this run serves" (below): never a file left by an earlier run.
+    (state_dir / "status.json").unlink(missing_ok=True)
     trace = stage_trace.start("leader")  # noqa: F841 (kept alive)
     schema = HistorySchemaProvider(lambda: gms.connect(config.gms), config.pipeline.meta_database)
     if config.dumper.peers:

@@ -76,6 +76,12 @@ class Pipeline:
         self.task = asyncio.create_task(
             serve(self.cfg, self.directory / "pipeline", heartbeat=True)
         )
+        # Serving once the status file is there: the server is a process of its own and
+        # listens a moment after serve() starts (a backfill refused by it failed this test).
+        async with asyncio.timeout(60):
+            while not (self.directory / "pipeline" / "status.json").exists():
+                assert not self.task.done(), self.task.exception()
+                await asyncio.sleep(0.05)
         return self
 
     async def __aexit__(self, *exc):
