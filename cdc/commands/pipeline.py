@@ -76,6 +76,9 @@ def start(config_path: str, background: bool = False, dumper_id: int = 0) -> int
         print(f"already running (pid {pid_file.read_text().strip()})")
         return 0
     if background:
+        # Started once the new process writes its status (it does once it serves): never
+        # mistake the file of an earlier run for it.
+        (directory / "status.json").unlink(missing_ok=True)
         with open(directory / "pipeline.log", "ab") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "cdc.cli", "start", "--config", config_path]

@@ -73,13 +73,15 @@ class Pipeline:
         self.cfg, self.directory = cfg, directory
 
     async def __aenter__(self):
+        status = self.directory / "pipeline" / "status.json"
+        status.unlink(missing_ok=True)  # an earlier test's: serve() has not run yet
         self.task = asyncio.create_task(
             serve(self.cfg, self.directory / "pipeline", heartbeat=True)
         )
         # Serving once the status file is there: the server is a process of its own and
         # listens a moment after serve() starts (a backfill refused by it failed this test).
         async with asyncio.timeout(60):
-            while not (self.directory / "pipeline" / "status.json").exists():
+            while not status.exists():
                 assert not self.task.done(), self.task.exception()
                 await asyncio.sleep(0.05)
         return self

@@ -116,6 +116,8 @@ class Chaos:
         return proc
 
     def start_pipeline(self) -> None:
+        # A status file from before a kill is not this process's (it writes one once it serves).
+        (self.state_dir / "status.json").unlink(missing_ok=True)
         self.spawn("pipeline", ["start"])
         deadline = time.monotonic() + 60
         while not (self.state_dir / "status.json").exists():
