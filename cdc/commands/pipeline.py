@@ -137,26 +137,36 @@ def cmd_status(args) -> int:
     if args.json:
         print(json.dumps(status, indent=2))
         return 0
-    age = time.time() - status["written_at"]
+    for line in status_lines(status, time.time()):
+        print(line)
+    return 0
+
+
+def status_lines(status: dict, now: float) -> list[str]:
+    """What `cdc status` prints for one status file."""
+    age = now - status["written_at"]
+    lines = []
     ha = status.get("ha")
     if ha is not None:
-        print(_ha_line(ha))
+        lines.append(_ha_line(ha))
         if ha["role"] != "leader":
-            return 0
-    print(
+            return lines
+    if "last_tso" not in status:
+        # HA: the node won the lease a moment ago and is still starting its pipeline.
+        return [*lines, f"pipeline starting  (status {age:.1f}s old)"]
+    lines.append(
         f"global TSO {status['last_tso']}  lag {status['lag_ms']} ms  "
         f"{status['transactions']} txns  {status['events_per_s']:.0f} events/s  "
         f"file {status['file']}:{status['position']}  (status {age:.1f}s old)"
     )
-    print(f"{'DN':<6}{'STATE':<10}{'POSITION':<28}{'WATERMARK TSO':<22}{'SILENT':>8}")
+    lines.append(f"{'DN':<6}{'STATE':<10}{'POSITION':<28}{'WATERMARK TSO':<22}{'SILENT':>8}")
     for dn in status["dns"]:
-        print(
+        lines.append(
             f"{dn['name']:<6}{dn['state']:<10}{dn.get('position', '-'):<28}"
             f"{dn.get('watermark_tso') or '-'!s:<22}{dn.get('silent_s', 0.0):>7.1f}s"
         )
-    for problem in status.get("problems", []):
-        print(f"! {problem}")
-    return 0
+    lines.extend(f"! {problem}" for problem in status.get("problems", []))
+    return lines
 
 
 def _ha_line(ha: dict) -> str:

@@ -145,3 +145,13 @@ async def test_status_line_shows_acknowledgements():
     line = _ha_line(ha)
     assert "acknowledged data only: on" in line and "binlog.000002:791 (0.4s ago)" in line
     assert "DEGRADED" in _ha_line(ha | {"ack_gate_degraded": True})
+
+
+def test_status_of_a_leader_still_starting_its_pipeline():
+    """HA: between winning the lease and building the pipeline the status file holds only the HA
+    part; `cdc status` said KeyError: 'last_tso' there (seen in CI)."""
+    from cdc.commands.pipeline import status_lines
+
+    ha = {"dumper_id": 2, "address": "h:2", "role": "leader", "term": 2}
+    lines = status_lines({"written_at": 100.0, "ha": ha}, now=100.5)
+    assert lines == ["dumper 2 (h:2): leader, term 2", "pipeline starting  (status 0.5s old)"]
