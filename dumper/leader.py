@@ -29,6 +29,7 @@ from cdc import stage_trace
 from cdc.binlog.events import parse_cts
 from cdc.cn.schema import CDC_START, FLUSH_LOGS, STORAGE_CHANGE
 from cdc.config import Config, NodeConfig
+from cdc.keys import ZERO_KEY, GlobalKey, Kind, SortKey
 from cdc.tasks import cancel_and_wait
 from dumper.takeover import TakeoverTimeline
 from dumper.txn_encoder import TransactionEncoder
@@ -36,10 +37,9 @@ from merge_joint.joint import MergeJoint
 from merge_joint.merger import Transaction
 from merge_source.dump_client import BinlogPosition, DumpSettings
 from merge_source.fork_server import ForkServer
-from merge_source.fragment import FragmentKind, GlobalKey
+from merge_source.fragment import FragmentKind
 from merge_source.processor import SourceCheckpoint
 from merge_source.renamer import NameMap
-from merge_source.sorter import Kind, SortKey
 from merge_source.source import MergeSource, SourceSpec
 from merge_source.source_process import SourceProcess, SourceProcessDied, spawn_worker
 from merge_source.spill import sweep_handoffs
@@ -71,8 +71,8 @@ def key_from_mark(mark: bytes) -> GlobalKey:
     parts = mark.split(b"::")
     if len(parts) > 2 and parts[2].startswith(b"L"):
         dn, seq = parts[2][1:].split(b".")
-        return (tso, Kind.LOCAL, int(dn), int(seq))
-    return (tso, Kind.BRANCH, 0, 0)
+        return GlobalKey(tso, Kind.LOCAL, int(dn), int(seq))
+    return GlobalKey.branch(tso)
 
 
 def last_written_key(writer: BinlogWriter) -> GlobalKey | None:
@@ -170,9 +170,9 @@ class Leader:
         start, max_tso, first_start = self._dn_start(node, cp)
         joining = names is not None  # a DN added by StorageChange: starts at the marker
         name = node.name or f"dn{node.id}"
-        written = self.written_key or (0, 0, 0, 0)
+        written = self.written_key or ZERO_KEY
         if not joining and not first_start and self.written_key is not None:
-            names = self._names_at(node.id, self.written_key[0])
+            names = self._names_at(node.id, self.written_key.tso)
         spec = SourceSpec(
             DumpSettings(
                 node.host,
@@ -243,7 +243,9 @@ class Leader:
             if cp is None and joined is not None and storage is not None:
                 # Added by StorageChange but no checkpoint yet: start again at the marker.
                 names = self._names_at(node.id, joined) or NameMap(node.id)
-                self.sources[node.id] = self._make_source(node, None, (joined, 9, 0, 0), names)
+                self.sources[node.id] = self._make_source(
+                    node, None, GlobalKey.after_tso(joined), names
+                )
             else:
                 self.sources[node.id] = self._make_source(node, cp)
         self._mark("checkpoints and names read")
@@ -325,7 +327,7 @@ class Leader:
                 source = await asyncio.to_thread(self._add_source, dn, entry, txn.tso)
                 self.sources[dn] = source
                 assert self.joint is not None
-                self.joint.merger.add_source(dn, SortKey(txn.tso, Kind.LOCAL, 1 << 62))
+                self.joint.merger.add_source(dn, SortKey.joining_after(txn.tso))
                 self._tasks[dn] = asyncio.create_task(source.run(), name=f"merge-source-dn{dn}")
                 log.info("dn%d joins the merge after TSO %d (StorageChange)", dn, txn.tso)
 
@@ -352,7 +354,7 @@ class Leader:
             self.config.dn.append(node)
         names = self._names_at(dn, tso) or NameMap(dn)
         # Everything of the new DN up to the marker is history the global binlog never had.
-        return self._make_source(node, None, resume_after=(tso, 9, 0, 0), names=names)
+        return self._make_source(node, None, resume_after=GlobalKey.after_tso(tso), names=names)
 
     # -- run ----------------------------------------------------------------------------------
     async def run(self) -> None:

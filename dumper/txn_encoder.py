@@ -17,11 +17,11 @@ from cdc.binlog.constants import CHECKSUM_LEN, HEADER_LEN, EventFlag, EventType
 from cdc.binlog.events import XidEvent, cts_mark, encode_event
 from cdc.binlog.query import QueryEvent
 from cdc.compiled import is_compiled
+from cdc.keys import Kind
 from dumper.table_id_map import TableIdMap
 from merge_joint.merger import Transaction
 from merge_source.classifier import table_name
 from merge_source.fragment import FragmentKind
-from merge_source.sorter import Kind
 
 TABLE_MAP = int(EventType.TABLE_MAP)
 CREATE_TABLE = re.compile(

@@ -11,10 +11,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from cdc import stage_trace
 from cdc.cn.schema import CDC_START, FLUSH_LOGS, META_CHANGE, STORAGE_CHANGE
+from cdc.keys import GlobalKey, SortKey, lift
 from merge_joint.merger import Merger, Transaction
-from merge_source.fragment import Fragment, FragmentKind, GlobalKey, Watermark, lift
+from merge_source.fragment import Fragment, FragmentKind, Watermark
 from merge_source.processor import SourceCheckpoint
-from merge_source.sorter import SortKey
 from topology.schema_history import SchemaRecord
 from topology.topology_history import TopologyRecord
 

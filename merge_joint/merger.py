@@ -18,12 +18,14 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from merge_source.fragment import Fragment, FragmentKind, GlobalKey, Statement, Watermark, lift
-from merge_source.sorter import Kind, SortKey
+from cdc.keys import GlobalKey, Kind, SortKey, lift
+from merge_source.fragment import Fragment, FragmentKind, Statement, Watermark
 
-_NO_TRACE = (1 << 62, 0)
+_NO_TRACE = (1 << 62, 0)  # a statement without a TraceId sorts after those with one
 _BRANCH = Kind.BRANCH
 _INSTRUCTION = FragmentKind.INSTRUCTION  # a module constant: the Enum class lookup costs more
+# Builds a GlobalKey in C (its NamedTuple __new__ is interpreted): once per fragment/watermark.
+_new_tuple = tuple.__new__
 
 
 class MergeError(RuntimeError):
@@ -95,7 +97,7 @@ class Merger:
         if dn not in self._wm:
             raise MergeError(f"watermark from unknown source dn{dn}")
         key = item.key
-        mark = (key.tso, key.kind, dn, key.seq)  # lift(), inlined: once per watermark
+        mark = _new_tuple(GlobalKey, (key.tso, key.kind, dn, key.seq))  # lift(), inlined
         old = self._wm[dn]
         if old is not None and mark < old:
             raise MergeError(f"dn{dn} watermark went back from {old} to {mark}")
@@ -107,7 +109,10 @@ class Merger:
             raise MergeError(f"fragment from unknown source dn{dn}")
         k = item.key
         # global_key(), inlined: this runs once per fragment
-        key = (k.tso, _BRANCH, 0, 0) if k.kind == _BRANCH else (k.tso, k.kind, dn, k.seq)
+        key = _new_tuple(
+            GlobalKey,
+            (k.tso, _BRANCH, 0, 0) if k.kind == _BRANCH else (k.tso, k.kind, dn, k.seq),
+        )
         last = self.last_emitted
         if last is not None and key <= last:
             raise MergeError(f"dn{dn} delivered {key} after {last} was emitted")

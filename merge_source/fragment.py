@@ -7,12 +7,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from merge_source.sorter import Kind, SortKey
+from cdc.keys import GlobalKey, SortKey, global_key
 from merge_source.spill import EventSpan
-
-# The order of the global binlog: (tso, kind, dn, seq). All fragments of one CN transaction
-# share (tso, BRANCH, 0, 0); local transactions are told apart by their DN and binlog position.
-GlobalKey = tuple[int, int, int, int]
 
 
 class FragmentKind(Enum):
@@ -122,17 +118,6 @@ class Fragment:
     @property
     def global_key(self) -> GlobalKey:
         return global_key(self.dn, self.key)
-
-
-def global_key(dn: int, key: SortKey) -> GlobalKey:
-    if key.kind == Kind.BRANCH:
-        return (key.tso, Kind.BRANCH, 0, 0)
-    return (key.tso, key.kind, dn, key.seq)
-
-
-def lift(dn: int, key: SortKey) -> GlobalKey:
-    """A source's watermark in the global key space: nothing from `dn` will sort at or below it."""
-    return (key.tso, key.kind, dn, key.seq)
 
 
 class Watermark:

@@ -14,12 +14,12 @@ from typing import NamedTuple
 from cdc.binlog.constants import EventType
 from cdc.binlog.fde import FormatDescription
 from cdc.cn.schema import CDC_START, META_CHANGE
+from cdc.keys import GlobalKey
 from merge_source.classifier import Classified, Classifier, GroupKind
 from merge_source.dump_client import DnEvent
 from merge_source.fragment import (
     Fragment,
     FragmentKind,
-    GlobalKey,
     Statement,
     Watermark,
     global_key,

@@ -17,25 +17,11 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict
 from collections.abc import Hashable
-from enum import IntEnum
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
+
+from cdc.keys import Kind, SortKey
 
 P = TypeVar("P")
-
-
-class Kind(IntEnum):
-    """Second part of the sort key: a branch with TSO t sorts before local transactions after t."""
-
-    BRANCH = 0
-    LOCAL = 1
-
-
-class SortKey(NamedTuple):
-    """Ordered as (tso, kind, seq). A tuple, not a dataclass: the heap compares keys in C."""
-
-    tso: int
-    kind: Kind
-    seq: int  # binlog coordinate on this DN (see `binlog_seq`): stable across restarts
 
 
 # A branch's key in the sorter: the CN's transaction id (an int; never a str made of it, which

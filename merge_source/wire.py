@@ -18,9 +18,9 @@ import pickle
 import struct
 from typing import Any
 
+from cdc.keys import Kind, SortKey
 from merge_source.fragment import Fragment, FragmentKind, Statement, Watermark
 from merge_source.processor import SourceCheckpoint
-from merge_source.sorter import Kind, SortKey
 from merge_source.spill import EventSpan, SpillFile, write_handoff
 
 FRAME = struct.Struct("<I")

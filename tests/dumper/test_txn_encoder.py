@@ -11,13 +11,13 @@ from cdc.binlog.events import XidEvent, cts_mark, encode_event
 from cdc.binlog.fastpath import rewrite
 from cdc.binlog.query import QueryEvent
 from cdc.binlog.reader import EventReader
+from cdc.keys import Kind, SortKey
 from dumper.table_id_map import TableIdMap
 from dumper.txn_encoder import ROWS_V1, ROWS_V2, TABLE_MAP, EncodeError, TransactionEncoder
 from merge_joint.merger import Transaction, coalesce
 from merge_source.classifier import table_name
 from merge_source.fragment import Fragment, FragmentKind, Statement
 from merge_source.processor import SourceProcessor
-from merge_source.sorter import Kind, SortKey
 from tests.merge_source.test_recorded import DN, feed_all
 
 SID = 77

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cdc.keys import Kind, SortKey
 from merge_joint.merger import MergeError, Merger
 from merge_source.fragment import Fragment, FragmentKind, Statement, Watermark
-from merge_source.sorter import Kind, SortKey
 
 
 def frag(dn, tso, txn, participants=(), traces=(), kind=Kind.BRANCH, seq=None):

@@ -8,10 +8,10 @@ import asyncio
 import pytest
 
 from cdc.cn.schema import PRIVATE_TABLES
+from cdc.keys import Kind, SortKey
 from merge_source.dump_client import BinlogPosition, DumpClient, DumpSettings
 from merge_source.fragment import Fragment, FragmentKind, Watermark
 from merge_source.processor import SourceProcessor
-from merge_source.sorter import Kind, SortKey
 from tests.merge_source.record_fixtures import Branch
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from cdc.binlog.fde import FormatDescription
+from cdc.keys import Kind
 from merge_source.classifier import (
     FL_PREPARED_XA,
     Classifier,
@@ -26,7 +27,7 @@ from merge_source.fragment import Fragment, FragmentKind, Watermark
 from merge_source.group import GTID_FLAGS2_OFFSET, BinlogGroup, GroupAssembler
 from merge_source.processor import SourceCheckpoint, SourceProcessor, file_number
 from merge_source.renamer import NameMap
-from merge_source.sorter import Kind, binlog_seq
+from merge_source.sorter import binlog_seq
 from tests.merge_source.record_fixtures import EXPECTED_FILE, load_events
 
 EXPECTED = json.loads(EXPECTED_FILE.read_text())

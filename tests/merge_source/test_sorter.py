@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from merge_source.sorter import Kind, Release, Sorter, SorterError, SortKey
+from cdc.keys import Kind, SortKey
+from merge_source.sorter import Release, Sorter, SorterError
 
 
 def xids(releases: list[Release]) -> list[str | None]:
