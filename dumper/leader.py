@@ -29,7 +29,7 @@ from cdc import stage_trace
 from cdc.binlog.events import parse_cts
 from cdc.cn.schema import CDC_START, FLUSH_LOGS, STORAGE_CHANGE
 from cdc.config import Config, NodeConfig
-from cdc.keys import ZERO_KEY, GlobalKey, Kind, SortKey
+from cdc.keys import ZERO_KEY, Checkpoint, GlobalKey, Kind, SortKey, stream_name
 from cdc.tasks import cancel_and_wait
 from dumper.takeover import TakeoverTimeline
 from dumper.txn_encoder import TransactionEncoder
@@ -38,13 +38,12 @@ from merge_joint.merger import Transaction
 from merge_source.dump_client import BinlogPosition, DumpSettings
 from merge_source.fork_server import ForkServer
 from merge_source.fragment import FragmentKind
-from merge_source.processor import SourceCheckpoint
 from merge_source.renamer import NameMap
 from merge_source.source import MergeSource, SourceSpec
 from merge_source.source_process import SourceProcess, SourceProcessDied, spawn_worker
 from merge_source.spill import sweep_handoffs
 from topology import gms
-from topology.checkpoints import Checkpoint, CheckpointHistory, CheckpointStore
+from topology.checkpoints import CheckpointHistory, CheckpointStore
 from topology.file_index import FileEntry, FileIndex
 from topology.migrations import migrate
 from topology.schema_history import SchemaHistory
@@ -141,7 +140,7 @@ class Leader:
         self, node: NodeConfig, cp: Checkpoint | None
     ) -> tuple[BinlogPosition, int, bool]:
         if cp is not None:
-            return BinlogPosition(cp.file, cp.position), cp.tso, False
+            return BinlogPosition(cp.file, cp.position), cp.max_tso_seen, False
         conn = pymysql.connect(
             host=node.host,
             port=node.port,
@@ -238,7 +237,7 @@ class Leader:
             if storage is not None and node.id not in storage:
                 log.info("dn%d is configured but not a storage DN (yet): not merged", node.id)
                 continue
-            cp = self._resume_checkpoint(cps, history, f"dn{node.id}")
+            cp = self._resume_checkpoint(cps, history, stream_name(node.id))
             joined = joined_at(records, node.id)
             if cp is None and joined is not None and storage is not None:
                 # Added by StorageChange but no checkpoint yet: start again at the marker.
@@ -515,7 +514,7 @@ class Leader:
         await asyncio.to_thread(self._save_checkpoints, ready, entry)
 
     def _save_checkpoints(
-        self, ready: dict[int, tuple[GlobalKey, SourceCheckpoint]], entry: FileEntry
+        self, ready: dict[int, tuple[GlobalKey, Checkpoint]], entry: FileEntry
     ) -> None:
         # Its own connection (marker history is recorded from another worker thread meanwhile),
         # kept open: a new one per second costs a TLS context and a login every time.
@@ -526,12 +525,11 @@ class Leader:
         try:
             store, history = CheckpointStore(conn, meta_db), CheckpointHistory(conn, meta_db)
             prune = time.monotonic() - self._last_prune > PRUNE_INTERVAL_S
-            for dn, (watermark, cp) in ready.items():
-                saved = Checkpoint(f"dn{dn}", cp.file, cp.pos, cp.max_tso_seen)
-                history.save(watermark, saved)
-                store.save(saved)
+            for watermark, cp in ready.values():
+                history.save(watermark, cp)
+                store.save(cp)
                 if prune:
-                    history.prune(saved.stream, self.config.pipeline.checkpoint_history_s)
+                    history.prune(cp.stream, self.config.pipeline.checkpoint_history_s)
             if prune:
                 self._last_prune = time.monotonic()
             FileIndex(conn, meta_db).upsert(entry)

@@ -11,10 +11,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from cdc import stage_trace
 from cdc.cn.schema import CDC_START, FLUSH_LOGS, META_CHANGE, STORAGE_CHANGE
-from cdc.keys import GlobalKey, SortKey, lift
+from cdc.keys import Checkpoint, GlobalKey, SortKey, lift
 from merge_joint.merger import Merger, Transaction
 from merge_source.fragment import Fragment, FragmentKind, Watermark
-from merge_source.processor import SourceCheckpoint
 from topology.schema_history import SchemaRecord
 from topology.topology_history import TopologyRecord
 
@@ -41,13 +40,13 @@ class MergeJoint:
         self._on_marker = on_marker
         self.transactions_out = 0
         # Per DN: (lifted watermark, source checkpoint) not yet handed out, oldest first.
-        self._checkpoints: dict[int, deque[tuple[GlobalKey, SourceCheckpoint]]] = {}
+        self._checkpoints: dict[int, deque[tuple[GlobalKey, Checkpoint]]] = {}
 
-    def checkpoints_upto(self, written: GlobalKey) -> dict[int, tuple[GlobalKey, SourceCheckpoint]]:
+    def checkpoints_upto(self, written: GlobalKey) -> dict[int, tuple[GlobalKey, Checkpoint]]:
         """For each DN, the newest checkpoint whose watermark is at or below `written`, with
         that (lifted) watermark: once the global binlog durably holds everything up to
         `written`, a restart may begin there."""
-        out: dict[int, tuple[GlobalKey, SourceCheckpoint]] = {}
+        out: dict[int, tuple[GlobalKey, Checkpoint]] = {}
         for dn, pending in self._checkpoints.items():
             while pending and pending[0][0] <= written:
                 out[dn] = pending.popleft()

@@ -123,7 +123,7 @@ class Fragment:
 class Watermark:
     """No fragment with a key ≤ `key` will come from `dn` any more.
 
-    `checkpoint` (a `SourceCheckpoint`) is where this DN's binlog must be re-read from once
+    `checkpoint` (a `cdc.keys.Checkpoint`) is where this DN's binlog must be re-read from once
     everything up to `lift(dn, key)` is durably in the global binlog.
 
     A plain slots class, not a frozen dataclass: the leader decodes one per wire record, and a

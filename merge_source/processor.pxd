@@ -28,6 +28,7 @@ cdef class SourceProcessor:
     cdef public object _file_no
     cdef public object _cp_file_no
     cdef public str _cp_file
+    cdef public str _stream
     cdef public str _fde_file
     cdef public object restart_suspects
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
-from typing import NamedTuple
 
 from cdc.binlog.constants import EventType
 from cdc.binlog.fde import FormatDescription
 from cdc.cn.schema import CDC_START, META_CHANGE
-from cdc.keys import GlobalKey
+from cdc.keys import Checkpoint, GlobalKey, stream_name
 from merge_source.classifier import Classified, Classifier, GroupKind
 from merge_source.dump_client import DnEvent
 from merge_source.fragment import (
@@ -45,16 +44,6 @@ def file_number(name: str) -> int:
         return int(name.rsplit(".", 1)[1])
     except (IndexError, ValueError):
         raise ValueError(f"not a numbered binlog file name: {name!r}") from None
-
-
-class SourceCheckpoint(NamedTuple):
-    """Where a restarted MergeSource re-reads its DN binlog from, and what it must know there.
-    A NamedTuple, not a frozen dataclass: one is taken per release, and a frozen dataclass's
-    __init__ (interpreted, one object.__setattr__ per field) cost more than finding it."""
-
-    file: str
-    pos: int
-    max_tso_seen: int
 
 
 _new_tuple = tuple.__new__  # builds a NamedTuple in C (its own __new__ is interpreted)
@@ -122,6 +111,7 @@ class SourceProcessor:
         self.groups = 0
         self._file_name, self._file_no = "", 0
         self._cp_file_no, self._cp_file = -1, ""
+        self._stream = stream_name(dn_id)  # of every checkpoint, made once
         self._fde_file = ""  # the file of the last FORMAT_DESCRIPTION
         # CN transactions held unresolved when the DN restarted, to check (see _dn_restarted)
         self.restart_suspects: set[int] | None = None
@@ -359,7 +349,7 @@ class SourceProcessor:
         return self._file_no << 32 | pos  # binlog_seq, inline (a call per group otherwise)
 
     # -- restart ----------------------------------------------------------------------------------
-    def checkpoint(self) -> SourceCheckpoint | None:
+    def checkpoint(self) -> Checkpoint | None:
         """The earliest position a restart must re-read from (None before the first group)."""
         sorter: Sorter = self.sorter
         oldest = sorter.oldest_pending()
@@ -375,9 +365,9 @@ class SourceProcessor:
             if self._last_end is None:
                 return None
             file, pos = self._last_end
-            return _new_tuple(SourceCheckpoint, (file, pos, sorter.max_tso_seen))
+            return _new_tuple(Checkpoint, (self._stream, file, pos, sorter.max_tso_seen))
         seq, max_tso = min(candidates)
         number = seq >> 32
         if number != self._cp_file_no:  # the name, made once per file
             self._cp_file_no, self._cp_file = number, f"{self._base}.{number:06d}"
-        return _new_tuple(SourceCheckpoint, (self._cp_file, seq & 0xFFFFFFFF, max_tso))
+        return _new_tuple(Checkpoint, (self._stream, self._cp_file, seq & 0xFFFFFFFF, max_tso))

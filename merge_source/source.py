@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdc import stage_trace
-from cdc.keys import GlobalKey
+from cdc.keys import Checkpoint, GlobalKey
 from cdc.protocol.client import MySQLClient
 from cdc.protocol.packets import ProtocolError, ServerError
 from merge_source.classifier import cn_txn_id
 from merge_source.dump_client import BinlogPosition, DumpClient, DumpSettings
 from merge_source.fragment import Fragment, Watermark
-from merge_source.processor import SourceCheckpoint, SourceProcessor
+from merge_source.processor import SourceProcessor
 from merge_source.renamer import NameMap
 from merge_source.spill import DEFAULT_SPILL_BYTES
 
@@ -97,7 +97,7 @@ class MergeSource:
     def name(self) -> str:
         return self.processor.dn_name
 
-    def checkpoint(self) -> SourceCheckpoint | None:
+    def checkpoint(self) -> Checkpoint | None:
         return self.processor.checkpoint()
 
     @property

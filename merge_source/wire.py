@@ -18,9 +18,8 @@ import pickle
 import struct
 from typing import Any
 
-from cdc.keys import Kind, SortKey
+from cdc.keys import Checkpoint, Kind, SortKey, stream_name
 from merge_source.fragment import Fragment, FragmentKind, Statement, Watermark
-from merge_source.processor import SourceCheckpoint
 from merge_source.spill import EventSpan, SpillFile, write_handoff
 
 FRAME = struct.Struct("<I")
@@ -101,11 +100,11 @@ def encode_status(status: dict[str, Any]) -> bytes:
 
 
 def _watermark(parts: list[bytes], w: Watermark) -> None:
-    cp: SourceCheckpoint | None = w.checkpoint
+    cp: Checkpoint | None = w.checkpoint  # its stream is the watermark's DN: not sent
     parts.append(_WM.pack(b"W", w.key.tso, w.key.kind, w.key.seq, w.dn, cp is not None))
     if cp is not None:
         name = cp.file.encode()
-        parts.append(_CP.pack(cp.pos, cp.max_tso_seen, len(name)))
+        parts.append(_CP.pack(cp.position, cp.max_tso_seen, len(name)))
         parts.append(name)
 
 
@@ -200,7 +199,7 @@ def _records(body: bytes, out: list) -> None:  # C types: wire.pxd
             if has_cp:
                 cp_pos, max_tso, n = _CP.unpack_from(body, pos)
                 pos += _CP.size
-                cp = SourceCheckpoint(body[pos : pos + n].decode(), cp_pos, max_tso)
+                cp = Checkpoint(stream_name(dn), body[pos : pos + n].decode(), cp_pos, max_tso)
                 pos += n
             mark = _new_object(Watermark)  # field by field: its __init__ is interpreted
             mark.dn = dn

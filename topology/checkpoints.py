@@ -1,19 +1,14 @@
 """Per-stream restart positions (one per DN's MergeSource): the earliest binlog position that
-still holds an unresolved branch, with the TSO already safely downstream."""
+still holds an unresolved branch, with the largest TSO seen before it. The GMS column `tso`
+holds `Checkpoint.max_tso_seen` (the name predates the shared type; no migration for a name)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pymysql
 
+from cdc.keys import Checkpoint, GlobalKey
 
-@dataclass(frozen=True, slots=True)
-class Checkpoint:
-    stream: str
-    file: str
-    position: int
-    tso: int
+__all__ = ["Checkpoint", "CheckpointHistory", "CheckpointStore"]
 
 
 class CheckpointStore:
@@ -26,7 +21,7 @@ class CheckpointStore:
             cur.execute(
                 f"INSERT INTO {self._table} (stream, file_name, position, tso) VALUES (%s, %s, %s, %s) "
                 "ON DUPLICATE KEY UPDATE file_name=VALUES(file_name), position=VALUES(position), tso=VALUES(tso)",
-                (cp.stream, cp.file, cp.position, cp.tso),
+                (cp.stream, cp.file, cp.position, cp.max_tso_seen),
             )
 
     def load(self, stream: str) -> Checkpoint | None:
@@ -52,15 +47,15 @@ class CheckpointHistory:
         self._conn = conn
         self._table = f"`{database}`.binlog_checkpoint_history"
 
-    def save(self, watermark: tuple[int, int, int, int], cp: Checkpoint) -> None:
+    def save(self, watermark: GlobalKey, cp: Checkpoint) -> None:
         with self._conn.cursor() as cur:
             cur.execute(
                 f"INSERT IGNORE INTO {self._table} (stream, wm_tso, wm_kind, wm_dn, wm_seq, "
                 "file_name, position, tso) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                (cp.stream, *watermark, cp.file, cp.position, cp.tso),
+                (cp.stream, *watermark, cp.file, cp.position, cp.max_tso_seen),
             )
 
-    def at_or_below(self, stream: str, key: tuple[int, int, int, int]) -> Checkpoint | None:
+    def at_or_below(self, stream: str, key: GlobalKey) -> Checkpoint | None:
         """The newest checkpoint of `stream` taken at a watermark at or below `key`."""
         with self._conn.cursor() as cur:
             cur.execute(

@@ -87,7 +87,11 @@ async def test_prepared_branch_blocks_until_rollback_then_local_and_heartbeat(dn
     processor = SourceProcessor(3)
     assert fragments(await process(dn, start, processor)) == []  # slow blocks fast
     cp = processor.checkpoint()
-    assert cp is not None and (cp.file, cp.pos) == (start.file, start.pos) and cp.max_tso_seen == 0
+    assert (
+        cp is not None
+        and (cp.file, cp.position) == (start.file, start.pos)
+        and cp.max_tso_seen == 0
+    )
 
     resume = master_position(dn)
     slow.rollback()
@@ -108,7 +112,7 @@ async def test_prepared_branch_blocks_until_rollback_then_local_and_heartbeat(dn
     assert isinstance(out[-1], Watermark) and out[-1].key.tso == 400  # heartbeat: no fragment
     assert out[-1].checkpoint == processor.checkpoint()
     cp = processor.checkpoint()
-    assert cp.pos == master_position(dn).pos and cp.max_tso_seen == 400
+    assert cp.position == master_position(dn).pos and cp.max_tso_seen == 400
 
 
 async def test_restart_from_checkpoint_neither_repeats_nor_skips(dn):
@@ -122,11 +126,11 @@ async def test_restart_from_checkpoint_neither_repeats_nor_skips(dn):
     out1 = fragments(await process(dn, start, first))
     assert [f.txn_id for f in out1] == [3002]
     cp = first.checkpoint()
-    assert (cp.file, cp.pos) == (start.file, start.pos)  # `held` still pending from there
+    assert (cp.file, cp.position) == (start.file, start.pos)  # `held` still pending from there
     held.commit()
     # Restart: re-read from the checkpoint, dropping what was already emitted.
     second = SourceProcessor(3, resume_after=out1[-1].global_key, max_tso_seen=cp.max_tso_seen)
-    out2 = fragments(await process(dn, BinlogPosition(cp.file, cp.pos), second))
+    out2 = fragments(await process(dn, BinlogPosition(cp.file, cp.position), second))
     assert [f.txn_id for f in out2] == [3001]
     assert out2[0].key > out1[-1].key
 

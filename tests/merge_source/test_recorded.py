@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from cdc.binlog.fde import FormatDescription
-from cdc.keys import Kind
+from cdc.keys import Checkpoint, Kind, stream_name
 from merge_source.classifier import (
     FL_PREPARED_XA,
     Classifier,
@@ -25,7 +25,7 @@ from merge_source.classifier import (
 from merge_source.dump_client import DnEvent
 from merge_source.fragment import Fragment, FragmentKind, Watermark
 from merge_source.group import GTID_FLAGS2_OFFSET, BinlogGroup, GroupAssembler
-from merge_source.processor import SourceCheckpoint, SourceProcessor, file_number
+from merge_source.processor import SourceProcessor, file_number
 from merge_source.renamer import NameMap
 from merge_source.sorter import binlog_seq
 from tests.merge_source.record_fixtures import EXPECTED_FILE, load_events
@@ -52,7 +52,7 @@ class Run:
 
     processor: SourceProcessor
     outputs: list[list[Fragment | Watermark]] = field(default_factory=list)
-    checkpoints: list[SourceCheckpoint | None] = field(default_factory=list)
+    checkpoints: list[Checkpoint | None] = field(default_factory=list)
     names: list[NameMap | None] = field(default_factory=list)
 
     def fragments(self) -> list[Fragment]:
@@ -154,7 +154,7 @@ def test_case(run: Run, index: int):
         file, pos = prepare_position(expected["pending"])
     else:
         file, pos = last_group_end(ends()[index])
-    assert cp == SourceCheckpoint(file, pos, expected["max_tso"])
+    assert cp == Checkpoint(stream_name(DN), file, pos, expected["max_tso"])
 
 
 def test_releases_increase_and_are_exactly_the_committed_set(run: Run):
@@ -206,7 +206,7 @@ def test_restart_from_the_checkpoint_after_each_case(run: Run, index: int):
         names=run.names[index],
         wait_for_start=resume is None,
     )
-    start = coordinate(cp.file, cp.pos)
+    start = coordinate(cp.file, cp.position)
     fde = next(e for e in EVENTS if e.file == cp.file and e.type_code == FDE)
     # A dump started mid-file re-sends the file's FDE first.
     events = [fde] + [e for e in EVENTS if coordinate(e.file, e.pos) >= start and e is not fde]
