@@ -203,8 +203,7 @@ def read_all(spark, specs: list[TableSpec], work: list, opts: Options) -> list[T
 def scan_start(config: Config, dumper: Dumper, tso: int, files: list[str]) -> BinlogPosition:
     """The newest global binlog file starting at or before `tso` (GMS file index), else the
     oldest retained file."""
-    from topology import gms
-    from topology.file_index import FileIndex
+    from topology import FileIndex, gms
 
     try:
         conn = gms.connect(config.gms)

@@ -1,17 +1,33 @@
 """binlog_writer: append-only writer of MySQL binlog files (binlog.NNNNNN + binlog.index),
-with rotation, fsync policy and crash recovery of a partial tail. Exports BinlogWriter & co."""
+with rotation, fsync policy and crash recovery of a partial tail; the key a restart resumes
+after (`last_written_key`); an HA follower's copier. Other packages import only from here."""
 
+from . import layout
+from .copier import BinlogCopier, CopyError, truncate_copy
 from .fsync import FsyncMode, FsyncPolicy
+from .layout import file_name, file_number
 from .recovery import Boundary, TailScan, scan
+from .recovery_point import RecoveryPoint, scan_file
+from .resume import key_from_mark, last_written_key
 from .writer import BinlogWriter, RecoveryReport, TxnPosition
 
 __all__ = [
+    "BinlogCopier",
     "BinlogWriter",
     "Boundary",
+    "CopyError",
     "FsyncMode",
     "FsyncPolicy",
+    "RecoveryPoint",
     "RecoveryReport",
     "TailScan",
     "TxnPosition",
+    "file_name",
+    "file_number",
+    "key_from_mark",
+    "last_written_key",
+    "layout",
     "scan",
+    "scan_file",
+    "truncate_copy",
 ]

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from binlog_writer.layout import file_number
+from binlog_writer import file_number
 from cdc.tasks import wait_event
 
 log = logging.getLogger(__name__)

@@ -23,8 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from binlog_writer import layout
-from binlog_writer.copier import BinlogCopier, CopyError, truncate_copy
+from binlog_writer import BinlogCopier, CopyError, layout, truncate_copy
 from cdc.config import Config
 from cdc.tasks import cancel_and_wait
 from dumper.ack_gate import AckGate, ack_packet
@@ -32,9 +31,7 @@ from dumper.leader import Leader, LeaderError
 from dumper.takeover import TakeoverTimeline
 from dumper.warm_sources import WarmSources
 from merge_source.dump_client import BinlogPosition, DumpClient, DumpError, DumpSettings
-from topology import gms
-from topology.dumper_lease import DumperLeaseStore, Lease, Member, TermStart
-from topology.migrations import migrate
+from topology import DumperLeaseStore, Lease, Member, TermStart, gms, migrate
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pymysql
 
 from dumper.schema import ColumnSchema, TableSchema
-from topology.schema_history import SchemaHistory
+from topology import SchemaHistory
 
 REFRESH_S = 2.0
 

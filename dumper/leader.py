@@ -22,32 +22,38 @@ from dataclasses import dataclass, field
 
 import pymysql
 
-from binlog_writer.fsync import FsyncPolicy
-from binlog_writer.recovery_point import RecoveryPoint, scan_file
-from binlog_writer.writer import BinlogWriter
+from binlog_writer import BinlogWriter, FsyncPolicy, last_written_key
 from cdc import stage_trace
-from cdc.binlog.events import parse_cts
 from cdc.cn.schema import CDC_START, FLUSH_LOGS, STORAGE_CHANGE
 from cdc.config import Config, NodeConfig
-from cdc.keys import ZERO_KEY, Checkpoint, GlobalKey, Kind, SortKey, stream_name
+from cdc.keys import ZERO_KEY, Checkpoint, GlobalKey, SortKey, stream_name
 from cdc.tasks import cancel_and_wait
 from dumper.takeover import TakeoverTimeline
 from dumper.txn_encoder import TransactionEncoder
-from merge_joint.joint import MergeJoint
-from merge_joint.merger import Transaction
+from merge_joint import MergeJoint, Transaction
+from merge_source import (
+    ForkServer,
+    FragmentKind,
+    MergeSource,
+    NameMap,
+    SourceProcess,
+    SourceProcessDied,
+    SourceSpec,
+    spawn_worker,
+    sweep_handoffs,
+)
 from merge_source.dump_client import BinlogPosition, DumpSettings
-from merge_source.fork_server import ForkServer
-from merge_source.fragment import FragmentKind
-from merge_source.renamer import NameMap
-from merge_source.source import MergeSource, SourceSpec
-from merge_source.source_process import SourceProcess, SourceProcessDied, spawn_worker
-from merge_source.spill import sweep_handoffs
-from topology import gms
-from topology.checkpoints import CheckpointHistory, CheckpointStore
-from topology.file_index import FileEntry, FileIndex
-from topology.migrations import migrate
-from topology.schema_history import SchemaHistory
-from topology.topology_history import TopologyHistory, TopologyRecord
+from topology import (
+    CheckpointHistory,
+    CheckpointStore,
+    FileEntry,
+    FileIndex,
+    SchemaHistory,
+    TopologyHistory,
+    TopologyRecord,
+    gms,
+    migrate,
+)
 
 log = logging.getLogger(__name__)
 
@@ -60,28 +66,6 @@ STREAM_PART_BYTES = 4 << 20
 
 class LeaderError(RuntimeError):
     """The pipeline cannot continue; the message names the stage and what to do."""
-
-
-def key_from_mark(mark: bytes) -> GlobalKey:
-    """`CTS::<tso>` → (tso, BRANCH, 0, 0); `CTS::<tso>::L<dn>.<seq>` → (tso, LOCAL, dn, seq)."""
-    tso = parse_cts(mark)
-    if tso is None:
-        raise LeaderError(f"not a CTS mark: {mark[:60]!r}")
-    parts = mark.split(b"::")
-    if len(parts) > 2 and parts[2].startswith(b"L"):
-        dn, seq = parts[2][1:].split(b".")
-        return GlobalKey(tso, Kind.LOCAL, int(dn), int(seq))
-    return GlobalKey.branch(tso)
-
-
-def last_written_key(writer: BinlogWriter) -> GlobalKey | None:
-    """The global key of the last complete transaction in the binlog, newest file first."""
-    point = RecoveryPoint(writer.dir, writer.base)  # scan only after it (not whole files)
-    for name in reversed(writer.files()):
-        mark = scan_file(writer.dir / name, point.load(name)).last_mark
-        if mark is not None:
-            return key_from_mark(mark)
-    return None
 
 
 @dataclass(slots=True)

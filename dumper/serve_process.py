@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from binlog_writer.layout import file_number
+from binlog_writer import file_number
 from cdc.config import Config
 from cdc.tasks import cancel_and_wait, wait_event
 from dumper.ack_gate import AckGate

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from binlog_writer.writer import BinlogWriter
+from binlog_writer import BinlogWriter
 from cdc import stage_trace
 from cdc.config import Config, ConfigError
 from cdc.gc_tune import tune_gc

@@ -19,9 +19,8 @@ from cdc.binlog.query import QueryEvent
 from cdc.compiled import is_compiled
 from cdc.keys import Kind
 from dumper.table_id_map import TableIdMap
-from merge_joint.merger import Transaction
-from merge_source.classifier import table_name
-from merge_source.fragment import FragmentKind
+from merge_joint import Transaction
+from merge_source import FragmentKind, table_name
 
 TABLE_MAP = int(EventType.TABLE_MAP)
 CREATE_TABLE = re.compile(

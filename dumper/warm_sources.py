@@ -10,8 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 
-from merge_source.fork_server import ForkServer
-from merge_source.source_process import Worker, spawn_worker
+from merge_source import ForkServer, Worker, spawn_worker
 
 log = logging.getLogger(__name__)
 

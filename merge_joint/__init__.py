@@ -1,2 +1,8 @@
-"""MergeJoint: k-way merge of the MergeSource streams by TSO (`merger.Merger`), coalescing
-fragments into logical transactions in TraceId order and applying markers."""
+"""MergeJoint: k-way merge of the MergeSource streams by TSO (`Merger`), coalescing fragments
+into logical transactions in TraceId order and applying markers. Other packages import only
+from here."""
+
+from merge_joint.joint import MergeJoint
+from merge_joint.merger import MergeError, Merger, Transaction
+
+__all__ = ["MergeError", "MergeJoint", "Merger", "Transaction"]

@@ -13,9 +13,8 @@ from cdc import stage_trace
 from cdc.cn.schema import CDC_START, FLUSH_LOGS, META_CHANGE, STORAGE_CHANGE
 from cdc.keys import Checkpoint, GlobalKey, SortKey, lift
 from merge_joint.merger import Merger, Transaction
-from merge_source.fragment import Fragment, FragmentKind, Watermark
-from topology.schema_history import SchemaRecord
-from topology.topology_history import TopologyRecord
+from merge_source import Fragment, FragmentKind, Watermark
+from topology import SchemaRecord, TopologyRecord
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from cdc.keys import GlobalKey, Kind, SortKey, lift
-from merge_source.fragment import Fragment, FragmentKind, Statement, Watermark
+from merge_source import Fragment, FragmentKind, Statement, Watermark
 
 _NO_TRACE = (1 << 62, 0)  # a statement without a TraceId sorts after those with one
 _BRANCH = Kind.BRANCH

@@ -1,3 +1,33 @@
 """Topology: the CDC's metadata history in the GMS (database `cdc_meta`): versioned schema
-migrations, topology snapshots and logical schemas by TSO, the global binlog file index and
-per-stream checkpoints."""
+migrations, topology snapshots and logical schemas by TSO, the global binlog file index,
+per-stream checkpoints and the dumper's HA lease. Other packages import only from here."""
+
+from . import gms
+from .checkpoints import Checkpoint, CheckpointHistory, CheckpointStore
+from .dumper_lease import LEASE_NAME, DumperLeaseStore, Lease, Member, TermStart
+from .file_index import FileEntry, FileIndex
+from .migrations import MigrationError, current_version, migrate
+from .schema_history import SchemaHistory, SchemaRecord
+from .topology_history import HistoryConflict, TopologyHistory, TopologyRecord
+
+__all__ = [
+    "LEASE_NAME",
+    "Checkpoint",
+    "CheckpointHistory",
+    "CheckpointStore",
+    "DumperLeaseStore",
+    "FileEntry",
+    "FileIndex",
+    "HistoryConflict",
+    "Lease",
+    "Member",
+    "MigrationError",
+    "SchemaHistory",
+    "SchemaRecord",
+    "TermStart",
+    "TopologyHistory",
+    "TopologyRecord",
+    "current_version",
+    "gms",
+    "migrate",
+]

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from binlog_writer import BinlogWriter, FsyncPolicy, scan
+from binlog_writer import BinlogWriter, FsyncPolicy, key_from_mark, last_written_key, scan
 from binlog_writer.copier import truncate_copy
 from binlog_writer.recovery_point import RecoveryPoint, path_of, scan_file
-from dumper.leader import key_from_mark, last_written_key
 from tests.binlog_writer.test_recovery import crash, txn
 
 
