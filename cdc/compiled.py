@@ -27,7 +27,7 @@ COMPILED_MODULES = (
     # wire.pxd), the leader's encoder and the writer's stamping (the merge was measured too:
     # compiled, it ran no faster than the interpreter).
     "merge_source.wire",
-    "dumper.txn_encoder",
+    "dumper.pipeline.txn_encoder",
     "cdc.binlog.fastpath",
 )
 # C libraries a compiled module calls directly (its .pxd, or merge_source/zcrc.pxd it cimports,

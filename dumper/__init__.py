@@ -1,31 +1,21 @@
-"""Dumper: serves the global binlog files over the MySQL replication protocol (the writer lives in
-`binlog_writer`). Exports `serve`, `Server`, `BinlogSender`, the notifiers and `SchemaProvider`."""
+"""Dumper: the leader process of the global binlog, in three parts wired by `service.py`:
+
+- `dumper.pipeline`: orchestration, MergeSources → MergeJoint → BinlogWriter, with resume and
+  checkpoints (`Leader`);
+- `dumper.ha`: leader election by lease, fencing, follower copies (`HaNode`);
+- `dumper.server`: the MySQL protocol server that serves the binlog files (`serve`).
+
+`run_service`/`serve` (the whole process) load lazily: the server's child process imports
+`dumper.server` only, and must not pay for the pipeline's imports."""
 
 import cdc  # noqa: F401  (first: it decides between compiled and pure modules, cdc/compiled.py)
-from dumper.binlog_files import BinlogFiles
-from dumper.binlog_sender import (
-    BinlogSender,
-    CurrentEventNotifier,
-    DumpError,
-    EventNotifier,
-    Notifier,
-    PollNotifier,
-)
-from dumper.schema import ColumnSchema, InMemorySchemaProvider, SchemaProvider, TableSchema
-from dumper.server import Server, serve
 
-__all__ = [
-    "BinlogFiles",
-    "BinlogSender",
-    "ColumnSchema",
-    "CurrentEventNotifier",
-    "DumpError",
-    "EventNotifier",
-    "InMemorySchemaProvider",
-    "Notifier",
-    "PollNotifier",
-    "SchemaProvider",
-    "Server",
-    "TableSchema",
-    "serve",
-]
+__all__ = ["run_service", "serve"]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        from dumper import service
+
+        return getattr(service, name)
+    raise AttributeError(f"module 'dumper' has no attribute {name!r}")

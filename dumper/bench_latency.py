@@ -167,7 +167,7 @@ def measure(
     follower's server_id, never held back for acknowledgements)."""
     from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
     from cdc.config import DumperPeer, load
-    from dumper.ha import FOLLOWER_SERVER_ID_BASE
+    from dumper.ha.node import FOLLOWER_SERVER_ID_BASE
 
     with scratch_cluster("cdc-bench-latency-", dns) as (work, cluster):
         pipelines: list[subprocess.Popen] = []

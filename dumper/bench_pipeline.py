@@ -26,7 +26,7 @@ from cdc.cn.ground_truth import read as read_ground_truth
 from cdc.gc_tune import tune_gc
 from cdc.raw_dump import raw_dump
 from cdc.tasks import cancel_and_wait
-from dumper.leader import Leader
+from dumper.pipeline.leader import Leader
 from topology import gms
 
 STALL_S = 60.0  # a catch-up that writes nothing for this long has stalled: fail, never hang
@@ -162,8 +162,8 @@ async def catch_up(cfg, last_tso: int, cpu: Cpu | None = None) -> tuple[float, L
             on, wait, slices = sched_s(os.getpid())
             cpu.leader_s, cpu.wait_s = on - at_start[0], wait - at_start[1]
             cpu.leader_slices = slices - at_start[2]
-            if leader.forks.pid is not None:
-                on, wait, _ = sched_s(leader.forks.pid)
+            if leader.factory.forks.pid is not None:
+                on, wait, _ = sched_s(leader.factory.forks.pid)
                 cpu.fork_server_s += on
                 cpu.wait_s += wait
             for source in leader.sources.values():

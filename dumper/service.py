@@ -16,14 +16,12 @@ from pathlib import Path
 
 from binlog_writer import BinlogWriter
 from cdc import stage_trace
-from cdc.config import Config, ConfigError
+from cdc.config import Config, NodeConfig
 from cdc.gc_tune import tune_gc
 from cdc.tasks import cancel_and_wait
-from dumper.binlog_sender import CurrentEventNotifier
 from dumper.ha import HaNode, ha_status
-from dumper.history_schema import HistorySchemaProvider
-from dumper.leader import Leader, leader_status
-from dumper.serve_process import ServeProcess
+from dumper.pipeline import Leader, leader_status
+from dumper.server import CurrentEventNotifier, HistorySchemaProvider, ServeProcess
 from dumper.server import serve as serve_binlog
 from topology import gms
 
@@ -48,7 +46,7 @@ def _ha_status(node: HaNode) -> dict:
     return status
 
 
-async def _heartbeats(config: Config) -> None:
+async def _heartbeats(config: Config, dn_address: Callable[[int], NodeConfig | None]) -> None:
     """The global binlog only advances with heartbeats: run them here so that it stays live
     when no CN process is sending any."""
     from cdc.cn import ComputeNode
@@ -59,17 +57,17 @@ async def _heartbeats(config: Config) -> None:
     await cn.start(recover=True)
     try:
         cn.start_heartbeat()
-        await _follow_storage(cn, config)  # until cancelled
+        await _follow_storage(cn, dn_address)  # until cancelled
     finally:
         await cn.stop_heartbeat()
         await cn.close()
 
 
-async def _follow_storage(cn, config: Config) -> None:
+async def _follow_storage(cn, dn_address: Callable[[int], NodeConfig | None]) -> None:
     """Heartbeats must touch a DN that another CN process added (`cdc cn add-dn`) too: the
     merge waits for every DN's watermark, and without its own traffic the new DN's would stay
     at its StorageChange marker, holding the global binlog for ever. Its address comes from
-    the marker: the leader, which shares `config`, adds it to `config.dn` when it merges it."""
+    the marker: the pipeline knows it once it merges the DN (`dn_address`)."""
     waiting: set[int] = set()
     while True:
         await asyncio.sleep(STORAGE_POLL_S)
@@ -81,15 +79,14 @@ async def _follow_storage(cn, config: Config) -> None:
             continue
         if catalogue is None:
             continue
-        try:
-            nodes = [config.dn_by_id(dn) for dn in added]
-        except ConfigError:
+        nodes = [dn_address(dn) for dn in added]
+        if any(n is None for n in nodes):
             if waiting != set(added):
                 log.info("storage DNs %s added: heartbeats wait for their addresses", added)
                 waiting = set(added)
             continue
         for node in nodes:
-            cn.pools.add_node(node)
+            cn.pools.add_node(node)  # type: ignore[arg-type]  # none is None (above)
         cn.ctx.catalogue = catalogue
         waiting = set()
         log.info("heartbeats touch dn%s too from now on", ", dn".join(map(str, added)))
@@ -116,7 +113,10 @@ async def serve(
     schema = HistorySchemaProvider(lambda: gms.connect(config.gms), config.pipeline.meta_database)
     if config.dumper.peers:
         # HA: lead or follow as the lease says; the CN heartbeat runs only while leading.
-        node = HaNode(config, on_lead=(lambda: _heartbeats(config)) if heartbeat else None)
+        node = HaNode(
+            config,
+            on_lead=(lambda: _heartbeats(config, node.nodes.get)) if heartbeat else None,
+        )
         tasks = [asyncio.create_task(node.run(), name="ha")]
         status = functools.partial(_ha_status, node)
         if config.dumper.serve_process:
@@ -158,7 +158,7 @@ async def serve(
                 schema=schema,
             )
         if heartbeat:
-            tasks.append(asyncio.create_task(_heartbeats(config), name="heartbeat"))
+            tasks.append(asyncio.create_task(_heartbeats(config, leader.node), name="heartbeat"))
     # The status file only once the server listens: `cdc start --background` returns when it
     # appears, and what follows it (a consumer, a test) connects to the port at once.
     tasks.append(

@@ -2,7 +2,7 @@
 into logical transactions in TraceId order and applying markers. Other packages import only
 from here."""
 
-from merge_joint.joint import MergeJoint
+from merge_joint.joint import MergeJoint, SourceSet
 from merge_joint.merger import MergeError, Merger, Transaction
 
-__all__ = ["MergeError", "MergeJoint", "Merger", "Transaction"]
+__all__ = ["MergeError", "MergeJoint", "Merger", "SourceSet", "Transaction"]

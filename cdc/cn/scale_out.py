@@ -44,7 +44,7 @@ async def add_dn(ctx: CnContext, store: CatalogueStore, dn_id: int) -> ScaleOutR
     # StorageChange is written by the current DNs only, naming the new one; the new DN takes
     # part in transactions (heartbeats, markers, broadcast writes) only after it. So every
     # transaction that touches the new DN has a TSO above the marker, where the pipeline
-    # starts merging its binlog (dumper/leader.py).
+    # starts merging its binlog (dumper/pipeline/leader.py).
     dns = topology(ctx)["dns"]
     new_entry = {"id": dn_id, **dn_addresses(ctx).get(dn_id, {})}
     storage_tso = await write_instruction(

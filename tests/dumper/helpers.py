@@ -11,9 +11,9 @@ from pathlib import Path
 
 from cdc.config import DumperConfig, DumperUser
 from cdc.protocol.auth import native_hash
-from dumper import EventNotifier, InMemorySchemaProvider, Server, serve
-from dumper.schema import ColumnSchema, TableSchema
-from dumper.users import sha2_digest
+from dumper.server import EventNotifier, InMemorySchemaProvider, Server, serve
+from dumper.server.schema import ColumnSchema, TableSchema
+from dumper.server.users import sha2_digest
 
 USER, PASSWORD = "repl", "secret"
 

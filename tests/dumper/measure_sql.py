@@ -10,7 +10,7 @@ import sys
 import time
 import tracemalloc
 
-from dumper import sql
+from dumper.server import sql
 
 CASES = {
     "literal": lambda n: "SELECT '" + "a" * n + "'",

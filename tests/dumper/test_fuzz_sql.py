@@ -1,4 +1,4 @@
-"""Fuzz the SQL splitter, tokenizer and parser (dumper/sql.py) with long inputs: literals,
+"""Fuzz the SQL splitter, tokenizer and parser (dumper/server/sql.py) with long inputs: literals,
 unquoted identifiers, runs of quotes, escapes and comments of up to megabytes (issue 19: a 1 MB
 literal once took 220 MB in sql.parse). Every input must end in a statement or a SqlError —
 never another exception — using memory linear in its size. `make test` runs a few examples of
@@ -11,7 +11,7 @@ import tracemalloc
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from dumper import sql
+from dumper.server import sql
 from tests.fuzz_support import examples
 
 LONG_RUN = examples(0) > 0

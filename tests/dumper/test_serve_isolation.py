@@ -16,11 +16,11 @@ import pytest
 from cdc.config import Config
 from cdc.protocol.client import MySQLClient
 from cdc.protocol.constants import Command
-from dumper import queries
-from dumper.binlog_files import BinlogFiles
-from dumper.binlog_sender import MIN_HEARTBEAT_PERIOD_S
-from dumper.serve_process import ServeProcess, ServeState, ServeView
-from dumper.session import ROWS_PER_TURN
+from dumper.server import queries
+from dumper.server.binlog_files import BinlogFiles
+from dumper.server.binlog_sender import MIN_HEARTBEAT_PERIOD_S
+from dumper.server.serve_process import ServeProcess, ServeState, ServeView
+from dumper.server.session import ROWS_PER_TURN
 from tests.dumper.binlog_gen import T1, FileBuilder
 from tests.dumper.helpers import PASSWORD, USER, ServerThread, await_for, make_config
 

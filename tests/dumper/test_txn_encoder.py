@@ -12,8 +12,8 @@ from cdc.binlog.fastpath import rewrite
 from cdc.binlog.query import QueryEvent
 from cdc.binlog.reader import EventReader
 from cdc.keys import Kind, SortKey
-from dumper.table_id_map import TableIdMap
-from dumper.txn_encoder import ROWS_V1, ROWS_V2, TABLE_MAP, EncodeError, TransactionEncoder
+from dumper.pipeline.table_id_map import TableIdMap
+from dumper.pipeline.txn_encoder import ROWS_V1, ROWS_V2, TABLE_MAP, EncodeError, TransactionEncoder
 from merge_joint.merger import Transaction, coalesce
 from merge_source.classifier import table_name
 from merge_source.fragment import Fragment, FragmentKind, Statement

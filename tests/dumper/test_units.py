@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from cdc.config import ConfigError, DumperConfig
-from dumper import sql
-from dumper.binlog_files import BinlogFiles
-from dumper.event_info import event_info, event_type_name
-from dumper.variables import filter_names, like_to_regex
+from dumper.server import sql
+from dumper.server.binlog_files import BinlogFiles
+from dumper.server.event_info import event_info, event_type_name
+from dumper.server.variables import filter_names, like_to_regex
 from tests.dumper.binlog_gen import write_fixture
 
 
@@ -109,7 +109,7 @@ async def test_current_event_notifier_wakes_on_swap():
     import asyncio
     import time
 
-    from dumper import CurrentEventNotifier
+    from dumper.server import CurrentEventNotifier
 
     holder = {"ev": asyncio.Event()}
     notifier = CurrentEventNotifier(lambda: holder["ev"])

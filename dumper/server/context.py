@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from cdc.config import ConfigError, DumperConfig, DumperUser
-from dumper.ack_gate import AckGate
-from dumper.binlog_files import BinlogFiles
-from dumper.binlog_sender import Notifier
-from dumper.schema import SchemaProvider
-from dumper.variables import VarValue, server_variables
+from dumper.server.ack_gate import AckGate
+from dumper.server.binlog_files import BinlogFiles
+from dumper.server.binlog_sender import Notifier
+from dumper.server.schema import SchemaProvider
+from dumper.server.variables import VarValue, server_variables
 
 
 @dataclass(slots=True)

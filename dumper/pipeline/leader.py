@@ -13,52 +13,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-import pymysql
+from typing import TYPE_CHECKING, Any
 
 from binlog_writer import BinlogWriter, FsyncPolicy, last_written_key
 from cdc import stage_trace
-from cdc.cn.schema import CDC_START, FLUSH_LOGS, STORAGE_CHANGE
 from cdc.config import Config, NodeConfig
-from cdc.keys import ZERO_KEY, Checkpoint, GlobalKey, SortKey, stream_name
+from cdc.keys import Checkpoint, GlobalKey, stream_name
 from cdc.tasks import cancel_and_wait
-from dumper.takeover import TakeoverTimeline
-from dumper.txn_encoder import TransactionEncoder
+from dumper.pipeline.metadata import CheckpointTooOld, GmsMetadata, PipelineMetadata
+from dumper.pipeline.sources import DnSourceFactory, Source, SourceFactory
+from dumper.pipeline.txn_encoder import TransactionEncoder
 from merge_joint import MergeJoint, Transaction
-from merge_source import (
-    ForkServer,
-    FragmentKind,
-    MergeSource,
-    NameMap,
-    SourceProcess,
-    SourceProcessDied,
-    SourceSpec,
-    spawn_worker,
-    sweep_handoffs,
-)
-from merge_source.dump_client import BinlogPosition, DumpSettings
-from topology import (
-    CheckpointHistory,
-    CheckpointStore,
-    FileEntry,
-    FileIndex,
-    SchemaHistory,
-    TopologyHistory,
-    TopologyRecord,
-    gms,
-    migrate,
-)
+from merge_source import FragmentKind, NameMap, SourceProcessDied
+from topology import FileEntry, TopologyRecord
+
+if TYPE_CHECKING:  # HA's; imported at run time it would make dumper.ha and this a cycle
+    from dumper.ha import TakeoverTimeline
 
 log = logging.getLogger(__name__)
 
-
-PRUNE_INTERVAL_S = 60.0
 # A streamed (spilled) transaction goes to the writer in parts of about this many bytes, with
 # the event loop free in between (dump clients, lease renewal, status).
 STREAM_PART_BYTES = 4 << 20
@@ -80,10 +58,23 @@ class LeaderStats:
 
 
 class Leader:
-    def __init__(self, config: Config):
+    """The pipeline of one leader term. Its dependencies are passed in (defaults: the real
+    ones from `config`): `factory` makes each DN's source, `metadata` is the GMS, `writer` the
+    binlog files. It owns the set of DNs it merges (`nodes`: the configured ones and those a
+    StorageChange added); `service.py` asks it for their addresses."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        factory: SourceFactory | None = None,
+        metadata: PipelineMetadata | None = None,
+        writer: BinlogWriter | None = None,
+        nodes: dict[int, NodeConfig] | None = None,
+    ):
         self.config = config
         p = config.pipeline
-        self.writer = BinlogWriter(
+        self.writer = writer or BinlogWriter(
             config.dumper.binlog_dir,
             base=config.dumper.binlog_base,
             max_file_size=p.max_file_size_mb * 1024 * 1024,
@@ -91,151 +82,76 @@ class Leader:
             server_id=config.dumper.server_id,
             server_version=config.dumper.version,
         )
+        self.metadata: PipelineMetadata = metadata or GmsMetadata(config)
+        self.factory: SourceFactory = factory or DnSourceFactory(config, self.metadata.names_at)
+        # DN id -> its address; HA passes one dict to every term's Leader, so that a DN added
+        # by StorageChange (not in cdc.toml) is known to the next term of this process too.
+        self.nodes = nodes if nodes is not None else {n.id: n for n in config.dn}
         self.encoder = TransactionEncoder(config.dumper.server_id)
         self.queue: asyncio.Queue = asyncio.Queue(maxsize=p.queue_batches)
-        self.sources: dict[int, MergeSource] = {}
+        self.sources: dict[int, Source] = {}
         self._tasks: dict[int, asyncio.Task] = {}
         self.joint: MergeJoint | None = None
         self.stats = LeaderStats()
         self.written_key: GlobalKey | None = None
         self._file_first_tso: dict[str, int] = {}
-        self._conn: pymysql.Connection | None = None
-        self._cp_conn: pymysql.Connection | None = None
         self.notify = asyncio.Event()  # set after each batch reaches the file (dump server)
         # HA: raises if this process may no longer write (its lease ran out); called before
         # every batch. `term` is the lease term, for logs and status (0 = no HA).
         self.fence: Callable[[], None] | None = None
         self.term = 0
         self.timeline: TakeoverTimeline | None = None  # HA: phases of the takeover, for the log
-        # How MergeSource processes start: forked from a pre-imported fork server (started on
-        # first use, shared by the pipeline restarts), or spawned; HA: warm ones first.
-        self.forks = ForkServer()
-        self.spawn = self.forks.spawn if p.fork_server else spawn_worker
-        self.gms_migrated = False  # HA: the node migrated the GMS already
-        self._last_prune = 0.0
+
+    def node(self, dn: int) -> NodeConfig | None:
+        """The address of a DN this pipeline knows (configured, or added by StorageChange)."""
+        return self.nodes.get(dn)
 
     # -- start --------------------------------------------------------------------------------
-    def _meta(self) -> pymysql.Connection:
-        if self._conn is None or not self._conn.open:
-            self._conn = gms.connect(self.config.gms)
-        return self._conn
-
-    def _dn_start(
-        self, node: NodeConfig, cp: Checkpoint | None
-    ) -> tuple[BinlogPosition, int, bool]:
-        if cp is not None:
-            return BinlogPosition(cp.file, cp.position), cp.max_tso_seen, False
-        conn = pymysql.connect(
-            host=node.host,
-            port=node.port,
-            user=node.user,
-            password=node.password,
-            connect_timeout=5,
+    def start(self) -> None:
+        """Synchronous part of the start: schema, resume key, one MergeSource per storage DN."""
+        meta = self.metadata
+        meta.prepare()
+        self.factory.prepare()
+        self._mark("GMS migrated")
+        self.written_key = last_written_key(self.writer)
+        self._mark("last key found")
+        records = meta.topology()
+        storage = storage_dns(records)
+        for node in list(self.nodes.values()):
+            if storage is not None and node.id not in storage:
+                log.info("dn%d is configured but not a storage DN (yet): not merged", node.id)
+                continue
+            try:
+                cp = meta.resume_checkpoint(stream_name(node.id), self.written_key)
+            except CheckpointTooOld as exc:
+                raise LeaderError(str(exc)) from None
+            joined = joined_at(records, node.id)
+            if cp is None and joined is not None and storage is not None:
+                # Added by StorageChange but no checkpoint yet: start again at the marker.
+                names = meta.names_at(node.id, joined) or NameMap(node.id)
+                after = GlobalKey.after_tso(joined)
+                self.sources[node.id] = self._make(node, None, after, names)
+            else:
+                self.sources[node.id] = self._make(node, cp)
+        self._mark("checkpoints and names read")
+        self.joint = MergeJoint(
+            self.queue,
+            dict.fromkeys(self.sources),
+            meta.record_topology,
+            meta.record_schema,
+            source_set=self,
+            rotate=self.writer.rotate,
         )
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SHOW BINARY LOGS")
-                first = cur.fetchone()
-        finally:
-            conn.close()
-        if first is None:
-            raise LeaderError(f"dn{node.id} ({node.address}) has no binary logs: is log_bin on?")
-        return BinlogPosition(first[0], 4), 0, True
+        log.info("leader (term %d): resuming after %s", self.term, self.written_key)
 
-    def _make_source(
+    def _make(
         self,
         node: NodeConfig,
         cp: Checkpoint | None,
         resume_after: GlobalKey | None = None,
         names: NameMap | None = None,
-    ) -> MergeSource | SourceProcess:
-        p = self.config.pipeline
-        start, max_tso, first_start = self._dn_start(node, cp)
-        joining = names is not None  # a DN added by StorageChange: starts at the marker
-        name = node.name or f"dn{node.id}"
-        written = self.written_key or ZERO_KEY
-        if not joining and not first_start and self.written_key is not None:
-            names = self._names_at(node.id, self.written_key.tso)
-        spec = SourceSpec(
-            DumpSettings(
-                node.host,
-                node.port,
-                node.user,
-                node.password,
-                server_id=p.dump_server_id_base + node.id,
-                name=name,
-                heartbeat_period=p.dn_heartbeat_ms / 1000,
-                idle_timeout=p.dn_idle_timeout_ms / 1000,
-            ),
-            start,
-            node.id,
-            name,
-            resume_after=max(resume_after or written, written),
-            max_tso_seen=max_tso,
-            names=names,
-            wait_for_start=first_start and not joining,
-            spill_bytes=p.spill_mb * 1024 * 1024,
-            spill_dir=p.spill_dir or None,
-        )
-        log.info(
-            "%s: reading from %s (%s)", name, start, "first start" if first_start else "checkpoint"
-        )
-        if p.source_processes:
-            return SourceProcess(spec, self.queue, self.spawn)
-        return MergeSource.from_spec(spec, self.queue)
-
-    def _names_at(self, dn_id: int, tso: int) -> NameMap | None:
-        """The physical→logical names valid at `tso`: the last topology snapshot that holds the
-        table map (a StorageChange only lists DNs), then every logical DDL recorded after it."""
-        meta_db = self.config.pipeline.meta_database
-        records = [r for r in TopologyHistory(self._meta(), meta_db).all() if r.tso <= tso]
-        for record in reversed(records):
-            content = record.content.get("after", record.content)
-            if "tables" in content:
-                break
-        else:
-            return None
-        names = NameMap.from_topology(dn_id, content)
-        for ddl in SchemaHistory(self._meta(), meta_db).between(record.tso, tso):
-            names = names.with_table(ddl.db, ddl.table, (ddl.schema or {}).get("topology"))
-        return names
-
-    def start(self) -> None:
-        """Synchronous part of the start: schema, resume key, one MergeSource per storage DN."""
-        meta_db = self.config.pipeline.meta_database
-        meta = self._meta()
-        if not self.gms_migrated:
-            migrate(meta, meta_db)
-            self.gms_migrated = True
-        if removed := sweep_handoffs(self.config.pipeline.spill_dir or None):
-            log.info("removed %d spill handoff files left by a crash", removed)
-        self._mark("GMS migrated")
-        self.written_key = last_written_key(self.writer)
-        self._mark("last key found")
-        topo, schemas = TopologyHistory(meta, meta_db), SchemaHistory(meta, meta_db)
-        records = topo.all()
-        storage = storage_dns(records)
-        cps = CheckpointStore(meta, meta_db)
-        history = CheckpointHistory(meta, meta_db)
-        for node in self.config.dn:
-            if storage is not None and node.id not in storage:
-                log.info("dn%d is configured but not a storage DN (yet): not merged", node.id)
-                continue
-            cp = self._resume_checkpoint(cps, history, stream_name(node.id))
-            joined = joined_at(records, node.id)
-            if cp is None and joined is not None and storage is not None:
-                # Added by StorageChange but no checkpoint yet: start again at the marker.
-                names = self._names_at(node.id, joined) or NameMap(node.id)
-                self.sources[node.id] = self._make_source(
-                    node, None, GlobalKey.after_tso(joined), names
-                )
-            else:
-                self.sources[node.id] = self._make_source(node, cp)
-        self._mark("checkpoints and names read")
-        self.joint = MergeJoint(
-            self.queue, dict.fromkeys(self.sources), topo.record, schemas.record, self._on_marker
-        )
-        log.info("leader (term %d): resuming after %s", self.term, self.written_key)
+    ) -> Source:
+        return self.factory.make(node, cp, self.queue, self.written_key, resume_after, names)
 
     def _mark(self, phase: str) -> None:
         if self.timeline is not None and not self.timeline.done:
@@ -272,72 +188,33 @@ class Leader:
             timeline.check_slow()
             await asyncio.sleep(0.02)
 
-    def _resume_checkpoint(
-        self, cps: CheckpointStore, history: CheckpointHistory, stream: str
-    ) -> Checkpoint | None:
-        """The newest checkpoint taken at a watermark at or below the last written key. The
-        single-row table is only a fallback for GMS data written before the history existed."""
-        if not history.has(stream):
-            return cps.load(stream)
-        if self.written_key is None:
-            return None  # nothing written here: read the DN from its first binlog again
-        cp = history.at_or_below(stream, self.written_key)
-        if cp is None:
-            raise LeaderError(
-                f"{stream}: no checkpoint at or below the last written key {self.written_key} "
-                f"(kept for [pipeline] checkpoint_history_s = "
-                f"{self.config.pipeline.checkpoint_history_s}s): this copy of the global binlog "
-                "is too old to resume from"
-            )
-        return cp
+    # -- the SourceSet of MergeJoint: what StorageChange and CdcStart markers change ----------
+    async def add_source(self, dn: int, entry: dict[str, Any], tso: int) -> None:
+        source = await asyncio.to_thread(self._joining_source, dn, entry, tso)
+        self.sources[dn] = source
+        self._tasks[dn] = asyncio.create_task(source.run(), name=f"merge-source-dn{dn}")
 
-    async def _on_marker(self, txn: Transaction) -> None:
-        """StorageChange: a new DN joins the merge exactly after the marker's TSO. CdcStart:
-        configured DNs that are not storage DNs leave the merge."""
-        for marker in txn.fragments[0].markers:
-            content = json.loads(marker.get("content") or "{}")
-            if marker.get("type") == CDC_START:
-                listed = {int(d["id"]) for d in content.get("dns", [])}
-                for dn in [d for d in self.sources if d not in listed]:
-                    self._remove_source(dn)
-                continue
-            if marker.get("type") != STORAGE_CHANGE:
-                continue
-            for entry in content.get("dns", []):
-                dn = int(entry["id"])
-                if dn in self.sources or dn not in content.get("added", []):
-                    continue
-                source = await asyncio.to_thread(self._add_source, dn, entry, txn.tso)
-                self.sources[dn] = source
-                assert self.joint is not None
-                self.joint.merger.add_source(dn, SortKey.joining_after(txn.tso))
-                self._tasks[dn] = asyncio.create_task(source.run(), name=f"merge-source-dn{dn}")
-                log.info("dn%d joins the merge after TSO %d (StorageChange)", dn, txn.tso)
-
-    def _remove_source(self, dn: int) -> None:
-        log.info("dn%d is not a storage DN: leaves the merge", dn)
-        self.sources.pop(dn)
+    def remove_source(self, dn: int) -> None:
+        self.sources.pop(dn, None)
         task = self._tasks.pop(dn, None)
         if task is not None:
             task.cancel()
-        assert self.joint is not None
-        self.joint.merger.remove_source(dn)
 
-    def _add_source(self, dn: int, entry: dict, tso: int) -> MergeSource | SourceProcess:
-        template = self.config.dn[0]
+    def _joining_source(self, dn: int, entry: dict[str, Any], tso: int) -> Source:
+        template = next(iter(self.nodes.values()))
+        known = self.nodes.get(dn)
         node = NodeConfig(
             id=dn,
             host=entry.get("host", template.host),
-            port=int(entry.get("port") or 0) or self.config.dn_by_id(dn).port,
+            port=int(entry.get("port") or 0) or _known_port(known, dn),
             user=template.user,
             password=template.password,
             name=f"dn{dn}",
         )
-        if all(n.id != dn for n in self.config.dn):
-            self.config.dn.append(node)
-        names = self._names_at(dn, tso) or NameMap(dn)
+        self.nodes.setdefault(dn, node)
+        names = self.metadata.names_at(dn, tso) or NameMap(dn)
         # Everything of the new DN up to the marker is history the global binlog never had.
-        return self._make_source(node, None, resume_after=GlobalKey.after_tso(tso), names=names)
+        return self._make(node, None, resume_after=GlobalKey.after_tso(tso), names=names)
 
     # -- run ----------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -363,15 +240,13 @@ class Leader:
                     log.warning("%s: restarting the pipeline from the global binlog", exc)
                     await asyncio.sleep(0.2 * len(restarts))
         finally:
-            await self.forks.aclose()
+            await self.factory.aclose()
             self.close()
 
     async def _run_pipeline(self) -> None:
         self.sources, self._tasks = {}, {}
         self.queue = asyncio.Queue(maxsize=self.config.pipeline.queue_batches)
-        p = self.config.pipeline
-        if p.source_processes and p.fork_server:
-            await self.forks.start()  # its imports overlap the reads of the GMS below
+        await self.factory.start()  # e.g. a fork server: overlaps the reads of the GMS below
         await asyncio.to_thread(self.start)
         for dn, source in self.sources.items():
             self._tasks[dn] = asyncio.create_task(source.run(), name=f"merge-source-dn{dn}")
@@ -408,9 +283,9 @@ class Leader:
                     self._write_batch(batch)
                     await self._write_streamed(txn)
                 elif txn.kind is FragmentKind.INSTRUCTION:
-                    self._write_batch(batch)
-                    if any(m.get("type") == FLUSH_LOGS for m in txn.fragments[0].markers):
-                        self.writer.rotate()
+                    # nothing to write (MergeJoint applies it, FlushLogs rotates once this
+                    # batch is written)
+                    continue
                 else:
                     count = self.encoder.encode_into(txn, batch.buf)
                     if count:
@@ -495,41 +370,13 @@ class Leader:
         entry = FileEntry(
             file, self._file_first_tso.get(file), self.stats.last_tso or None, self.writer.position
         )
-        await asyncio.to_thread(self._save_checkpoints, ready, entry)
-
-    def _save_checkpoints(
-        self, ready: dict[int, tuple[GlobalKey, Checkpoint]], entry: FileEntry
-    ) -> None:
-        # Its own connection (marker history is recorded from another worker thread meanwhile),
-        # kept open: a new one per second costs a TLS context and a login every time.
-        meta_db = self.config.pipeline.meta_database
-        if self._cp_conn is None or not self._cp_conn.open:
-            self._cp_conn = gms.connect(self.config.gms)
-        conn = self._cp_conn
-        try:
-            store, history = CheckpointStore(conn, meta_db), CheckpointHistory(conn, meta_db)
-            prune = time.monotonic() - self._last_prune > PRUNE_INTERVAL_S
-            for watermark, cp in ready.values():
-                history.save(watermark, cp)
-                store.save(cp)
-                if prune:
-                    history.prune(cp.stream, self.config.pipeline.checkpoint_history_s)
-            if prune:
-                self._last_prune = time.monotonic()
-            FileIndex(conn, meta_db).upsert(entry)
-        except BaseException:
-            self._cp_conn = None  # reconnect next time; the next round saves them again
-            with contextlib.suppress(Exception):
-                conn.close()
-            raise
+        await asyncio.to_thread(self.metadata.save_checkpoints, list(ready.values()), entry)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.writer.close()
-        for conn in (self._conn, self._cp_conn):
-            if conn is not None:
-                with contextlib.suppress(Exception):
-                    conn.close()
+        with contextlib.suppress(Exception):
+            self.metadata.close()
 
 
 class _Batch:
@@ -599,3 +446,11 @@ def leader_status(leader: Leader) -> dict:
         "dns": dns,
         "problems": problems,
     }
+
+
+def _known_port(node: NodeConfig | None, dn: int) -> int:
+    if node is None:
+        raise LeaderError(
+            f"dn{dn} joined without a port in its StorageChange and is not configured"
+        )
+    return node.port

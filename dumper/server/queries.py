@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 
 from cdc.protocol.constants import ColumnType
 from cdc.protocol.resultset import UNSIGNED_FLAG, Column
-from dumper import sql
-from dumper.binlog_files import START, BinlogFileError, fde_checksum_alg, parse_purge_date
-from dumper.context import ServerContext, SessionState
-from dumper.event_info import event_info, event_type_name
-from dumper.schema import TableSchema
-from dumper.users import grants, has_any
-from dumper.variables import VarValue, filter_names, like_to_regex
+from dumper.server import sql
+from dumper.server.binlog_files import START, BinlogFileError, fde_checksum_alg, parse_purge_date
+from dumper.server.context import ServerContext, SessionState
+from dumper.server.event_info import event_info, event_type_name
+from dumper.server.schema import TableSchema
+from dumper.server.users import grants, has_any
+from dumper.server.variables import VarValue, filter_names, like_to_regex
 
 ER_ACCESS_DENIED = 1227
 LONGLONG_U = {"type": ColumnType.LONGLONG, "flags": UNSIGNED_FLAG}

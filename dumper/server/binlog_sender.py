@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from cdc.tasks import wait_event
-from dumper.ack_gate import AckGate
-from dumper.binlog_files import (
+from dumper.server.ack_gate import AckGate
+from dumper.server.binlog_files import (
     HEADER_LEN,
     MAGIC,
     BinlogFileError,

@@ -28,18 +28,18 @@ from cdc.protocol.packets import (
 )
 from cdc.protocol.resultset import result_set_packets, text_row
 from cdc.protocol.tls_stream import TlsStream
-from dumper import sql
-from dumper.ack_gate import parse_ack
-from dumper.binlog_sender import (
+from dumper.server import sql
+from dumper.server.ack_gate import parse_ack
+from dumper.server.binlog_sender import (
     MIN_HEARTBEAT_PERIOD_S,
     BinlogSender,
     DumpError,
     DumpOptions,
     DumpRequest,
 )
-from dumper.context import Registration, ServerContext, SessionState
-from dumper.queries import OkResult, QueryExecutor, RowsResult, denied
-from dumper.users import has_any, verify_caching_sha2, verify_native
+from dumper.server.context import Registration, ServerContext, SessionState
+from dumper.server.queries import OkResult, QueryExecutor, RowsResult, denied
+from dumper.server.users import has_any, verify_caching_sha2, verify_native
 
 _PACKET_HEADER = struct.Struct("<IB")  # length | seq << 24, then the 0x00 "event follows" byte
 

@@ -26,10 +26,9 @@ from pathlib import Path
 from binlog_writer import BinlogCopier, CopyError, layout, truncate_copy
 from cdc.config import Config
 from cdc.tasks import cancel_and_wait
-from dumper.ack_gate import AckGate, ack_packet
-from dumper.leader import Leader, LeaderError
-from dumper.takeover import TakeoverTimeline
-from dumper.warm_sources import WarmSources
+from dumper.ha.takeover import TakeoverTimeline
+from dumper.pipeline import DnSourceFactory, GmsMetadata, Leader, LeaderError, WarmSources
+from dumper.server import AckGate, ack_packet
 from merge_source.dump_client import BinlogPosition, DumpClient, DumpError, DumpSettings
 from topology import DumperLeaseStore, Lease, Member, TermStart, gms, migrate
 
@@ -68,6 +67,8 @@ class HaNode:
         self.role = "candidate"
         self.term = 0
         self.leader: Leader | None = None
+        # The DNs every term's pipeline merges (it adds those a StorageChange brings).
+        self.nodes = {n.id: n for n in config.dn}
         self.progress = FollowerProgress()
         self.notify = asyncio.Event()
         self.took_over_at: float | None = None  # wall time this process became leader
@@ -352,11 +353,13 @@ class HaNode:
         await asyncio.to_thread(self._align_with_terms, term - 1)
         if timeline is not None:
             timeline.mark("copy aligned with the terms")
-        leader = Leader(self.config)
-        leader.term, leader.fence, leader.timeline = term, self._fence, timeline
-        leader.gms_migrated = True  # by `run`
+        metadata = GmsMetadata(self.config)
+        metadata.migrated = True  # by `run`
+        factory = DnSourceFactory(self.config, metadata.names_at)
         if self._warm is not None:
-            leader.spawn = self._warm.take
+            factory.spawn = self._warm.take
+        leader = Leader(self.config, factory=factory, metadata=metadata, nodes=self.nodes)
+        leader.term, leader.fence, leader.timeline = term, self._fence, timeline
         if timeline is not None:
             timeline.mark("copy recovered")
         rec = leader.writer.recovery

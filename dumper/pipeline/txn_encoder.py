@@ -18,7 +18,7 @@ from cdc.binlog.events import XidEvent, cts_mark, encode_event
 from cdc.binlog.query import QueryEvent
 from cdc.compiled import is_compiled
 from cdc.keys import Kind
-from dumper.table_id_map import TableIdMap
+from dumper.pipeline.table_id_map import TableIdMap
 from merge_joint import Transaction
 from merge_source import FragmentKind, table_name
 

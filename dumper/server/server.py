@@ -11,12 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cdc.config import DumperConfig
-from dumper.ack_gate import AckGate
-from dumper.binlog_files import BinlogFiles
-from dumper.binlog_sender import Notifier, PollNotifier
-from dumper.context import ServerContext
-from dumper.schema import InMemorySchemaProvider, SchemaProvider
-from dumper.session import Session
+from dumper.server.ack_gate import AckGate
+from dumper.server.binlog_files import BinlogFiles
+from dumper.server.binlog_sender import Notifier, PollNotifier
+from dumper.server.context import ServerContext
+from dumper.server.schema import InMemorySchemaProvider, SchemaProvider
+from dumper.server.session import Session
 
 log = logging.getLogger(__name__)
 

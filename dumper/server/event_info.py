@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 import uuid
 
-from dumper.binlog_files import HEADER_LEN, RawEvent, fde_server_version
+from dumper.server.binlog_files import HEADER_LEN, RawEvent, fde_server_version
 
 TYPE_NAMES = {
     1: "Start_v3",

@@ -41,7 +41,7 @@ from pathlib import Path
 from binlog_writer import file_number
 from cdc.config import Config
 from cdc.tasks import cancel_and_wait, wait_event
-from dumper.ack_gate import AckGate
+from dumper.server.ack_gate import AckGate
 
 log = logging.getLogger(__name__)
 
@@ -243,7 +243,7 @@ class ServeProcess:
         self._proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "dumper.serve_process",
+            "dumper.server.serve_process",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             pass_fds=(wake_r, self._state_fd),
@@ -327,8 +327,8 @@ class ServeProcess:
 
 # -- the server process -------------------------------------------------------------------------
 async def _child(spec: dict) -> None:
-    from dumper.schema import InMemorySchemaProvider
-    from dumper.server import serve
+    from dumper.server.schema import InMemorySchemaProvider
+    from dumper.server.server import serve
 
     config: Config = spec["config"]
     loop = asyncio.get_running_loop()
@@ -380,7 +380,7 @@ async def _child(spec: dict) -> None:
             active=lambda: state.read().leading,
         )
     if spec["schema"] == "history":
-        from dumper.history_schema import HistorySchemaProvider
+        from dumper.server.history_schema import HistorySchemaProvider
         from topology import gms
 
         schema = HistorySchemaProvider(

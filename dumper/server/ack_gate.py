@@ -116,7 +116,7 @@ class AckGate:
         now = self._clock()
         return {sid: (a.file, a.pos, now - a.at) for sid, a in self._acks.items()}
 
-    # -- the server process (dumper/serve_process.py) -----------------------------------------
+    # -- the server process (dumper/server/serve_process.py) -----------------------------------------
     def report(self) -> dict:
         """What `cdc status` shows, as JSON for the leader's copy of the gate."""
         return {
