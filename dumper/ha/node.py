@@ -395,8 +395,9 @@ class HaNode:
         finally:
             await cancel_and_wait(tasks)
             if time.monotonic() < self._valid_until:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(self._gms(lambda s: s.release(self.id, term)), 2)
+                with contextlib.suppress(Exception):  # (TimeoutError included)
+                    async with asyncio.timeout(2):  # not wait_for (ARCHITECTURE §8)
+                        await self._gms(lambda s: s.release(self.id, term))
 
     def _fence(self) -> None:
         if time.monotonic() >= self._valid_until:
@@ -417,10 +418,9 @@ class HaNode:
             first = False
             sent = time.monotonic()
             try:
-                ok = await asyncio.wait_for(
-                    self._gms(lambda s: s.renew(self.id, term, d.lease_ms)),
-                    max(0.1, self._valid_until - sent),
-                )
+                # Not wait_for (ARCHITECTURE §8): it could swallow the cancel of a stop.
+                async with asyncio.timeout(max(0.1, self._valid_until - sent)):
+                    ok = await self._gms(lambda s: s.renew(self.id, term, d.lease_ms))
             except (Exception, TimeoutError) as exc:  # GMS unreachable: keep trying until fenced
                 log.warning("dumper %d: lease renewal failed: %s", self.id, exc)
                 ok = None
