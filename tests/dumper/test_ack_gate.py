@@ -147,7 +147,7 @@ async def test_status_line_shows_acknowledgements():
     assert "DEGRADED" in _ha_line(ha | {"ack_gate_degraded": True})
 
 
-def test_status_of_a_leader_still_starting_its_pipeline():
+async def test_status_of_a_leader_still_starting_its_pipeline():
     """HA: between winning the lease and building the pipeline the status file holds only the HA
     part; `cdc status` said KeyError: 'last_tso' there (seen in CI)."""
     from cdc.commands.pipeline import status_lines
