@@ -19,7 +19,7 @@ COMPILED_SRC += $(wildcard $(COMPILED_SRC:.py=.pxd))
 # ... and the C declarations they cimport (zlib's crc32 for scan).
 COMPILED_SRC += merge_source/zcrc.pxd
 
-.PHONY: apt node compiled spark-cds setup demo stop test test-fast fuzz lint bench clean
+.PHONY: apt node compiled spark-cds setup demo stop test test-fast fuzz lint bench clean frames
 
 setup: apt $(STAMP) compiled node spark-cds
 
@@ -94,6 +94,11 @@ fuzz: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# The MergeSource → leader frames: frames_pb2.py is generated from the contract, frames.proto,
+# and committed (tests/merge_source/test_frames_proto.py fails when they disagree).
+frames: $(STAMP)
+	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. merge_source/frames.proto
 
 # BENCH_ARGS=--quick: every benchmark at a small size (a check that they all run here).
 bench: setup

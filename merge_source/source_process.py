@@ -22,7 +22,7 @@ from cdc import stage_trace
 from merge_source.fork_server import ForkedWorker
 from merge_source.fragment import Watermark
 from merge_source.source import Batch, SourceSpec
-from merge_source.wire import FRAME, MAX_FRAME, Record, decode_body
+from merge_source.wire import FRAME, MAX_FRAME, FatalError, Status, decode_body
 
 log = logging.getLogger(__name__)
 
@@ -122,17 +122,15 @@ class SourceProcess:
                 body = await stdout.readexactly(n)
             except asyncio.IncompleteReadError:
                 return  # the worker ended: `run` finds out how
-            batch: Batch = []
             got = time.monotonic()
-            for item in decode_body(body):
-                if type(item) is Record:
-                    if item.tag == b"S":
-                        self._status, self._status_at = item.json(), time.monotonic()
-                    else:
-                        self.error = SourceFailed(item.text)
-                        log.error("%s: MergeSource stopped: %s", self.name, item.text)
-                else:
-                    batch.append(item)  # type: ignore[arg-type]
+            batch = decode_body(body)
+            if type(batch) is Status:
+                self._status, self._status_at = batch, got
+                continue
+            if type(batch) is FatalError:
+                self.error = SourceFailed(str(batch))
+                log.error("%s: MergeSource stopped: %s", self.name, batch)
+                continue
             if batch:
                 if stage_trace.enabled:  # `cdc bench latency`: when each fragment arrived
                     for item in batch:

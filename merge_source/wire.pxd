@@ -4,9 +4,14 @@ import cython
 @cython.locals(p="const unsigned char*", n=Py_ssize_t, events=list)
 cpdef list statement_events(bytes body, Py_ssize_t pos, Py_ssize_t stop)
 
-@cython.locals(pos=Py_ssize_t, end=Py_ssize_t, n=Py_ssize_t, kind=Py_ssize_t, has_cp=int)
-cpdef _records(bytes body, list out)
+@cython.locals(i=Py_ssize_t, tso=list, sort_kind=list, seq=list, txn_id=list, kind=list,
+               timestamp=list, n_parts=list, parts=list, n_stmts=list, events=list,
+               has_trace=list, trace_seq=list, trace_subseq=list, statements=list)
+cpdef _batch(object b, list items, object spill_dir)
 
-@cython.locals(kkind=Py_ssize_t, kind=Py_ssize_t, n_st=Py_ssize_t, n_p=Py_ssize_t, flags=int,
-               count=Py_ssize_t, size=Py_ssize_t, n=Py_ssize_t, statements=list)
-cpdef tuple _read_fragment(bytes body, object view, Py_ssize_t pos)
+@cython.locals(n=Py_ssize_t, m=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, p=Py_ssize_t,
+               c=Py_ssize_t, end=Py_ssize_t, first=Py_ssize_t, tso=list, sort_kind=list,
+               seq=list, txn_id=list, kind=list, timestamp=list, n_parts=list, parts=list,
+               n_stmts=list, events=list, has_trace=list, trace_seq=list, trace_subseq=list,
+               statements=list, data=bytes)
+cpdef _read_batch(object b, list out)

@@ -1,48 +1,38 @@
-"""The framing between a MergeSource process and MergeJoint: batches of fragments and watermarks.
+"""The frames between a MergeSource process and the leader (MergeJoint), as protobuf messages.
 
-One frame is `u32 length` + records. Event bytes travel as they are, concatenated: a binlog
-event carries its own size at header offset 9, so a statement needs no index and the reader
-splits it with one unpack per event. Only marker rows (rare, small) are pickled. A statement
-spilled to disk does not cross the pipe: the sender copies it into a handoff file and sends its
-path, the receiver adopts the file (`spill.write_handoff` / `SpillFile.adopt`), so a 1 GB
-transaction never sits in either process's memory.
+The contract is `frames.proto` (its comments say what each field means); this module turns
+fragments and watermarks into those messages and back. A frame is `u32 length` + one serialized
+`Frame`: a batch, a status, or a fatal error (the last one the process sends).
 
-Records (first byte):
-  F fragment   W watermark   S status (JSON)   E fatal error (UTF-8 text, the last record)
+A batch is columns (a packed repeated field per fragment attribute, one `bytes` value per
+statement with its events concatenated): the leader reads a handful of fields per batch, not
+several per fragment, and splits each statement into events in compiled code (every event
+carries its size at header offset 9). A statement spilled to disk does not cross the pipe: the
+sender copies it into a handoff file and sends its path, the receiver adopts the file
+(`spill.write_handoff` / `SpillFile.adopt`), so a 1 GB transaction never sits in either
+process's memory.
 """
 
 from __future__ import annotations
 
-import json
-import pickle
 import struct
 from typing import Any
 
+from google.protobuf.message import DecodeError
+
 from cdc.keys import Checkpoint, Kind, SortKey, stream_name
 from merge_source.fragment import Fragment, FragmentKind, Statement, Watermark
+from merge_source.frames_pb2 import Frame, Marker
 from merge_source.spill import EventSpan, SpillFile, write_handoff
 
 FRAME = struct.Struct("<I")
 MAX_FRAME = 1 << 30
-_FRAG = struct.Struct(
-    "<cQBQQBIHIH"
-)  # tag, tso, key kind, seq, txn_id, kind, ts, dn, #stmts, #parts
-_STMT = struct.Struct("<BQQIQ")  # flags, trace seq, trace subseq, #events, bytes
-_SPILLED = struct.Struct("<QH")  # start in the handoff file, path length
-_MARKERS = struct.Struct("<I")
-_NO_MARKERS = _MARKERS.pack(0)
-_WM = struct.Struct("<cQBQHB")  # tag, tso, key kind, seq, dn, has checkpoint
-_CP = struct.Struct("<QQH")  # pos, max tso seen, file name length
-_TEXT = struct.Struct("<cI")
-_PART = struct.Struct("<I")
-_PARTS = [struct.Struct(f"<{n}I") for n in range(17)]  # a fragment's participant list, by count
-
-HAS_TRACE, SPILLED = 1, 2
-KINDS = list(FragmentKind)
+KINDS = list(FragmentKind)  # by position, as the proto's enum FragmentKind
 KIND_CODE = {k: i for i, k in enumerate(KINDS)}
 _DATA = FragmentKind.DATA
 assert KIND_CODE[_DATA] == 0
 SORT_KINDS = tuple(Kind)  # by value (BRANCH 0, LOCAL 1): an index, not an Enum call per record
+MARKER_FIELDS = tuple(f.name for f in Marker.DESCRIPTOR.fields if f.name != "fragment")
 # SortKey(...) runs the NamedTuple's interpreted __new__; tuple.__new__ builds the same key in C
 # (a third of the cost, once per record).
 _new_tuple = tuple.__new__
@@ -55,15 +45,92 @@ class WireError(RuntimeError):
     """A frame that does not decode: the MergeSource process and this one disagree."""
 
 
-def encode_batch(items: list[Fragment | Watermark], spill_dir: str | None = None) -> bytes:
-    parts: list[bytes] = [b""]
-    for item in items:
-        if type(item) is Watermark:
-            _watermark(parts, item)
-        else:
-            _fragment(parts, item, spill_dir)  # type: ignore[arg-type]
-    body = b"".join(parts)
+def _framed(frame: Frame) -> bytes:
+    body = frame.SerializeToString()
     return FRAME.pack(len(body)) + body
+
+
+def encode_batch(items: list[Fragment | Watermark], spill_dir: str | None = None) -> bytes:
+    """One frame of `items`, all of one DN. The receiver gets the fragments in order, then the
+    watermarks in order (what MergeJoint does with a batch anyway)."""
+    frame = Frame()
+    _batch(frame.batch, items, spill_dir)
+    return _framed(frame)
+
+
+def _batch(b, items: list, spill_dir) -> None:  # C types: wire.pxd
+    tso, sort_kind, seq, txn_id, kind, timestamp = [], [], [], [], [], []
+    n_parts, parts, n_stmts = [], [], []
+    events, has_trace, trace_seq, trace_subseq = [], [], [], []
+    dn = -1
+    i = 0  # fragment index
+    for item in items:
+        if dn != item.dn:
+            if dn != -1:
+                raise WireError(f"one batch holds DN {dn} and DN {item.dn}")
+            dn = item.dn
+        if type(item) is Watermark:
+            w = b.watermarks.add(tso=item.key[0], sort_kind=item.key[1], seq=item.key[2])
+            cp = item.checkpoint
+            if cp is not None:
+                # its stream is the watermark's DN: not sent
+                w.checkpoint.file, w.checkpoint.pos, w.checkpoint.max_tso_seen = cp[1:]
+            continue
+        f: Fragment = item
+        k = f.key
+        tso.append(k[0])  # tso, kind, seq: a SortKey read by index (no attribute lookups)
+        sort_kind.append(k[1])
+        seq.append(k[2])
+        txn_id.append(f.txn_id)
+        kind.append(0 if f.kind is _DATA else KIND_CODE[f.kind])  # an Enum's hash runs Python
+        timestamp.append(f.timestamp)
+        n_parts.append(len(f.participants))
+        parts.extend(f.participants)
+        statements = f.statements
+        n_stmts.append(len(statements))
+        handoff = None  # spilled statements: copied to a handoff file when the first one comes
+        for st in statements:
+            trace = st.trace_id
+            if trace is None:
+                has_trace.append(False)
+                trace_seq.append(0)
+                trace_subseq.append(0)
+            else:
+                has_trace.append(True)
+                trace_seq.append(trace[0])
+                trace_subseq.append(trace[1])
+            if st.span is None:
+                events.append(b"".join(st._events))  # in memory: the list itself, no copy
+                continue
+            if handoff is None:
+                spilled = [s.span for s in statements if s.span is not None]
+                path, starts = write_handoff(spilled, spill_dir)
+                handoff = iter(zip(starts, spilled, strict=True))
+            start, span = next(handoff)
+            b.spilled.add(
+                statement=len(events), path=path, start=start, size=span.size, count=span.count
+            )
+            events.append(b"")
+        for m in f.markers:
+            try:
+                b.markers.add(fragment=i, **m)
+            except (ValueError, TypeError) as exc:  # a column frames.proto does not know
+                raise WireError(f"marker row {m!r} does not fit frames.proto: {exc}") from None
+        i += 1
+    b.dn = max(dn, 0)
+    b.tso.extend(tso)
+    b.sort_kind.extend(sort_kind)
+    b.seq.extend(seq)
+    b.txn_id.extend(txn_id)
+    b.kind.extend(kind)
+    b.timestamp.extend(timestamp)
+    b.participant_count.extend(n_parts)
+    b.participants.extend(parts)
+    b.statement_count.extend(n_stmts)
+    b.statement_events.extend(events)
+    b.has_trace.extend(has_trace)
+    b.trace_seq.extend(trace_seq)
+    b.trace_subseq.extend(trace_subseq)
 
 
 def collapse_watermarks(items: list[Fragment | Watermark]) -> list[Fragment | Watermark]:
@@ -89,132 +156,47 @@ def collapse_watermarks(items: list[Fragment | Watermark]) -> list[Fragment | Wa
     return out
 
 
-def encode_text(tag: bytes, text: str) -> bytes:
-    data = text.encode()
-    body = _TEXT.pack(tag, len(data)) + data
-    return FRAME.pack(len(body)) + body
-
-
 def encode_status(status: dict[str, Any]) -> bytes:
-    return encode_text(b"S", json.dumps(status))
+    frame = Frame()
+    frame.status.SetInParent()  # a status of all defaults is still a status
+    for name, value in status.items():
+        if value is not None:
+            setattr(frame.status, name, value)
+    return _framed(frame)
 
 
-def _watermark(parts: list[bytes], w: Watermark) -> None:
-    cp: Checkpoint | None = w.checkpoint  # its stream is the watermark's DN: not sent
-    parts.append(_WM.pack(b"W", w.key.tso, w.key.kind, w.key.seq, w.dn, cp is not None))
-    if cp is not None:
-        name = cp.file.encode()
-        parts.append(_CP.pack(cp.position, cp.max_tso_seen, len(name)))
-        parts.append(name)
+def encode_error(text: str) -> bytes:
+    return _framed(Frame(fatal_error=text))
 
 
-def _fragment(parts: list[bytes], f: Fragment, spill_dir: str | None) -> None:
-    k = f.key
-    participants = f.participants
-    statements = f.statements
-    n = len(participants)
-    head = _FRAG.pack(
-        b"F",
-        k[0],  # tso, kind, seq: a SortKey read by index (no attribute lookups)
-        k[1],
-        k[2],
-        f.txn_id,
-        0 if f.kind is _DATA else KIND_CODE[f.kind],  # an Enum's hash runs Python code
-        f.timestamp,
-        f.dn,
-        len(statements),
-        n,
-    )
-    if n:
-        if n < len(_PARTS):
-            head += _PARTS[n].pack(*participants)  # with the header: one part less
-        else:
-            parts.append(head)
-            head = b"".join(_PART.pack(p) for p in participants)
-    parts.append(head)
-    handoff = None  # spilled statements: copied to a handoff file when the first one comes
-    append = parts.append
-    for st in statements:
-        trace = st.trace_id
-        flags = HAS_TRACE if trace is not None else 0
-        a, b = trace if trace is not None else (0, 0)
-        if st.span is None:
-            events = st._events  # in memory here: the list itself, no copy
-            data = b"".join(events)
-            append(_STMT.pack(flags, a, b, len(events), len(data)))
-            append(data)
-        else:
-            if handoff is None:
-                spilled = [s.span for s in statements if s.span is not None]
-                path, starts = write_handoff(spilled, spill_dir)
-                handoff = iter(zip(starts, spilled, strict=True))
-                name = path.encode()
-            start, span = next(handoff)
-            append(_STMT.pack(flags | SPILLED, a, b, span.count, span.size))
-            append(_SPILLED.pack(start, len(name)))
-            append(name)
-    if f.markers:
-        markers = pickle.dumps(f.markers, protocol=pickle.HIGHEST_PROTOCOL)
-        append(_MARKERS.pack(len(markers)))
-        append(markers)
-    else:
-        append(_NO_MARKERS)
+class Status(dict):
+    """A status frame: `MergeSource.status()` as the source process last sent it."""
 
 
-class Record:
-    """A status or error record of a frame (fragments and watermarks are returned as such)."""
-
-    __slots__ = ("tag", "text")
-
-    def __init__(self, tag: bytes, text: str):
-        self.tag, self.text = tag, text
-
-    def json(self) -> dict[str, Any]:
-        return json.loads(self.text)
+class FatalError(str):
+    """A fatal-error frame: why the MergeSource stopped (the last frame of its process)."""
 
 
-def decode_body(body: bytes) -> list[Fragment | Watermark | Record]:
-    """The records of one frame body (without its length prefix)."""
-    out: list[Fragment | Watermark | Record] = []
+def decode_body(body: bytes) -> list[Fragment | Watermark] | Status | FatalError:
+    """What one frame body (without its length prefix) holds: a batch, a status or an error."""
     try:
-        _records(body, out)  # appends (a generator's resume per record cost more)
-    except (struct.error, IndexError, ValueError, KeyError, pickle.UnpicklingError) as exc:
+        frame = Frame.FromString(body)
+        which = frame.WhichOneof("body")
+        if which == "batch":
+            out: list = []
+            _read_batch(frame.batch, out)
+            return out
+        if which == "status":
+            s = frame.status
+            return Status(
+                (f.name, getattr(s, f.name) if not f.has_presence or s.HasField(f.name) else None)
+                for f in s.DESCRIPTOR.fields
+            )
+        if which == "fatal_error":
+            return FatalError(frame.fatal_error)
+        raise ValueError("an empty frame")
+    except (DecodeError, struct.error, IndexError, ValueError, KeyError) as exc:
         raise WireError(f"undecodable MergeSource frame ({len(body)} bytes): {exc}") from None
-    return out
-
-
-def _records(body: bytes, out: list) -> None:  # C types: wire.pxd
-    pos, end = 0, len(body)
-    view = memoryview(body)
-    append = out.append
-    while pos < end:
-        tag = body[pos : pos + 1]
-        if tag == b"F":
-            frag, pos = _read_fragment(body, view, pos)
-            append(frag)
-        elif tag == b"W":
-            _, tso, kind, seq, dn, has_cp = _WM.unpack_from(body, pos)
-            pos += _WM.size
-            cp = None
-            if has_cp:
-                cp_pos, max_tso, n = _CP.unpack_from(body, pos)
-                pos += _CP.size
-                cp = Checkpoint(stream_name(dn), body[pos : pos + n].decode(), cp_pos, max_tso)
-                pos += n
-            mark = _new_object(Watermark)  # field by field: its __init__ is interpreted
-            mark.dn = dn
-            mark.key = _new_tuple(SortKey, (tso, SORT_KINDS[kind], seq))
-            mark.checkpoint = cp
-            append(mark)
-        elif tag in (b"S", b"E"):
-            _, n = _TEXT.unpack_from(body, pos)
-            pos += _TEXT.size
-            append(Record(tag, body[pos : pos + n].decode()))
-            pos += n
-        else:
-            raise ValueError(f"unknown record tag {tag!r} at {pos}")
-        if pos > end:
-            raise ValueError(f"the last record runs {pos - end} bytes past the frame's end")
 
 
 def statement_events(body: bytes, pos, stop) -> list:  # C types: wire.pxd
@@ -232,54 +214,82 @@ def statement_events(body: bytes, pos, stop) -> list:  # C types: wire.pxd
     return events
 
 
-def _read_fragment(body: bytes, view, pos) -> tuple:  # C types: wire.pxd
-    _, tso, kkind, seq, txn_id, kind, ts, dn, n_st, n_p = _FRAG.unpack_from(body, pos)
-    pos += _FRAG.size
-    if n_p < len(_PARTS):
-        participants = _PARTS[n_p].unpack_from(body, pos)
-    else:
-        participants = struct.unpack_from(f"<{n_p}I", body, pos)
-    pos += 4 * n_p
-    statements = []
-    adopted: dict[bytes, SpillFile] | None = None
-    for _ in range(n_st):
-        flags, a, b, count, size = _STMT.unpack_from(body, pos)
-        pos += _STMT.size
-        trace = (a, b) if flags & HAS_TRACE else None
-        if flags & SPILLED:
-            start, n = _SPILLED.unpack_from(body, pos)
-            pos += _SPILLED.size
-            path = body[pos : pos + n]
-            pos += n
-            if adopted is None:
-                adopted = {}
-            spill = adopted.get(path)
-            if spill is None:
-                spill = adopted[path] = SpillFile.adopt(path.decode())
-            statements.append(Statement(trace, span=EventSpan(spill, start, start + size, count)))
-            continue
-        events = statement_events(body, pos, pos + size)
-        pos += size
-        if len(events) != count:
-            raise ValueError(f"statement holds {len(events)} events, header says {count}")
-        st = _new_object(Statement)  # field by field, as the fragment below
-        st.trace_id = trace
-        st._events = events
-        st.span = None
-        statements.append(st)
-    (n,) = _MARKERS.unpack_from(body, pos)
-    pos += _MARKERS.size
-    markers = pickle.loads(view[pos : pos + n]) if n else []
-    pos += n
-    key = _new_tuple(SortKey, (tso, SORT_KINDS[kkind], seq))
-    # Field by field: the dataclass's __init__ is interpreted (a Python frame per fragment).
-    frag = _new_object(Fragment)
-    frag.key = key
-    frag.dn = dn
-    frag.txn_id = txn_id
-    frag.participants = participants
-    frag.kind = KINDS[kind]
-    frag.statements = statements
-    frag.markers = markers
-    frag.timestamp = ts
-    return frag, pos
+def _read_batch(b, out: list) -> None:  # C types: wire.pxd
+    dn = b.dn
+    tso = list(b.tso)  # each column once, as a list (a container's items cost more)
+    sort_kind, seq, txn_id = list(b.sort_kind), list(b.seq), list(b.txn_id)
+    kind, timestamp = list(b.kind), list(b.timestamp)
+    n_parts, parts, n_stmts = (
+        list(b.participant_count),
+        list(b.participants),
+        list(b.statement_count),
+    )
+    events, has_trace = list(b.statement_events), list(b.has_trace)
+    trace_seq, trace_subseq = list(b.trace_seq), list(b.trace_subseq)
+    n = len(tso)
+    m = len(events)
+    if not (
+        len(sort_kind) == len(seq) == len(txn_id) == len(kind) == n
+        and len(timestamp) == len(n_parts) == len(n_stmts) == n
+        and len(has_trace) == len(trace_seq) == len(trace_subseq) == m
+    ):
+        raise ValueError("the batch's columns differ in length")
+    spilled = {s.statement: s for s in b.spilled} if len(b.spilled) else None
+    adopted: dict[str, SpillFile] = {}
+    first = len(out)
+    p = 0  # into parts
+    j = 0  # into the statement columns
+    for i in range(n):
+        c = n_parts[i]
+        if p + c > len(parts):
+            raise ValueError("participants run past their column")
+        participants = tuple(parts[p : p + c])
+        p += c
+        c = n_stmts[i]
+        if j + c > m:
+            raise ValueError("statements run past their columns")
+        statements = []
+        end = j + c
+        while j < end:
+            trace = (trace_seq[j], trace_subseq[j]) if has_trace[j] else None
+            if spilled is not None and j in spilled:
+                s = spilled[j]
+                spill = adopted.get(s.path)
+                if spill is None:
+                    spill = adopted[s.path] = SpillFile.adopt(s.path)
+                span = EventSpan(spill, s.start, s.start + s.size, s.count)
+                statements.append(Statement(trace, span=span))
+            else:
+                data = events[j]
+                st = _new_object(Statement)  # field by field, as the fragment below
+                st.trace_id = trace
+                st._events = statement_events(data, 0, len(data))
+                st.span = None
+                statements.append(st)
+            j += 1
+        # Field by field: the dataclass's __init__ is interpreted (a Python frame per fragment).
+        frag = _new_object(Fragment)
+        frag.key = _new_tuple(SortKey, (tso[i], SORT_KINDS[sort_kind[i]], seq[i]))
+        frag.dn = dn
+        frag.txn_id = txn_id[i]
+        frag.participants = participants
+        frag.kind = KINDS[kind[i]]
+        frag.statements = statements
+        frag.markers = []
+        frag.timestamp = timestamp[i]
+        out.append(frag)
+    if j != m or p != len(parts):
+        raise ValueError("the batch holds statements or participants of no fragment")
+    for mk in b.markers:
+        row = {f.name: v for f, v in mk.ListFields() if f.name != "fragment"}
+        out[first + mk.fragment].markers.append(row)
+    for w in b.watermarks:
+        cp = None
+        if w.HasField("checkpoint"):
+            ck = w.checkpoint
+            cp = Checkpoint(stream_name(dn), ck.file, ck.pos, ck.max_tso_seen)
+        mark = _new_object(Watermark)  # field by field: its __init__ is interpreted
+        mark.dn = dn
+        mark.key = _new_tuple(SortKey, (w.tso, SORT_KINDS[w.sort_kind], w.seq))
+        mark.checkpoint = cp
+        out.append(mark)

@@ -2,9 +2,9 @@
 sorting each DN's binlog runs beside MergeJoint and the writer instead of sharing one GIL.
 
 stdin: one frame with the pickled `SourceSpec` (from the leader, which spawned us), then
-nothing; its end means the leader is gone, and so are we. stdout: `wire` frames (batches,
-status every `STATUS_INTERVAL_S`, and a last error record if the source fails). Logs go to
-stderr, which the leader's process shares.
+nothing; its end means the leader is gone, and so are we. stdout: `wire` frames (the contract is
+`frames.proto`: batches, a status every `STATUS_INTERVAL_S`, and a last fatal error if the
+source fails). Logs go to stderr, which the leader's process shares.
 """
 
 from __future__ import annotations
@@ -23,13 +23,7 @@ from cdc import stage_trace
 from cdc.gc_tune import tune_gc
 from cdc.tasks import cancel_and_wait
 from merge_source.source import Batch, MergeSource, SourceSpec
-from merge_source.wire import (
-    FRAME,
-    collapse_watermarks,
-    encode_batch,
-    encode_status,
-    encode_text,
-)
+from merge_source.wire import FRAME, collapse_watermarks, encode_batch, encode_error, encode_status
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +91,7 @@ async def serve(spec: SourceSpec) -> int:
         failed = next(t for t in done)
         exc = failed.exception() or RuntimeError(f"{failed.get_name()} stopped")
         if failed is run:
-            out.write(encode_text(b"E", str(exc)))
+            out.write(encode_error(str(exc)))
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(out.drain(), 5)
             return EXIT_SOURCE_FAILED

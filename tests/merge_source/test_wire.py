@@ -1,5 +1,5 @@
-"""The framing between a MergeSource process and MergeJoint, on every output of the recorded
-real binlog (fragments of every kind, markers, watermarks with checkpoints), in memory and
+"""The frames between a MergeSource process and MergeJoint (frames.proto), on every output of the
+recorded real binlog (fragments of every kind, markers, watermarks with checkpoints), in memory and
 spilled; and a MergeSource process on a real DN."""
 
 from __future__ import annotations
@@ -24,13 +24,14 @@ from merge_source.source_process import (
 from merge_source.spill import HANDOFF_PREFIX, sweep_handoffs
 from merge_source.wire import (
     FRAME,
-    Record,
+    FatalError,
+    Status,
     WireError,
     collapse_watermarks,
     decode_body,
     encode_batch,
+    encode_error,
     encode_status,
-    encode_text,
 )
 from tests.merge_source.test_recorded import DN, feed_all
 
@@ -40,6 +41,12 @@ def round_trip(items, spill_dir=None):
     (n,) = FRAME.unpack_from(frame)
     assert n == len(frame) - FRAME.size
     return decode_body(frame[FRAME.size :])
+
+
+def in_frame_order(items):
+    """A batch's items as a frame delivers them: its fragments, then its watermarks."""
+    marks = [o for o in items if isinstance(o, Watermark)]
+    return [o for o in items if not isinstance(o, Watermark)] + marks
 
 
 def described(items):
@@ -69,7 +76,18 @@ def test_every_recorded_output_round_trips():
     items = [o for case in run.outputs for o in case]
     assert any(isinstance(o, Fragment) and o.markers for o in items)
     assert any(isinstance(o, Watermark) and o.checkpoint for o in items)
-    assert described(round_trip(items)) == described(items)
+    assert described(round_trip(items)) == described(in_frame_order(items))
+
+
+def test_a_marker_column_or_a_dn_the_contract_does_not_know_is_refused():
+    run = feed_all(SourceProcessor(DN, wait_for_start=True))
+    items = [o for case in run.outputs for o in case]
+    frag = next(o for o in items if isinstance(o, Fragment) and o.markers)
+    frag.markers = [{**frag.markers[0], "new_column": 1}]
+    with pytest.raises(WireError, match="new_column"):
+        encode_batch([frag])
+    with pytest.raises(WireError, match="DN"):
+        encode_batch([Watermark(DN, frag.key), Watermark(DN + 1, frag.key)])
 
 
 def test_a_frame_keeps_every_fragment_and_the_watermarks_merge_joint_uses():
@@ -100,7 +118,7 @@ def test_spilled_statements_travel_as_handoff_files(tmp_path):
     assert any(p.name.startswith(HANDOFF_PREFIX) for p in handoff.iterdir())
     got = decode_body(frame[FRAME.size :])
     assert list(handoff.iterdir()) == []  # adopted: unlinked, alive through the open fd
-    assert described(got) == described(items)
+    assert described(got) == described(in_frame_order(items))
     assert all(s.spilled for o in got if isinstance(o, Fragment) for s in o.statements)
 
 
@@ -112,13 +130,15 @@ def test_handoffs_of_dead_writers_are_swept(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == [mine.name]
 
 
-def test_status_and_error_records():
-    frame = encode_status({"state": "up", "events": 3}) + encode_text(b"E", "dn1: broken")
+def test_status_and_fatal_error_frames():
+    sent = {"state": "up", "position": "binlog.000001:4", "silent_s": 0.5, "events": 3}
+    frame = encode_status({**sent, "error": None}) + encode_error("dn1: broken")
     (n,) = FRAME.unpack_from(frame)
-    (status,) = decode_body(frame[FRAME.size : FRAME.size + n])
-    (error,) = decode_body(frame[2 * FRAME.size + n :])
-    assert isinstance(status, Record) and status.json() == {"state": "up", "events": 3}
-    assert isinstance(error, Record) and (error.tag, error.text) == (b"E", "dn1: broken")
+    status = decode_body(frame[FRAME.size : FRAME.size + n])
+    error = decode_body(frame[2 * FRAME.size + n :])
+    assert type(status) is Status
+    assert status == {**sent, "error": None, "watermark_tso": None, "pending": 0, "bytes": 0}
+    assert type(error) is FatalError and error == "dn1: broken"
 
 
 @pytest.mark.parametrize("cut", [1, 5, 20, 40])
@@ -128,7 +148,9 @@ def test_truncated_or_garbage_frames_are_a_clear_error(cut):
     with pytest.raises(WireError, match="undecodable MergeSource frame"):
         decode_body(body[:-cut])
     with pytest.raises(WireError):
-        decode_body(b"Z" + body)
+        decode_body(b"\x07" + body)  # wire type 7 does not exist
+    with pytest.raises(WireError, match="empty frame"):
+        decode_body(b"")
 
 
 def spec_for(server, **kw) -> SourceSpec:
