@@ -4,14 +4,11 @@ import cython
 @cython.locals(p="const unsigned char*", n=Py_ssize_t, events=list)
 cpdef list statement_events(bytes body, Py_ssize_t pos, Py_ssize_t stop)
 
-@cython.locals(i=Py_ssize_t, tso=list, sort_kind=list, seq=list, txn_id=list, kind=list,
-               timestamp=list, n_parts=list, parts=list, n_stmts=list, events=list,
-               has_trace=list, trace_seq=list, trace_subseq=list, statements=list)
+@cython.locals(i=Py_ssize_t, head=list, parts=list, events=list, stmts=list, marks=list,
+               statements=list)
 cpdef _batch(object b, list items, object spill_dir)
 
 @cython.locals(n=Py_ssize_t, m=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, p=Py_ssize_t,
-               c=Py_ssize_t, end=Py_ssize_t, first=Py_ssize_t, tso=list, sort_kind=list,
-               seq=list, txn_id=list, kind=list, timestamp=list, n_parts=list, parts=list,
-               n_stmts=list, events=list, has_trace=list, trace_seq=list, trace_subseq=list,
-               statements=list, data=bytes)
+               c=Py_ssize_t, end=Py_ssize_t, first=Py_ssize_t, head=list, parts=list,
+               events=list, stmts=list, marks=list, statements=list, data=bytes)
 cpdef _read_batch(object b, list out)

@@ -4,9 +4,9 @@ The contract is `frames.proto` (its comments say what each field means); this mo
 fragments and watermarks into those messages and back. A frame is `u32 length` + one serialized
 `Frame`: a batch, a status, or a fatal error (the last one the process sends).
 
-A batch is columns (a packed repeated field per fragment attribute, one `bytes` value per
-statement with its events concatenated): the leader reads a handful of fields per batch, not
-several per fragment, and splits each statement into events in compiled code (every event
+A batch is a few columns (packed repeated integers: 8 per fragment in one, 3 per statement in
+another; one `bytes` value per statement with its events concatenated): the leader reads a
+handful of fields per batch, not several per fragment, and splits each statement into events in compiled code (every event
 carries its size at header offset 9). A statement spilled to disk does not cross the pipe: the
 sender copies it into a handoff file and sends its path, the receiver adopts the file
 (`spill.write_handoff` / `SpillFile.adopt`), so a 1 GB transaction never sits in either
@@ -22,17 +22,17 @@ from google.protobuf.message import DecodeError
 
 from cdc.keys import Checkpoint, Kind, SortKey, stream_name
 from merge_source.fragment import Fragment, FragmentKind, Statement, Watermark
-from merge_source.frames_pb2 import Frame, Marker
+from merge_source.frames_pb2 import Frame
 from merge_source.spill import EventSpan, SpillFile, write_handoff
 
 FRAME = struct.Struct("<I")
 MAX_FRAME = 1 << 30
+FRAGMENT_FIELDS = 8  # entries of Batch.fragments per fragment (frames.proto)
 KINDS = list(FragmentKind)  # by position, as the proto's enum FragmentKind
 KIND_CODE = {k: i for i, k in enumerate(KINDS)}
 _DATA = FragmentKind.DATA
 assert KIND_CODE[_DATA] == 0
 SORT_KINDS = tuple(Kind)  # by value (BRANCH 0, LOCAL 1): an index, not an Enum call per record
-MARKER_FIELDS = tuple(f.name for f in Marker.DESCRIPTOR.fields if f.name != "fragment")
 # SortKey(...) runs the NamedTuple's interpreted __new__; tuple.__new__ builds the same key in C
 # (a third of the cost, once per record).
 _new_tuple = tuple.__new__
@@ -59,9 +59,7 @@ def encode_batch(items: list[Fragment | Watermark], spill_dir: str | None = None
 
 
 def _batch(b, items: list, spill_dir) -> None:  # C types: wire.pxd
-    tso, sort_kind, seq, txn_id, kind, timestamp = [], [], [], [], [], []
-    n_parts, parts, n_stmts = [], [], []
-    events, has_trace, trace_seq, trace_subseq = [], [], [], []
+    head, parts, events, stmts, marks = [], [], [], [], []  # columns `fragments`, ... of the proto
     dn = -1
     i = 0  # fragment index
     for item in items:
@@ -70,35 +68,35 @@ def _batch(b, items: list, spill_dir) -> None:  # C types: wire.pxd
                 raise WireError(f"one batch holds DN {dn} and DN {item.dn}")
             dn = item.dn
         if type(item) is Watermark:
-            w = b.watermarks.add(tso=item.key[0], sort_kind=item.key[1], seq=item.key[2])
+            k = item.key
             cp = item.checkpoint
-            if cp is not None:
-                # its stream is the watermark's DN: not sent
-                w.checkpoint.file, w.checkpoint.pos, w.checkpoint.max_tso_seen = cp[1:]
+            if cp is not None:  # its stream is the watermark's DN: not sent
+                b.checkpoints.add(
+                    watermark=len(marks) // 3, file=cp[1], pos=cp[2], max_tso_seen=cp[3]
+                )
+            marks += (k[0], k[1], k[2])
             continue
         f: Fragment = item
         k = f.key
-        tso.append(k[0])  # tso, kind, seq: a SortKey read by index (no attribute lookups)
-        sort_kind.append(k[1])
-        seq.append(k[2])
-        txn_id.append(f.txn_id)
-        kind.append(0 if f.kind is _DATA else KIND_CODE[f.kind])  # an Enum's hash runs Python
-        timestamp.append(f.timestamp)
-        n_parts.append(len(f.participants))
-        parts.extend(f.participants)
         statements = f.statements
-        n_stmts.append(len(statements))
+        head += (
+            k[0],  # tso, kind, seq: a SortKey read by index (no attribute lookups)
+            k[1],
+            k[2],
+            f.txn_id,
+            0 if f.kind is _DATA else KIND_CODE[f.kind],  # an Enum's hash runs Python code
+            f.timestamp,
+            len(f.participants),
+            len(statements),
+        )
+        parts += f.participants
         handoff = None  # spilled statements: copied to a handoff file when the first one comes
         for st in statements:
             trace = st.trace_id
             if trace is None:
-                has_trace.append(False)
-                trace_seq.append(0)
-                trace_subseq.append(0)
+                stmts += (0, 0, 0)
             else:
-                has_trace.append(True)
-                trace_seq.append(trace[0])
-                trace_subseq.append(trace[1])
+                stmts += (1, trace[0], trace[1])
             if st.span is None:
                 events.append(b"".join(st._events))  # in memory: the list itself, no copy
                 continue
@@ -118,19 +116,13 @@ def _batch(b, items: list, spill_dir) -> None:  # C types: wire.pxd
                 raise WireError(f"marker row {m!r} does not fit frames.proto: {exc}") from None
         i += 1
     b.dn = max(dn, 0)
-    b.tso.extend(tso)
-    b.sort_kind.extend(sort_kind)
-    b.seq.extend(seq)
-    b.txn_id.extend(txn_id)
-    b.kind.extend(kind)
-    b.timestamp.extend(timestamp)
-    b.participant_count.extend(n_parts)
-    b.participants.extend(parts)
-    b.statement_count.extend(n_stmts)
-    b.statement_events.extend(events)
-    b.has_trace.extend(has_trace)
-    b.trace_seq.extend(trace_seq)
-    b.trace_subseq.extend(trace_subseq)
+    if head:  # each field touched costs even when empty
+        b.fragments.extend(head)
+        b.participants.extend(parts)
+        b.statement_events.extend(events)
+        b.statements.extend(stmts)
+    if marks:
+        b.watermarks.extend(marks)
 
 
 def collapse_watermarks(items: list[Fragment | Watermark]) -> list[Fragment | Watermark]:
@@ -216,42 +208,32 @@ def statement_events(body: bytes, pos, stop) -> list:  # C types: wire.pxd
 
 def _read_batch(b, out: list) -> None:  # C types: wire.pxd
     dn = b.dn
-    tso = list(b.tso)  # each column once, as a list (a container's items cost more)
-    sort_kind, seq, txn_id = list(b.sort_kind), list(b.seq), list(b.txn_id)
-    kind, timestamp = list(b.kind), list(b.timestamp)
-    n_parts, parts, n_stmts = (
-        list(b.participant_count),
-        list(b.participants),
-        list(b.statement_count),
-    )
-    events, has_trace = list(b.statement_events), list(b.has_trace)
-    trace_seq, trace_subseq = list(b.trace_seq), list(b.trace_subseq)
-    n = len(tso)
+    head = b.fragments[:]  # each column once, as a list (slicing a container: one C call)
+    parts = b.participants[:]
+    events = b.statement_events[:]
+    stmts = b.statements[:]
+    n = len(head) // FRAGMENT_FIELDS
     m = len(events)
-    if not (
-        len(sort_kind) == len(seq) == len(txn_id) == len(kind) == n
-        and len(timestamp) == len(n_parts) == len(n_stmts) == n
-        and len(has_trace) == len(trace_seq) == len(trace_subseq) == m
-    ):
-        raise ValueError("the batch's columns differ in length")
+    if n * FRAGMENT_FIELDS != len(head) or len(stmts) != 3 * m:
+        raise ValueError("the batch's fragment or statement columns do not add up")
     spilled = {s.statement: s for s in b.spilled} if len(b.spilled) else None
     adopted: dict[str, SpillFile] = {}
     first = len(out)
     p = 0  # into parts
-    j = 0  # into the statement columns
-    for i in range(n):
-        c = n_parts[i]
+    j = 0  # into the statements
+    for i in range(0, n * FRAGMENT_FIELDS, FRAGMENT_FIELDS):
+        c = head[i + 6]
         if p + c > len(parts):
             raise ValueError("participants run past their column")
         participants = tuple(parts[p : p + c])
         p += c
-        c = n_stmts[i]
+        c = head[i + 7]
         if j + c > m:
             raise ValueError("statements run past their columns")
         statements = []
         end = j + c
         while j < end:
-            trace = (trace_seq[j], trace_subseq[j]) if has_trace[j] else None
+            trace = (stmts[3 * j + 1], stmts[3 * j + 2]) if stmts[3 * j] else None
             if spilled is not None and j in spilled:
                 s = spilled[j]
                 spill = adopted.get(s.path)
@@ -269,27 +251,34 @@ def _read_batch(b, out: list) -> None:  # C types: wire.pxd
             j += 1
         # Field by field: the dataclass's __init__ is interpreted (a Python frame per fragment).
         frag = _new_object(Fragment)
-        frag.key = _new_tuple(SortKey, (tso[i], SORT_KINDS[sort_kind[i]], seq[i]))
+        frag.key = _new_tuple(SortKey, (head[i], SORT_KINDS[head[i + 1]], head[i + 2]))
         frag.dn = dn
-        frag.txn_id = txn_id[i]
+        frag.txn_id = head[i + 3]
         frag.participants = participants
-        frag.kind = KINDS[kind[i]]
+        frag.kind = KINDS[head[i + 4]]
         frag.statements = statements
         frag.markers = []
-        frag.timestamp = timestamp[i]
+        frag.timestamp = head[i + 5]
         out.append(frag)
     if j != m or p != len(parts):
         raise ValueError("the batch holds statements or participants of no fragment")
-    for mk in b.markers:
-        row = {f.name: v for f, v in mk.ListFields() if f.name != "fragment"}
-        out[first + mk.fragment].markers.append(row)
-    for w in b.watermarks:
+    if len(b.markers):
+        for mk in b.markers:
+            row = {f.name: v for f, v in mk.ListFields() if f.name != "fragment"}
+            out[first + mk.fragment].markers.append(row)
+    marks = b.watermarks[:]
+    if len(marks) % 3:
+        raise ValueError("the batch's watermark column does not add up")
+    checkpoints = {ck.watermark: ck for ck in b.checkpoints} if len(b.checkpoints) else None
+    for i in range(0, len(marks), 3):
         cp = None
-        if w.HasField("checkpoint"):
-            ck = w.checkpoint
+        if checkpoints is not None and i // 3 in checkpoints:
+            ck = checkpoints.pop(i // 3)
             cp = Checkpoint(stream_name(dn), ck.file, ck.pos, ck.max_tso_seen)
         mark = _new_object(Watermark)  # field by field: its __init__ is interpreted
         mark.dn = dn
-        mark.key = _new_tuple(SortKey, (w.tso, SORT_KINDS[w.sort_kind], w.seq))
+        mark.key = _new_tuple(SortKey, (marks[i], SORT_KINDS[marks[i + 1]], marks[i + 2]))
         mark.checkpoint = cp
         out.append(mark)
+    if checkpoints:
+        raise ValueError("the batch holds checkpoints of no watermark")
