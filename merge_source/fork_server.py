@@ -1,12 +1,15 @@
-"""A pre-imported fork server for MergeSource workers.
+"""A pre-imported fork server for MergeSource workers: the one way they start.
 
-Starting Python and importing the pipeline costs a worker ~0.25-0.3 s of CPU on this machine
+Starting Python and importing the pipeline costs a worker ~0.15 s of CPU on this machine
 (more than a second of wall time when the cores are busy), once per DN and again after every
 pipeline restart. The fork server pays it once: `python -m merge_source.fork_server` imports
 `merge_source.worker` and everything it uses, freezes those objects for the collector, then
-forks one worker per request. A forked worker is the same `worker.main` as a spawned one: it
-reads its spec on stdin and writes `wire` frames on stdout, pipes that the leader created and
-passed over the control socket (SCM_RIGHTS), so the leader reads it exactly like a spawned one.
+forks one worker per request (`worker.main`): it reads its spec on stdin and writes `wire`
+frames on stdout, pipes that the leader created and passed over the control socket
+(SCM_RIGHTS). Measured (3 workers, load ~4.5): spawning each as a new Python took 650-980 ms
+of wall time and 400-500 ms of CPU; forking them from a running server 13-38 ms, from one
+started for the occasion 350-510 ms. So a leader starts its server before it reads the GMS,
+and an HA follower keeps one running for the takeover (`dumper/ha.py`).
 
 Control socket (the server's stdin, a Unix stream socket): the leader sends one byte `F` with
 two descriptors (the worker's stdin read end, its stdout write end); the server answers
@@ -185,7 +188,7 @@ class ForkServer:
                 await self._start()
 
     async def spawn(self) -> ForkedWorker:
-        """A new worker, waiting for its spec on stdin (like `source_process.spawn_worker`)."""
+        """A new worker, waiting for its spec on stdin."""
         loop = asyncio.get_running_loop()
         async with self._lock:  # replies come in request order
             if self._reader is None or self._reader.done():

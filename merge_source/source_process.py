@@ -1,7 +1,7 @@
 """The leader's handle on a MergeSource running in its own process (`worker.py`).
 
 It looks like an in-process `MergeSource` to the leader (`run`, `status`, `error`, `name`):
-`run` spawns the worker, hands it the `SourceSpec`, and moves the batches it sends onto the
+`run` has the fork server fork the worker, hands it the `SourceSpec`, and moves the batches it sends onto the
 shared queue. It reads the pipe only when the queue has room, so a slow MergeJoint fills the
 pipe, the worker blocks on it and stops reading its DN: the same backpressure as in-process.
 """
@@ -11,15 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import pickle
-import sys
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from cdc import stage_trace
-from merge_source.fork_server import ForkedWorker
+from merge_source.fork_server import ForkedWorker, ForkServer
 from merge_source.fragment import Watermark
 from merge_source.source import Batch, SourceSpec
 from merge_source.wire import FRAME, MAX_FRAME, FatalError, Status, decode_body
@@ -37,33 +34,16 @@ class SourceProcessDied(RuntimeError):
     """The MergeSource process ended without saying why (killed, crashed): restartable."""
 
 
-# A worker as `SourceProcess` uses it: spawned (`spawn_worker`) or forked (`fork_server`).
-Worker = asyncio.subprocess.Process | ForkedWorker
-
-
-async def spawn_worker() -> asyncio.subprocess.Process:
-    """A worker process. It imports everything, then waits for its spec on stdin, so one
-    spawned ahead of time starts at once (dumper HA followers keep some warm for a takeover)."""
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "merge_source.worker",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        limit=1 << 20,
-    )
-
-
 class SourceProcess:
     def __init__(
         self,
         spec: SourceSpec,
         queue: asyncio.Queue[Batch],
-        spawn: Callable[[], Awaitable[Worker]] = spawn_worker,
+        forks: ForkServer,
     ):
         self.spec = spec
         self.queue = queue
-        self._spawn = spawn
+        self._forks = forks
         self.error: BaseException | None = None
         self.pid: int | None = None
         self._status: dict[str, Any] = {"state": "starting"}
@@ -87,11 +67,11 @@ class SourceProcess:
         return status
 
     async def run(self) -> None:
-        proc = await self._spawn()
+        proc = await self._forks.spawn()
         self.pid = proc.pid
         assert proc.stdin is not None and proc.stdout is not None
         try:
-            spec = pickle.dumps((self.spec, os.getpid(), logging.getLogger().getEffectiveLevel()))
+            spec = pickle.dumps((self.spec, logging.getLogger().getEffectiveLevel()))
             proc.stdin.write(FRAME.pack(len(spec)) + spec)
             await proc.stdin.drain()  # stdin stays open: its end tells the worker we are gone
             log.info("%s: MergeSource process %d started", self.name, proc.pid)
@@ -145,7 +125,7 @@ def _exit(rc: int | None) -> str:
     return f"exit code {rc}"
 
 
-async def _stop(proc: Worker) -> None:
+async def _stop(proc: ForkedWorker) -> None:
     if proc.returncode is None:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()

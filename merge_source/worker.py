@@ -1,7 +1,8 @@
-"""A MergeSource in its own process (`python -m merge_source.worker`), so that reading and
-sorting each DN's binlog runs beside MergeJoint and the writer instead of sharing one GIL.
+"""A MergeSource in its own process, forked by the fork server (`fork_server.py`), so that
+reading and sorting each DN's binlog runs beside MergeJoint and the writer instead of sharing
+one GIL.
 
-stdin: one frame with the pickled `SourceSpec` (from the leader, which spawned us), then
+stdin: one frame with the pickled `SourceSpec` (from the leader, which asked for us), then
 nothing; its end means the leader is gone, and so are we. stdout: `wire` frames (the contract is
 `frames.proto`: batches, a status every `STATUS_INTERVAL_S`, and a last fatal error if the
 source fails). Logs go to stderr, which the leader's process shares.
@@ -100,15 +101,14 @@ async def serve(spec: SourceSpec) -> int:
         await cancel_and_wait(tasks)
 
 
-def main(parent: int | None = None) -> int:
-    """`parent`: the process we must die with (the fork server, for a forked worker);
-    None: the leader, whose pid comes with the spec."""
+def main(parent: int) -> int:
+    """`parent`: the process we must die with (the fork server, which dies with the leader)."""
     raw = sys.stdin.buffer.read(FRAME.size)
     if len(raw) < FRAME.size:
-        return 0  # spawned ahead of time (HA follower) and never used: the parent is gone
+        return 0  # the leader gave up on us before sending the spec
     (n,) = FRAME.unpack(raw)
-    spec, leader, level = pickle.loads(sys.stdin.buffer.read(n))
-    die_with_parent(leader if parent is None else parent)
+    spec, level = pickle.loads(sys.stdin.buffer.read(n))
+    die_with_parent(parent)
     tune_gc()
     logging.basicConfig(
         level=level,
@@ -116,7 +116,3 @@ def main(parent: int | None = None) -> int:
         stream=sys.stderr,
     )
     return asyncio.run(serve(spec))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

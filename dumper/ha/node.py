@@ -27,8 +27,9 @@ from binlog_writer import BinlogCopier, CopyError, layout, truncate_copy
 from cdc.config import Config
 from cdc.tasks import cancel_and_wait
 from dumper.ha.takeover import TakeoverTimeline
-from dumper.pipeline import DnSourceFactory, GmsMetadata, Leader, LeaderError, WarmSources
+from dumper.pipeline import DnSourceFactory, GmsMetadata, Leader, LeaderError
 from dumper.server import AckGate, ack_packet
+from merge_source import ForkServer
 from merge_source.dump_client import BinlogPosition, DumpClient, DumpError, DumpSettings
 from topology import DumperLeaseStore, Lease, Member, TermStart, gms, migrate
 
@@ -77,8 +78,11 @@ class HaNode:
         self._copied_at = 0.0  # monotonic: the leader was last heard (copy data or heartbeat)
         self._lease_free_at: float | None = None  # monotonic: first saw the lease expired
         self._db = config.pipeline.meta_database
-        warm = config.dumper.warm_sources and config.pipeline.source_processes
-        self._warm = WarmSources(len(config.dn), config.pipeline.fork_server) if warm else None
+        # The MergeSource fork server, started while following: a takeover then forks its
+        # workers from it at once (13-38 ms for 3), where starting it would take 0.35-0.5 s and
+        # more on a loaded machine (merge_source/fork_server.py). Idle workers forked ahead of
+        # time (`warm_sources`, removed) saved the takeover only the forks.
+        self._forks = ForkServer() if config.pipeline.source_processes else None
         d = config.dumper
         # Followers acknowledge what they copied; as leader this process serves its other
         # consumers only that (docs/dumper.md, "The leader-consumer gap").
@@ -143,8 +147,8 @@ class HaNode:
             reporter.cancel()
             with contextlib.suppress(BaseException):
                 await reporter
-            if self._warm is not None:
-                await self._warm.close()
+            if self._forks is not None:
+                await self._forks.aclose()
 
     def _timeline(self, term: int) -> TakeoverTimeline:
         """Counted from when the old leader was last heard, if this process was copying from
@@ -254,8 +258,8 @@ class HaNode:
                 lease.term,
             )
         self.role, self.term = "follower", lease.term
-        if self._warm is not None:
-            await self._warm.fill()
+        if self._forks is not None:
+            await self._forks.start()  # a no-op while it runs
         self.progress.leader, self.progress.leader_id = lease.address, lease.holder
         if not await asyncio.to_thread(self._align_with_terms, lease.term):
             await asyncio.sleep(0.1)  # the new leader records its start right after the lease
@@ -355,9 +359,7 @@ class HaNode:
             timeline.mark("copy aligned with the terms")
         metadata = GmsMetadata(self.config)
         metadata.migrated = True  # by `run`
-        factory = DnSourceFactory(self.config, metadata.names_at)
-        if self._warm is not None:
-            factory.spawn = self._warm.take
+        factory = DnSourceFactory(self.config, metadata.names_at, self._forks)
         leader = Leader(self.config, factory=factory, metadata=metadata, nodes=self.nodes)
         leader.term, leader.fence, leader.timeline = term, self._fence, timeline
         if timeline is not None:

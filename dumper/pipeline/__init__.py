@@ -6,7 +6,6 @@ its own."""
 from dumper.pipeline.leader import Leader, LeaderError, LeaderStats, leader_status
 from dumper.pipeline.metadata import CheckpointTooOld, GmsMetadata, PipelineMetadata
 from dumper.pipeline.sources import DnSourceFactory, Source, SourceError, SourceFactory
-from dumper.pipeline.warm_sources import WarmSources
 
 __all__ = [
     "CheckpointTooOld",
@@ -19,6 +18,5 @@ __all__ = [
     "Source",
     "SourceError",
     "SourceFactory",
-    "WarmSources",
     "leader_status",
 ]

@@ -1,6 +1,6 @@
 """How the pipeline starts one DN's MergeSource: where in the DN binlog (a checkpoint, or its
 first binlog file), with which names and resume key, in this process or in a worker process
-(spawned, or forked from a fork server; HA hands in warm ones). The pipeline takes a
+forked from a fork server (HA hands in its own, kept running while it followed). The pipeline takes a
 `SourceFactory` as a dependency: a unit test passes one that makes fake sources."""
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from merge_source import (
     NameMap,
     SourceProcess,
     SourceSpec,
-    spawn_worker,
     sweep_handoffs,
 )
 from merge_source.dump_client import BinlogPosition, DumpSettings
@@ -71,18 +70,21 @@ class SourceFactory(Protocol):
 class DnSourceFactory:
     """Sources reading real DNs, as `[pipeline]` says (worker processes or in-process)."""
 
-    def __init__(self, config: Config, names_at: Callable[[int, int], NameMap | None]):
+    def __init__(
+        self,
+        config: Config,
+        names_at: Callable[[int, int], NameMap | None],
+        forks: ForkServer | None = None,
+    ):
         self.config = config
         self.names_at = names_at
-        p = config.pipeline
-        # How MergeSource processes start: forked from a pre-imported fork server (started on
-        # first use, shared by the pipeline restarts), or spawned; HA: warm ones first.
-        self.forks = ForkServer()
-        self.spawn = self.forks.spawn if p.fork_server else spawn_worker
+        # MergeSource processes are forked from a pre-imported fork server, shared by the
+        # pipeline restarts. Ours unless given one: an HA node's, started while it followed.
+        self._own_forks = forks is None
+        self.forks = ForkServer() if forks is None else forks
 
     async def start(self) -> None:
-        p = self.config.pipeline
-        if p.source_processes and p.fork_server:
+        if self.config.pipeline.source_processes:
             await self.forks.start()  # its imports overlap the reads of the GMS
 
     def prepare(self) -> None:
@@ -90,7 +92,8 @@ class DnSourceFactory:
             log.info("removed %d spill handoff files left by a crash", removed)
 
     async def aclose(self) -> None:
-        await self.forks.aclose()
+        if self._own_forks:
+            await self.forks.aclose()
 
     def _dn_start(
         self, node: NodeConfig, cp: Checkpoint | None
@@ -155,5 +158,5 @@ class DnSourceFactory:
             "%s: reading from %s (%s)", name, start, "first start" if first_start else "checkpoint"
         )
         if p.source_processes:
-            return SourceProcess(spec, queue, self.spawn)
+            return SourceProcess(spec, queue, self.forks)
         return MergeSource.from_spec(spec, queue)

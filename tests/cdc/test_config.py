@@ -28,6 +28,7 @@ def test_round_trip(tmp_path):
         ("[[dn]]\nport = 5\n", r"\[dn\[0\]\]: .*missing .*'id'"),
         ("dn = 3\n", "dn: expected a list"),
         ("[gms\n", "not valid TOML"),
+        ("[pipeline]\nfork_server = false\n", "pipeline.fork_server = False is no longer supp"),
     ],
 )
 def test_bad_config(tmp_path, text, message):
@@ -35,6 +36,13 @@ def test_bad_config(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(ConfigError, match=message):
         load(path)
+
+
+def test_removed_run_mode_keys_with_todays_behaviour_are_dropped(tmp_path):
+    """`cluster up` wrote every key: an old cdc.toml says fork_server and warm_sources unasked."""
+    path = tmp_path / "cdc.toml"
+    path.write_text("[pipeline]\nfork_server = true\n[dumper]\nwarm_sources = true\n")
+    assert load(path) == Config()
 
 
 def test_missing_file(tmp_path):

@@ -54,12 +54,10 @@ def _children(pid: int) -> list[tuple[int, bytes]]:
 
 def source_processes(pipeline_pid: int) -> list[int]:
     """The MergeSource worker processes of the pipeline: forked by its fork server (they
-    carry the server's command line), or spawned by it (`[pipeline] fork_server = false`)."""
+    carry the server's command line)."""
     pids = []
     for pid, cmdline in _children(pipeline_pid):
-        if b"merge_source.worker" in cmdline:
-            pids.append(pid)
-        elif b"merge_source.fork_server" in cmdline:
+        if b"merge_source.fork_server" in cmdline:
             pids += [child for child, _ in _children(pid)]
     return pids
 

@@ -15,12 +15,7 @@ from merge_source.fork_server import ForkServer
 from merge_source.fragment import Fragment, Watermark
 from merge_source.processor import SourceProcessor
 from merge_source.source import SourceSpec
-from merge_source.source_process import (
-    SourceFailed,
-    SourceProcess,
-    SourceProcessDied,
-    spawn_worker,
-)
+from merge_source.source_process import SourceFailed, SourceProcess, SourceProcessDied
 from merge_source.spill import HANDOFF_PREFIX, sweep_handoffs
 from merge_source.wire import (
     FRAME,
@@ -160,9 +155,7 @@ def spec_for(server, **kw) -> SourceSpec:
     return SourceSpec(settings, BinlogPosition("binlog.000001", 4), 1, server.name, **kw)
 
 
-@pytest.mark.parametrize("start", ["spawned", "forked"])
-async def test_a_source_process_reads_a_real_dn_and_reports_status(cluster, start):
-    """Spawned as `python -m merge_source.worker`, or forked by the fork server: the same."""
+async def test_a_source_process_reads_a_real_dn_and_reports_status(cluster):
     dn = cluster.dn(1)
     forks = ForkServer()
     with dn.connect() as conn, conn.cursor() as cur:  # a local transaction: something to emit
@@ -171,7 +164,7 @@ async def test_a_source_process_reads_a_real_dn_and_reports_status(cluster, star
         cur.execute("REPLACE INTO wire_test.t VALUES (1)")
         conn.commit()
     queue: asyncio.Queue = asyncio.Queue(maxsize=4)
-    source = SourceProcess(spec_for(dn), queue, forks.spawn if start == "forked" else spawn_worker)
+    source = SourceProcess(spec_for(dn), queue, forks)
     task = asyncio.create_task(source.run())
     try:
         batch = await asyncio.wait_for(queue.get(), 20)
@@ -204,9 +197,13 @@ async def test_a_fatal_source_error_crosses_the_pipe_with_its_message(cluster):
     dn = cluster.dn(1)
     spec = spec_for(dn)
     spec.start = BinlogPosition("binlog.999999", 4)
-    source = SourceProcess(spec, asyncio.Queue())
-    with pytest.raises(SourceFailed, match="binlog.999999"):
-        await asyncio.wait_for(source.run(), 30)
+    forks = ForkServer()
+    source = SourceProcess(spec, asyncio.Queue(), forks)
+    try:
+        with pytest.raises(SourceFailed, match="binlog.999999"):
+            await asyncio.wait_for(source.run(), 30)
+    finally:
+        await forks.aclose()
 
 
 async def _gone(pid: int) -> bool:
