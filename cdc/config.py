@@ -69,9 +69,6 @@ class CnConfig:
     # a DN share one INSERT (record_batch.py). false: one statement per round trip, one INSERT
     # per record (`cdc bench cn` compares the two).
     batch_round_trips: bool = True
-    # The client of the CN's DN connections: "protocol" (cdc/protocol/client.py, lean) or
-    # "aiomysql" (the earlier one, kept so that `cdc bench cn` can compare the two).
-    dn_client: str = "protocol"
 
 
 @dataclass(slots=True)
@@ -281,10 +278,23 @@ def load(path: str | Path) -> Config:
         raise ConfigError(f"{path}: {exc}") from None
 
 
+# Keys an earlier version knew: "section.key" -> (the value that asks for what now always
+# happens, what became of the key). `cluster up` writes every key, so an old cdc.toml sets them
+# though nobody chose them: that value is dropped quietly; any other is an error that says why,
+# rather than "unknown key".
+REMOVED_KEYS: dict[str, tuple[Any, str]] = {
+    "cn.dn_client": (
+        "protocol",
+        "the CN's DN connections always run on its own protocol client (aiomysql was dropped)",
+    ),
+}
+
+
 def from_dict(cls: type[T], data: Any, where: str = "") -> T:
     """Build dataclass `cls` from plain TOML data, checking keys and types recursively."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where or 'top level'}: expected a table, got {type(data).__name__}")
+    data = _without_removed_keys(data, where)
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = set(data) - names
@@ -297,6 +307,19 @@ def from_dict(cls: type[T], data: Any, where: str = "") -> T:
         return cls(**kwargs)
     except TypeError as exc:
         raise ConfigError(f"[{where or 'top level'}]: {exc}") from None
+
+
+def _without_removed_keys(data: dict, where: str) -> dict:
+    kept = {}
+    for name, value in data.items():
+        key = f"{where}.{name}" if where else name
+        if key not in REMOVED_KEYS:
+            kept[name] = value
+            continue
+        harmless, why = REMOVED_KEYS[key]
+        if value != harmless:
+            raise ConfigError(f"{key} = {value!r} is no longer supported: {why}; remove the key")
+    return kept
 
 
 def _convert(hint: Any, value: Any, where: str) -> Any:

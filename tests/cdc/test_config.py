@@ -28,6 +28,7 @@ def test_round_trip(tmp_path):
         ("[[dn]]\nport = 5\n", r"\[dn\[0\]\]: .*missing .*'id'"),
         ("dn = 3\n", "dn: expected a list"),
         ("[gms\n", "not valid TOML"),
+        ('[cn]\ndn_client = "aiomysql"\n', "cn.dn_client = 'aiomysql' is no longer supported"),
     ],
 )
 def test_bad_config(tmp_path, text, message):
@@ -35,6 +36,13 @@ def test_bad_config(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(ConfigError, match=message):
         load(path)
+
+
+def test_removed_key_with_todays_behaviour_is_dropped(tmp_path):
+    """`cluster up` wrote every key, so an old cdc.toml says dn_client = "protocol" unasked."""
+    path = tmp_path / "cdc.toml"
+    path.write_text('[cn]\ndn_client = "protocol"\nbatch_round_trips = false\n')
+    assert load(path).cn.batch_round_trips is False
 
 
 def test_missing_file(tmp_path):
