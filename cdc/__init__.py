@@ -1,5 +1,6 @@
-"""Shared foundation of the global binlog server: CLI, configuration, codec, protocol helpers,
-the local MariaDB cluster tooling and the reference compute node. Imports no stage package."""
+"""Shared foundation of the global binlog server: configuration, codec, protocol helpers, the
+local MariaDB cluster tooling and the reference compute node. Imports no stage package, nor
+bench/ or cli/ (tests/test_layout.py)."""
 
 __version__ = "0.1.0"
 

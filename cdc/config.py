@@ -69,9 +69,6 @@ class CnConfig:
     # a DN share one INSERT (record_batch.py). false: one statement per round trip, one INSERT
     # per record (`cdc bench cn` compares the two).
     batch_round_trips: bool = True
-    # The client of the CN's DN connections: "protocol" (cdc/protocol/client.py, lean) or
-    # "aiomysql" (the earlier one, kept so that `cdc bench cn` can compare the two).
-    dn_client: str = "protocol"
 
 
 @dataclass(slots=True)
@@ -289,6 +286,10 @@ REMOVED_KEYS: dict[str, tuple[Any, str]] = {
         True,
         "an HA follower keeps the MergeSource fork server running instead of idle workers"
         " (they saved a takeover only the forks: < 40 ms for 3 DNs)",
+    ),
+    "cn.dn_client": (
+        "protocol",
+        "the CN's DN connections always run on its own protocol client (aiomysql was dropped)",
     ),
 }
 

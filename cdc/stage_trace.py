@@ -6,7 +6,7 @@ time is one clock for every process on Linux): the stages a transaction passes (
 TSO), and the pauses of the process's event loop with what the main thread did meanwhile
 (`/proc/self/schedstat`: running → Python work such as a GC; waiting for a CPU → starved;
 neither → blocked in a system call such as an fsync). The bench reads them back
-(`dumper/bench_latency.py`). Disabled, `stamp` costs one global lookup and a test.
+(`bench/latency.py`). Disabled, `stamp` costs one global lookup and a test.
 """
 
 from __future__ import annotations

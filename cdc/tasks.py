@@ -12,8 +12,8 @@ log = logging.getLogger(__name__)
 async def cancel_and_wait(tasks: Iterable[asyncio.Task], grace: float = 10.0) -> None:
     """Cancel `tasks` and wait until they have ended, cancelling again while they run: on
     Python 3.11 a cancel that lands as an inner `wait_for` completes can be swallowed (library
-    code, e.g. aiomysql, still uses it), and a task stopped once would then run on and a
-    shutdown that awaits it would hang. After `grace` seconds the survivors are named in the
+    code may use it), and a task stopped once would then run on and a shutdown that awaits it
+    would hang. After `grace` seconds the survivors are named in the
     log and left behind. Their exceptions are not raised: the caller is already stopping."""
     pending = {t for t in tasks if not t.done()}
     loop = asyncio.get_running_loop()

@@ -1,5 +1,6 @@
 """`python -m dumper --config cdc.toml [--binlog-dir DIR] [--port N]`: serve a binlog directory
-until interrupted (the `cdc dumper serve` command wraps `dumper.serve`)."""
+until interrupted, with no pipeline writing it (e.g. a copy of the files, docs/dumper.md); it
+has no `cdc` sub-command (`cdc start` serves the binlog the pipeline writes)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ writer to the cluster follows so that a global binlog can be built from the DN b
 
 Exports `ComputeNode` (built from `Config`), `Transaction`, `init` (`cdc cn init`) and errors.
 They are imported on first use: the MergeSource processes read only `cdc.cn.schema` and
-`cdc.cn.xid` (the CN's published contract), and importing the whole CN (pymysql, aiomysql, the
+`cdc.cn.xid` (the CN's published contract), and importing the whole CN (pymysql, the
 router, ...) cost each of them ~0.2-0.4 s of CPU at start.
 """
 

@@ -6,11 +6,11 @@ import json
 import os
 import socket
 
-import aiomysql
 import pymysql
 
 from cdc.cn import schema
 from cdc.cn.catalogue import Catalogue, LogicalTable
+from cdc.cn.dn_conn import DnConnection
 from cdc.cn.errors import NotInitialisedError
 
 ER_BAD_DB = 1049
@@ -25,7 +25,7 @@ class CatalogueStore:
         self.db = catalog_db
 
     async def _run(self, statements: list[tuple[str, tuple | None]]) -> list[list[tuple]]:
-        conn: aiomysql.Connection = await self._connect()
+        conn: DnConnection = await self._connect()
         try:
             out = []
             async with conn.cursor() as cur:

@@ -1,5 +1,6 @@
-"""The CN's connections to the DNs: our asyncio protocol client (`cdc.protocol.client`) behind
-the small part of the aiomysql connection/cursor/pool interface the CN uses.
+"""The CN's connections to the DNs and the GMS: our asyncio protocol client
+(`cdc.protocol.client`) behind the small connection/cursor/pool interface the CN uses (the
+part of aiomysql's it was first written against).
 
 Why not aiomysql: a CN transaction is 3-4 round trips of tiny statements, and aiomysql spends
 more Python per round trip than the statement costs the DN (a cursor and packet objects per
@@ -192,7 +193,7 @@ def _converter(field: FieldDescriptorPacket):
 
 
 class _CursorContext:
-    """`await conn.cursor()` and `async with conn.cursor() as cur`, as in aiomysql."""
+    """`await conn.cursor()` and `async with conn.cursor() as cur`, as aiomysql had it."""
 
     __slots__ = ("_cursor",)
 

@@ -1,5 +1,5 @@
 """Connection pools to the DNs (autocommit, utf8mb4; `dn_conn.py`); a broken connection is
-discarded. `connect` is an aiomysql connection (the GMS: TSO, catalogue)."""
+discarded. `connect` opens one connection of the same client (the GMS: TSO, catalogue)."""
 
 from __future__ import annotations
 
@@ -7,23 +7,14 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-import aiomysql
-from pymysql.constants import CLIENT
-
 from cdc.cn.dn_conn import DnConnection, DnPool
 from cdc.cn.errors import CnError
 from cdc.config import NodeConfig
 
 
-async def connect(node: NodeConfig, timeout: float = 5.0) -> aiomysql.Connection:
-    return await aiomysql.connect(
-        host=node.host,
-        port=node.port,
-        user=node.user,
-        password=node.password,
-        autocommit=True,
-        charset="utf8mb4",
-        connect_timeout=timeout,
+async def connect(node: NodeConfig, timeout: float = 5.0) -> DnConnection:
+    return await DnConnection.connect(
+        node.host, node.port, node.user, node.password, multi_statements=False, timeout=timeout
     )
 
 
@@ -34,12 +25,9 @@ class DnPools:
     records: with one pool, as many concurrent transactions as connections would each wait
     for a connection none of them gives back."""
 
-    def __init__(self, nodes: list[NodeConfig], maxsize: int = 64, client: str = "protocol"):
-        if client not in ("protocol", "aiomysql"):
-            raise CnError(f'[cn] dn_client = {client!r}: expected "protocol" or "aiomysql"')
-        self._client = client
+    def __init__(self, nodes: list[NodeConfig], maxsize: int = 64):
         self._nodes = {n.id: n for n in nodes}
-        self._pools: dict[tuple[int, bool], DnPool | aiomysql.Pool] = {}
+        self._pools: dict[tuple[int, bool], DnPool] = {}
         self._maxsize = maxsize
         self._control_maxsize = max(8, maxsize // 2)
         # A transaction holds at most one branch connection per DN; admitting at most `maxsize`
@@ -59,7 +47,7 @@ class DnPools:
     def add_node(self, node: NodeConfig) -> None:
         self._nodes[node.id] = node
 
-    async def _pool(self, dn_id: int, control: bool = False) -> DnPool | aiomysql.Pool:
+    async def _pool(self, dn_id: int, control: bool = False) -> DnPool:
         key = (dn_id, control)
         pool = self._pools.get(key)
         if pool is not None:
@@ -69,30 +57,13 @@ class DnPools:
         # Branch connections send XA START / XA END + XA PREPARE along with another statement
         # (branch.py); the router lets no `;` through (router.route).
         multi = not control
-        if self._client == "aiomysql":
-            pool = await aiomysql.create_pool(
-                minsize=0,
-                maxsize=maxsize,
-                host=node.host,
-                port=node.port,
-                user=node.user,
-                password=node.password,
-                autocommit=True,
-                charset="utf8mb4",
-                connect_timeout=5,
-                client_flag=CLIENT.MULTI_STATEMENTS if multi else 0,
+
+        async def connect() -> DnConnection:
+            return await DnConnection.connect(
+                node.host, node.port, node.user, node.password, multi, timeout=5
             )
-            if key in self._pools:  # created meanwhile by another task
-                pool.close()
-                return self._pools[key]
-        else:
 
-            async def connect() -> DnConnection:
-                return await DnConnection.connect(
-                    node.host, node.port, node.user, node.password, multi, timeout=5
-                )
-
-            pool = DnPool(connect, maxsize)
+        pool = DnPool(connect, maxsize)
         self._pools[key] = pool
         return pool
 

@@ -8,7 +8,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import aiomysql
 import pymysql
 
 from cdc.cn import ddl, heartbeat, markers, recovery, scale_out, schema
@@ -16,6 +15,7 @@ from cdc.cn.catalogue import Catalogue
 from cdc.cn.catalogue_store import CatalogueStore
 from cdc.cn.context import CnContext
 from cdc.cn.crash_points import CrashPoints
+from cdc.cn.dn_conn import DnConnection
 from cdc.cn.dn_pool import DnPools, connect
 from cdc.cn.errors import CnError, TransactionAborted
 from cdc.cn.ground_truth import GroundTruthLog
@@ -46,13 +46,13 @@ class ComputeNode:
     ):
         self.config = config
         self._crash = crash_points or CrashPoints()
-        self.pools = DnPools(config.dn, maxsize=pool_size, client=config.cn.dn_client)
+        self.pools = DnPools(config.dn, maxsize=pool_size)
         self.store = CatalogueStore(self._connect_gms, config.cn.catalog_database)
         self.tso = TsoOracle(self._connect_gms, config.cn.catalog_database)
         self._ctx: CnContext | None = None
         self._heartbeat: heartbeat.Heartbeat | None = None
 
-    async def _connect_gms(self) -> aiomysql.Connection:
+    async def _connect_gms(self) -> DnConnection:
         return await connect(self.config.gms)
 
     @property

@@ -11,9 +11,9 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-import aiomysql
 import pymysql
 
+from cdc.cn.dn_conn import DnConnection
 from cdc.cn.errors import TsoError
 
 LOGICAL_BITS = 22
@@ -45,10 +45,10 @@ def advance_sql(catalog_db: str) -> str:
 class TsoOracle:
     """Hands out strictly increasing TSOs; one GMS connection, requests batched per round trip."""
 
-    def __init__(self, connect: Callable[[], Awaitable[aiomysql.Connection]], catalog_db: str):
+    def __init__(self, connect: Callable[[], Awaitable[DnConnection]], catalog_db: str):
         self._connect = connect
         self._sql = advance_sql(catalog_db)
-        self._conn: aiomysql.Connection | None = None
+        self._conn: DnConnection | None = None
         self._pending: list[asyncio.Future[int]] = []
         self._runner: asyncio.Task | None = None
 

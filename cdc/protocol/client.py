@@ -1,7 +1,7 @@
 """A small asyncio MySQL client: handshake, authentication, text queries, raw commands.
 
-Just enough for the DN binlog dump client and for tests that talk to our own server; general SQL
-work uses aiomysql/pymysql. Reads go through `PacketBuffer` in large chunks.
+Just enough for the DN binlog dump client, the reference CN's connections (cdc/cn/dn_conn.py)
+and tests that talk to our own server; other SQL work uses pymysql. Reads go through `PacketBuffer` in large chunks.
 """
 
 from __future__ import annotations

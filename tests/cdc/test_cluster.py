@@ -18,7 +18,7 @@ from cdc.config import load
 
 def cdc(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "cdc.cli", *args], capture_output=True, text=True, timeout=180
+        [sys.executable, "-m", "cli.main", *args], capture_output=True, text=True, timeout=180
     )
 
 

@@ -29,6 +29,7 @@ def test_round_trip(tmp_path):
         ("dn = 3\n", "dn: expected a list"),
         ("[gms\n", "not valid TOML"),
         ("[pipeline]\nfork_server = false\n", "pipeline.fork_server = False is no longer supp"),
+        ('[cn]\ndn_client = "aiomysql"\n', "cn.dn_client = 'aiomysql' is no longer supported"),
     ],
 )
 def test_bad_config(tmp_path, text, message):
@@ -38,11 +39,15 @@ def test_bad_config(tmp_path, text, message):
         load(path)
 
 
-def test_removed_run_mode_keys_with_todays_behaviour_are_dropped(tmp_path):
-    """`cluster up` wrote every key: an old cdc.toml says fork_server and warm_sources unasked."""
+def test_removed_keys_with_todays_behaviour_are_dropped(tmp_path):
+    """`cluster up` wrote every key: an old cdc.toml says these unasked."""
     path = tmp_path / "cdc.toml"
-    path.write_text("[pipeline]\nfork_server = true\n[dumper]\nwarm_sources = true\n")
-    assert load(path) == Config()
+    path.write_text(
+        "[pipeline]\nfork_server = true\n[dumper]\nwarm_sources = true\n"
+        '[cn]\ndn_client = "protocol"\nbatch_round_trips = false\n'
+    )
+    assert load(path).cn.batch_round_trips is False
+    assert load(path).pipeline == Config().pipeline
 
 
 def test_missing_file(tmp_path):

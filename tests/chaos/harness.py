@@ -36,7 +36,7 @@ WORKLOADS = {
 
 
 def cdc(*args: str) -> list[str]:
-    return [sys.executable, "-m", "cdc.cli", *args]
+    return [sys.executable, "-m", "cli.main", *args]
 
 
 def in_doubt(cluster) -> dict:

@@ -52,7 +52,7 @@ class Dumpers:
 
     def start(self, i: int) -> None:
         self.procs[i] = subprocess.Popen(
-            [sys.executable, "-m", "cdc.cli", "start", "--config", self.config_path]
+            [sys.executable, "-m", "cli.main", "start", "--config", self.config_path]
             + ["--dumper-id", str(i)],
             stdout=self.log,
             stderr=subprocess.STDOUT,

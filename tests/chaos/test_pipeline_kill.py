@@ -30,7 +30,7 @@ KILLS = int(os.environ.get("CDC_CHAOS_KILLS", "6"))
 
 def start_pipeline(config_path: str, log) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "cdc.cli", "start", "--config", config_path],
+        [sys.executable, "-m", "cli.main", "start", "--config", config_path],
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,

@@ -30,8 +30,8 @@ from cdc.cn.ground_truth import read as read_ground_truth
 from cdc.cn.workloads.orders import OrdersWorkload
 from cdc.cn.workloads.runner import WorkloadStats, run_workload
 from cdc.cn.workloads.transfer import TransferWorkload
-from cdc.commands.demo import wait_until_merging
 from cdc.config import Config
+from cli.commands.demo import wait_until_merging
 
 ACCOUNTS = 100
 BALANCE = 1000
@@ -132,7 +132,7 @@ def pipeline(tmp_path_factory) -> Pipeline:
         asyncio.run(init(cfg))  # CdcStart: the pipeline's starting point
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "cdc.cli", "start", "--config", str(config_path)],
+                [sys.executable, "-m", "cli.main", "start", "--config", str(config_path)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

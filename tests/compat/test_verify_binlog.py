@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from cdc.cli import main
 from cdc.cn.ground_truth import read as read_ground_truth
 from cdc.verify_binlog import BinlogRead, check, read_server
+from cli.main import main
 
 
 @pytest.fixture(scope="module")

@@ -284,7 +284,7 @@ def test_dumper_ha():
 
 
 def test_measured_figures_commands_parse():
-    from cdc.cli import build_parser
+    from cli.main import build_parser
 
     parser = build_parser()
     for command in shown("Measured figures"):

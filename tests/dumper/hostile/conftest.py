@@ -28,9 +28,9 @@ from cdc.cluster.testing import free_base_port, stop_process, throwaway_cluster
 from cdc.cn import ComputeNode, init
 from cdc.cn.workloads.runner import run_workload
 from cdc.cn.workloads.transfer import TransferWorkload
-from cdc.commands.demo import wait_until_merging
 from cdc.config import Config, DumperUser
 from cdc.protocol import auth
+from cli.commands.demo import wait_until_merging
 from tests.compat.conftest import tail, wait_for_port
 
 ADMIN = ("repl", "repl")  # replication + admin (the cluster's default account)
@@ -146,7 +146,7 @@ def live(tmp_path_factory) -> Live:
         asyncio.run(init(cfg))
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "cdc.cli", "start", "--config", str(config_path)],
+                [sys.executable, "-m", "cli.main", "start", "--config", str(config_path)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -81,7 +81,7 @@ def start(config_path: str, background: bool = False, dumper_id: int = 0) -> int
         (directory / "status.json").unlink(missing_ok=True)
         with open(directory / "pipeline.log", "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "cdc.cli", "start", "--config", config_path]
+                [sys.executable, "-m", "cli.main", "start", "--config", config_path]
                 + (["--dumper-id", str(dumper_id)] if dumper_id else []),
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -45,7 +45,7 @@ def cmd_backfill(args) -> int:
     from backfill.load import change_master
     from backfill.load import load as load_into
     from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-    from cdc.commands.check import parse_address
+    from cli.commands.check import parse_address
 
     config = load(args.config)
     host, port = parse_address(args.dumper or f"{config.dumper.host}:{config.dumper.port}")

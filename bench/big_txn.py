@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(init(cfg))
         log = open(work / "pipeline.log", "ab")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cdc.cli", "start", "--config", str(config_path)],
+            [sys.executable, "-m", "cli.main", "start", "--config", str(config_path)],
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -1,19 +1,10 @@
-"""The writer bench runs end to end (tiny N), and the fsync policy decides as documented."""
+"""The fsync policy decides as documented (it was tested beside the writer bench, now bench/)."""
 
 from __future__ import annotations
 
 import pytest
 
-from binlog_writer.bench import format_result, main, run_bench
-from binlog_writer.fsync import FsyncMode, FsyncPolicy
-
-
-def test_bench_runs(tmp_path, capsys):
-    r = run_bench(300, directory=str(tmp_path))
-    assert r["events"] == 1500 and r["ratio_writer_vs_plain"] > 0
-    assert "ratio vs plain" in format_result(r)
-    assert main(["--txns", "50", "--dir", str(tmp_path), "--json"]) == 0
-    assert '"ratio_writer_vs_plain"' in capsys.readouterr().out
+from binlog_writer import FsyncMode, FsyncPolicy
 
 
 def test_fsync_policy():

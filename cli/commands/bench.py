@@ -102,7 +102,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_writer(args) -> int:
-    from binlog_writer.bench import main
+    from bench.writer import main
 
     return main(
         [
@@ -119,19 +119,19 @@ def cmd_writer(args) -> int:
 
 
 def cmd_dumper(args) -> int:
-    from dumper.bench import main
+    from bench.dumper import main
 
     return main(["--mb", str(args.mb), "--rounds", str(args.rounds)])
 
 
 def cmd_merge_source(args) -> int:
-    from merge_source.bench import main
+    from bench.merge_source import main
 
     return main(["--events", str(args.events), "--rounds", str(args.rounds)])
 
 
 def cmd_pipeline(args) -> int:
-    from dumper.bench_pipeline import main
+    from bench.pipeline import main
 
     amount = ["--seconds", str(args.seconds)] if args.seconds else ["--events", str(args.events)]
     argv = ["--dns", str(args.dns), *amount, "--threads", str(args.threads)]
@@ -146,7 +146,7 @@ def forward(args, *names: str) -> list[str]:
 
 
 def cmd_latency(args) -> int:
-    from dumper.bench_latency import main
+    from bench.latency import main
 
     return main(
         forward(
@@ -158,47 +158,47 @@ def cmd_latency(args) -> int:
 
 
 def cmd_cn(args) -> int:
-    from cdc.cn.bench import main
+    from bench.cn import main
 
     return main(forward(args, "dns", "seconds", "rounds", "workers"))
 
 
 def cmd_backfill(args) -> int:
-    from backfill.bench import main
+    from bench.backfill import main
 
     return main(["--rows", str(args.rows), "--chunk-rows", str(args.chunk_rows)])
 
 
 def cmd_scale(args) -> int:
-    from dumper.bench_scale import main
+    from bench.scale import main
 
     return main([f"--dns={args.dns}", f"--events={args.events}", f"--threads={args.threads}"])
 
 
 def cmd_big_txn(args) -> int:
-    from dumper.bench_big_txn import main
+    from bench.big_txn import main
 
     return main([f"--mb={args.mb}", f"--dns={args.dns}", f"--spill-mb={args.spill_mb}"])
 
 
 def cmd_hostile(args) -> int:
-    from dumper.bench_hostile import main
+    from bench.hostile import main
 
     argv = forward(args, "seconds", "tps", "dns", "query_mb")
     return main(argv + (["--in-process"] if args.in_process else []))
 
 
 def cmd_all(args) -> int:
-    from backfill.bench import main as backfill
-    from binlog_writer.bench import main as writer
-    from cdc.cn.bench import main as cn
-    from dumper.bench import main as dumper
-    from dumper.bench_big_txn import main as big_txn
-    from dumper.bench_hostile import main as hostile
-    from dumper.bench_latency import main as latency
-    from dumper.bench_pipeline import main as pipeline
-    from dumper.bench_scale import main as scale
-    from merge_source.bench import main as merge_source
+    from bench.backfill import main as backfill
+    from bench.big_txn import main as big_txn
+    from bench.cn import main as cn
+    from bench.dumper import main as dumper
+    from bench.hostile import main as hostile
+    from bench.latency import main as latency
+    from bench.merge_source import main as merge_source
+    from bench.pipeline import main as pipeline
+    from bench.scale import main as scale
+    from bench.writer import main as writer
 
     # (title, bench, its arguments, its arguments with --quick: every bench runs, and prints
     # its ratio, at a size that takes seconds; the figures need the full size).

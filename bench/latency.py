@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import latency_stages
 from cdc import stage_trace
 from cdc.cluster.testing import free_base_port, scratch_cluster, stop_process
 from cdc.cn.workloads.steady import (
@@ -37,7 +38,6 @@ from cdc.cn.workloads.steady import (
     steady_load,
     tree_cpu_s,
 )
-from dumper import latency_stages
 
 ROWS_QUERY_EVENT = 29
 WARMUP_S = 1.0  # commits in the load's first second are not counted (caches, pipes filling)
@@ -132,7 +132,7 @@ def start_pipeline(
     """`cdc start` (as HA peer `dumper_id`, if set), once its status file shows `role`."""
     args = ["--dumper-id", str(dumper_id)] if dumper_id else []
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cdc.cli", "start", "--config", str(config_path), *args],
+        [sys.executable, "-m", "cli.main", "start", "--config", str(config_path), *args],
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,

@@ -3,7 +3,7 @@ fields. No timing assertions: the figures are the benches' business, not the tes
 
 from __future__ import annotations
 
-from dumper import bench_latency, bench_pipeline, bench_scale, latency_stages
+from bench import latency, latency_stages, pipeline, scale
 
 
 def test_latency_bench_runs(capsys):
@@ -19,7 +19,7 @@ def test_latency_bench_runs(capsys):
         "--heartbeat-ms",
         "100",
     ]
-    assert bench_latency.main(args) == 0  # 0: every committed transaction reached the client
+    assert latency.main(args) == 0  # 0: every committed transaction reached the client
     out = capsys.readouterr().out
     for field in (
         "achieved",
@@ -41,10 +41,10 @@ def test_latency_bench_runs(capsys):
 
 def test_latency_percentiles():
     values = [float(v) for v in range(1, 101)]
-    assert bench_latency.percentile(values, 0.5) == 51
-    assert bench_latency.percentile(values, 0.99) == 100
+    assert latency.percentile(values, 0.5) == 51
+    assert latency.percentile(values, 0.99) == 100
     commits = [(1, 10.0), (2, 10.5), (3, 12.0), (4, 12.5)]
-    lat, missing, warmup = bench_latency.summarize(commits, {3: 12.1, 1: 10.2}, start=10.0)
+    lat, missing, warmup = latency.summarize(commits, {3: 12.1, 1: 10.2}, start=10.0)
     assert [round(v) for v in lat] == [100] and missing == 1  # tso 4 never seen; 1, 2 warm-up
     assert round(warmup) == 200  # tso 1, in the warm-up: not counted, but shown
 
@@ -79,12 +79,12 @@ def test_stage_report(tmp_path):
 
 
 def test_scale_bench_runs(capsys):
-    assert bench_scale.main(["--dns", "1,2", "--events", "400", "--threads", "4"]) == 0
+    assert scale.main(["--dns", "1,2", "--events", "400", "--threads", "4"]) == 0
     out = capsys.readouterr().out
     assert "effective ev/s" in out and "throughput 2 DNs / 1 DNs" in out, out
 
 
 def test_pipeline_bench_generates_the_dn_events_asked_for():
-    r = bench_pipeline.measure(2, dn_events=6000, threads=4)
+    r = pipeline.measure(2, dn_events=6000, threads=4)
     assert r.dn_events >= 6000  # transfers and bulk lines until the DN binlogs hold them
     assert r.effective > 0 and r.transactions > 0 and r.ratio > 0

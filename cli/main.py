@@ -1,7 +1,8 @@
-"""The `cdc` command line: one sub-command group per module in `cdc/commands/`.
+"""The `cdc` command line: one sub-command group per module in `cli/commands/`.
 
-The CLI is the one place in `cdc/` allowed to reach the stage packages (lazily, inside the
-command that needs them): it is the top of the dependency graph, not a library.
+The CLI is the top of the dependency graph, not a library: it may import every package (the
+stages lazily, inside the command that needs them), and nothing imports it
+(tests/test_layout.py). `python -m cli.main` is the `cdc` command.
 """
 
 from __future__ import annotations
@@ -15,16 +16,16 @@ import pymysql
 
 from cdc.cluster import ClusterError, ServerError
 from cdc.cn.errors import CnError
-from cdc.commands import backfill as backfill_cmd
-from cdc.commands import bench as bench_cmd
-from cdc.commands import check as check_cmd
-from cdc.commands import cluster as cluster_cmd
-from cdc.commands import cn as cn_cmd
-from cdc.commands import demo as demo_cmd
-from cdc.commands import pipeline as pipeline_cmd
-from cdc.commands import verify as verify_cmd
-from cdc.commands import workload as workload_cmd
 from cdc.config import ConfigError
+from cli.commands import backfill as backfill_cmd
+from cli.commands import bench as bench_cmd
+from cli.commands import check as check_cmd
+from cli.commands import cluster as cluster_cmd
+from cli.commands import cn as cn_cmd
+from cli.commands import demo as demo_cmd
+from cli.commands import pipeline as pipeline_cmd
+from cli.commands import verify as verify_cmd
+from cli.commands import workload as workload_cmd
 
 # User-facing failures: printed as one line, exit code 1. Anything else is a bug: traceback.
 USER_ERRORS: tuple[type[BaseException], ...] = (

@@ -10,13 +10,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from binlog_writer import BinlogWriter, FsyncPolicy
 from cdc.binlog.constants import ColumnType as T
 from cdc.binlog.events import QueryEvent, RowsEvent, TableMapEvent, XidEvent, cts_mark, encode_event
 from cdc.binlog.fastpath import stamp_positions
 from cdc.binlog.table_map import Column
-
-from .fsync import FsyncPolicy
-from .writer import BinlogWriter
 
 _COLS = [
     Column(T.LONG, nullable=False, name=b"id"),

@@ -1,10 +1,9 @@
 """`cdc bench cn`: CN throughput with its round trips batched (`cn.batch_round_trips`, the
 default: XA START with the first statement, XA END with XA PREPARE, commit records of concurrent
 transactions in one INSERT) vs one statement per round trip, on uvloop vs asyncio's own loop,
-with the updates deferred (`Transaction.defer`: sent with XA END + XA PREPARE), and on our
-protocol client instead of aiomysql (`cn.dn_client`), side by side on one throw-away cluster;
-and the CPU each transaction costs the CN process
-and the MariaDB servers (which bounds the rate on a given machine)."""
+and with the updates deferred (`Transaction.defer`: sent with XA END + XA PREPARE), side by
+side on one throw-away cluster; and the CPU each transaction costs the CN process and the
+MariaDB servers (which bounds the rate on a given machine)."""
 
 from __future__ import annotations
 
@@ -26,19 +25,18 @@ class Round:
     p50_ms: float
 
 
-# (label, cn.batch_round_trips, uvloop, Transaction.defer, cn.dn_client): the CN before this
-# bench's changes, then each step.
+# (label, cn.batch_round_trips, uvloop, Transaction.defer): the CN before this bench's
+# changes, then each step.
 MODES = [
-    ("one per trip, asyncio", False, False, False, "aiomysql"),
-    ("batched, asyncio", True, False, False, "aiomysql"),
-    ("batched, uvloop", True, True, False, "aiomysql"),
-    ("batched+defer, uvloop", True, True, True, "aiomysql"),
-    ("+ protocol client", True, True, True, "protocol"),
+    ("one per trip, asyncio", False, False, False),
+    ("batched, asyncio", True, False, False),
+    ("batched, uvloop", True, True, False),
+    ("batched+defer, uvloop", True, True, True),
 ]
 
 
 def run_round(cfg, cluster, mode, seconds: float, workers: int, transfers: float) -> Round:
-    label, cfg.cn.batch_round_trips, uvloop, defer, cfg.cn.dn_client = mode
+    label, cfg.cn.batch_round_trips, uvloop, defer = mode
     pids = [p for p in (srv.pid() for srv in cluster.servers()) if p]
     servers = sum(process_cpu_s(p) for p in pids)
     load = run_fast(steady_load(cfg, None, seconds, workers, transfers, defer=defer), uvloop)

@@ -138,7 +138,7 @@ def plain_dump(cluster, placement, out: Path) -> float:
 def cdc(*args: str) -> None:
     """The pipeline runs as `cdc start --background`, a process of its own like in production
     (its service wants the main thread, and must not share a GIL with the Spark driver)."""
-    subprocess.run([sys.executable, "-m", "cdc.cli", *args], check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "cli.main", *args], check=True, capture_output=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,8 +6,8 @@ import argparse
 import asyncio
 import logging
 
-from cdc.commands.cluster import positive_int
 from cdc.config import load
+from cli.commands.cluster import positive_int
 
 DEFAULT_CONFIG = "cdc.toml"
 

@@ -14,7 +14,7 @@ import pymysql
 
 from cdc.cluster import LocalCluster
 from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from cdc.commands.cluster import print_table
+from cli.commands.cluster import print_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -101,7 +101,7 @@ def shown_path(path: Path) -> str:
 
 def cmd_demo(args) -> int:
     from cdc.cn import init
-    from cdc.commands.pipeline import start, state_dir
+    from cli.commands.pipeline import start, state_dir
 
     started = time.monotonic()
     step(f"cluster: GMS + {args.dns} DNs in {args.dir}")

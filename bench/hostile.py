@@ -30,9 +30,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.latency import start_pipeline
 from cdc.cluster.testing import free_base_port, scratch_cluster, stop_process
 from cdc.cn.workloads.steady import prepare, run_fast, steady_load
-from dumper.bench_latency import start_pipeline
 from dumper.server.binlog_files import BinlogFiles
 
 GOAL = 0.9

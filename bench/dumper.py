@@ -14,10 +14,10 @@ import tempfile
 import threading
 from pathlib import Path
 
+from bench.raw_dump import raw_dump
 from cdc.cluster.testing import throwaway_server
 from cdc.config import DumperConfig, DumperUser
 from cdc.protocol.auth import native_hash
-from cdc.raw_dump import raw_dump
 from dumper.server import serve
 
 USER, PASSWORD = "bench", "bench"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from dumper.bench_pipeline import measure
+from bench.pipeline import measure
 
 # Effective events per CN transfer: a table map and an update rows event per account.
 EFFECTIVE_PER_TXN = 4

@@ -1,0 +1,26 @@
+"""Every benchmark and the latency tooling, outside the runtime: no runtime package imports
+bench/ (tests/test_layout.py), so what a bench needs (throw-away clusters, the reference CN's
+load, a timed baseline) never ships in the stages. Each module has `main(argv) -> int` and
+prints its ratio against a baseline measured in the same run.
+
+    `cdc bench writer`        bench/writer.py        BinlogWriter vs a plain buffered write
+    `cdc bench dumper`        bench/dumper.py        mariadb-binlog --raw from our dumper vs
+                                                     from mariadbd, same file
+    `cdc bench merge-source`  bench/merge_source.py  one MergeSource vs the raw dump of its DN
+    `cdc bench pipeline`      bench/pipeline.py      catch-up of the whole pipeline vs the raw
+                                                     dump of the DN binlogs
+    `cdc bench scale`         bench/scale.py         bench/pipeline.py on 2, 4, 8 DNs
+    `cdc bench latency`       bench/latency.py       CN commit -> seen by a dump client of the
+                                                     dumper, at a steady TPS
+    `cdc bench hostile`       bench/hostile.py       binlog growth with / without hostile
+                                                     dumper clients
+    `cdc bench big-txn`       bench/big_txn.py       one huge transaction: time and peak RSS
+    `cdc bench cn`            bench/cn.py            the reference CN's throughput and CPU per
+                                                     transaction, mode by mode
+    `cdc bench backfill`      bench/backfill.py      Spark backfill vs a plain SELECT * dump
+    `cdc bench all`           cli/commands/bench.py  every one above (`--quick`: small sizes)
+
+Helpers: bench/raw_dump.py (the common baseline: `mariadb-binlog --read-from-remote-server
+--raw`, timed) and bench/latency_stages.py (reads the `cdc.stage_trace` files of a latency run
+into a per-stage breakdown; cdc/stage_trace.py, the hook the runtime calls, stays in cdc/).
+"""
