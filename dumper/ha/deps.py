@@ -1,0 +1,116 @@
+"""What `HaNode` depends on, as two small interfaces with their production implementations:
+the lease store (the GMS) and the builder of each term's `Leader`. `dumper/service.py` wires
+the production ones; tests/dumper/ha/ passes in-memory fakes, so that the HA state machine
+(candidate → follower ⇄ leader, fencing, terms) runs without a cluster."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+from cdc.config import Config, NodeConfig
+from dumper.pipeline import DnSourceFactory, GmsMetadata, Leader, WarmSources
+from topology import DumperLeaseStore, Lease, Member, TermStart, gms, migrate
+
+
+class LeaseStore(Protocol):
+    """The operations of topology's `DumperLeaseStore` that HA uses, awaitable. Lease expiry
+    is by the store's clock (the GMS's), never the caller's."""
+
+    async def migrate(self) -> None: ...
+    async def current(self) -> Lease | None: ...
+    async def try_acquire(self, holder: int, address: str, lease_ms: int) -> int | None: ...
+    async def renew(self, holder: int, term: int, lease_ms: int) -> bool: ...
+    async def release(self, holder: int, term: int) -> None: ...
+    async def record_term(self, start: TermStart) -> None: ...
+    async def terms_after(self, term: int) -> list[TermStart]: ...
+    async def report(self, member: Member) -> None: ...
+    async def members(self) -> list[Member]: ...
+
+
+class GmsLeaseStore:
+    """`DumperLeaseStore` on the GMS: each call on its own short connection in a worker
+    thread, so that a GMS that stopped answering holds up no other call (the renewal is
+    bounded by a timeout: `HaNode._renew_loop`)."""
+
+    def __init__(self, config: Config):
+        self._gms, self._db = config.gms, config.pipeline.meta_database
+
+    def _call(self, fn):
+        conn = gms.connect(self._gms)
+        try:
+            return fn(DumperLeaseStore(conn, self._db))
+        finally:
+            conn.close()
+
+    async def _run(self, fn):
+        return await asyncio.to_thread(self._call, fn)
+
+    async def migrate(self) -> None:
+        def run():
+            conn = gms.connect(self._gms)
+            try:
+                migrate(conn, self._db)
+            finally:
+                conn.close()
+
+        await asyncio.to_thread(run)
+
+    async def current(self) -> Lease | None:
+        return await self._run(lambda s: s.current())
+
+    async def try_acquire(self, holder: int, address: str, lease_ms: int) -> int | None:
+        return await self._run(lambda s: s.try_acquire(holder, address, lease_ms))
+
+    async def renew(self, holder: int, term: int, lease_ms: int) -> bool:
+        return await self._run(lambda s: s.renew(holder, term, lease_ms))
+
+    async def release(self, holder: int, term: int) -> None:
+        await self._run(lambda s: s.release(holder, term))
+
+    async def record_term(self, start: TermStart) -> None:
+        await self._run(lambda s: s.record_term(start))
+
+    async def terms_after(self, term: int) -> list[TermStart]:
+        return await self._run(lambda s: s.terms_after(term))
+
+    async def report(self, member: Member) -> None:
+        await self._run(lambda s: s.report(member))
+
+    async def members(self) -> list[Member]:
+        return await self._run(lambda s: s.members())
+
+
+class LeaderBuilder(Protocol):
+    """Makes the `Leader` of each term this process wins; `standby` runs while it follows
+    (to make a later takeover faster), `close` once at the end."""
+
+    async def standby(self) -> None: ...
+    def build(self, nodes: dict[int, NodeConfig]) -> Leader: ...
+    async def close(self) -> None: ...
+
+
+class DnLeaders:
+    """The production `LeaderBuilder`: a pipeline reading the DNs, metadata in the GMS. A
+    follower keeps MergeSource worker processes warm (`[dumper] warm_sources`)."""
+
+    def __init__(self, config: Config):
+        self.config = config
+        warm = config.dumper.warm_sources and config.pipeline.source_processes
+        self._warm = WarmSources(len(config.dn), config.pipeline.fork_server) if warm else None
+
+    async def standby(self) -> None:
+        if self._warm is not None:
+            await self._warm.fill()
+
+    def build(self, nodes: dict[int, NodeConfig]) -> Leader:
+        metadata = GmsMetadata(self.config)
+        metadata.migrated = True  # by `HaNode.run` (`LeaseStore.migrate`: the same schema)
+        factory = DnSourceFactory(self.config, metadata.names_at)
+        if self._warm is not None:
+            factory.spawn = self._warm.take
+        return Leader(self.config, factory=factory, metadata=metadata, nodes=nodes)
+
+    async def close(self) -> None:
+        if self._warm is not None:
+            await self._warm.close()
