@@ -19,7 +19,7 @@ from cdc import stage_trace
 from cdc.config import Config, NodeConfig
 from cdc.gc_tune import tune_gc
 from cdc.tasks import cancel_and_wait
-from dumper.ha import HaNode, ha_status
+from dumper.ha import DnLeaders, GmsLeaseStore, HaNode, ha_status
 from dumper.pipeline import Leader, leader_status
 from dumper.server import CurrentEventNotifier, HistorySchemaProvider, ServeProcess
 from dumper.server import serve as serve_binlog
@@ -115,6 +115,8 @@ async def serve(
         # HA: lead or follow as the lease says; the CN heartbeat runs only while leading.
         node = HaNode(
             config,
+            GmsLeaseStore(config),
+            DnLeaders(config),
             on_lead=(lambda: _heartbeats(config, node.nodes.get)) if heartbeat else None,
         )
         tasks = [asyncio.create_task(node.run(), name="ha")]

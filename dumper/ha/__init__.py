@@ -1,7 +1,17 @@
 """HA of the dumper: one leader at a time by a lease in the GMS, followers copying its files,
 fencing of a leader whose lease ran out, and the timeline of a takeover."""
 
+from dumper.ha.deps import DnLeaders, GmsLeaseStore, LeaderBuilder, LeaseStore
 from dumper.ha.node import FencedError, HaNode, ha_status
 from dumper.ha.takeover import TakeoverTimeline
 
-__all__ = ["FencedError", "HaNode", "TakeoverTimeline", "ha_status"]
+__all__ = [
+    "DnLeaders",
+    "FencedError",
+    "GmsLeaseStore",
+    "HaNode",
+    "LeaderBuilder",
+    "LeaseStore",
+    "TakeoverTimeline",
+    "ha_status",
+]

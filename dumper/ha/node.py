@@ -26,12 +26,12 @@ from pathlib import Path
 from binlog_writer import BinlogCopier, CopyError, layout, truncate_copy
 from cdc.config import Config
 from cdc.tasks import cancel_and_wait
+from dumper.ha.deps import LeaderBuilder, LeaseStore
 from dumper.ha.takeover import TakeoverTimeline
-from dumper.pipeline import DnSourceFactory, GmsMetadata, Leader, LeaderError
+from dumper.pipeline import Leader, LeaderError
 from dumper.server import AckGate, ack_packet
-from merge_source import ForkServer
 from merge_source.dump_client import BinlogPosition, DumpClient, DumpError, DumpSettings
-from topology import DumperLeaseStore, Lease, Member, TermStart, gms, migrate
+from topology import Lease, Member, TermStart
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +56,26 @@ class FollowerProgress:
 
 
 class HaNode:
-    """One dumper process of an HA group: candidate → follower ⇄ leader (until fenced)."""
+    """One dumper process of an HA group: candidate → follower ⇄ leader (until fenced).
 
-    def __init__(self, config: Config, on_lead: Callable[[], Awaitable[None]] | None = None):
+    Its dependencies are passed in (`dumper/service.py` wires the production ones, from
+    `dumper.ha.deps`): `store` keeps the lease, the terms and the members (the GMS),
+    `leaders` builds the pipeline of each term it wins, `copy` copies the leader's files
+    while following (default: `COM_BINLOG_DUMP` from the leader's dump server)."""
+
+    def __init__(
+        self,
+        config: Config,
+        store: LeaseStore,
+        leaders: LeaderBuilder,
+        *,
+        copy: Callable[[Lease], Awaitable[None]] | None = None,
+        on_lead: Callable[[], Awaitable[None]] | None = None,
+    ):
         self.config = config
+        self.store = store
+        self._leaders = leaders
+        self._copy_from = copy or self._copy
         self._on_lead = on_lead  # runs alongside the pipeline while this process leads
         self.id = config.dumper.id
         self.address = f"{config.dumper.host}:{config.dumper.port}"
@@ -77,12 +93,6 @@ class HaNode:
         self._stop_lead = asyncio.Event()
         self._copied_at = 0.0  # monotonic: the leader was last heard (copy data or heartbeat)
         self._lease_free_at: float | None = None  # monotonic: first saw the lease expired
-        self._db = config.pipeline.meta_database
-        # The MergeSource fork server, started while following: a takeover then forks its
-        # workers from it at once (13-38 ms for 3), where starting it would take 0.35-0.5 s and
-        # more on a loaded machine (merge_source/fork_server.py). Idle workers forked ahead of
-        # time (`warm_sources`, removed) saved the takeover only the forks.
-        self._forks = ForkServer() if config.pipeline.source_processes else None
         d = config.dumper
         # Followers acknowledge what they copied; as leader this process serves its other
         # consumers only that (docs/dumper.md, "The leader-consumer gap").
@@ -98,17 +108,6 @@ class HaNode:
             else None
         )
 
-    # -- GMS helpers (each call on its own short connection, in a worker thread) --------------
-    def _with_store(self, fn):
-        conn = gms.connect(self.config.gms)
-        try:
-            return fn(DumperLeaseStore(conn, self._db))
-        finally:
-            conn.close()
-
-    async def _gms(self, fn):
-        return await asyncio.to_thread(self._with_store, fn)
-
     def current_notify(self) -> asyncio.Event:
         return self.leader.notify if self.leader is not None else self.notify
 
@@ -120,19 +119,19 @@ class HaNode:
 
     # -- main loop ----------------------------------------------------------------------------
     async def run(self) -> None:
-        await asyncio.to_thread(self._migrate)
+        await self.store.migrate()
         reporter = asyncio.create_task(self._report_loop(), name="ha-report")
         try:
             while True:
-                lease = await self._gms(lambda s: s.current())
+                lease = await self.store.current()
                 if lease is not None and lease.live and lease.holder != self.id:
                     await self._follow(lease)
                     continue
                 if lease is None or not lease.live:
                     self._lease_free_at = self._lease_free_at or time.monotonic()
                 if (lease is None or not lease.live) and await self._may_take_over():
-                    term = await self._gms(
-                        lambda s: s.try_acquire(self.id, self.address, self.config.dumper.lease_ms)
+                    term = await self.store.try_acquire(
+                        self.id, self.address, self.config.dumper.lease_ms
                     )
                     if term is not None:
                         try:
@@ -147,8 +146,7 @@ class HaNode:
             reporter.cancel()
             with contextlib.suppress(BaseException):
                 await reporter
-            if self._forks is not None:
-                await self._forks.aclose()
+            await self._leaders.close()
 
     def _timeline(self, term: int) -> TakeoverTimeline:
         """Counted from when the old leader was last heard, if this process was copying from
@@ -167,19 +165,12 @@ class HaNode:
         self._lease_free_at = None
         return timeline
 
-    def _migrate(self) -> None:
-        conn = gms.connect(self.config.gms)
-        try:
-            migrate(conn, self._db)
-        finally:
-            conn.close()
-
     async def _may_take_over(self) -> bool:
         """Only the live member whose copy reaches furthest takes over (ties: lowest id), so
         followers of the old leader lose as little as possible."""
         mine = _order(*self._copy_end())
         stale_s = self.config.dumper.lease_ms / 1000
-        for m in await self._gms(lambda s: s.members()):
+        for m in await self.store.members():
             if m.dumper_id == self.id or m.age_s > stale_s or m.role == "leader":
                 continue
             theirs = _order(m.file, m.position)
@@ -202,9 +193,9 @@ class HaNode:
                 file, pos = self._copy_end()
             member = Member(self.id, self.address, self.role, self.term, file, pos, 0.0)
             with contextlib.suppress(Exception):
-                await self._gms(lambda s, m=member: s.report(m))
+                await self.store.report(member)
                 if self.role == "follower":
-                    for m in await self._gms(lambda s: s.members()):
+                    for m in await self.store.members():
                         if m.dumper_id == self.progress.leader_id:
                             self.progress.leader_file = m.file
                             self.progress.leader_position = m.position
@@ -222,30 +213,33 @@ class HaNode:
         tmp.write_text(json.dumps({"term": term}))
         tmp.replace(self.dir / STATE_FILE)
 
-    def _align_with_terms(self, upto: int) -> bool:
+    async def _align_with_terms(self, upto: int) -> bool:
         """Cut the copy back to the start of every recorded term after the one it was copied
         from, up to `upto`. Returns whether term `upto` has recorded its start (a term that
         never did wrote nothing)."""
-        terms = self._with_store(lambda s: s.terms_after(self._state_term()))
+        terms = await self.store.terms_after(self._state_term())
         terms = [t for t in terms if t.term <= upto]
         if terms:
             first = min(terms, key=lambda t: _order(t.file, t.position))
-            end = _order(*self._copy_end())
-            base = self.config.dumper.binlog_base
-            if end > _order(first.file, first.position) and truncate_copy(
-                self.dir, base, first.file, first.position
-            ):
-                log.warning(
-                    "dumper %d: cut the copy back to %s:%d where term %d began",
-                    self.id,
-                    first.file,
-                    first.position,
-                    first.term,
-                )
+            await asyncio.to_thread(self._cut_copy, first)
         recorded = any(t.term == upto for t in terms)
         if recorded:
             self._save_state_term(upto)
         return recorded
+
+    def _cut_copy(self, start: TermStart) -> None:
+        end = _order(*self._copy_end())
+        base = self.config.dumper.binlog_base
+        if end > _order(start.file, start.position) and truncate_copy(
+            self.dir, base, start.file, start.position
+        ):
+            log.warning(
+                "dumper %d: cut the copy back to %s:%d where term %d began",
+                self.id,
+                start.file,
+                start.position,
+                start.term,
+            )
 
     async def _follow(self, lease: Lease) -> None:
         """Copy the leader's files until its lease ends or another term begins."""
@@ -258,13 +252,12 @@ class HaNode:
                 lease.term,
             )
         self.role, self.term = "follower", lease.term
-        if self._forks is not None:
-            await self._forks.start()  # a no-op while it runs
+        await self._leaders.standby()
         self.progress.leader, self.progress.leader_id = lease.address, lease.holder
-        if not await asyncio.to_thread(self._align_with_terms, lease.term):
+        if not await self._align_with_terms(lease.term):
             await asyncio.sleep(0.1)  # the new leader records its start right after the lease
             return
-        copy = asyncio.create_task(self._copy(lease), name="ha-copy")
+        copy = asyncio.create_task(self._copy_from(lease), name="ha-copy")
         renew_s = self.config.dumper.lease_renew_ms / 1000
         now: Lease | None = lease
         try:
@@ -273,7 +266,7 @@ class HaNode:
                 # leader's lease is seen expired within ~50 ms, not up to a renew interval.
                 wait = min(renew_s, max(0.05, now.remaining_s + 0.02)) if now else renew_s
                 await asyncio.wait([copy], timeout=wait)
-                now = await self._gms(lambda s: s.current())
+                now = await self.store.current()
                 if now is None or not now.live or now.term != lease.term:
                     if now is None or not now.live:
                         self._lease_free_at = time.monotonic()
@@ -354,13 +347,10 @@ class HaNode:
             self.acks.reset()
         # Terms between the one this copy came from and ours may have cut the stream below
         # our end (a term that never recorded its start wrote nothing).
-        await asyncio.to_thread(self._align_with_terms, term - 1)
+        await self._align_with_terms(term - 1)
         if timeline is not None:
             timeline.mark("copy aligned with the terms")
-        metadata = GmsMetadata(self.config)
-        metadata.migrated = True  # by `run`
-        factory = DnSourceFactory(self.config, metadata.names_at, self._forks)
-        leader = Leader(self.config, factory=factory, metadata=metadata, nodes=self.nodes)
+        leader = self._leaders.build(self.nodes)
         leader.term, leader.fence, leader.timeline = term, self._fence, timeline
         if timeline is not None:
             timeline.mark("copy recovered")
@@ -371,7 +361,7 @@ class HaNode:
             leader.writer.file,
             4 if rec.started_new_file else leader.writer.position,
         )
-        await self._gms(lambda s: s.record_term(start))
+        await self.store.record_term(start)
         self._save_state_term(term)
         if timeline is not None:
             timeline.mark("term recorded")
@@ -399,7 +389,7 @@ class HaNode:
             if time.monotonic() < self._valid_until:
                 with contextlib.suppress(Exception):  # (TimeoutError included)
                     async with asyncio.timeout(2):  # not wait_for (ARCHITECTURE §8)
-                        await self._gms(lambda s: s.release(self.id, term))
+                        await self.store.release(self.id, term)
 
     def _fence(self) -> None:
         if time.monotonic() >= self._valid_until:
@@ -422,7 +412,7 @@ class HaNode:
             try:
                 # Not wait_for (ARCHITECTURE §8): it could swallow the cancel of a stop.
                 async with asyncio.timeout(max(0.1, self._valid_until - sent)):
-                    ok = await self._gms(lambda s: s.renew(self.id, term, d.lease_ms))
+                    ok = await self.store.renew(self.id, term, d.lease_ms)
             except (Exception, TimeoutError) as exc:  # GMS unreachable: keep trying until fenced
                 log.warning("dumper %d: lease renewal failed: %s", self.id, exc)
                 ok = None

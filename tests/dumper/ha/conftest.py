@@ -1,0 +1,9 @@
+import pytest
+
+import dumper.ha.node
+from tests.dumper.ha.fakes import MARGIN_S
+
+
+@pytest.fixture(autouse=True)
+def short_lease_margin(monkeypatch):
+    monkeypatch.setattr(dumper.ha.node, "LEASE_MARGIN_S", MARGIN_S)
