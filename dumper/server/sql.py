@@ -32,40 +32,36 @@ class LiteralError(SqlError):
 
 
 # -- splitting ------------------------------------------------------------------------------------
-# The characters that start something special outside quotes; everything between them is copied
-# as one slice.
-_SPLIT_SPECIAL = re.compile(r"['\"`;#]|/\*|--")
-# A quoted run from its opening quote; an unterminated one runs to the end (`'?`, and `\\.?`
-# for a lone backslash at the very end).
-_QUOTED = {
-    "'": re.compile(r"'(?:[^'\\]++|\\.?|'')*+'?", re.S),
-    '"': re.compile(r'"(?:[^"\\]++|\\.?|"")*+"?', re.S),
-    "`": re.compile(r"`(?:[^`]++|``)*+`?"),
-}
+# Text copied as it is: anything but `;` and comments, with whole quoted runs (an
+# unterminated one runs to the end: `'?`, and `\\.?` for a lone backslash at the very end). One
+# possessive repeat skips a whole stretch in C however many quotes it holds (`a'a'a'…`).
+_VERBATIM = re.compile(
+    r"""(?:[^'"`;#/\-]++
+    | '(?:[^'\\]++|\\.?|'')*+'?
+    | "(?:[^"\\]++|\\.?|"")*+"?
+    | `(?:[^`]++|``)*+`?
+    | /(?!\*)
+    | -(?!-(?:[ \t\r\n]|\Z))   # a minus sign; `-- ` (dash dash space) opens a comment
+    )*+""",
+    re.S | re.X,
+)
 _EXEC_COMMENT = re.compile(r"/\*M?!\d*")
+_SEPARATORS = re.compile(r"[;\s]*+")  # empty statements between `;`s are dropped
 
 
 def split_statements(sql: str) -> list[str]:
     """Strip comments (keeping the text of `/*! ... */` executable comments) and split on `;`
     outside quotes; empty statements are dropped."""
     out: list[str] = []
-    cur: list[str] = []
+    cur: list[str] = []  # the statement so far, in pieces
     i, n = 0, len(sql)
-    search = _SPLIT_SPECIAL.search
-    while i < n:
-        m = search(sql, i)
-        if m is None:
-            cur.append(sql[i:])
+    verbatim = _VERBATIM.match
+    while True:
+        j = verbatim(sql, i).end()  # always matches, maybe empty
+        cur.append(sql[i:j])
+        if j >= n:
             break
-        j = m.start()
-        if j > i:
-            cur.append(sql[i:j])
-        c = m.group()
-        if c in _QUOTED:
-            end = _QUOTED[c].match(sql, j).end()  # type: ignore[union-attr]  # always matches
-            cur.append(sql[j:end])
-            i = end
-        elif c == "/*":
+        if sql.startswith("/*", j):
             end = sql.find("*/", j + 2)
             end = n if end < 0 else end
             ex = _EXEC_COMMENT.match(sql, j, end)
@@ -74,18 +70,17 @@ def split_statements(sql: str) -> list[str]:
             else:
                 cur.append(" ")
             i = end + 2
-        elif c == "#" or (c == "--" and (j + 2 >= n or sql[j + 2] in " \t\r\n")):
+        elif sql[j] in "#-":  # `# …` or `-- …`, to the end of the line
             end = sql.find("\n", j)
             i = n if end < 0 else end
-        elif c == "--":  # `--` without a space is two minus signs
-            cur.append("-")
-            i = j + 1
         else:  # ";"
-            out.append("".join(cur).strip())
+            if stmt := "".join(cur).strip():
+                out.append(stmt)
             cur = []
-            i = j + 1
-    out.append("".join(cur).strip())
-    return [s for s in out if s]
+            i = _SEPARATORS.match(sql, j).end()  # type: ignore[union-attr]  # `;;;…` at once
+    if stmt := "".join(cur).strip():
+        out.append(stmt)
+    return out
 
 
 # -- tokens ---------------------------------------------------------------------------------------

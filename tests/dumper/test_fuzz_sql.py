@@ -101,5 +101,8 @@ MB = 1 << 20
 @example(prefix="SELECT 1 LIMIT ", runs=[(["9"], 30)], closer="")  # LIMIT beyond 2^64
 @example(prefix="SELECT ", runs=[(["1", ","], MB // 2)], closer="1")  # many tokens
 @example(prefix="", runs=[(["SELECT 1", ";"], MB // 9)], closer="")  # many statements
+@example(prefix="SELECT ", runs=[(["a", "'"], MB // 2)], closer="")  # a quote every other byte
+@example(prefix="", runs=[([";"], MB)], closer="")  # a megabyte of empty statements
+@example(prefix="SELECT 1", runs=[(["-"], MB)], closer="")  # minus signs, no comment
 def test_long_sql_is_parsed_in_linear_memory(prefix, runs, closer):
     check_linear(build(prefix, runs, closer))
