@@ -106,12 +106,19 @@ class RowsEvent:
         pos = 0
         out: list = []
         while pos < len(mv):
+            start = pos
             before, pos = decode_image(columns, self.columns_present, mv, pos)
             if self.columns_present_after is not None:
                 after, pos = decode_image(columns, self.columns_present_after, mv, pos)
                 out.append((before, after))
             else:
                 out.append(before)
+            if pos == start:
+                # No column present: a row takes no bytes, and the rest would be read as rows
+                # for ever (the fuzz test found one, a list that grew to 22 GB).
+                raise CodecError(
+                    f"rows event has {len(mv) - pos} bytes of row data but no column present"
+                )
         return out
 
     @classmethod
