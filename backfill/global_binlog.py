@@ -26,7 +26,7 @@ from cdc.binlog.events import decode_event, parse_cts
 from cdc.binlog.fde import FormatDescription
 from cdc.binlog.row_image import MISSING
 from cdc.cn.ddl import parse_ddl
-from cdc.cn.errors import CatalogueError
+from cdc.cn_protocol.errors import CatalogueError
 from merge_source.dump_client import BinlogPosition, DumpClient, DumpError, DumpSettings
 
 FDE = int(EventType.FORMAT_DESCRIPTION)

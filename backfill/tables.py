@@ -81,7 +81,7 @@ class TableSpec:
 
 def load_catalogue(config: Config) -> Catalogue:
     from cdc.cn.catalogue_store import CatalogueStore
-    from cdc.cn.dn_pool import connect
+    from cdc.cn_protocol.dn_pool import connect
 
     store = CatalogueStore(lambda: connect(config.gms), config.cn.catalog_database)
     return asyncio.run(store.load())

@@ -21,7 +21,7 @@ from pymysql.constants import CLIENT
 
 from bench.raw_dump import raw_dump
 from cdc.cluster.testing import throwaway_server
-from cdc.cn.schema import PRIVATE_TABLES
+from cdc.cn_protocol.schema import PRIVATE_TABLES
 from cdc.gc_tune import tune_gc
 from merge_source.dump_client import BinlogPosition, DumpClient, DumpSettings
 from merge_source.fragment import Fragment

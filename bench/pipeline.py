@@ -23,7 +23,7 @@ from pathlib import Path
 from bench.raw_dump import raw_dump
 from cdc.cluster.local_cluster import LocalCluster
 from cdc.cluster.testing import free_base_port, scratch_cluster
-from cdc.cn.ground_truth import read as read_ground_truth
+from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.gc_tune import tune_gc
 from cdc.tasks import cancel_and_wait
 from dumper.pipeline.leader import Leader

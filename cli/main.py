@@ -15,7 +15,7 @@ import warnings
 import pymysql
 
 from cdc.cluster import ClusterError, ServerError
-from cdc.cn.errors import CnError
+from cdc.cn_protocol.errors import CnError
 from cdc.config import ConfigError
 from cli.commands import backfill as backfill_cmd
 from cli.commands import bench as bench_cmd

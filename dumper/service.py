@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from binlog_writer import BinlogWriter
 from cdc import stage_trace
@@ -24,6 +25,9 @@ from dumper.pipeline import Leader, leader_status
 from dumper.server import CurrentEventNotifier, HistorySchemaProvider, ServeProcess
 from dumper.server import serve as serve_binlog
 from topology import gms
+
+if TYPE_CHECKING:
+    from cdc.cn_protocol import ProtocolNode
 
 log = logging.getLogger(__name__)
 
@@ -48,36 +52,41 @@ def _ha_status(node: HaNode) -> dict:
 
 async def _heartbeats(config: Config, dn_address: Callable[[int], NodeConfig | None]) -> None:
     """The global binlog only advances with heartbeats: run them here so that it stays live
-    when no CN process is sending any."""
-    from cdc.cn import ComputeNode
+    when no CN process is sending any. A writer of the CN protocol's own transactions
+    (`ProtocolNode`), not a whole CN."""
+    from cdc.cn_protocol import ProtocolNode
 
-    cn = ComputeNode(config, pool_size=4)
+    node = ProtocolNode(config, pool_size=4)
     # Settle branches orphaned by a crash (ours included: a heartbeat killed between PREPARE
     # and XA COMMIT would otherwise hold the merge forever).
-    await cn.start(recover=True)
+    await node.start(recover=True)
     try:
-        cn.start_heartbeat()
-        await _follow_storage(cn, dn_address)  # until cancelled
+        node.start_heartbeat()
+        await _follow_storage(node, dn_address)  # until cancelled
     finally:
-        await cn.stop_heartbeat()
-        await cn.close()
+        await node.stop_heartbeat()
+        await node.close()
 
 
-async def _follow_storage(cn, dn_address: Callable[[int], NodeConfig | None]) -> None:
+async def _follow_storage(
+    node: ProtocolNode, dn_address: Callable[[int], NodeConfig | None]
+) -> None:
     """Heartbeats must touch a DN that another CN process added (`cdc cn add-dn`) too: the
     merge waits for every DN's watermark, and without its own traffic the new DN's would stay
     at its StorageChange marker, holding the global binlog for ever. Its address comes from
     the marker: the pipeline knows it once it merges the DN (`dn_address`)."""
+    from cdc.cn_protocol import StorageDns
+
     waiting: set[int] = set()
     while True:
         await asyncio.sleep(STORAGE_POLL_S)
         try:
-            added = [dn for dn in await cn.store.storage_dns() if dn not in cn.catalogue.dns]
-            catalogue = await cn.store.load() if added else None
+            storage = await node.store.storage_dns()
         except Exception as exc:  # GMS away for a moment: the heartbeat itself reports it
             log.debug("storage DNs not read: %s", exc)
             continue
-        if catalogue is None:
+        added = [dn for dn in storage if dn not in node.ctx.catalogue.dns]
+        if not added:
             continue
         nodes = [dn_address(dn) for dn in added]
         if any(n is None for n in nodes):
@@ -85,9 +94,9 @@ async def _follow_storage(cn, dn_address: Callable[[int], NodeConfig | None]) ->
                 log.info("storage DNs %s added: heartbeats wait for their addresses", added)
                 waiting = set(added)
             continue
-        for node in nodes:
-            cn.pools.add_node(node)  # type: ignore[arg-type]  # none is None (above)
-        cn.ctx.catalogue = catalogue
+        for dn in nodes:
+            node.pools.add_node(dn)  # type: ignore[arg-type]  # none is None (above)
+        node.ctx.catalogue = StorageDns(storage)
         waiting = set()
         log.info("heartbeats touch dn%s too from now on", ", dn".join(map(str, added)))
 

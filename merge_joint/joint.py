@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 from cdc import stage_trace
-from cdc.cn.schema import CDC_START, FLUSH_LOGS, META_CHANGE, STORAGE_CHANGE
+from cdc.cn_protocol.schema import CDC_START, FLUSH_LOGS, META_CHANGE, STORAGE_CHANGE
 from cdc.keys import Checkpoint, GlobalKey, SortKey, lift
 from merge_joint.merger import Merger, Transaction
 from merge_source import Fragment, FragmentKind, Watermark

@@ -15,8 +15,8 @@ from cdc.binlog.events import body_view
 from cdc.binlog.fde import FormatDescription
 from cdc.binlog.rows import RowsEvent
 from cdc.binlog.table_map import Column, TableMapEvent
-from cdc.cn.schema import DDL_RECORD, HEARTBEAT, INSTRUCTION, PRIVATE_DB, TX_LOG
-from cdc.cn.xid import FORMAT_ID, GTRID_PREFIX
+from cdc.cn_protocol.schema import DDL_RECORD, HEARTBEAT, INSTRUCTION, PRIVATE_DB, TX_LOG
+from cdc.cn_protocol.xid import FORMAT_ID, GTRID_PREFIX
 from merge_source.fragment import FragmentKind, Statement, TraceId
 from merge_source.group import GTID_FLAGS2_OFFSET, QUERY_HEADER_LEN, BinlogGroup, query_text
 from merge_source.scan import annotate_trace, row_parts

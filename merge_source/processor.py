@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from cdc.binlog.constants import EventType
 from cdc.binlog.fde import FormatDescription
-from cdc.cn.schema import CDC_START, META_CHANGE
+from cdc.cn_protocol.schema import CDC_START, META_CHANGE
 from cdc.keys import Checkpoint, GlobalKey, stream_name
 from merge_source.classifier import Classified, Classifier, GroupKind
 from merge_source.dump_client import DnEvent

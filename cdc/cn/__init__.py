@@ -1,10 +1,14 @@
 """Reference compute node (CN): TSO, catalogue, routing and the XA commit protocol that every
 writer to the cluster follows so that a global binlog can be built from the DN binlogs.
 
-Exports `ComputeNode` (built from `Config`), `Transaction`, `init` (`cdc cn init`) and errors.
-They are imported on first use: the MergeSource processes read only `cdc.cn.schema` and
-`cdc.cn.xid` (the CN's published contract), and importing the whole CN (pymysql, the
-router, ...) cost each of them ~0.2-0.4 s of CPU at start.
+The protocol itself (private tables, xid and commit-record formats, heartbeats, markers, XA
+recovery) is `cdc.cn_protocol`, which the pipeline uses; this package adds the reference CN's
+catalogue, routing, DDL and scale-out for tests, the demo and benchmarks. No runtime stage
+imports it.
+
+Exports `ComputeNode` (built from `Config`), `Transaction`, `init` (`cdc cn init`) and errors,
+imported on first use (importing the whole CN: pymysql, the router, ... costs ~0.2-0.4 s of
+CPU).
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cdc.cn.bootstrap import InitResult, init
-    from cdc.cn.errors import (
+    from cdc.cn.node import ComputeNode
+    from cdc.cn.transaction import Result, Transaction
+    from cdc.cn_protocol.errors import (
         CatalogueError,
         CnError,
         CommitOutcomeUnknown,
@@ -23,23 +29,21 @@ if TYPE_CHECKING:
         TransactionAborted,
         TsoError,
     )
-    from cdc.cn.node import ComputeNode
-    from cdc.cn.recovery import RecoveryReport
-    from cdc.cn.transaction import Result, Transaction
+    from cdc.cn_protocol.recovery import RecoveryReport
 
 _EXPORTS = {
-    "CatalogueError": "cdc.cn.errors",
-    "CnError": "cdc.cn.errors",
-    "CommitOutcomeUnknown": "cdc.cn.errors",
+    "CatalogueError": "cdc.cn_protocol.errors",
+    "CnError": "cdc.cn_protocol.errors",
+    "CommitOutcomeUnknown": "cdc.cn_protocol.errors",
     "ComputeNode": "cdc.cn.node",
     "InitResult": "cdc.cn.bootstrap",
-    "NotInitialisedError": "cdc.cn.errors",
-    "RecoveryReport": "cdc.cn.recovery",
+    "NotInitialisedError": "cdc.cn_protocol.errors",
+    "RecoveryReport": "cdc.cn_protocol.recovery",
     "Result": "cdc.cn.transaction",
-    "RoutingError": "cdc.cn.errors",
+    "RoutingError": "cdc.cn_protocol.errors",
     "Transaction": "cdc.cn.transaction",
-    "TransactionAborted": "cdc.cn.errors",
-    "TsoError": "cdc.cn.errors",
+    "TransactionAborted": "cdc.cn_protocol.errors",
+    "TsoError": "cdc.cn_protocol.errors",
     "init": "cdc.cn.bootstrap",
 }
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from cdc.cn import schema
 from cdc.cn.catalogue_store import CatalogueStore
-from cdc.cn.dn_pool import connect
 from cdc.cn.node import ComputeNode
+from cdc.cn_protocol import schema
+from cdc.cn_protocol.dn_pool import connect
 from cdc.config import Config
 
 CDC_START_KEY = "cdc_start"

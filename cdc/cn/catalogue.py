@@ -8,7 +8,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from cdc.cn.errors import CatalogueError
+from cdc.cn_protocol.errors import CatalogueError
 
 PARTITIONED = "partitioned"
 BROADCAST = "broadcast"

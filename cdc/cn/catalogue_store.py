@@ -3,85 +3,28 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
 
-import pymysql
-
-from cdc.cn import schema
 from cdc.cn.catalogue import Catalogue, LogicalTable
-from cdc.cn.dn_conn import DnConnection
-from cdc.cn.errors import NotInitialisedError
-
-ER_BAD_DB = 1049
-ER_NO_SUCH_TABLE = 1146
+from cdc.cn_protocol.gms import GmsStore
 
 
-class CatalogueStore:
-    """Thin async DAO over one GMS connection (opened per call: catalogue changes are rare)."""
-
-    def __init__(self, connect, catalog_db: str):
-        self._connect = connect
-        self.db = catalog_db
-
-    async def _run(self, statements: list[tuple[str, tuple | None]]) -> list[list[tuple]]:
-        conn: DnConnection = await self._connect()
-        try:
-            out = []
-            async with conn.cursor() as cur:
-                for sql, params in statements:
-                    await cur.execute(sql, params)
-                    out.append(list(await cur.fetchall()) if cur.description else [cur.lastrowid])
-            return out
-        finally:
-            conn.close()
-
-    async def _tx(self, statements: list[tuple[str, tuple | None]]) -> None:
-        await self._run([("BEGIN", None), *statements, ("COMMIT", None)])
-
-    async def ensure_schema(self) -> None:
-        await self._run([(sql, None) for sql in schema.gms_tables(self.db)])
-
-    async def register_instance(self, server_id: int) -> int:
-        (row,) = await self._run(
-            [
-                (
-                    f"INSERT INTO `{self.db}`.cn_instance (server_id, host, pid, started_at) "
-                    "VALUES (%s, %s, %s, NOW(6))",
-                    (server_id, socket.gethostname(), os.getpid()),
-                )
-            ]
-        )
-        return int(row[0])
-
-    async def storage_dns(self) -> list[int]:
-        """The storage DNs alone: what a poller compares before it loads the whole catalogue."""
-        (rows,) = await self._run(
-            [(f"SELECT dn_id FROM `{self.db}`.cn_storage ORDER BY seq", None)]
-        )
-        return [int(r[0]) for r in rows]
+class CatalogueStore(GmsStore):
+    """The whole CN catalogue: the protocol's GMS tables and the logical tables' placement."""
 
     async def load(self) -> Catalogue:
-        try:
-            storage, tables, parts = await self._run(
-                [
-                    (f"SELECT dn_id FROM `{self.db}`.cn_storage ORDER BY seq", None),
-                    (
-                        f"SELECT db, tbl, kind, shard_key, schema_json FROM `{self.db}`.cn_table",
-                        None,
-                    ),
-                    (
-                        f"SELECT db, tbl, part, dn_id FROM `{self.db}`.cn_partition ORDER BY part",
-                        None,
-                    ),
-                ]
-            )
-        except pymysql.err.MySQLError as exc:
-            if exc.args and exc.args[0] in (ER_BAD_DB, ER_NO_SUCH_TABLE):
-                raise NotInitialisedError(
-                    f"no CN catalogue in GMS database `{self.db}`: run `cdc cn init` first"
-                ) from None
-            raise
+        storage, tables, parts = await self._run(
+            [
+                (f"SELECT dn_id FROM `{self.db}`.cn_storage ORDER BY seq", None),
+                (
+                    f"SELECT db, tbl, kind, shard_key, schema_json FROM `{self.db}`.cn_table",
+                    None,
+                ),
+                (
+                    f"SELECT db, tbl, part, dn_id FROM `{self.db}`.cn_partition ORDER BY part",
+                    None,
+                ),
+            ]
+        )
         cat = Catalogue(dns=[int(r[0]) for r in storage])
         for db, tbl, kind, shard_key, schema_json in tables:
             cat.put(LogicalTable(db, tbl, kind, shard_key, [], json.loads(schema_json)))

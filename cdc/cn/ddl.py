@@ -14,9 +14,9 @@ from typing import Any
 from cdc.cn.catalogue import BROADCAST, PARTITIONED, LogicalTable, physical_db, physical_table
 from cdc.cn.catalogue_store import CatalogueStore
 from cdc.cn.context import CnContext
-from cdc.cn.errors import CatalogueError
-from cdc.cn.markers import write_ddl_record
 from cdc.cn.sql_text import tokenize
+from cdc.cn_protocol.errors import CatalogueError
+from cdc.cn_protocol.markers import write_ddl_record
 
 DEFAULT_PARTITIONS = 8
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from cdc.cn.errors import TransactionAborted
+from cdc.cn_protocol.errors import TransactionAborted
 
 PartitionKey = tuple[str, str, int]  # (db, table, partition)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cdc.cn.catalogue import Catalogue, LogicalTable
-from cdc.cn.errors import RoutingError
 from cdc.cn.sql_text import Token, literal_value, tokenize
+from cdc.cn_protocol.errors import RoutingError
 
 _CLAUSE_END = ("ORDER", "LIMIT", "GROUP", "FOR", "HAVING", "LOCK", "RETURNING")
 

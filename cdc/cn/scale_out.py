@@ -7,13 +7,14 @@ import copy
 import logging
 from dataclasses import dataclass
 
-from cdc.cn import schema
 from cdc.cn.catalogue import LogicalTable, physical_db
 from cdc.cn.catalogue_store import CatalogueStore
 from cdc.cn.context import CnContext
-from cdc.cn.errors import CatalogueError
-from cdc.cn.markers import dn_addresses, topology, write_instruction
-from cdc.cn.sql_text import literal
+from cdc.cn.markers import dn_addresses, topology
+from cdc.cn_protocol import schema
+from cdc.cn_protocol.errors import CatalogueError
+from cdc.cn_protocol.markers import write_instruction
+from cdc.cn_protocol.sql import literal
 
 log = logging.getLogger(__name__)
 

@@ -1,16 +1,12 @@
-"""A small SQL lexer and literal renderer: just enough for the statement shapes the router routes."""
+"""A small SQL lexer: just enough for the statement shapes the router routes (literals are
+rendered by `cdc.cn_protocol.sql`)."""
 
 from __future__ import annotations
 
-import datetime
-import decimal
 import re
-from collections.abc import Sequence
 from typing import NamedTuple
 
-from pymysql.converters import escape_item, escape_string
-
-from cdc.cn.errors import RoutingError
+from cdc.cn_protocol.errors import RoutingError
 
 
 class Token(NamedTuple):  # a tuple: created for every token of every statement, cheaply
@@ -160,39 +156,6 @@ def _read_string(sql: str, i: int) -> tuple[int, str]:
         else:
             out.append(ch)
             j += 1
-
-
-def literal(value: object) -> str:
-    """A Python value as a MariaDB literal (bytes as X'..', so any byte survives utf8mb4)."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, bytes | bytearray | memoryview):
-        return "X'" + bytes(value).hex() + "'"
-    if isinstance(value, str):
-        return "'" + escape_string(value) + "'"
-    if isinstance(value, int | float | decimal.Decimal):
-        return str(value)
-    if isinstance(value, datetime.datetime | datetime.date | datetime.time | datetime.timedelta):
-        return escape_item(value, "utf8mb4")
-    if isinstance(value, set | frozenset):
-        return literal(",".join(sorted(str(v) for v in value)))
-    raise RoutingError(f"cannot pass a {type(value).__name__} as an SQL parameter: {value!r}")
-
-
-def render(sql: str, params: Sequence[object] | None) -> str:
-    """Substitute `%s` placeholders like pymysql does (`%%` is a literal percent)."""
-    if params is None:
-        return sql
-    if isinstance(params, dict):
-        raise RoutingError("named parameters are not supported; use %s placeholders")
-    try:
-        return sql % tuple(literal(p) for p in params)
-    except (TypeError, ValueError) as exc:
-        raise RoutingError(
-            f"parameters do not match the placeholders ({exc}): {sql[:200]}"
-        ) from None
 
 
 def literal_value(tok: Token) -> object:

@@ -1,23 +1,16 @@
 """A CN transaction: routes statements, opens an XA branch per touched DN, tags every physical
-statement with its TraceId hint, and commits with the commit protocol."""
+statement with its TraceId hint, and commits with the commit protocol (the branch and commit
+machinery is the protocol's: `cdc.cn_protocol.transaction.PrivateTransaction`)."""
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 
-import pymysql
-
-from cdc.cn import commit_protocol
-from cdc.cn.branch import NEW, Branch
 from cdc.cn.context import CnContext
-from cdc.cn.errors import TransactionAborted
 from cdc.cn.partition_gate import PartitionKey
 from cdc.cn.router import ShardKeyMove, route
-from cdc.cn.sql_text import literal, render
-from cdc.cn.xid import Xid
-
-log = logging.getLogger(__name__)
+from cdc.cn_protocol.sql import literal, render
+from cdc.cn_protocol.transaction import PrivateTransaction, trace_hint
 
 
 @dataclass(slots=True)
@@ -27,25 +20,15 @@ class Result:
     columns: list[str] = field(default_factory=list)
 
 
-def trace_hint(seq: int, subseq: int, server_id: int) -> str:
-    return f"/*CDC trace={seq}.{subseq} cn={server_id} */"
-
-
-class Transaction:
+class Transaction(PrivateTransaction):
     """Use as `async with cn.transaction() as tx:`; commits on normal exit, rolls back on error."""
 
+    _ctx: CnContext
+
     def __init__(self, ctx: CnContext, default_db: str | None = None, kind: str = "txn"):
-        self._ctx = ctx
-        self.txn_id = ctx.next_txn_id()
+        super().__init__(ctx, kind)
         self.default_db = default_db
-        self.kind = kind
-        self.commit_tso: int | None = None
-        self._branches: dict[int, Branch] = {}  # insertion order = first-touch order
-        self._seq = 0
         self._held: set[PartitionKey] = set()
-        self._state = "open"  # open | failed | closed
-        self._admitted = False  # holds a slot of `pools.admission` (from its first branch on)
-        self._queued: Branch | None = None  # the branch holding deferred writes, if any
 
     # -- statements ------------------------------------------------------------------------------
     async def execute(self, sql: str, params=None) -> Result:
@@ -105,45 +88,6 @@ class Transaction:
             self._state = "failed"
             raise
 
-    async def _flush(self) -> None:
-        branch, self._queued = self._queued, None
-        await self._guarded(branch, branch.flush())
-
-    async def _guarded(self, branch: Branch, op):
-        try:
-            return await op
-        except BaseException:
-            if branch.state == NEW:  # XA START failed: the connection's state is unknown
-                del self._branches[branch.dn_id]
-                branch.release(self._ctx, discard=True)
-            raise
-
-    async def execute_private(self, sql: str, params=None) -> int:
-        """Run a statement on a private `__cdc__` table on every storage DN, in DN order (a fixed
-        order, so two CNs writing the same broadcast row cannot deadlock across DNs)."""
-        self._check_open()
-        try:
-            text = render(sql, params)
-            self._seq += 1
-            n = 0
-            for sub, dn in enumerate(self._ctx.catalogue.dns):
-                n += (await self._run(dn, sub, text, write=True)).rowcount
-            return n
-        except BaseException:
-            self._state = "failed"
-            raise
-
-    async def _run(self, dn_id: int, subseq: int, sql: str, write: bool):
-        if self._queued is not None and self._queued.dn_id != dn_id:
-            await self._flush()  # deferred writes on another DN go first (statement order)
-        self._queued = None  # this DN's deferred writes go in the same packet as `sql`
-        branch = await self._branch(dn_id)
-        hint = trace_hint(self._seq, subseq, self._ctx.server_id)
-        cur = await self._guarded(branch, branch.run(f"{hint} {sql}"))
-        if write and cur.rowcount > 0:
-            branch.wrote = True  # affected (changed) rows: exactly when row events are logged
-        return cur
-
     async def _move(self, plan: ShardKeyMove) -> Result:
         """Shard-key UPDATE across partitions: SELECT old rows, DELETE them, INSERT the new ones."""
         await self._enter(plan.table, [*plan.old_partitions, plan.new_partition])
@@ -171,20 +115,6 @@ class Transaction:
             result.rowcount += len(rows)
         return result
 
-    async def _branch(self, dn_id: int) -> Branch:
-        branch = self._branches.get(dn_id)
-        if branch is None:
-            if not self._admitted:
-                await self._ctx.pools.admission.acquire()
-                self._admitted = True
-            conn = await self._ctx.pools.acquire(dn_id)
-            # XA START is sent with the branch's first statement (Branch.run).
-            branch = Branch(
-                Xid(self.txn_id, dn_id), conn, batched=self._ctx.config.cn.batch_round_trips
-            )
-            self._branches[dn_id] = branch
-        return branch
-
     async def _enter(self, table, partitions) -> bool:
         # A broadcast table is one gate key (-1): logical DDL freezes it as a whole.
         keys = (
@@ -194,58 +124,6 @@ class Transaction:
         )
         return await self._ctx.gate.enter(keys, self._held)
 
-    def _check_open(self) -> None:
-        if self._state == "failed":
-            raise TransactionAborted(
-                f"txn {self.txn_id}: an earlier statement failed; roll back and retry"
-            )
-        if self._state == "closed":
-            raise TransactionAborted(f"txn {self.txn_id} is already committed or rolled back")
-
-    # -- end ---------------------------------------------------------------------------------------
-    async def commit(self) -> int | None:
-        """Commit on every DN; returns the commit TSO (None if nothing was written)."""
-        if self._state == "failed":
-            await self.rollback()
-            raise TransactionAborted(f"txn {self.txn_id}: a statement failed; rolled back")
-        self._check_open()
-        self._state = "closed"
-        self._queued = None  # deferred writes go with XA END + XA PREPARE
-        try:
-            self.commit_tso = await commit_protocol.commit(
-                self._ctx, self.txn_id, list(self._branches.values()), self.kind
-            )
-            return self.commit_tso
-        finally:
-            self._leave_admission()
-            await self._ctx.gate.leave(self._held)
-
-    def _leave_admission(self) -> None:
-        if self._admitted:
-            self._admitted = False
-            self._ctx.pools.admission.release()
-
-    async def rollback(self) -> None:
-        if self._state == "closed":
-            return
-        self._state = "closed"
-        try:
-            await commit_protocol.abort_all(self._ctx, list(self._branches.values()))
-        except pymysql.err.MySQLError as exc:
-            log.warning(
-                "txn %s: rollback incomplete (%s); recovery will finish it", self.txn_id, exc
-            )
-        finally:
-            self._leave_admission()
-            await self._ctx.gate.leave(self._held)
-
-    async def __aenter__(self) -> Transaction:
-        return self
-
-    async def __aexit__(self, exc_type, exc, tb) -> None:
-        if self._state == "closed":
-            return  # committed or rolled back explicitly inside the block
-        if exc_type is None:
-            await self.commit()
-        else:
-            await self.rollback()
+    async def _leave(self) -> None:
+        await super()._leave()
+        await self._ctx.gate.leave(self._held)

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import pymysql
 
-from cdc.cn.context import CnContext
-from cdc.cn.dn_conn import Cursor, DnConnection
-from cdc.cn.xid import Xid, parse_recover_row
+from cdc.cn_protocol.context import ProtocolContext
+from cdc.cn_protocol.dn_conn import Cursor, DnConnection
+from cdc.cn_protocol.xid import Xid, parse_recover_row
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class Branch:
                 self.wrote = True
         return cur
 
-    def release(self, ctx: CnContext, discard: bool = False) -> None:
+    def release(self, ctx: ProtocolContext, discard: bool = False) -> None:
         """Give the owner connection back; `discard` closes it, which detaches a prepared branch
         from its session so that recovery (or anyone) may settle it."""
         if self.conn is not None:
@@ -99,7 +99,7 @@ def errno(exc: BaseException) -> int | None:
     return args[0] if args and isinstance(args[0], int) else None
 
 
-async def abort(ctx: CnContext, b: Branch) -> None:
+async def abort(ctx: ProtocolContext, b: Branch) -> None:
     """Roll the branch back by whatever means is left; leave it for recovery if the DN is away."""
     if b.state == DONE:
         return
@@ -128,7 +128,7 @@ async def abort(ctx: CnContext, b: Branch) -> None:
     b.state = DONE
 
 
-async def settle_detached(ctx: CnContext, xid: Xid, verb: str, tries: int = 5) -> bool:
+async def settle_detached(ctx: ProtocolContext, xid: Xid, verb: str, tries: int = 5) -> bool:
     """XA COMMIT/ROLLBACK of a branch whose owner session is gone (or going: the DN may not have
     noticed the closed socket yet, so retry while XA RECOVER still lists it)."""
     for attempt in range(tries):

@@ -8,10 +8,10 @@ import logging
 
 import pymysql
 
-from cdc.cn import schema
-from cdc.cn.branch import ACTIVE, DONE, NEW, Branch, abort, settle_detached
-from cdc.cn.context import CnContext
-from cdc.cn.errors import CommitOutcomeUnknown, TransactionAborted
+from cdc.cn_protocol import schema
+from cdc.cn_protocol.branch import ACTIVE, DONE, NEW, Branch, abort, settle_detached
+from cdc.cn_protocol.context import ProtocolContext
+from cdc.cn_protocol.errors import CommitOutcomeUnknown, TransactionAborted
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +20,7 @@ SECONDARY_RECORD_TRIES = 6  # about 3 s of retries
 
 
 async def commit(
-    ctx: CnContext, txn_id: int, branches: list[Branch], kind: str = "txn"
+    ctx: ProtocolContext, txn_id: int, branches: list[Branch], kind: str = "txn"
 ) -> int | None:
     """Commit; return the commit TSO (None for a read-only transaction, which is rolled back).
 
@@ -52,11 +52,11 @@ async def commit(
     return tso
 
 
-async def abort_all(ctx: CnContext, branches: list[Branch]) -> None:
+async def abort_all(ctx: ProtocolContext, branches: list[Branch]) -> None:
     await asyncio.gather(*(abort(ctx, b) for b in branches))
 
 
-async def _prepare_all(ctx: CnContext, txn_id: int, branches: list[Branch]) -> None:
+async def _prepare_all(ctx: ProtocolContext, txn_id: int, branches: list[Branch]) -> None:
     async def prepare(b: Branch) -> None:
         await b.end_and_prepare()
         ctx.crash.reached("after_first_prepare")
@@ -85,7 +85,7 @@ async def _prepare_all(ctx: CnContext, txn_id: int, branches: list[Branch]) -> N
     ) from exc
 
 
-async def _write_record(ctx: CnContext, dn: int, row: tuple[int, int, str], upsert: bool):
+async def _write_record(ctx: ProtocolContext, dn: int, row: tuple[int, int, str], upsert: bool):
     if ctx.config.cn.batch_round_trips:
         await ctx.records.write(dn, row, upsert)  # with concurrent transactions' records
     else:
@@ -141,7 +141,7 @@ async def _write_secondary_records(ctx, txn_id, tso, participants) -> set[int]:
     return set(pending)
 
 
-async def _commit_all(ctx: CnContext, branches: list[Branch], unrecorded: set[int]) -> None:
+async def _commit_all(ctx: ProtocolContext, branches: list[Branch], unrecorded: set[int]) -> None:
     async def commit_one(b: Branch) -> None:
         if b.dn_id in unrecorded:
             # Never XA COMMIT a branch before its DN holds the commit record (MergeSource needs

@@ -7,8 +7,8 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from cdc.cn.dn_conn import DnConnection, DnPool
-from cdc.cn.errors import CnError
+from cdc.cn_protocol.dn_conn import DnConnection, DnPool
+from cdc.cn_protocol.errors import CnError
 from cdc.config import NodeConfig
 
 

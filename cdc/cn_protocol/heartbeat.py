@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from cdc.cn import schema
-from cdc.cn.context import CnContext
-from cdc.cn.purge import purge_commit_records
-from cdc.cn.transaction import Transaction
+from cdc.cn_protocol import schema
+from cdc.cn_protocol.context import ProtocolContext
+from cdc.cn_protocol.purge import purge_commit_records
+from cdc.cn_protocol.transaction import PrivateTransaction
 
 log = logging.getLogger(__name__)
 
@@ -23,9 +23,9 @@ HEARTBEAT_SQL = (
 )
 
 
-async def beat(ctx: CnContext) -> int:
+async def beat(ctx: ProtocolContext) -> int:
     """One heartbeat; returns its TSO."""
-    tx = Transaction(ctx, kind="heartbeat")
+    tx = PrivateTransaction(ctx, kind="heartbeat")
     async with tx:
         await tx.execute_private(HEARTBEAT_SQL, (ctx.instance_id, tx.txn_id))
     return tx.commit_tso
@@ -34,7 +34,7 @@ async def beat(ctx: CnContext) -> int:
 class Heartbeat:
     """The background heartbeat task; started and stopped explicitly."""
 
-    def __init__(self, ctx: CnContext):
+    def __init__(self, ctx: ProtocolContext):
         self._ctx = ctx
         self._task: asyncio.Task | None = None
         self._stopping = asyncio.Event()

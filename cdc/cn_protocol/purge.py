@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import logging
 
-from cdc.cn import schema
-from cdc.cn.context import CnContext
-from cdc.cn.recovery import scan
-from cdc.cn.tso import compose, physical_ms
+from cdc.cn_protocol import schema
+from cdc.cn_protocol.context import ProtocolContext
+from cdc.cn_protocol.recovery import scan
+from cdc.cn_protocol.tso import compose, physical_ms
 
 log = logging.getLogger(__name__)
 
 
-async def purge_commit_records(ctx: CnContext, older_than_s: float) -> int:
+async def purge_commit_records(ctx: ProtocolContext, older_than_s: float) -> int:
     """Delete records whose TSO is more than `older_than_s` old on every storage DN."""
     # In-doubt transactions are listed before the DELETE: one prepared later has a fresh TSO.
     in_doubt, unreachable = await scan(ctx)

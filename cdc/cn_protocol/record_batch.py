@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import pymysql
 
-from cdc.cn import schema
-from cdc.cn.dn_pool import DnPools
+from cdc.cn_protocol import schema
+from cdc.cn_protocol.dn_pool import DnPools
 
 ER_DUP_ENTRY = 1062
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 import pymysql
 
-from cdc.cn import schema
-from cdc.cn.branch import ER_XAER_NOTA, errno
-from cdc.cn.context import CnContext
-from cdc.cn.xid import Xid, parse_recover_row
+from cdc.cn_protocol import schema
+from cdc.cn_protocol.branch import ER_XAER_NOTA, errno
+from cdc.cn_protocol.context import ProtocolContext
+from cdc.cn_protocol.xid import Xid, parse_recover_row
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class RecoveryReport:
         return text
 
 
-async def scan(ctx: CnContext) -> tuple[dict[int, set[int]], set[int]]:
+async def scan(ctx: ProtocolContext) -> tuple[dict[int, set[int]], set[int]]:
     """Prepared CN branches: txn_id -> DNs; and the DNs that could not be asked."""
     prepared: dict[int, set[int]] = {}
     unreachable: set[int] = set()
@@ -72,7 +72,7 @@ async def scan(ctx: CnContext) -> tuple[dict[int, set[int]], set[int]]:
     return prepared, unreachable
 
 
-async def recover(ctx: CnContext, only: set[int] | None = None) -> RecoveryReport:
+async def recover(ctx: ProtocolContext, only: set[int] | None = None) -> RecoveryReport:
     """One pass over every in-doubt CN transaction (or only those in `only`)."""
     prepared, unreachable = await scan(ctx)
     report = RecoveryReport()
@@ -82,7 +82,7 @@ async def recover(ctx: CnContext, only: set[int] | None = None) -> RecoveryRepor
     return report
 
 
-async def recover_until_settled(ctx: CnContext, wait_s: float = 5.0) -> RecoveryReport:
+async def recover_until_settled(ctx: ProtocolContext, wait_s: float = 5.0) -> RecoveryReport:
     """Repeat `recover` while branches are still attached (a just-killed CN's sessions take a
     moment to close on the DN), for at most `wait_s` seconds."""
     total = RecoveryReport()
@@ -94,7 +94,7 @@ async def recover_until_settled(ctx: CnContext, wait_s: float = 5.0) -> Recovery
         await asyncio.sleep(0.2)
 
 
-async def recover_at_start(ctx: CnContext, grace_s: float = 1.0) -> RecoveryReport:
+async def recover_at_start(ctx: ProtocolContext, grace_s: float = 1.0) -> RecoveryReport:
     """Settle only transactions seen prepared in two scans `grace_s` apart: in-flight commits of
     other live CNs finish in milliseconds and are left alone (tombstones keep it safe anyway)."""
     first, _ = await scan(ctx)
@@ -104,7 +104,9 @@ async def recover_at_start(ctx: CnContext, grace_s: float = 1.0) -> RecoveryRepo
     return await recover(ctx, only=set(first))
 
 
-async def _read_records(ctx: CnContext, txn_id: int, dns: set[int]) -> dict[int, CommitRecord]:
+async def _read_records(
+    ctx: ProtocolContext, txn_id: int, dns: set[int]
+) -> dict[int, CommitRecord]:
     found: dict[int, CommitRecord] = {}
     for dn in sorted(dns):
         try:
@@ -176,7 +178,7 @@ async def _commit(ctx, txn_id, dns, decision: CommitRecord, records, unreachable
             )
 
 
-async def _kind(ctx: CnContext, txn_id: int, participants: list[int]) -> str:
+async def _kind(ctx: ProtocolContext, txn_id: int, participants: list[int]) -> str:
     """The ground-truth kind of a transaction recovery just committed. Logging a recovered
     heartbeat or marker as "txn" would make `cdc verify-binlog` expect it in the global binlog,
     where heartbeats and markers never appear."""
@@ -198,7 +200,7 @@ async def _rollback(ctx, txn_id, dns, report) -> None:
         report.rolled_back.append(txn_id)
 
 
-async def _settle_branch(xid: Xid, verb: str, ctx: CnContext, report) -> bool:
+async def _settle_branch(xid: Xid, verb: str, ctx: ProtocolContext, report) -> bool:
     try:
         await ctx.pools.execute(xid.dn_id, f"XA {verb} {xid.sql}")
         return True

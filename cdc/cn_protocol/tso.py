@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 
 import pymysql
 
-from cdc.cn.dn_conn import DnConnection
-from cdc.cn.errors import TsoError
+from cdc.cn_protocol.dn_conn import DnConnection
+from cdc.cn_protocol.errors import TsoError
 
 LOGICAL_BITS = 22
 LOGICAL_MASK = (1 << LOGICAL_BITS) - 1

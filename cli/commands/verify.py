@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_verify(args) -> int:
     from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-    from cdc.cn.ground_truth import read as read_ground_truth
+    from cdc.cn_protocol.ground_truth import read as read_ground_truth
     from cdc.verify_binlog import VerifyError, check, check_checksums, read_server
 
     config = load(args.config)

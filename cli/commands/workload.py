@@ -50,8 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_workload(args) -> int:
     from cdc.cn import ComputeNode, init
-    from cdc.cn.crash_points import CrashPoints
     from cdc.cn.workloads import run_workload
+    from cdc.cn_protocol.crash_points import CrashPoints
 
     config = load(args.config)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from cdc.cluster.testing import free_base_port, throwaway_cluster, throwaway_server
-from cdc.cn.ground_truth import read as read_ground_truth
+from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.config import load
 
 KILLS = int(os.environ.get("CDC_CHAOS_KILLS", "5"))

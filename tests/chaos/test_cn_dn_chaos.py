@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from cdc.cn.crash_points import STEPS
+from cdc.cn_protocol.crash_points import STEPS
 from tests.chaos.harness import KILLS, WORKLOADS, Chaos
 
 

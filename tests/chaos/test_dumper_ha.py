@@ -27,8 +27,8 @@ import pytest
 from cdc.check import run_check
 from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from cdc.cluster.testing import free_base_port, throwaway_cluster, throwaway_server
-from cdc.cn.ground_truth import read as read_ground_truth
 from cdc.cn.workloads.runner import run_workload
+from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.config import DumperPeer, load
 from cdc.tasks import cancel_and_wait
 from cdc.verify_binlog import check, read_server

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from cdc.cluster.testing import free_base_port, throwaway_cluster
-from cdc.cn.ground_truth import read as read_ground_truth
 from cdc.cn.workloads.runner import run_workload
+from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.config import load
 from tests.chaos.harness import in_doubt
 from tests.chaos.transfer_setup import chaos_rng, transfer_cn

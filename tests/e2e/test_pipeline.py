@@ -14,9 +14,9 @@ import pytest
 from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from cdc.cluster.testing import free_base_port, throwaway_cluster, throwaway_server
 from cdc.cn import ComputeNode, init
-from cdc.cn.ground_truth import read as read_ground_truth
 from cdc.cn.workloads.runner import run_workload
 from cdc.cn.workloads.transfer import TransferWorkload
+from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from dumper.service import serve
 from tests.e2e.global_binlog import Txn, read_global_binlog
 

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from cdc.cluster.testing import throwaway_server
-from cdc.cn.heartbeat import HEARTBEAT_SQL
-from cdc.cn.schema import INSERT_PRIMARY_RECORD, INSERT_TOMBSTONE, PRIVATE_TABLES, UPSERT_RECORD
-from cdc.cn.xid import Xid
+from cdc.cn_protocol.heartbeat import HEARTBEAT_SQL
+from cdc.cn_protocol.schema import INSERT_PRIMARY_RECORD, INSERT_TOMBSTONE, PRIVATE_TABLES, UPSERT_RECORD
+from cdc.cn_protocol.xid import Xid
 from merge_source.dump_client import BinlogPosition, DumpClient, DumpSettings
 
 FIXTURES = Path(__file__).parent / "fixtures"

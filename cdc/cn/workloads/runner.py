@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pymysql
 
-from cdc.cn.errors import CnError
+from cdc.cn_protocol.errors import CnError
 
 log = logging.getLogger(__name__)
 

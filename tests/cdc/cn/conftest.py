@@ -83,7 +83,7 @@ def xa_prepared(config: Config) -> dict[int, list]:
     """Our prepared XA branches per DN (should be empty when the cluster is at rest)."""
     import pymysql
 
-    from cdc.cn.xid import parse_recover_row
+    from cdc.cn_protocol.xid import parse_recover_row
 
     out = {}
     for node in config.dn:

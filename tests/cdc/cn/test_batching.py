@@ -11,10 +11,11 @@ import asyncio
 import pymysql
 import pytest
 
-from cdc.cn import RoutingError, TransactionAborted, schema
-from cdc.cn.branch import Branch
+from cdc.cn import RoutingError, TransactionAborted
 from cdc.cn.catalogue import partition_of
-from cdc.cn.record_batch import CommitRecords
+from cdc.cn_protocol import schema
+from cdc.cn_protocol.branch import Branch
+from cdc.cn_protocol.record_batch import CommitRecords
 
 UPSERT = "INSERT INTO batching.t (id, v) VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = v + 1"
 

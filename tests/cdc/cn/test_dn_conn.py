@@ -12,7 +12,7 @@ import decimal
 import pymysql
 import pytest
 
-from cdc.cn.dn_conn import DnConnection, DnPool
+from cdc.cn_protocol.dn_conn import DnConnection, DnPool
 
 TABLE = "dn_conn_test.t"
 

@@ -7,8 +7,8 @@ import os
 import time
 
 from cdc.cn import ComputeNode
-from cdc.cn.crash_points import STEPS
 from cdc.cn.workloads.transfer import TransferWorkload
+from cdc.cn_protocol.crash_points import STEPS
 from tests.cdc.cn.conftest import cli, xa_prepared
 from tests.cdc.cn.test_transfer import _check_commit_records
 
@@ -59,7 +59,7 @@ async def test_kill_at_every_protocol_step_then_recover(cn_config, cn_config_fil
 CRASHING_HEARTBEAT = """
 import asyncio, sys
 from cdc.cn import ComputeNode
-from cdc.cn.crash_points import CrashPoints
+from cdc.cn_protocol.crash_points import CrashPoints
 from cdc.config import load
 
 async def main():

@@ -7,9 +7,9 @@ import random
 import pytest
 
 from cdc.cn.catalogue import BROADCAST, PARTITIONED, Catalogue, LogicalTable, partition_of
-from cdc.cn.errors import CatalogueError, RoutingError
 from cdc.cn.router import Plan, ShardKeyMove, route
-from cdc.cn.sql_text import render
+from cdc.cn_protocol.errors import CatalogueError, RoutingError
+from cdc.cn_protocol.sql import render
 
 
 @pytest.fixture

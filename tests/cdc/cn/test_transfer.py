@@ -8,9 +8,9 @@ import os
 import pymysql
 
 from cdc.cn import ComputeNode
-from cdc.cn.ground_truth import read as read_ground_truth
 from cdc.cn.workloads import run_workload
 from cdc.cn.workloads.transfer import TransferWorkload
+from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from tests.cdc.cn.conftest import xa_prepared
 
 SECONDS = float(os.environ.get("CDC_TEST_TRANSFER_SECONDS", "30"))

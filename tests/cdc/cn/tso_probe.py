@@ -8,8 +8,8 @@ import json
 import sys
 import time
 
-from cdc.cn.dn_pool import connect
-from cdc.cn.tso import TsoOracle
+from cdc.cn_protocol.dn_pool import connect
+from cdc.cn_protocol.tso import TsoOracle
 from cdc.config import load
 
 

@@ -1,0 +1,53 @@
+"""What every operation of the protocol needs, built once and passed in (no singletons)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from cdc.cn_protocol.crash_points import CrashPoints
+from cdc.cn_protocol.dn_pool import DnPools
+from cdc.cn_protocol.ground_truth import GroundTruthLog
+from cdc.cn_protocol.record_batch import CommitRecords
+from cdc.cn_protocol.tso import TsoOracle
+from cdc.config import Config
+
+
+class StorageView(Protocol):
+    """What the protocol reads of a catalogue: the storage DNs, in join order (private
+    statements run on each, in this order). The reference CN's `Catalogue` is one."""
+
+    dns: list[int]
+
+
+@dataclass(slots=True)
+class StorageDns:
+    """A catalogue of storage DNs only: what a writer of heartbeats and markers needs."""
+
+    dns: list[int]
+
+
+@dataclass(slots=True)
+class ProtocolContext:
+    config: Config
+    pools: DnPools
+    tso: TsoOracle
+    catalogue: StorageView
+    instance_id: int
+    records: CommitRecords
+    crash: CrashPoints = field(default_factory=CrashPoints)
+    ground_truth: GroundTruthLog = field(default_factory=lambda: GroundTruthLog(None))
+    _txn_seq: itertools.count = field(default_factory=lambda: itertools.count(1))
+
+    @property
+    def server_id(self) -> int:
+        return self.config.cn.server_id
+
+    @property
+    def catalog_db(self) -> str:
+        return self.config.cn.catalog_database
+
+    def next_txn_id(self) -> int:
+        """Unique across CN processes and restarts: the GMS-assigned instance id, then a counter."""
+        return (self.instance_id << 32) | next(self._txn_seq)

@@ -1,0 +1,69 @@
+"""What the protocol reads and writes in the GMS (the CN catalogue database, `cn_catalog` by
+default): its tables' creation, a writer's instance registration (its txn ids' high half) and
+the storage DNs. The TSO row is `tso.py`'s; the rest of the catalogue is the reference CN's
+(`cdc/cn/catalogue_store.py`)."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pymysql
+
+from cdc.cn_protocol import schema
+from cdc.cn_protocol.dn_conn import DnConnection
+from cdc.cn_protocol.errors import NotInitialisedError
+
+ER_BAD_DB = 1049
+ER_NO_SUCH_TABLE = 1146
+
+
+class GmsStore:
+    """Thin async DAO over one GMS connection (opened per call: these calls are rare)."""
+
+    def __init__(self, connect, catalog_db: str):
+        self._connect = connect
+        self.db = catalog_db
+
+    async def _run(self, statements: list[tuple[str, tuple | None]]) -> list[list[tuple]]:
+        conn: DnConnection = await self._connect()
+        try:
+            out = []
+            async with conn.cursor() as cur:
+                for sql, params in statements:
+                    await cur.execute(sql, params)
+                    out.append(list(await cur.fetchall()) if cur.description else [cur.lastrowid])
+            return out
+        except pymysql.err.MySQLError as exc:
+            if exc.args and exc.args[0] in (ER_BAD_DB, ER_NO_SUCH_TABLE):
+                raise NotInitialisedError(
+                    f"no CN catalogue in GMS database `{self.db}`: run `cdc cn init` first"
+                ) from None
+            raise
+        finally:
+            conn.close()
+
+    async def _tx(self, statements: list[tuple[str, tuple | None]]) -> None:
+        await self._run([("BEGIN", None), *statements, ("COMMIT", None)])
+
+    async def ensure_schema(self) -> None:
+        await self._run([(sql, None) for sql in schema.gms_tables(self.db)])
+
+    async def register_instance(self, server_id: int) -> int:
+        (row,) = await self._run(
+            [
+                (
+                    f"INSERT INTO `{self.db}`.cn_instance (server_id, host, pid, started_at) "
+                    "VALUES (%s, %s, %s, NOW(6))",
+                    (server_id, socket.gethostname(), os.getpid()),
+                )
+            ]
+        )
+        return int(row[0])
+
+    async def storage_dns(self) -> list[int]:
+        """The storage DNs in join order: the DNs every private statement runs on."""
+        (rows,) = await self._run(
+            [(f"SELECT dn_id FROM `{self.db}`.cn_storage ORDER BY seq", None)]
+        )
+        return [int(r[0]) for r in rows]
