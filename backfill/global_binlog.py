@@ -27,7 +27,7 @@ from cdc.binlog.fde import FormatDescription
 from cdc.binlog.row_image import MISSING
 from cdc.cn.ddl import parse_ddl
 from cdc.cn_protocol.errors import CatalogueError
-from merge_source.dump_client import BinlogPosition, DumpClient, DumpError, DumpSettings
+from cdc.protocol import BinlogPosition, DumpClient, DumpError, DumpSettings
 
 FDE = int(EventType.FORMAT_DESCRIPTION)
 TABLE_MAP = int(EventType.TABLE_MAP)

@@ -37,7 +37,7 @@ from backfill.reconcile import reconcile_table
 from backfill.spark_io import TASKS_PER_CORE, run_tasks
 from backfill.tables import TableSpec, check_dns_up, load_catalogue, resolve
 from cdc.config import Config
-from merge_source.dump_client import BinlogPosition
+from cdc.protocol import BinlogPosition
 
 STAGE = "_stage"  # under --out: CSV's Parquet stage
 

@@ -52,8 +52,8 @@ def watch(host: str, port: int, user: str, password: str, conn, server_id: int =
 
 async def _watch(host: str, port: int, user: str, password: str, conn, server_id: int) -> None:
     from cdc.binlog.events import parse_cts
+    from cdc.protocol import BinlogPosition, DumpClient, DumpSettings
     from cdc.protocol.client import MySQLClient
-    from merge_source.dump_client import BinlogPosition, DumpClient, DumpSettings
 
     trace = stage_trace.start("client")  # noqa: F841 (kept alive)
     probe = await MySQLClient.connect(host, port, user, password)

@@ -23,7 +23,7 @@ from bench.raw_dump import raw_dump
 from cdc.cluster.testing import throwaway_server
 from cdc.cn_protocol.schema import PRIVATE_TABLES
 from cdc.gc_tune import tune_gc
-from merge_source.dump_client import BinlogPosition, DumpClient, DumpSettings
+from cdc.protocol import BinlogPosition, DumpClient, DumpSettings
 from merge_source.fragment import Fragment
 from merge_source.processor import SourceProcessor
 

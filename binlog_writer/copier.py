@@ -19,6 +19,7 @@ from pathlib import Path
 
 from cdc.binlog.constants import BINLOG_MAGIC, HEADER_LEN, EventType
 from cdc.binlog.errors import CodecError
+from cdc.binlog.header import log_pos
 
 from . import layout, recovery_point
 from .recovery import is_cts_mark
@@ -27,7 +28,6 @@ from .recovery_point import RecoveryPoint, scan_file
 log = logging.getLogger(__name__)
 
 _U16 = struct.Struct("<H")
-_U32 = struct.Struct("<I")
 _FILE_END_EVENTS = (EventType.ROTATE, EventType.STOP)
 
 
@@ -104,7 +104,7 @@ class BinlogCopier:
         """One event of the dump stream, as stored in `file` at `pos`."""
         code = data[4]
         if code == EventType.FORMAT_DESCRIPTION:
-            if _U32.unpack_from(data, 13)[0] == 0:
+            if log_pos(data) == 0:
                 return  # re-sent at a mid-file start: not part of the file
             self._begin_file(file, data)
             return

@@ -20,6 +20,8 @@ import zlib
 from pathlib import Path
 
 from cdc.binlog.constants import HEADER_LEN, EventType
+from cdc.binlog.header import event_size
+from cdc.binlog.header import log_pos as header_log_pos
 
 from .recovery import Boundary, TailScan, is_cts_mark, scan
 
@@ -86,8 +88,8 @@ def mark_ending_at(buf: bytes | bytearray | memoryview, pos: int, header_end: in
     for start in range(pos - HEADER_LEN - 5, max(header_end, pos - _MAX_MARK) - 1, -1):
         if buf[start + 4] != EventType.ROWS_QUERY:
             continue
-        size = _U32.unpack_from(buf, start + 9)[0]
-        log_pos = _U32.unpack_from(buf, start + 13)[0]
+        size = event_size(buf, start)
+        log_pos = header_log_pos(buf, start)
         if size != pos - start or log_pos != pos:
             continue
         event = bytes(buf[start:pos])

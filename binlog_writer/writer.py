@@ -20,6 +20,7 @@ from cdc.binlog.errors import CodecError
 from cdc.binlog.events import RotateEvent, StopEvent, encode_event
 from cdc.binlog.fastpath import stamp_positions
 from cdc.binlog.fde import DEFAULT_SERVER_VERSION
+from cdc.binlog.header import event_size, log_pos
 
 from . import layout
 from .fsync import FsyncMode, FsyncPolicy
@@ -321,10 +322,7 @@ class BinlogWriter:
         the offset `prepare(len(buf))` returned). Checks the first and last event only."""
         self._require_open()
         start = self._pos
-        if (
-            len(buf) < HEADER_LEN + CHECKSUM_LEN
-            or _U32.unpack_from(buf, 13)[0] != start + _U32.unpack_from(buf, 9)[0]
-        ):
+        if len(buf) < HEADER_LEN + CHECKSUM_LEN or log_pos(buf) != start + event_size(buf):
             raise CodecError(
                 f"stamped transaction does not start at position {start}; call prepare() first",
                 file=self.file,
@@ -510,11 +508,10 @@ def _last_event_size(mv: memoryview) -> int:
     """Size of the last event in a buffer of whole events (walks the headers)."""
     off = 0
     n = len(mv)
-    unpack = _U32.unpack_from
     while True:
         if n - off < HEADER_LEN + CHECKSUM_LEN:
             raise CodecError(f"transaction buffer ends with {n - off} stray bytes at offset {off}")
-        size = unpack(mv, off + 9)[0]
+        size = event_size(mv, off)
         if size < HEADER_LEN + CHECKSUM_LEN or off + size > n:
             raise CodecError(f"bad event_size {size} at transaction offset {off}")
         if off + size == n:

@@ -29,11 +29,13 @@ COMPILED_MODULES = (
     "merge_source.wire",
     "dumper.pipeline.txn_encoder",
     "cdc.binlog.fastpath",
+    # The dump stream's split into events (every DumpClient: the MergeSource's DN reads).
+    "cdc.protocol.dump_stream",
 )
-# C libraries a compiled module calls directly (its .pxd, or merge_source/zcrc.pxd it cimports,
-# declares what it uses): zlib's crc32 from C costs a fraction of the Python call per event.
+# C libraries a compiled module calls directly (cdc/binlog/zcrc.pxd, which it cimports, declares
+# what it uses): zlib's crc32 from C costs a fraction of the Python call per event.
 # Without their headers such a module fails to compile (and its package runs as Python).
-C_LIBRARIES = {"cdc.binlog.fastpath": ("z",), "merge_source.scan": ("z",)}
+C_LIBRARIES = {"cdc.binlog.fastpath": ("z",), "cdc.protocol.dump_stream": ("z",)}
 PURE_ENV = "CDC_PURE_PYTHON"
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -6,31 +6,41 @@ are decoded. The private table definitions are the CN's contract (`cdc/cn/schema
 
 from __future__ import annotations
 
-import struct
 from enum import Enum
 from typing import Any, NamedTuple
 
-from cdc.binlog.constants import ColumnType, EventType
+from cdc.binlog.constants import (
+    HEADER_LEN,
+    QUERY_DB_LEN_OFFSET,
+    QUERY_POST_HEADER_LEN,
+    QUERY_STATUS_LEN_OFFSET,
+    ROWS_TYPES,
+    UPDATE_TYPES,
+    ColumnType,
+    EventType,
+)
 from cdc.binlog.events import body_view
 from cdc.binlog.fde import FormatDescription
+from cdc.binlog.flavor import (
+    FL_COMPLETED_XA,
+    FL_GROUP_COMMIT_ID,
+    FL_PREPARED_XA,
+    GTID_FLAGS2_OFFSET,
+    MARIADB,
+)
 from cdc.binlog.rows import RowsEvent
 from cdc.binlog.table_map import Column, TableMapEvent
 from cdc.cn_protocol.schema import DDL_RECORD, HEARTBEAT, INSTRUCTION, PRIVATE_DB, TX_LOG
 from cdc.cn_protocol.xid import FORMAT_ID, GTRID_PREFIX
 from merge_source.fragment import FragmentKind, Statement, TraceId
-from merge_source.group import GTID_FLAGS2_OFFSET, QUERY_HEADER_LEN, BinlogGroup, query_text
+from merge_source.group import BinlogGroup, query_text
 from merge_source.scan import annotate_trace, row_parts
 from merge_source.spill import SpanWriter, SpillFile
 
 TABLE_MAP = int(EventType.TABLE_MAP)
 ANNOTATE_ROWS = int(EventType.ANNOTATE_ROWS)
 QUERY = int(EventType.QUERY)
-ROWS_TYPES = frozenset({23, 24, 25, 30, 31, 32})
-WRITE_TYPES = frozenset({23, 30})
-UPDATE_TYPES = frozenset({24, 31})
-FL_GROUP_COMMIT_ID = 0x02
-FL_PREPARED_XA = 0x40
-FL_COMPLETED_XA = 0x80
+WRITE_TYPES = frozenset({int(EventType.WRITE_ROWS_V1), int(EventType.WRITE_ROWS)})
 PRIVATE_DB_B = PRIVATE_DB.encode()
 TX_LOG_B = TX_LOG.encode()
 HEARTBEAT_B = HEARTBEAT.encode()
@@ -137,14 +147,7 @@ def table_name(event: bytes) -> tuple[bytes, bytes]:
     return bytes(db), bytes(event[pos + 1 : pos + 1 + tbl_len])
 
 
-def gtid_xid(gtid: bytes) -> tuple[int, bytes, bytes]:
-    """(formatID, gtrid, bqual) carried by an XA GTID event."""
-    pos = GTID_FLAGS2_OFFSET + 1
-    if gtid[GTID_FLAGS2_OFFSET] & FL_GROUP_COMMIT_ID:
-        pos += 8
-    fmt, glen, blen = struct.unpack_from("<iBB", gtid, pos)
-    pos += 6
-    return fmt, bytes(gtid[pos : pos + glen]), bytes(gtid[pos + glen : pos + glen + blen])
+gtid_xid = MARIADB.gtid_xid  # (formatID, gtrid, bqual) of an XA GTID event
 
 
 def cn_txn_id(fmt: int, gtrid: bytes) -> int | None:
@@ -192,12 +195,12 @@ def xa_ident(gtid: bytes) -> tuple[int | None, bytes]:  # C types: classifier.px
 
 def is_xa_commit(query: bytes) -> bool:  # C types: classifier.pxd
     """`query_text(query).upper().startswith(b"XA COMMIT")` without copying the statement."""
-    if len(query) < 19 + QUERY_HEADER_LEN:
+    if len(query) < HEADER_LEN + QUERY_POST_HEADER_LEN:
         return query_text(query).upper().startswith(XA_COMMIT_B)  # raises as it always did
     p = query
-    db_len = p[19 + 8]
-    status_len = p[19 + 11] | p[19 + 12] << 8
-    start = 19 + QUERY_HEADER_LEN + status_len + db_len + 1
+    db_len = p[QUERY_DB_LEN_OFFSET]
+    status_len = p[QUERY_STATUS_LEN_OFFSET] | p[QUERY_STATUS_LEN_OFFSET + 1] << 8
+    start = HEADER_LEN + QUERY_POST_HEADER_LEN + status_len + db_len + 1
     word = XA_COMMIT_B
     if len(query) - 4 - start < len(word):
         return False
@@ -370,7 +373,7 @@ class Classifier:
         """Decode a private TABLE_MAP into the cache: (columns, fast path fits, table name)."""
         _db, table = table_name(table_map)
         tm = TableMapEvent.parse(body_view(table_map, fde), fde)
-        columns = tm.columns(mariadb=True)
+        columns = MARIADB.table_map_columns(tm)
         if any(c.name is None for c in columns):
             raise ClassifyError(
                 f"__cdc__.{table.decode()} has no column names: set binlog_row_metadata=FULL on the DN"

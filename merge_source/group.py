@@ -11,8 +11,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 
-from cdc.binlog.constants import EventType
-from merge_source.dump_client import DnEvent
+from cdc.binlog.constants import (
+    HEADER_LEN,
+    QUERY_DB_LEN_OFFSET,
+    QUERY_POST_HEADER_LEN,
+    QUERY_STATUS_LEN_OFFSET,
+    EventType,
+)
+from cdc.binlog.flavor import FL_STANDALONE, GTID_FLAGS2_OFFSET
+from cdc.protocol import DnEvent
 from merge_source.scan import group_body, group_end, log_pos
 from merge_source.spill import DEFAULT_SPILL_BYTES, EventSpan, SpanWriter, SpillFile
 
@@ -24,10 +31,6 @@ XA_PREPARE = int(EventType.XA_PREPARE)
 QUERY = int(EventType.QUERY)
 FDE = int(EventType.FORMAT_DESCRIPTION)
 TERMINATOR_CODES = frozenset({XID, XA_PREPARE, QUERY})  # QUERY: only some (scan.group_end)
-# Offsets in a raw MariaDB GTID event: 19-byte header, then seq_no u64, domain u32, flags2 u8.
-GTID_FLAGS2_OFFSET = 19 + 12
-FL_STANDALONE = 0x01
-QUERY_HEADER_LEN = 13  # post-header of QUERY_EVENT on MariaDB and MySQL
 
 
 class BinlogGroup:
@@ -76,9 +79,11 @@ class BinlogGroup:
 
 def query_text(data: bytes, checksum_len: int = 4) -> bytes:
     """The statement of a QUERY event (status vars and db skipped), without decoding it."""
-    db_len = data[19 + 8]
-    status_len = int.from_bytes(data[19 + 11 : 19 + 13], "little")
-    start = 19 + QUERY_HEADER_LEN + status_len + db_len + 1
+    db_len = data[QUERY_DB_LEN_OFFSET]
+    status_len = int.from_bytes(
+        data[QUERY_STATUS_LEN_OFFSET : QUERY_STATUS_LEN_OFFSET + 2], "little"
+    )
+    start = HEADER_LEN + QUERY_POST_HEADER_LEN + status_len + db_len + 1
     return bytes(data[start : len(data) - checksum_len])
 
 

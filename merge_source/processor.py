@@ -14,8 +14,8 @@ from cdc.binlog.constants import EventType
 from cdc.binlog.fde import FormatDescription
 from cdc.cn_protocol.schema import CDC_START, META_CHANGE
 from cdc.keys import Checkpoint, GlobalKey, stream_name
+from cdc.protocol import DnEvent
 from merge_source.classifier import Classified, Classifier, GroupKind
-from merge_source.dump_client import DnEvent
 from merge_source.fragment import (
     Fragment,
     FragmentKind,

@@ -1,14 +1,9 @@
 # C types for scan.py when Cython compiles it (an augmenting .pxd: the .py stays plain Python).
 import cython
 
-from merge_source cimport zcrc
+from cdc.binlog cimport constants, header
 
-@cython.locals(p="const unsigned char*", end=Py_ssize_t, length=Py_ssize_t, stop=Py_ssize_t,
-               code=int, size=Py_ssize_t, residue="unsigned long",
-               max_chunk=Py_ssize_t, rotate=int, heartbeat=int)
-cpdef tuple split_events(bytes data, Py_ssize_t pos, bint verify)
-
-@cython.locals(db_len=Py_ssize_t, status_len=Py_ssize_t, start=Py_ssize_t)
+@cython.locals(db_len=Py_ssize_t, status_len=Py_ssize_t, start=Py_ssize_t, at=Py_ssize_t)
 cpdef bint group_end(bytes data, bint standalone)
 
 @cython.locals(n=Py_ssize_t, size=Py_ssize_t, data=bytes, p="const unsigned char*", code=int,
@@ -16,11 +11,12 @@ cpdef bint group_end(bytes data, bint standalone)
 cpdef tuple group_body(list events, Py_ssize_t i, bint standalone)
 
 @cython.locals(data=bytes, p="const unsigned char*", code=int, db_len=Py_ssize_t,
-               current=list, parts=list)
+               current=list, parts=list, annotate_rows=int, table_map=int, v1_first=int,
+               v1_last=int, v2_first=int, v2_last=int, db_at=Py_ssize_t)
 cpdef list row_parts(list events, bytes private_db)
 
 @cython.locals(p="const unsigned char*", end=Py_ssize_t, pos=Py_ssize_t, start=Py_ssize_t,
-               seq="long long", sub="long long", digits=int)
+               seq="long long", sub="long long", digits=int, text=Py_ssize_t)
 cpdef tuple annotate_trace(bytes data)
 
 cpdef unsigned int log_pos(bytes data) except? 0
@@ -29,6 +25,3 @@ cpdef unsigned int log_pos(bytes data) except? 0
 cdef bint _at(const unsigned char* p, Py_ssize_t pos, bytes literal)
 
 cpdef unsigned int timestamp(bytes data) except? 0
-
-@cython.locals(p="const unsigned char*", v="unsigned int")
-cdef unsigned int _header_u32(bytes data, Py_ssize_t at) except? 0

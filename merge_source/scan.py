@@ -1,88 +1,36 @@
-"""The per-event hot loops of a MergeSource, over raw bytes, no objects per event but the event's
-own bytes: splitting the dump stream into events, and cutting events into binlog groups.
+"""The per-event hot loops of a MergeSource, over raw event bytes, no objects per event but the
+event's own bytes: cutting events into binlog groups and finding a statement's rows. (The dump
+stream's split into events is the foundation's: `cdc.protocol.dump_stream`.)
 
 Plain Python that Cython compiles unchanged when it is there (`setup.py` COMPILED lists this
-module; `import merge_source.scan; merge_source.scan.COMPILED` says which one runs). Everything
-unusual (ERR/EOF packets, rotations, heartbeats, multi-chunk packets, damage) stops the fast
-loop and is handled by the caller in ordinary Python, which also words the error messages.
+module; `import merge_source.scan; merge_source.scan.COMPILED` says which one runs). Event
+codes and header offsets are the codec's (`cdc.binlog.constants`/`header`, C constants when
+compiled: scan.pxd cimports them).
 """
 
 from __future__ import annotations
 
 import re
 
+from cdc.binlog import constants, header
 from cdc.compiled import is_compiled
-from merge_source import zcrc
 
-CRC32_RESIDUE = 0x2144DF1C  # zlib.crc32(data + crc32(data) as 4 LE bytes), for any data
-MAX_CHUNK = 0xFFFFFF
-ROTATE = 4
-HEARTBEAT = 27
-FDE = 15
-GTID = 162
-XID = 16
-XA_PREPARE = 38
-QUERY = 2
-TABLE_MAP = 19
-ANNOTATE_ROWS = 160
 TRACE_OPEN, TRACE_CN, TRACE_CLOSE = b"/*CDC trace=", b" cn=", b" */"
 TRACE_RE = re.compile(rb"/\*CDC trace=(\d+)\.(\d+) cn=(\d+) \*/")
 
 
-def split_events(data: bytes, pos, verify) -> tuple[list[bytes], int]:  # C types: scan.pxd
-    """Events of the complete dump packets in `data` from `pos`, and the offset it stopped at:
-    the end of the data, a partial packet, or the first packet that is not a plain event of
-    the file being read (ERR/EOF, ROTATE, heartbeat, an event without log_pos, a packet of
-    16 MB or more, a short or damaged one: the caller looks at it closely)."""
-    out: list[bytes] = []
-    append = out.append
-    end = len(data)
-    residue, max_chunk, rotate, heartbeat = CRC32_RESIDUE, MAX_CHUNK, ROTATE, HEARTBEAT
-    # Compiled, `p` is the bytes' buffer (scan.pxd) and the header fields are read from it in C,
-    # no tuple nor int object per event; as Python it is the bytes and the same code indexes it.
-    p = data
-    while end - pos >= 24:
-        length = p[pos] | p[pos + 1] << 8 | p[pos + 2] << 16
-        stop = pos + 4 + length
-        if p[pos + 4] != 0 or length < 20 or length >= max_chunk or stop > end:
-            break
-        code = p[pos + 9]
-        size = p[pos + 14] | p[pos + 15] << 8 | p[pos + 16] << 16  # its 4th byte: 0 (< 16 MB)
-        if (
-            size != length - 1
-            or p[pos + 17] != 0
-            or p[pos + 18] | p[pos + 19] | p[pos + 20] | p[pos + 21] == 0  # log_pos 0
-            or code == rotate
-            or code == heartbeat
-        ):
-            break
-        event = p[pos + 5 : stop]  # compiled: bytes straight from the buffer, no slice object
-        if verify and zcrc.crc(event) != residue:  # compiled: zlib's C function (zcrc.pxd)
-            break
-        append(event)
-        pos = stop
-    return out, pos
-
-
 def log_pos(data: bytes):  # C types: scan.pxd
     """An event's log_pos (header offset 13, u32): where the next event starts in its file."""
-    return _header_u32(data, 13)
+    if len(data) < constants.HEADER_LEN:
+        raise ValueError(f"an event of {len(data)} bytes has no header")
+    return header.log_pos(data, 0)
 
 
 def timestamp(data: bytes):  # C types: scan.pxd
     """An event's timestamp (header offset 0, u32 seconds)."""
-    return _header_u32(data, 0)
-
-
-def _header_u32(data: bytes, at):  # C types: scan.pxd
-    """The little-endian u32 at offset `at` of an event's header."""
-    if len(data) < 19:
+    if len(data) < constants.HEADER_LEN:
         raise ValueError(f"an event of {len(data)} bytes has no header")
-    p = data
-    v = p[at + 3]
-    v = v << 8 | p[at + 2]
-    v = v << 8 | p[at + 1]
-    return v << 8 | p[at]
+    return header.timestamp(data, 0)
 
 
 def group_end(data: bytes, standalone) -> bool:  # C types: scan.pxd
@@ -90,9 +38,10 @@ def group_end(data: bytes, standalone) -> bool:  # C types: scan.pxd
     otherwise COMMIT, XA COMMIT, XA ROLLBACK)."""
     if standalone:
         return True
-    db_len = data[27]
-    status_len = data[30] | data[31] << 8
-    start = 32 + status_len + db_len + 1
+    db_len = data[constants.QUERY_DB_LEN_OFFSET]
+    at = constants.QUERY_STATUS_LEN_OFFSET
+    status_len = data[at] | data[at + 1] << 8
+    start = constants.HEADER_LEN + constants.QUERY_POST_HEADER_LEN + status_len + db_len + 1
     text = data[start : min(start + 12, len(data) - 4)].upper()  # without the CRC
     return text.startswith((b"COMMIT", b"XA COMMIT", b"XA ROLLBACK"))
 
@@ -103,11 +52,16 @@ def group_body(events: list, i, standalone) -> tuple[int, int, bool]:  # C: scan
     FORMAT_DESCRIPTION (the assembler handles those) and after the terminator."""
     n = len(events)
     size = 0
-    gtid, fde, xid, xa_prepare, query = GTID, FDE, XID, XA_PREPARE, QUERY
+    gtid, fde = constants.EventType.MARIADB_GTID, constants.EventType.FORMAT_DESCRIPTION
+    xid, xa_prepare, query = (
+        constants.EventType.XID,
+        constants.EventType.XA_PREPARE,
+        constants.EventType.QUERY,
+    )
     while i < n:
         data = events[i]
         p = data
-        code = p[4]
+        code = p[header.OFF_TYPE]
         if code == gtid or code == fde:
             return i, size, False
         size += len(data)
@@ -127,18 +81,22 @@ def row_parts(events: list, private_db: bytes) -> list | None:  # C types: scan.
     parts: list = []
     current: list | None = None
     db_len = len(private_db)
+    annotate_rows, table_map = constants.EventType.ANNOTATE_ROWS, constants.EventType.TABLE_MAP
+    v1_first, v1_last = constants.EventType.WRITE_ROWS_V1, constants.EventType.DELETE_ROWS_V1
+    v2_first, v2_last = constants.EventType.WRITE_ROWS, constants.EventType.DELETE_ROWS
+    db_at = constants.TABLE_MAP_DB_LEN_OFFSET
     for data in events:
         p = data
-        code = p[4]
-        if code == ANNOTATE_ROWS:
+        code = p[header.OFF_TYPE]
+        if code == annotate_rows:
             current = []
             parts.append((data, current))
-        elif code == TABLE_MAP or (code >= 23 and code <= 25) or (code >= 30 and code <= 32):
+        elif code == table_map or v1_first <= code <= v1_last or v2_first <= code <= v2_last:
             if (
-                code == TABLE_MAP
-                and p[27] == db_len
-                and len(data) >= 28 + db_len
-                and _at(p, 28, private_db)
+                code == table_map
+                and p[db_at] == db_len
+                and len(data) >= db_at + 1 + db_len
+                and _at(p, db_at + 1, private_db)
             ):
                 return None
             if current is None:
@@ -162,9 +120,10 @@ def annotate_trace(data: bytes) -> tuple[int, int] | None:  # C types: scan.pxd
     event: read in place where the CN puts it (first in the statement), else searched for as
     the classifier always did (same answer: the regex's leftmost match)."""
     p = data
-    end = min(len(data), 19 + 200)
-    if end >= 31 and _at(p, 19, TRACE_OPEN):
-        pos = 31
+    text = constants.HEADER_LEN  # ANNOTATE_ROWS: the statement follows the header
+    end = min(len(data), text + 200)
+    if end >= text + 12 and _at(p, text, TRACE_OPEN):
+        pos = text + 12  # after TRACE_OPEN
         seq = sub = 0
         digits = 0
         while pos < end and 48 <= p[pos] <= 57 and digits < 18:
@@ -184,7 +143,7 @@ def annotate_trace(data: bytes) -> tuple[int, int] | None:  # C types: scan.pxd
                     pos += 1
                 if start < pos and pos + 3 <= end and _at(p, pos, TRACE_CLOSE):
                     return (seq, sub)
-    m = TRACE_RE.search(data, 19, 19 + 200)
+    m = TRACE_RE.search(data, text, text + 200)
     return (int(m[1]), int(m[2])) if m else None
 
 

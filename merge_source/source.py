@@ -18,10 +18,10 @@ from typing import Any
 
 from cdc import stage_trace
 from cdc.keys import Checkpoint, GlobalKey
+from cdc.protocol import BinlogPosition, DumpClient, DumpSettings
 from cdc.protocol.client import MySQLClient
 from cdc.protocol.packets import ProtocolError, ServerError
 from merge_source.classifier import cn_txn_id
-from merge_source.dump_client import BinlogPosition, DumpClient, DumpSettings
 from merge_source.fragment import Fragment, Watermark
 from merge_source.processor import SourceProcessor
 from merge_source.renamer import NameMap

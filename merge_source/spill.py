@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import struct
 import tempfile
 import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from cdc.binlog.constants import HEADER_LEN
+from cdc.binlog.header import event_size
+
 DEFAULT_SPILL_BYTES = 64 << 20
-_SIZE = struct.Struct("<I")
 _WRITE_BUFFER = 1 << 20
 _READ_CHUNK = 1 << 20
 
@@ -54,7 +55,7 @@ class SpillFile:
         return cls(_fd=fd, _size=os.fstat(fd).st_size)
 
     def append(self, event: bytes) -> None:
-        if len(event) < 13 or _SIZE.unpack_from(event, 9)[0] != len(event):
+        if len(event) < HEADER_LEN or event_size(event) != len(event):
             raise SpillError(
                 f"cannot spill an event whose header size is not its length ({len(event)})"
             )
@@ -76,20 +77,20 @@ class SpillFile:
     def iter_range(self, start: int, end: int) -> Iterator[bytes]:
         """The events stored in bytes [start, end), one `bytes` each, read in large chunks."""
         self.flush()
-        fd, unpack = self._fd, _SIZE.unpack_from
+        fd = self._fd
         pos = start
         while pos < end:
             chunk = os.pread(fd, min(_READ_CHUNK, end - pos), pos)
             n, i = len(chunk), 0
-            while n - i >= 13:
-                size = unpack(chunk, i + 9)[0]
+            while n - i >= HEADER_LEN:
+                size = event_size(chunk, i)
                 if size > n - i:
                     break
                 yield chunk[i : i + size]
                 i += size
             if i == 0:  # one event larger than a chunk: read it whole
-                size = unpack(chunk, 9)[0] if n >= 13 else 0
-                if size < 13 or pos + size > end:
+                size = event_size(chunk) if n >= HEADER_LEN else 0
+                if size < HEADER_LEN or pos + size > end:
                     raise SpillError(f"spill range [{start}, {end}) ends inside an event at {pos}")
                 event = os.pread(fd, size, pos)
                 if len(event) != size:

@@ -20,6 +20,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
+from cdc.binlog import constants, header
 from cdc.keys import Checkpoint, Kind, SortKey, stream_name
 from merge_source.fragment import Fragment, FragmentKind, Statement, Watermark
 from merge_source.frames_pb2 import Frame
@@ -192,14 +193,14 @@ def decode_body(body: bytes) -> list[Fragment | Watermark] | Status | FatalError
 
 
 def statement_events(body: bytes, pos, stop) -> list:  # C types: wire.pxd
-    """The events concatenated in `body[pos:stop]` (each carries its size at header offset 9)."""
+    """The events concatenated in `body[pos:stop]` (each carries its size in its header)."""
     events = []
     p = body  # C: the bytes' buffer
     while pos < stop:
-        if stop - pos < 19:
+        if stop - pos < constants.HEADER_LEN:
             raise ValueError(f"{stop - pos} stray bytes at {pos} end the statement")
-        n = p[pos + 9] | p[pos + 10] << 8 | p[pos + 11] << 16 | p[pos + 12] << 24
-        if n < 19 or pos + n > stop:
+        n = header.event_size(p, pos)
+        if n < constants.HEADER_LEN or pos + n > stop:
             raise ValueError(f"event size {n} at {pos} overruns its statement")
         events.append(p[pos : pos + n])  # compiled: bytes straight from the buffer
         pos += n

@@ -10,6 +10,7 @@ import sys
 
 from cdc.compiled import COMPILED_MODULES, PURE_ENV, ROOT, is_compiled, source_path
 
+CODEC_PXD = sorted((ROOT / "cdc" / "binlog").glob("*.pxd"))
 PURE_TESTS = [
     "tests/merge_source/test_recorded.py",
     "tests/merge_source/test_spill.py",
@@ -23,6 +24,7 @@ PURE_TESTS = [
     "tests/binlog_writer/test_stream.py",
     "tests/binlog_writer/test_batch.py",
     "tests/cdc/binlog/test_fastpath.py",
+    "tests/cdc/binlog/test_pxd_constants.py",
 ]
 
 
@@ -30,6 +32,7 @@ def test_a_compiled_module_is_not_older_than_its_source():
     for module in COMPILED_MODULES:
         py = source_path(module)
         sources = [py, *[p for p in [py.with_suffix(".pxd")] if p.exists()]]  # C types of a .py
+        sources += CODEC_PXD  # the codec's C declarations, which compiled modules cimport
         for so in py.parent.glob(py.stem + ".*.so"):
             for src in sources:
                 assert so.stat().st_mtime >= src.stat().st_mtime, (

@@ -1,5 +1,10 @@
 """Binlog constants: event type codes (MySQL and MariaDB), header flags, column types and the
-small codes that event bodies carry. Values follow MySQL/MariaDB `log_event.h` / `binlog_event.h`."""
+small codes that event bodies carry. Values follow MySQL/MariaDB `log_event.h` / `binlog_event.h`.
+
+The one declaration of each value. Compiled modules (cdc/compiled.py) read the numbers their hot
+loops need as C constants from `constants.pxd` (`from cdc.binlog cimport constants`, then
+`constants.EventType.QUERY` in the .py: an IntEnum member as Python, a C enum compiled); that
+file repeats them for C, and tests/cdc/binlog/test_pxd_constants.py fails if the two differ."""
 
 from __future__ import annotations
 
@@ -12,6 +17,16 @@ CHECKSUM_LEN = 4
 MAX_EVENT_SIZE_LIMIT = 0xFFFFFFFF
 # Default upper bound a reader accepts (MySQL's max_allowed_packet ceiling is 1 GiB).
 DEFAULT_MAX_EVENT_SIZE = 1 << 30
+
+# zlib.crc32(event) of any event that ends with its own CRC32 (LE): a whole-event check.
+CRC32_RESIDUE = 0x2144DF1C
+# QUERY_EVENT's post-header (thread_id 4, exec_time 4, db_len 1, error_code 2, status_vars_len 2),
+# the same on MariaDB and MySQL; the fields' offsets in a raw event, header included:
+QUERY_POST_HEADER_LEN = 13
+QUERY_DB_LEN_OFFSET = HEADER_LEN + 8
+QUERY_STATUS_LEN_OFFSET = HEADER_LEN + 11
+# TABLE_MAP after the 19-byte header: table_id (6), flags (2), then the schema name's length.
+TABLE_MAP_DB_LEN_OFFSET = HEADER_LEN + 8
 
 CHECKSUM_OFF = 0
 CHECKSUM_CRC32 = 1

@@ -1,8 +1,8 @@
 # C types for fastpath.py when Cython compiles it (an augmenting .pxd: the .py stays plain Python).
 import cython
 
-cdef extern from "zlib.h":
-    unsigned long z_crc32 "crc32"(unsigned long crc, const unsigned char* buf, unsigned int len) nogil
+from cdc.binlog cimport header, zcrc
+from cdc.binlog cimport constants
 
 @cython.locals(p="unsigned char*", n=Py_ssize_t, off=Py_ssize_t, last=Py_ssize_t,
                size=Py_ssize_t, stop=Py_ssize_t, pos="unsigned long", crc="unsigned long")

@@ -7,11 +7,12 @@ from __future__ import annotations
 import struct
 import zlib
 
+from cdc.binlog import constants, header, zcrc
 from cdc.compiled import is_compiled
 
 from .constants import CHECKSUM_LEN, HEADER_LEN, ROWS_TYPES, ROWS_V1_TO_V2, EventType
 from .errors import CodecError
-from .header import OFF_EVENT_SIZE, OFF_FLAGS, OFF_LOG_POS, OFF_SERVER_ID, OFF_TIMESTAMP, OFF_TYPE
+from .header import OFF_FLAGS, OFF_LOG_POS, OFF_SERVER_ID, OFF_TIMESTAMP, OFF_TYPE, event_size
 
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
@@ -26,10 +27,6 @@ Buffer = bytes | bytearray | memoryview
 
 def event_type(event: Buffer) -> int:
     return event[OFF_TYPE]
-
-
-def event_size(event: Buffer) -> int:
-    return _U32.unpack_from(event, OFF_EVENT_SIZE)[0]
 
 
 def table_id_of(event: Buffer) -> int:
@@ -73,7 +70,7 @@ def rewrite(
     else:
         out = bytearray(body_end + CHECKSUM_LEN)
         out[:body_end] = event[:body_end]
-    _U32.pack_into(out, OFF_EVENT_SIZE, len(out))
+    _U32.pack_into(out, header.OFF_EVENT_SIZE, len(out))
     if table_id is not None:
         if code not in _TABLE_ID_TYPES:
             raise CodecError(f"event type {code} has no table_id")
@@ -134,20 +131,20 @@ def stamp_positions(buf: bytearray, base, start=0, end=-1) -> int:  # C types: f
         p = buf  # C: the bytearray's buffer (fastpath.pxd)
         while off < n:
             last = off
-            if n - off < HEADER_LEN:
+            if n - off < constants.HEADER_LEN:
                 raise CodecError(
                     f"transaction buffer ends with {n - off} stray bytes at offset {off}"
                 )
-            size = p[off + 9] | p[off + 10] << 8 | p[off + 11] << 16 | p[off + 12] << 24
+            size = header.event_size(p, off)
             stop = off + size
-            if size < HEADER_LEN + CHECKSUM_LEN or stop > n:
+            if size < constants.HEADER_LEN + constants.CHECKSUM_LEN or stop > n:
                 raise CodecError(f"event at transaction offset {off} has bad event_size {size}")
             pos = base + stop - start
             p[off + 13] = pos & 0xFF
             p[off + 14] = (pos >> 8) & 0xFF
             p[off + 15] = (pos >> 16) & 0xFF
             p[off + 16] = (pos >> 24) & 0xFF
-            crc = z_crc32(0, p + off, size - CHECKSUM_LEN)  # noqa: F821 (C: fastpath.pxd)
+            crc = zcrc.zlib_crc32(0, p + off, size - constants.CHECKSUM_LEN)  # C: zcrc.pxd
             p[stop - 4] = crc & 0xFF
             p[stop - 3] = (crc >> 8) & 0xFF
             p[stop - 2] = (crc >> 16) & 0xFF
@@ -155,13 +152,12 @@ def stamp_positions(buf: bytearray, base, start=0, end=-1) -> int:  # C types: f
             off = stop
         return last
     mv = memoryview(buf)
-    unpack = _U32.unpack_from
     pack = _U32.pack_into
     crc32 = zlib.crc32
     try:
         while off < n:
             last = off
-            size = unpack(mv, off + OFF_EVENT_SIZE)[0]
+            size = event_size(mv, off)
             stop = off + size
             if size < HEADER_LEN + CHECKSUM_LEN or stop > n:
                 raise CodecError(f"event at transaction offset {off} has bad event_size {size}")

@@ -1,4 +1,7 @@
-"""The 19-byte v4 event header as a dataclass, with pack/unpack."""
+"""The 19-byte v4 event header: its field offsets, readers of one field of a raw event (the
+size, log_pos, timestamp: what per-event loops read without decoding), and a dataclass with
+pack/unpack. Compiled modules use the offsets and readers of `header.pxd` (`from cdc.binlog
+cimport header`; `header.event_size(p, at)` reads a buffer pointer in C), plain Python these."""
 
 from __future__ import annotations
 
@@ -19,6 +22,23 @@ OFF_SERVER_ID = 5
 OFF_EVENT_SIZE = 9
 OFF_LOG_POS = 13
 OFF_FLAGS = 17
+
+_U32 = struct.Struct("<I")
+
+
+def event_size(data, at: int = 0) -> int:
+    """The event_size field (u32) of the raw event starting at `at` of `data` (bytes-like)."""
+    return _U32.unpack_from(data, at + OFF_EVENT_SIZE)[0]
+
+
+def log_pos(data, at: int = 0) -> int:
+    """The log_pos field (u32): where the next event starts in its file (0: not in a file)."""
+    return _U32.unpack_from(data, at + OFF_LOG_POS)[0]
+
+
+def timestamp(data, at: int = 0) -> int:
+    """The timestamp field (u32 seconds)."""
+    return _U32.unpack_from(data, at + OFF_TIMESTAMP)[0]
 
 
 @dataclass(slots=True, frozen=True)

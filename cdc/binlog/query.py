@@ -7,14 +7,18 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from .constants import COLLATION_UTF8MB4_GENERAL_CI, EventType, QueryStatus
+from .constants import (
+    COLLATION_UTF8MB4_GENERAL_CI,
+    QUERY_POST_HEADER_LEN,
+    EventType,
+    QueryStatus,
+)
 from .errors import CodecError
 
 if TYPE_CHECKING:
     from .fde import FormatDescription
 
 _POST = struct.Struct("<IIBHH")  # thread_id, exec_time, db_len, error_code, status_vars_len
-QUERY_POST_HEADER_LEN = 13
 
 # Fixed sizes of status variables (None = variable length, handled below).
 _FIXED = {

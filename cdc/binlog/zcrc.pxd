@@ -1,6 +1,6 @@
-# zlib's crc32 for compiled modules that `from merge_source cimport zcrc` (scan): the same
-# answer as zcrc.py's `crc` (zlib.crc32), without a Python call. Link the module with zlib
-# (setup.py LIBRARIES).
+# zlib's crc32 for compiled modules that `from cdc.binlog cimport zcrc` (the dump stream's split,
+# the writer's stamping): the same answer as zcrc.py's `crc` (zlib.crc32), without a Python
+# call. Link such a module with zlib (cdc/compiled.py C_LIBRARIES).
 cdef extern from "zlib.h":
     unsigned long zlib_crc32 "crc32" (unsigned long crc, const unsigned char *buf,
                                       unsigned int len) nogil

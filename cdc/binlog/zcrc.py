@@ -1,8 +1,9 @@
-"""CRC32 of an event for `scan.split_events`: zlib's own function here, as Python calls it.
+"""CRC32 of an event: zlib's own function here, as Python calls it.
 
-Compiled, `scan` calls zlib's C `crc32` instead, declared in `zcrc.pxd` (an inline function
-Cython reads when it compiles `scan`; this module itself is never compiled): no Python call per
-event. `setup.py` links zlib into `scan`; without zlib.h, `scan` runs as plain Python.
+Compiled modules that `cimport` this one (`cdc.protocol.dump_stream`, `cdc.binlog.fastpath`)
+call zlib's C `crc32` instead, declared in `zcrc.pxd` (an inline function Cython reads when it
+compiles them; this module itself is never compiled): no Python call per event. They are linked
+with zlib (cdc/compiled.py C_LIBRARIES); without zlib.h they run as plain Python.
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 It owns connection, checksum negotiation, CRC verification, reconnect-and-resume and liveness;
 it hands out raw event bytes in batches with their binlog coordinates and never decodes rows.
+A foundation piece: the MergeSource reads its DN with it, an HA follower the leader's binlog, the
+backfill the global binlog. What the handshake says that only MariaDB understands is the DN
+flavour's (`cdc.binlog.flavor`).
 """
 
 from __future__ import annotations
@@ -12,24 +15,27 @@ import struct
 import time
 import zlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from cdc.binlog.checksum import event_crc, stored_crc
+from cdc.binlog.constants import CRC32_RESIDUE, HEADER_LEN, EventFlag, EventType
+from cdc.binlog.flavor import MARIADB, MariaDBFlavor
+from cdc.binlog.header import log_pos as header_log_pos
 from cdc.protocol.client import READ_SIZE, MySQLClient
-from cdc.protocol.constants import BINLOG_SEND_ANNOTATE_ROWS_EVENT, Command
+from cdc.protocol.constants import Command
+from cdc.protocol.dump_stream import split_events
 from cdc.protocol.packets import ERR, MAX_CHUNK, ServerError, is_eof, parse_err
-from merge_source.scan import CRC32_RESIDUE, split_events
 
 log = logging.getLogger(__name__)
 
-HEADER = struct.Struct("<IBIIIH")  # timestamp, type, server_id, event_size, log_pos, flags
 HEADER_FIELDS = struct.Struct("<BxxxxIIH")  # from offset 4: type, event_size, log_pos, flags
-LOG_POS = struct.Struct("<I")  # at offset 13
 MAX_PACKET = 1 << 30
-ROTATE_EVENT = 4
-FORMAT_DESCRIPTION_EVENT = 15
-HEARTBEAT_EVENT = 27
+ROTATE_EVENT = int(EventType.ROTATE)
+FORMAT_DESCRIPTION_EVENT = int(EventType.FORMAT_DESCRIPTION)
+HEARTBEAT_EVENT = int(EventType.HEARTBEAT)
 NOT_IN_FILE = frozenset({ROTATE_EVENT, HEARTBEAT_EVENT})  # handled, never handed out
-ARTIFICIAL_FLAG = 0x20
+ARTIFICIAL_FLAG = int(EventFlag.ARTIFICIAL)
+ROTATE_NAME_AT = HEADER_LEN + 8  # ROTATE: u64 position, then the next file's name
 # Errors after which retrying the same request cannot help.
 FATAL_CODES = {1236, 1045, 1227, 1044}
 
@@ -80,6 +86,8 @@ class DumpSettings:
     verify_checksum: bool = True
     # Hand out the real ROTATE at the end of each file too (a byte-for-byte copy needs it).
     keep_rotate: bool = False
+    # The server's dialect of the dump handshake.
+    flavor: MariaDBFlavor = field(default=MARIADB)
 
 
 class DumpClient:
@@ -99,13 +107,9 @@ class DumpClient:
         s = self.settings
         client = await MySQLClient.connect(s.host, s.port, s.user, s.password)
         try:
-            # Without the capability MariaDB aborts on XA GTID events (research/env.md §4).
-            await client.query("SET @mariadb_slave_capability=4")
-            await client.query("SET @master_binlog_checksum=@@global.binlog_checksum")
-            await client.query(f"SET @master_heartbeat_period={int(s.heartbeat_period * 1e9)}")
-            body = struct.pack(
-                "<IHI", self.position.pos, BINLOG_SEND_ANNOTATE_ROWS_EVENT, s.server_id
-            )
+            for statement in s.flavor.dump_session_statements(s.heartbeat_period):
+                await client.query(statement)
+            body = struct.pack("<IHI", self.position.pos, s.flavor.dump_flags, s.server_id)
             await client.send_command(Command.BINLOG_DUMP, body + self.position.file.encode())
         except BaseException:
             client.close()
@@ -179,7 +183,7 @@ class DumpClient:
                 events, pos = split_events(data, pos, verify)
                 if events:
                     batch += events
-                    end = LOG_POS.unpack_from(events[-1], 13)[0]
+                    end = header_log_pos(events[-1])
                 packet, pos, need = take_packet(data, pos)
                 if packet is None:
                     break  # the rest has not arrived yet
@@ -197,7 +201,7 @@ class DumpClient:
                 event = packet[1:]
                 # Errors name the bad event's own start: the end of the one before it (`end`),
                 # not its log_pos, which may be part of the damage.
-                if len(event) < 19:
+                if len(event) < HEADER_LEN:
                     raise DumpError(
                         f"{self.where(BinlogPosition(file, end))}: truncated event header "
                         f"({len(event)} bytes)"
@@ -209,7 +213,10 @@ class DumpClient:
                         f"size {len(event)}"
                     )
                 if verify and zlib.crc32(event) != CRC32_RESIDUE:
-                    if type_code != FORMAT_DESCRIPTION_EVENT or not _fde_crc_ok(event):
+                    # An FDE's CRC is computed with the in-use flag cleared (the codec's rule).
+                    if type_code != FORMAT_DESCRIPTION_EVENT or event_crc(event) != stored_crc(
+                        event
+                    ):
                         raise DumpError(
                             f"{self.where(BinlogPosition(file, end))}: event type {type_code} "
                             "failed its CRC32 check"
@@ -226,9 +233,9 @@ class DumpClient:
                         self.position = BinlogPosition(file, end)
                         yield file, batch
                         batch = []
-                    file = bytes(event[27:-4]).decode()
+                    file = bytes(event[ROTATE_NAME_AT:-4]).decode()
                     if flags & ARTIFICIAL_FLAG:
-                        end = struct.unpack_from("<Q", event, 19)[0]
+                        end = struct.unpack_from("<Q", event, HEADER_LEN)[0]
                         self.position = BinlogPosition(file, end)
                 elif type_code == FORMAT_DESCRIPTION_EVENT:
                     # A re-sent FDE at a mid-file start: not part of the file.
@@ -251,7 +258,7 @@ class DumpClient:
 
 def event_pos(event: bytes) -> int:
     """Where a dumped event starts in its file (a re-sent FDE, log_pos 0, stands at 4)."""
-    log_pos = LOG_POS.unpack_from(event, 13)[0]
+    log_pos = header_log_pos(event)
     return log_pos - len(event) if log_pos else 4
 
 
@@ -271,10 +278,3 @@ def take_packet(data: bytes, pos: int) -> tuple[bytes | None, int, int]:
         p += 4 + length
         if length < MAX_CHUNK:
             return (parts[0] if len(parts) == 1 else b"".join(parts)), p, 0
-
-
-def _fde_crc_ok(data: bytes) -> bool:
-    """An FDE's CRC is computed with the in-use flag cleared (research/env.md §4)."""
-    cleared = bytearray(data)
-    cleared[17] &= ~0x01
-    return zlib.crc32(memoryview(cleared)[:-4]) == int.from_bytes(data[-4:], "little")

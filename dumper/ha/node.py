@@ -25,12 +25,12 @@ from pathlib import Path
 
 from binlog_writer import BinlogCopier, CopyError, layout, truncate_copy
 from cdc.config import Config
+from cdc.protocol import BinlogPosition, DumpClient, DumpError, DumpSettings
 from cdc.tasks import cancel_and_wait
 from dumper.ha.deps import LeaderBuilder, LeaseStore
 from dumper.ha.takeover import TakeoverTimeline
 from dumper.pipeline import Leader, LeaderError
 from dumper.server import AckGate, ack_packet
-from merge_source.dump_client import BinlogPosition, DumpClient, DumpError, DumpSettings
 from topology import Lease, Member, TermStart
 
 log = logging.getLogger(__name__)

@@ -14,6 +14,7 @@ import pymysql
 
 from cdc.config import Config, NodeConfig
 from cdc.keys import ZERO_KEY, Checkpoint, GlobalKey
+from cdc.protocol import BinlogPosition, DumpSettings
 from merge_source import (
     ForkServer,
     MergeSource,
@@ -22,7 +23,6 @@ from merge_source import (
     SourceSpec,
     sweep_handoffs,
 )
-from merge_source.dump_client import BinlogPosition, DumpSettings
 
 log = logging.getLogger(__name__)
 

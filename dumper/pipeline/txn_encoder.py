@@ -13,7 +13,7 @@ import re
 import struct
 from collections.abc import Iterator
 
-from cdc.binlog.constants import CHECKSUM_LEN, HEADER_LEN, EventFlag, EventType
+from cdc.binlog.constants import CHECKSUM_LEN, HEADER_LEN, ROWS_V1_TYPES, EventFlag, EventType
 from cdc.binlog.events import XidEvent, cts_mark, encode_event
 from cdc.binlog.query import QueryEvent
 from cdc.compiled import is_compiled
@@ -26,7 +26,7 @@ TABLE_MAP = int(EventType.TABLE_MAP)
 CREATE_TABLE = re.compile(
     rb"\s*(/\*.*?\*/\s*)*CREATE\s+(TEMPORARY\s+)?TABLE\b", re.IGNORECASE | re.DOTALL
 )
-ROWS_V1 = frozenset({23, 24, 25})  # MariaDB WRITE/UPDATE/DELETE_ROWS v1
+ROWS_V1 = ROWS_V1_TYPES  # MariaDB WRITE/UPDATE/DELETE_ROWS v1
 ROWS_V2 = frozenset({30, 31, 32})
 V1_TO_V2 = 7
 V2_EXTRA = b"\x02\x00"  # extra-data length 2 = no extra data (the field counts itself)

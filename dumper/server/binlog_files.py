@@ -13,11 +13,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cdc.binlog.constants import HEADER_LEN, EventType
+from cdc.binlog.header import OFF_FLAGS, OFF_SERVER_ID, event_size, log_pos
+
 MAGIC = b"\xfebin"
 START = len(MAGIC)  # offset of the first event (the FDE)
-HEADER_LEN = 19
-FDE_TYPE = 15
-HEADER = struct.Struct("<IBIIIH")  # timestamp, type, server_id, event_size, log_pos, flags
+FDE_TYPE = int(EventType.FORMAT_DESCRIPTION)
 _NAME_RE = re.compile(r"^[^./]+\.\d{6,}$")
 _SCAN_CHUNK = 1 << 20
 
@@ -43,15 +44,15 @@ class RawEvent:
 
     @property
     def server_id(self) -> int:
-        return struct.unpack_from("<I", self.data, 5)[0]
+        return struct.unpack_from("<I", self.data, OFF_SERVER_ID)[0]
 
     @property
     def log_pos(self) -> int:
-        return struct.unpack_from("<I", self.data, 13)[0]
+        return log_pos(self.data)
 
     @property
     def flags(self) -> int:
-        return struct.unpack_from("<H", self.data, 17)[0]
+        return struct.unpack_from("<H", self.data, OFF_FLAGS)[0]
 
 
 @dataclass(slots=True)
@@ -136,7 +137,7 @@ class BinlogFiles:
                 chunk = f.read(_SCAN_CHUNK)
                 pos, advanced = 0, False
                 while len(chunk) - pos >= HEADER_LEN:
-                    size = struct.unpack_from("<I", chunk, pos + 9)[0]
+                    size = event_size(chunk, pos)
                     if size < HEADER_LEN:
                         scan.bad = f"bogus event size {size} at {name}:{scan.end + pos}"
                         break
@@ -179,7 +180,7 @@ class BinlogFiles:
             pos = start
             while pos + HEADER_LEN <= end:
                 head = f.read(HEADER_LEN)
-                size = struct.unpack_from("<I", head, 9)[0]
+                size = event_size(head)
                 if size < HEADER_LEN or pos + size > end:
                     return
                 data = head + f.read(size - HEADER_LEN)
@@ -192,7 +193,7 @@ class BinlogFiles:
             head = f.read(HEADER_LEN)
             if len(head) < HEADER_LEN:
                 raise BinlogFileError(f"no event header at {name}:{pos}")
-            size = struct.unpack_from("<I", head, 9)[0]
+            size = event_size(head)
             body = f.read(max(0, size - HEADER_LEN))
             if size < HEADER_LEN or len(body) != size - HEADER_LEN:
                 raise BinlogFileError(f"truncated event at {name}:{pos}")

@@ -13,24 +13,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from cdc.binlog.constants import HEADER_LEN, EventFlag, EventType
+from cdc.binlog.header import HEADER, OFF_FLAGS, OFF_LOG_POS, event_size
 from cdc.tasks import wait_event
 from dumper.server.ack_gate import AckGate
 from dumper.server.binlog_files import (
-    HEADER_LEN,
     MAGIC,
     BinlogFileError,
     BinlogFiles,
     fde_checksum_alg,
 )
 
-ROTATE_EVENT = 4
-HEARTBEAT_EVENT = 27
-LOG_EVENT_ARTIFICIAL_F = 0x0020
-LOG_EVENT_BINLOG_IN_USE_F = 0x0001
+ROTATE_EVENT = int(EventType.ROTATE)
+HEARTBEAT_EVENT = int(EventType.HEARTBEAT)
+LOG_EVENT_ARTIFICIAL_F = int(EventFlag.ARTIFICIAL)
+LOG_EVENT_BINLOG_IN_USE_F = int(EventFlag.BINLOG_IN_USE)
 BINLOG_DUMP_NON_BLOCK = 0x01
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
 START = len(MAGIC)
-_HEADER = struct.Struct("<IBIIIH")
 
 # MySQL's texts (clients such as Canal match on them).
 MSG_UNKNOWN_FILE = "Could not find first log file name in binary log index file"
@@ -110,9 +110,6 @@ class CurrentEventNotifier:
         await wait_event(self._current(), timeout)
 
 
-_SIZE = struct.Struct("<I")
-
-
 class PacketSink(Protocol):
     """Where the sender's packets go (the session frames them with consecutive seq ids)."""
 
@@ -165,7 +162,7 @@ def _event(
     type_code: int, server_id: int, log_pos: int, flags: int, body: bytes, crc: bool
 ) -> bytes:
     size = HEADER_LEN + len(body) + (4 if crc else 0)
-    data = _HEADER.pack(0, type_code, server_id, size, log_pos, flags) + body
+    data = HEADER.pack(0, type_code, server_id, size, log_pos, flags) + body
     return data + struct.pack("<I", zlib.crc32(data)) if crc else data
 
 
@@ -269,10 +266,10 @@ class BinlogSender:
         self._rotate_crc = alg == 1
         self.sink.send(b"\x00" + rotate)
         data = bytearray(fde.data)
-        flags = struct.unpack_from("<H", data, 17)[0] & ~LOG_EVENT_BINLOG_IN_USE_F
-        struct.pack_into("<H", data, 17, flags)
+        flags = struct.unpack_from("<H", data, OFF_FLAGS)[0] & ~LOG_EVENT_BINLOG_IN_USE_F
+        struct.pack_into("<H", data, OFF_FLAGS, flags)
         if pos > START:  # a mid-file start: the FDE must not move the client's position
-            struct.pack_into("<I", data, 13, 0)
+            struct.pack_into("<I", data, OFF_LOG_POS, 0)
             struct.pack_into("<I", data, HEADER_LEN + 52, 0)  # created timestamp
         if alg == 1:
             struct.pack_into("<I", data, len(data) - 4, zlib.crc32(data[:-4]))
@@ -376,9 +373,8 @@ class BinlogSender:
         events = []
         off = 0
         end = len(data)
-        unpack = _SIZE.unpack_from
         while end - off >= HEADER_LEN:
-            size = unpack(data, off + 9)[0]
+            size = event_size(data, off)
             if size < HEADER_LEN:
                 raise DumpError(f"{MSG_BOGUS} (event size {size} at {pos + off})")
             if off + size > end:

@@ -6,43 +6,47 @@ from __future__ import annotations
 import struct
 import uuid
 
-from dumper.server.binlog_files import HEADER_LEN, RawEvent, fde_server_version
+from cdc.binlog.constants import HEADER_LEN, QUERY_POST_HEADER_LEN, ROWS_TYPES, EventType
+from cdc.binlog.flavor import FL_STANDALONE
+from dumper.server.binlog_files import RawEvent, fde_server_version
+
+E = EventType
 
 TYPE_NAMES = {
-    1: "Start_v3",
-    2: "Query",
-    3: "Stop",
-    4: "Rotate",
-    5: "Intvar",
-    13: "Rand",
-    14: "User var",
-    15: "Format_desc",
-    16: "Xid",
-    19: "Table_map",
-    23: "Write_rows_v1",
-    24: "Update_rows_v1",
-    25: "Delete_rows_v1",
-    26: "Incident",
-    27: "Heartbeat",
-    28: "Ignorable",
-    29: "Rows_query",
-    30: "Write_rows",
-    31: "Update_rows",
-    32: "Delete_rows",
-    33: "Gtid",
-    34: "Anonymous_Gtid",
-    35: "Previous_gtids",
-    36: "Transaction_context",
-    37: "View_change",
-    38: "XA_prepare",
-    39: "Update_rows_partial",
-    40: "Transaction_payload",
-    41: "Heartbeat_v2",
-    160: "Annotate_rows",
-    161: "Binlog_checkpoint",
-    162: "Gtid",
-    163: "Gtid_list",
-    164: "Start_encryption",
+    E.START_V3: "Start_v3",
+    E.QUERY: "Query",
+    E.STOP: "Stop",
+    E.ROTATE: "Rotate",
+    E.INTVAR: "Intvar",
+    E.RAND: "Rand",
+    E.USER_VAR: "User var",
+    E.FORMAT_DESCRIPTION: "Format_desc",
+    E.XID: "Xid",
+    E.TABLE_MAP: "Table_map",
+    E.WRITE_ROWS_V1: "Write_rows_v1",
+    E.UPDATE_ROWS_V1: "Update_rows_v1",
+    E.DELETE_ROWS_V1: "Delete_rows_v1",
+    E.INCIDENT: "Incident",
+    E.HEARTBEAT: "Heartbeat",
+    E.IGNORABLE: "Ignorable",
+    E.ROWS_QUERY: "Rows_query",
+    E.WRITE_ROWS: "Write_rows",
+    E.UPDATE_ROWS: "Update_rows",
+    E.DELETE_ROWS: "Delete_rows",
+    E.GTID: "Gtid",
+    E.ANONYMOUS_GTID: "Anonymous_Gtid",
+    E.PREVIOUS_GTIDS: "Previous_gtids",
+    E.TRANSACTION_CONTEXT: "Transaction_context",
+    E.VIEW_CHANGE: "View_change",
+    E.XA_PREPARE: "XA_prepare",
+    E.PARTIAL_UPDATE_ROWS: "Update_rows_partial",
+    E.TRANSACTION_PAYLOAD: "Transaction_payload",
+    E.HEARTBEAT_V2: "Heartbeat_v2",
+    E.ANNOTATE_ROWS: "Annotate_rows",
+    E.BINLOG_CHECKPOINT: "Binlog_checkpoint",
+    E.MARIADB_GTID: "Gtid",
+    E.GTID_LIST: "Gtid_list",
+    E.START_ENCRYPTION: "Start_encryption",
 }
 STMT_END_F = 0x0001
 SUPPRESS_USE_F = 0x0008
@@ -59,7 +63,7 @@ def _body(event: RawEvent, checksum_len: int) -> bytes:
 def _query_info(event: RawEvent, body: bytes) -> str:
     db_len = body[8]
     status_len = struct.unpack_from("<H", body, 11)[0]
-    pos = 13 + status_len
+    pos = QUERY_POST_HEADER_LEN + status_len
     db = body[pos : pos + db_len].decode("utf-8", "replace")
     query = body[pos + db_len + 1 :].decode("utf-8", "replace")
     if db and not event.flags & SUPPRESS_USE_F and query != "BEGIN":
@@ -93,48 +97,48 @@ def event_info(event: RawEvent, checksum_len: int) -> str:
 
 def _info(event: RawEvent, checksum_len: int) -> str:
     t = event.type_code
-    if t == 15:
+    if t == E.FORMAT_DESCRIPTION:
         (version,) = struct.unpack_from("<H", event.data, HEADER_LEN)
         return f"Server ver: {fde_server_version(event.data)}, Binlog ver: {version}"
     body = _body(event, checksum_len)
-    if t == 2:
+    if t == E.QUERY:
         return _query_info(event, body)
-    if t == 4:
+    if t == E.ROTATE:
         (pos,) = struct.unpack_from("<Q", body, 0)
         return f"{body[8:].decode('utf-8', 'replace')};pos={pos}"
-    if t == 16:
+    if t == E.XID:
         return f"COMMIT /* xid={struct.unpack_from('<Q', body, 0)[0]} */"
-    if t == 19:
+    if t == E.TABLE_MAP:
         table_id = int.from_bytes(body[0:6], "little")
         db_len = body[8]
         db = body[9 : 9 + db_len].decode("utf-8", "replace")
         tbl_len = body[10 + db_len]
         tbl = body[11 + db_len : 11 + db_len + tbl_len].decode("utf-8", "replace")
         return f"table_id: {table_id} ({db}.{tbl})"
-    if t in (23, 24, 25, 30, 31, 32, 39):
+    if t in ROWS_TYPES or t == E.PARTIAL_UPDATE_ROWS:
         table_id = int.from_bytes(body[0:6], "little")
         (flags,) = struct.unpack_from("<H", body, 6)
         return f"table_id: {table_id}" + (" flags: STMT_END_F" if flags & STMT_END_F else "")
-    if t == 29:
+    if t == E.ROWS_QUERY:
         return "# " + body[1:].decode("utf-8", "replace")  # 1 length byte, then the text
-    if t == 160:
+    if t == E.ANNOTATE_ROWS:
         return body.decode("utf-8", "replace")
-    if t in (33, 34):
-        if t == 34:
+    if t in (E.GTID, E.ANONYMOUS_GTID):
+        if t == E.ANONYMOUS_GTID:
             return "SET @@SESSION.GTID_NEXT= 'ANONYMOUS'"
         sid = uuid.UUID(bytes=bytes(body[1:17]))
         (gno,) = struct.unpack_from("<Q", body, 17)
         return f"SET @@SESSION.GTID_NEXT= '{sid}:{gno}'"
-    if t == 35:
+    if t == E.PREVIOUS_GTIDS:
         return _gtid_set(body)
-    if t == 162:
+    if t == E.MARIADB_GTID:
         seq, domain = struct.unpack_from("<QI", body, 0)
-        kind = "GTID" if body[12] & 0x01 else "BEGIN GTID"  # FL_STANDALONE: no BEGIN
+        kind = "GTID" if body[12] & FL_STANDALONE else "BEGIN GTID"  # no BEGIN
         return f"{kind} {domain}-{event.server_id}-{seq}"
-    if t == 161:
+    if t == E.BINLOG_CHECKPOINT:
         (n,) = struct.unpack_from("<I", body, 0)
         return body[4 : 4 + n].decode("utf-8", "replace")
-    if t == 163:
+    if t == E.GTID_LIST:
         (count,) = struct.unpack_from("<I", body, 0)
         count &= 0x0FFFFFFF
         items = []

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from cdc.binlog.constants import EventType
 from cdc.protocol.constants import ColumnType
 from cdc.protocol.resultset import UNSIGNED_FLAG, Column
 from dumper.server import sql
@@ -327,7 +328,9 @@ class QueryExecutor:
                         event_type_name(e.type_code),
                         e.server_id,
                         e.log_pos,
-                        event_info(e, 0 if e.type_code == 15 else crc_len),
+                        event_info(
+                            e, 0 if e.type_code == EventType.FORMAT_DESCRIPTION else crc_len
+                        ),
                     )
             except (BinlogFileError, OSError) as exc:
                 raise sql.SqlError(

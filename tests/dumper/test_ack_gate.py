@@ -9,9 +9,9 @@ import contextlib
 
 import pytest
 
+from cdc.protocol import BinlogPosition, DumpClient, DumpSettings
 from dumper.server import EventNotifier, serve
 from dumper.server.ack_gate import AckGate, ack_packet, parse_ack
-from merge_source.dump_client import BinlogPosition, DumpClient, DumpSettings
 from tests.dumper.binlog_gen import T1
 from tests.dumper.helpers import PASSWORD, USER, make_config, schema
 

@@ -7,7 +7,7 @@ import asyncio
 import json
 from typing import Any
 
-from cdc.cn.schema import CDC_START, FLUSH_LOGS, STORAGE_CHANGE
+from cdc.cn_protocol.schema import CDC_START, FLUSH_LOGS, STORAGE_CHANGE
 from cdc.keys import Kind, SortKey, lift
 from merge_joint import MergeJoint
 from merge_source import Fragment, FragmentKind, Watermark

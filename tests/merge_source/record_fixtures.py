@@ -31,9 +31,14 @@ from typing import Any
 
 from cdc.cluster.testing import throwaway_server
 from cdc.cn_protocol.heartbeat import HEARTBEAT_SQL
-from cdc.cn_protocol.schema import INSERT_PRIMARY_RECORD, INSERT_TOMBSTONE, PRIVATE_TABLES, UPSERT_RECORD
+from cdc.cn_protocol.schema import (
+    INSERT_PRIMARY_RECORD,
+    INSERT_TOMBSTONE,
+    PRIVATE_TABLES,
+    UPSERT_RECORD,
+)
 from cdc.cn_protocol.xid import Xid
-from merge_source.dump_client import BinlogPosition, DumpClient, DumpSettings
+from cdc.protocol import BinlogPosition, DumpClient, DumpSettings
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EVENTS_FILE = FIXTURES / "dn1.events"

@@ -21,8 +21,8 @@ import sys
 import time
 from collections.abc import Iterator
 
+from cdc.protocol import DnEvent
 from merge_source.classifier import FL_PREPARED_XA, cn_txn_id, gtid_xid
-from merge_source.dump_client import DnEvent
 from merge_source.fragment import Fragment
 from merge_source.group import GTID_FLAGS2_OFFSET
 from merge_source.processor import SourceProcessor

@@ -10,7 +10,7 @@ import asyncio
 
 import pymysql
 
-from merge_source.dump_client import BinlogPosition, DumpSettings
+from cdc.protocol import BinlogPosition, DumpSettings
 from merge_source.fragment import Fragment
 from merge_source.processor import SourceProcessor
 from merge_source.source import MergeSource

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from cdc.cluster.testing import throwaway_cluster
-from merge_source.dump_client import BinlogPosition, DnEvent, DumpClient, DumpError, DumpSettings
+from cdc.protocol import BinlogPosition, DnEvent, DumpClient, DumpError, DumpSettings
 
 XA_PREPARE_EVENT = 38
 ANNOTATE_ROWS_EVENT = 160

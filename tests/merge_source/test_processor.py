@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from merge_source.dump_client import BinlogPosition, DumpClient, DumpSettings
 
 from cdc.cn_protocol.schema import PRIVATE_TABLES
 from cdc.keys import Kind, SortKey
+from cdc.protocol import BinlogPosition, DumpClient, DumpSettings
 from merge_source.fragment import Fragment, FragmentKind, Watermark
 from merge_source.processor import SourceProcessor
 from tests.merge_source.record_fixtures import Branch

@@ -14,6 +14,7 @@ import pytest
 
 from cdc.binlog.fde import FormatDescription
 from cdc.keys import Checkpoint, Kind, stream_name
+from cdc.protocol import DnEvent
 from merge_source.classifier import (
     FL_PREPARED_XA,
     Classifier,
@@ -22,7 +23,6 @@ from merge_source.classifier import (
     gtid_xid,
     table_name,
 )
-from merge_source.dump_client import DnEvent
 from merge_source.fragment import Fragment, FragmentKind, Watermark
 from merge_source.group import GTID_FLAGS2_OFFSET, BinlogGroup, GroupAssembler
 from merge_source.processor import SourceProcessor, file_number

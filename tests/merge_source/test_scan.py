@@ -10,8 +10,8 @@ import zlib
 
 import pytest
 
-from merge_source.dump_client import BinlogPosition, DnEvent, DumpClient, DumpError, DumpSettings
-from merge_source.scan import split_events
+from cdc.protocol import BinlogPosition, DnEvent, DumpClient, DumpError, DumpSettings
+from cdc.protocol.dump_stream import split_events
 from tests.merge_source.record_fixtures import load_events
 
 RECORDED = [DnEvent(f, p, d) for f, p, d in load_events()]
@@ -92,7 +92,7 @@ def test_every_read_boundary_gives_the_recorded_events(size: int):
 
 
 def _events(file: str, batch: list[bytes]) -> list[DnEvent]:
-    from merge_source.dump_client import event_pos
+    from cdc.protocol import event_pos
 
     return [DnEvent(file, event_pos(e), e) for e in batch]
 

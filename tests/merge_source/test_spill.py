@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cdc.cn_protocol.schema import PRIVATE_TABLES
-from merge_source.dump_client import DnEvent
+from cdc.protocol import DnEvent
 from merge_source.fragment import Statement
 from merge_source.group import GroupAssembler
 from merge_source.processor import SourceProcessor

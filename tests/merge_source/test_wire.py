@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from merge_source.dump_client import BinlogPosition, DumpSettings
+from cdc.protocol import BinlogPosition, DumpSettings
 from merge_source.fork_server import ForkServer
 from merge_source.fragment import Fragment, Watermark
 from merge_source.processor import SourceProcessor

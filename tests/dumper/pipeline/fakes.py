@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cdc.cn.schema import STORAGE_CHANGE
+from cdc.cn_protocol.schema import STORAGE_CHANGE
 from cdc.config import Config, DumperConfig, NodeConfig, PipelineConfig
 from cdc.keys import Checkpoint, GlobalKey, Kind, SortKey, global_key, stream_name
 from merge_source import Fragment, FragmentKind, NameMap, SourceProcessDied, Statement, Watermark
