@@ -75,6 +75,10 @@ class MariaDBFlavor:
         pos += _XID_HEAD.size
         return fmt, bytes(gtid[pos : pos + glen]), bytes(gtid[pos + glen : pos + glen + blen])
 
+    def __reduce__(self) -> str:
+        """Pickled by name (DumpSettings cross to MergeSource processes): one instance."""
+        return "MARIADB"
+
     def table_map_columns(self, table_map) -> list:
         """The columns of a decoded TABLE_MAP written by this flavour."""
         return table_map.columns(mariadb=self.geometry_has_charset)
