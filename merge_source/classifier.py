@@ -1,7 +1,7 @@
 """Classify a binlog group by what the CN commit protocol made of it (design.md §2).
 
 Row events of user tables stay raw bytes; only the few private rows (commit records, markers)
-are decoded. The private table definitions are the CN's contract (`cdc/cn/schema.py`).
+are decoded. The private table definitions are the CN's contract (`cdc/cn_protocol/schema.py`).
 """
 
 from __future__ import annotations
@@ -410,7 +410,7 @@ class Classifier:
         out.records, out.markers = records, markers
 
 
-# The commit record's row as `cdc/cn/schema.py` defines it: every column NOT NULL, in this order.
+# The commit record's row as `cdc/cn_protocol/schema.py` defines it: every column NOT NULL, in this order.
 TX_LOG_COLUMNS = (
     (b"txn_id", ColumnType.LONGLONG),
     (b"commit_tso", ColumnType.LONGLONG),

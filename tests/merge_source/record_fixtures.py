@@ -124,7 +124,7 @@ class Case:
 
 # -- driving the DN -------------------------------------------------------------------------------
 class Branch:
-    """One XA branch of a CN transaction on its own connection (cf. cdc/cn/branch.py)."""
+    """One XA branch of a CN transaction on its own connection (cf. cdc/cn_protocol/branch.py)."""
 
     def __init__(self, server, txn_id: int, dn_id: int = DN_ID):
         self.server = server

@@ -1,4 +1,4 @@
-"""The CN's DN client (`cdc/cn/dn_conn.py`) against a real DN: the same row values, rowcounts
+"""The CN's DN client (`cdc/cn_protocol/dn_conn.py`) against a real DN: the same row values, rowcounts
 and exception classes as pymysql (the commit protocol and recovery branch on them), results of
 a multi-statement packet one by one with the failing statement's error, a broken connection as
 OperationalError 2013; and its pool's hand-over rules."""
