@@ -84,7 +84,10 @@ class Heartbeat:
             except Exception as exc:  # noqa: BLE001 - a missed beat must not end the task
                 log.warning("heartbeat failed: %s", exc)
             pause = max(0.0, interval - (loop.time() - started))
+            # asyncio.timeout, not wait_for (invariant 8): on 3.11 wait_for can swallow a cancel
+            # that lands as the wait ends, and a stopped heartbeat would beat on.
             try:
-                await asyncio.wait_for(self._stopping.wait(), pause)
+                async with asyncio.timeout(pause):
+                    await self._stopping.wait()
             except TimeoutError:
                 pass
