@@ -53,6 +53,13 @@ RULES = [
         within("cli"),
     ),
     Rule("the runtime imports no bench", lambda: RUNTIME, within("bench")),
+    # The pipeline speaks the CN protocol through cdc.cn_protocol. backfill still reads the
+    # reference CN's catalogue and writes its watermark marker through a ComputeNode.
+    Rule(
+        "no runtime stage imports the reference CN (cdc.cn)",
+        lambda: tuple(s for s in STAGES if s != "backfill"),
+        within("cdc.cn"),
+    ),
 ]
 
 

@@ -1,6 +1,6 @@
 """A small asyncio MySQL client: handshake, authentication, text queries, raw commands.
 
-Just enough for the DN binlog dump client, the reference CN's connections (cdc/cn/dn_conn.py)
+Just enough for the DN binlog dump client, the reference CN's connections (cdc/cn_protocol/dn_conn.py)
 and tests that talk to our own server; other SQL work uses pymysql. Reads go through `PacketBuffer` in large chunks.
 """
 
