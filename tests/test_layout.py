@@ -4,13 +4,13 @@ cluster), and every import counts, lazy ones inside functions included, as do
 `importlib.import_module("...")` calls with a literal name.
 
 A rule is a row of RULES: which packages it applies to, and which imports it forbids them. To add
-one (e.g. "stages import each other only via the package", "no runtime stage imports cdc.cn"),
-add a row; `forbids` gets the imported module's dotted name and the importing package.
+one, add a row; `forbids` gets the imported module's dotted name and the importing package.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +34,29 @@ def within(*names: str) -> Callable[[str, str], bool]:
     return lambda module, _importer: any(module == n or module.startswith(n + ".") for n in names)
 
 
+@functools.cache
+def exported(package: str) -> frozenset[str]:
+    """The names in `package/__init__.py`'s `__all__`."""
+    tree = ast.parse((ROOT / package / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return frozenset(ast.literal_eval(node.value))
+    return frozenset()
+
+
+def submodule_of_another_stage(module: str, importer: str) -> bool:
+    """`stage.x` where x is a module or subpackage of another stage that its __init__ does not
+    export (a module may be part of the API: `from topology import gms`)."""
+    top, _, rest = module.partition(".")
+    if top not in STAGES or top == importer or not rest:
+        return False
+    path = ROOT.joinpath(top, *rest.split("."))
+    is_module = path.with_suffix(".py").exists() or path.is_dir()
+    return is_module and rest not in exported(top)
+
+
 @dataclass(frozen=True)
 class Rule:
     name: str
@@ -53,6 +76,11 @@ RULES = [
         within("cli"),
     ),
     Rule("the runtime imports no bench", lambda: RUNTIME, within("bench")),
+    Rule(
+        "a stage imports another stage only through its package's public API (its __init__)",
+        lambda: STAGES,
+        submodule_of_another_stage,
+    ),
     # The pipeline speaks the CN protocol through cdc.cn_protocol. backfill still reads the
     # reference CN's catalogue and writes its watermark marker through a ComputeNode.
     Rule(
