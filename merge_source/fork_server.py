@@ -9,7 +9,7 @@ frames on stdout, pipes that the leader created and passed over the control sock
 (SCM_RIGHTS). Measured (3 workers, load ~4.5): spawning each as a new Python took 650-980 ms
 of wall time and 400-500 ms of CPU; forking them from a running server 13-38 ms, from one
 started for the occasion 350-510 ms. So a leader starts its server before it reads the GMS,
-and an HA follower keeps one running for the takeover (`dumper/ha.py`).
+and an HA follower keeps one running for the takeover (`dumper/ha/deps.py`, `DnLeaders`).
 
 Control socket (the server's stdin, a Unix stream socket): the leader sends one byte `F` with
 two descriptors (the worker's stdin read end, its stdout write end); the server answers
