@@ -25,8 +25,8 @@ from cdc.binlog.constants import EventType
 from cdc.binlog.events import decode_event, parse_cts
 from cdc.binlog.fde import FormatDescription
 from cdc.binlog.row_image import MISSING
-from cdc.cn.ddl import parse_ddl
 from cdc.cn_protocol.errors import CatalogueError
+from cdc.cn_protocol.sql_text import parse_ddl
 from cdc.protocol import BinlogPosition, DumpClient, DumpError, DumpSettings
 
 FDE = int(EventType.FORMAT_DESCRIPTION)

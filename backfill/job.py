@@ -36,6 +36,7 @@ from backfill.native import Chunk, plan, read_task, warm_up
 from backfill.reconcile import reconcile_table
 from backfill.spark_io import TASKS_PER_CORE, run_tasks
 from backfill.tables import TableSpec, check_dns_up, load_catalogue, resolve
+from cdc.cn_protocol.client import CnConnector
 from cdc.config import Config
 from cdc.protocol import BinlogPosition
 
@@ -230,7 +231,9 @@ def check_retained(dumper: Dumper, tso: int, files: list[str]) -> None:
         )
 
 
-def run(config: Config, opts: Options, spark=None) -> Manifest:
+def run(config: Config, opts: Options, cn: CnConnector, *, spark=None) -> Manifest:
+    """The snapshot `opts` asks for; the watermarks are committed through `cn` (the
+    deployment's CN: `functools.partial(cdc.cn.connect, config)` for the reference CN)."""
     if opts.fmt not in FORMATS:
         raise BackfillError(f"--format must be one of {FORMATS}, got {opts.fmt!r}")
     if opts.out.exists() and any(opts.out.iterdir()):
@@ -246,7 +249,7 @@ def run(config: Config, opts: Options, spark=None) -> Manifest:
     starter = SparkStarter(opts.master) if spark is None else None
     try:
         start = dumper.end()  # before the low watermark: its mark comes after this position
-        low, catalogue = watermarks.write(config, "low")
+        low, catalogue = watermarks.write(cn, "low")
         tso = low if opts.tso is None else opts.tso
         if tso > low:
             raise BackfillError(f"TSO {tso} is in the future (the newest TSO is {low})")
@@ -264,7 +267,7 @@ def run(config: Config, opts: Options, spark=None) -> Manifest:
         started = time.monotonic()
         reads = read_all(spark, specs, work, opts)
         timings["read_write"] = time.monotonic() - started
-        high, after = watermarks.write(config, "high")
+        high, after = watermarks.write(cn, "high")
         moved = [
             s.qualified
             for s in specs

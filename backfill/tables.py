@@ -15,7 +15,7 @@ from backfill.columns import ColumnSpec
 from backfill.errors import BackfillError
 
 if TYPE_CHECKING:  # Spark tasks import this module (Shard, TableSpec): not the CN's modules
-    from cdc.cn.catalogue import Catalogue, LogicalTable
+    from cdc.cn_protocol.catalogue import Catalogue, LogicalTable
     from cdc.config import Config
 
 PRIMARY_KEY = re.compile(r"PRIMARY KEY\s*\(([^)]*)\)", re.IGNORECASE)
@@ -80,7 +80,7 @@ class TableSpec:
 
 
 def load_catalogue(config: Config) -> Catalogue:
-    from cdc.cn.catalogue_store import CatalogueStore
+    from cdc.cn_protocol.catalogue_store import CatalogueStore
     from cdc.cn_protocol.dn_pool import connect
 
     store = CatalogueStore(lambda: connect(config.gms), config.cn.catalog_database)
@@ -98,7 +98,7 @@ def primary_key(table: LogicalTable) -> tuple[str, ...]:
 
 
 def table_spec(config: Config, catalogue: Catalogue, table: LogicalTable) -> TableSpec:
-    from cdc.cn.catalogue import physical_table
+    from cdc.cn_protocol.catalogue import physical_table
 
     where = f"{table.db}.{table.name}"
     if table.is_broadcast:  # every DN has a copy; the global binlog speaks through the first

@@ -2,15 +2,16 @@
 `cdc_backfill.watermarks`. Its commit TSO brackets the reads, and the row itself shows up in the
 global binlog, so the backfill can see when the binlog has passed that TSO (a CN heartbeat is
 dropped by the merge and would not). Like `cdc check`'s token table, it is an ordinary logical
-table: replicas and backfills carry it too."""
+table: replicas and backfills carry it too. The CN comes from the caller (`CnConnector`): the
+backfill writes through the deployment's CN, whichever it is."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
 
-from cdc.cn.catalogue import Catalogue
-from cdc.config import Config
+from cdc.cn_protocol.catalogue import Catalogue
+from cdc.cn_protocol.client import CnConnector
 
 DB = "cdc_backfill"
 TABLE = "watermarks"
@@ -20,12 +21,8 @@ CREATE = (
 )
 
 
-async def _write(config: Config, kind: str) -> tuple[int, Catalogue]:
-    from cdc.cn import ComputeNode
-
-    cn = ComputeNode(config, pool_size=4)
-    await cn.start(recover=False)
-    try:
+async def _write(connect: CnConnector, kind: str) -> tuple[int, Catalogue]:
+    async with connect() as cn:
         await cn.execute_ddl(CREATE, broadcast=True)
         async with cn.transaction() as tx:
             await tx.execute(
@@ -33,11 +30,10 @@ async def _write(config: Config, kind: str) -> tuple[int, Catalogue]:
                 (uuid.uuid4().hex, kind),
             )
         await cn.reload_catalogue()
+        assert tx.commit_tso is not None  # committed: the block ended without an error
         return tx.commit_tso, cn.catalogue
-    finally:
-        await cn.close()
 
 
-def write(config: Config, kind: str) -> tuple[int, Catalogue]:
+def write(connect: CnConnector, kind: str) -> tuple[int, Catalogue]:
     """Commit one watermark ('low' or 'high'); returns its TSO and the catalogue right after."""
-    return asyncio.run(_write(config, kind))
+    return asyncio.run(_write(connect, kind))

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
@@ -144,6 +145,7 @@ def cdc(*args: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     from backfill import Options, run
     from backfill.global_binlog import Dumper
+    from cdc.cn import connect
 
     p = argparse.ArgumentParser(prog="cdc bench backfill", description=__doc__)
     p.add_argument("--rows", type=int, default=10_000_000)
@@ -176,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         start = time.perf_counter()
         cpu0 = clock.now() + clock.spark()
-        manifest = run(cfg, opts)
+        manifest = run(cfg, opts, partial(connect, cfg))
         total_s = time.perf_counter() - start
         cpu_backfill = clock.now() + clock.spark() - cpu0
         dump2_s = plain_dump(cluster, placement, work / "dump.tsv")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import pymysql
 
-from cdc.cn.catalogue import LogicalTable
+from cdc.cn_protocol.catalogue import LogicalTable
 from cdc.config import Config
 
 TOKEN_DB = "cdc_check"

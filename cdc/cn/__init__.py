@@ -6,7 +6,8 @@ recovery) is `cdc.cn_protocol`, which the pipeline uses; this package adds the r
 catalogue, routing, DDL and scale-out for tests, the demo and benchmarks. No runtime stage
 imports it.
 
-Exports `ComputeNode` (built from `Config`), `Transaction`, `init` (`cdc cn init`) and errors,
+Exports `ComputeNode` (built from `Config`), `connect` (a short-lived CN for a tool), `Transaction`,
+`init` (`cdc cn init`) and errors,
 imported on first use (importing the whole CN: pymysql, the router, ... costs ~0.2-0.4 s of
 CPU).
 """
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cdc.cn.bootstrap import InitResult, init
-    from cdc.cn.node import ComputeNode
+    from cdc.cn.node import ComputeNode, connect
     from cdc.cn.transaction import Result, Transaction
     from cdc.cn_protocol.errors import (
         CatalogueError,
@@ -44,6 +45,7 @@ _EXPORTS = {
     "Transaction": "cdc.cn.transaction",
     "TransactionAborted": "cdc.cn_protocol.errors",
     "TsoError": "cdc.cn_protocol.errors",
+    "connect": "cdc.cn.node",
     "init": "cdc.cn.bootstrap",
 }
 
@@ -60,6 +62,7 @@ __all__ = [
     "Transaction",
     "TransactionAborted",
     "TsoError",
+    "connect",
     "init",
 ]
 

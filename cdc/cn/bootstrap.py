@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from cdc.cn.catalogue_store import CatalogueStore
 from cdc.cn.node import ComputeNode
 from cdc.cn_protocol import schema
+from cdc.cn_protocol.catalogue_store import CatalogueStore
 from cdc.cn_protocol.dn_pool import connect
 from cdc.config import Config
 

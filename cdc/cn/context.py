@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cdc.cn.catalogue import Catalogue
 from cdc.cn.partition_gate import PartitionGate
+from cdc.cn_protocol.catalogue import Catalogue
 from cdc.cn_protocol.context import ProtocolContext
 
 

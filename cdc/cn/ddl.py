@@ -8,51 +8,22 @@ anything that keeps the shard key), TRUNCATE TABLE.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
-from cdc.cn.catalogue import BROADCAST, PARTITIONED, LogicalTable, physical_db, physical_table
-from cdc.cn.catalogue_store import CatalogueStore
 from cdc.cn.context import CnContext
-from cdc.cn.sql_text import tokenize
+from cdc.cn_protocol.catalogue import (
+    BROADCAST,
+    PARTITIONED,
+    LogicalTable,
+    physical_db,
+    physical_table,
+)
+from cdc.cn_protocol.catalogue_store import CatalogueStore
 from cdc.cn_protocol.errors import CatalogueError
 from cdc.cn_protocol.markers import write_ddl_record
+from cdc.cn_protocol.sql_text import DdlTarget, parse_ddl
 
 DEFAULT_PARTITIONS = 8
-
-
-@dataclass(slots=True)
-class DdlTarget:
-    verb: str  # CREATE / DROP / ALTER / TRUNCATE
-    db: str
-    table: str
-    name_start: int
-    name_end: int
-    if_clause: bool  # IF [NOT] EXISTS
-
-
-def parse_ddl(sql: str, default_db: str | None) -> DdlTarget:
-    tokens = tokenize(sql)
-    words = [t.text.upper() for t in tokens[:6]]
-    if not words or words[0] not in ("CREATE", "DROP", "ALTER", "TRUNCATE"):
-        raise CatalogueError(f"not a supported DDL statement: {sql[:200]}")
-    i = 1
-    if i < len(tokens) and tokens[i].is_word("TABLE"):
-        i += 1
-    elif words[0] != "TRUNCATE":
-        raise CatalogueError(f"only TABLE DDL is supported: {sql[:200]}")
-    if_clause = False
-    if i < len(tokens) and tokens[i].is_word("IF"):
-        if_clause = True
-        i += 3 if tokens[i + 1].is_word("NOT") else 2
-    first = tokens[i]
-    if i + 2 < len(tokens) and tokens[i + 1].text == "." and tokens[i + 2].name is not None:
-        db, name, end = first.name, tokens[i + 2].name, tokens[i + 2].end
-    elif default_db:
-        db, name, end = default_db, first.name, first.end
-    else:
-        raise CatalogueError(f"table `{first.name}` has no database; write db.table: {sql[:200]}")
-    return DdlTarget(words[0], db.lower(), name.lower(), first.start, end, if_clause)
 
 
 async def execute_ddl(

@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import pymysql
 
 from cdc.cn import ddl, markers, scale_out
-from cdc.cn.catalogue import Catalogue
-from cdc.cn.catalogue_store import CatalogueStore
 from cdc.cn.context import CnContext
 from cdc.cn.transaction import Transaction
+from cdc.cn_protocol.catalogue import Catalogue
+from cdc.cn_protocol.catalogue_store import CatalogueStore
 from cdc.cn_protocol.errors import TransactionAborted
 from cdc.cn_protocol.node import ProtocolNode
+from cdc.config import Config
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -106,3 +108,15 @@ class ComputeNode(ProtocolNode):
 
     async def add_dn(self, dn_id: int) -> scale_out.ScaleOutResult:
         return await scale_out.add_dn(self.ctx, self.store, dn_id)
+
+
+@asynccontextmanager
+async def connect(config: Config, pool_size: int = 4) -> AsyncIterator[ComputeNode]:
+    """A short-lived CN for a tool's few writes (a `cdc.cn_protocol.client.CnConnector` with
+    `functools.partial(connect, config)`): no XA recovery (the long-lived CNs own that)."""
+    cn = ComputeNode(config, pool_size=pool_size)
+    await cn.start(recover=False)
+    try:
+        yield cn
+    finally:
+        await cn.close()

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cdc.cn.catalogue import Catalogue, LogicalTable
-from cdc.cn.sql_text import Token, literal_value, tokenize
+from cdc.cn_protocol.catalogue import Catalogue, LogicalTable
 from cdc.cn_protocol.errors import RoutingError
+from cdc.cn_protocol.sql_text import Token, literal_value, tokenize
 
 _CLAUSE_END = ("ORDER", "LIMIT", "GROUP", "FOR", "HAVING", "LOCK", "RETURNING")
 

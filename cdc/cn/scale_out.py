@@ -7,11 +7,11 @@ import copy
 import logging
 from dataclasses import dataclass
 
-from cdc.cn.catalogue import LogicalTable, physical_db
-from cdc.cn.catalogue_store import CatalogueStore
 from cdc.cn.context import CnContext
 from cdc.cn.markers import dn_addresses, topology
 from cdc.cn_protocol import schema
+from cdc.cn_protocol.catalogue import LogicalTable, physical_db
+from cdc.cn_protocol.catalogue_store import CatalogueStore
 from cdc.cn_protocol.errors import CatalogueError
 from cdc.cn_protocol.markers import write_instruction
 from cdc.cn_protocol.sql import literal

@@ -33,6 +33,12 @@ sees each at the same TSO. **Recovery** (`recovery.py`): a prepared branch is co
 record's TSO, iff its primary holds a commit record; otherwise recovery writes tombstones
 everywhere first and rolls back. Old records are purged (`purge.py`), never those in doubt.
 
+**The catalogue** (`catalogue.py`, rows in the GMS: `catalogue_store.py`): the logical tables,
+the placement of each partition on a DN, physical names (`bank.accounts` partition 3 is
+`bank_p.accounts_p0003`) and the shard hash; the markers' topology maps are made from it.
+A tool that writes through a CN (the backfill's watermarks) gets one as a `CnConnector`
+(`client.py`).
+
 `ProtocolNode` (`node.py`) writes heartbeats and markers and runs recovery on the storage DNs the
 GMS lists (`gms.py`): the Dumper runs one. The reference CN (`cdc/cn`) builds user transactions,
 routing and DDL on top of this package; no runtime stage imports `cdc.cn`.

@@ -1,7 +1,6 @@
 """What the protocol reads and writes in the GMS (the CN catalogue database, `cn_catalog` by
 default): its tables' creation, a writer's instance registration (its txn ids' high half) and
-the storage DNs. The TSO row is `tso.py`'s; the rest of the catalogue is the reference CN's
-(`cdc/cn/catalogue_store.py`)."""
+the storage DNs. The TSO row is `tso.py`'s; the logical tables' rows are `catalogue_store.py`'s."""
 
 from __future__ import annotations
 

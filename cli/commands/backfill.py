@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 
 from cdc.config import ConfigError, load
@@ -45,6 +46,7 @@ def cmd_backfill(args) -> int:
     from backfill.load import change_master
     from backfill.load import load as load_into
     from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+    from cdc.cn import connect
     from cli.commands.check import parse_address
 
     config = load(args.config)
@@ -62,7 +64,7 @@ def cmd_backfill(args) -> int:
         timeout=args.timeout,
     )
     try:
-        manifest = run(config, opts)
+        manifest = run(config, opts, partial(connect, config))
         print(f"snapshot at TSO {manifest.tso} in {args.out}")
         for t in manifest.tables:
             print(f"  {t.db}.{t.table}: {t.rows} rows")

@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import time
+from functools import partial
 
 import pymysql
 import pytest
@@ -27,7 +28,7 @@ from backfill.job import spark_session
 from backfill.load import change_master, load
 from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from cdc.cluster.testing import free_base_port, throwaway_cluster, throwaway_server
-from cdc.cn import ComputeNode, init
+from cdc.cn import ComputeNode, connect, init
 from cdc.cn.workloads.orders import OrdersWorkload
 from cdc.cn.workloads.runner import run_workload
 from dumper.service import serve
@@ -59,6 +60,11 @@ def spark():
         yield session
     finally:
         session.stop()
+
+
+def cn_of(cfg):
+    """The CN the backfill writes its watermarks through: the reference CN."""
+    return partial(connect, cfg)
 
 
 def options(cfg, out, **kw) -> Options:
@@ -170,7 +176,7 @@ async def test_snapshot_at_a_past_tso_equals_a_replica_stopped_there(env, spark)
             opts = options(
                 cfg, out, tso=tso, tables=["shop.orders", "shop.customers", "shop.currencies"]
             )
-            manifest = await asyncio.to_thread(run, cfg, opts, spark)
+            manifest = await asyncio.to_thread(run, cfg, opts, cn_of(cfg), spark=spark)
             stats = await asyncio.wait_for(traffic, 60)
     finally:
         await cn.close()
@@ -203,7 +209,9 @@ async def test_loaded_snapshot_continues_from_the_printed_position(env, spark):
         async with Pipeline(cfg, directory):
             traffic = asyncio.create_task(run_workload(orders.step, threads=3, duration_s=8))
             await asyncio.sleep(1)
-            manifest = await asyncio.to_thread(run, cfg, options(cfg, out, fmt="csv"), spark)
+            manifest = await asyncio.to_thread(
+                run, cfg, options(cfg, out, fmt="csv"), cn_of(cfg), spark=spark
+            )
             await asyncio.wait_for(traffic, 60)
             loaded = await asyncio.to_thread(load, out, f"mysql://root@{r2.host}:{r2.port}")
             assert loaded == {f"{t.db}.{t.table}": t.rows for t in manifest.tables}
@@ -227,17 +235,21 @@ async def test_clear_errors_before_any_work(env, spark, tmp_path):
     cfg, directory, _ = env
     async with Pipeline(cfg, directory):
         with pytest.raises(BackfillError, match=r"unknown logical table shop\.nope"):
-            await asyncio.to_thread(run, cfg, options(cfg, tmp_path / "a", tables=["shop.nope"]))
+            await asyncio.to_thread(
+                run, cfg, options(cfg, tmp_path / "a", tables=["shop.nope"]), cn_of(cfg)
+            )
         down = dataclasses.replace(cfg, dn=list(cfg.dn))
         down.dn[1] = dataclasses.replace(cfg.dn[1], port=free_base_port(0))
         with pytest.raises(BackfillError, match=r"dn2 \(127\.0\.0\.1:\d+\) is down"):
-            await asyncio.to_thread(run, down, options(cfg, tmp_path / "b"))
+            await asyncio.to_thread(run, down, options(cfg, tmp_path / "b"), cn_of(down))
         with pytest.raises(BackfillError, match="older than the retained global binlog"):
-            await asyncio.to_thread(run, cfg, options(cfg, tmp_path / "c", tso=1))
+            await asyncio.to_thread(run, cfg, options(cfg, tmp_path / "c", tso=1), cn_of(cfg))
         future = (int(dt.datetime.now().timestamp() * 1000) + 3_600_000) << 22
         with pytest.raises(BackfillError, match="in the future"):
             # (Spark starts before the low watermark that shows it: give it the running one)
-            await asyncio.to_thread(run, cfg, options(cfg, tmp_path / "d", tso=future), spark)
+            await asyncio.to_thread(
+                run, cfg, options(cfg, tmp_path / "d", tso=future), cn_of(cfg), spark=spark
+            )
 
 
 TYPES = (
@@ -299,7 +311,7 @@ async def test_every_column_type_as_pymysql_reads_it_also_through_the_binlog(env
             for fmt in ("parquet", "csv"):
                 out = directory / f"kinds-{fmt}"
                 opts = options(cfg, out, tso=tso, tables=["shop.kinds"], fmt=fmt)
-                manifest = await asyncio.to_thread(run, cfg, opts, spark)
+                manifest = await asyncio.to_thread(run, cfg, opts, cn_of(cfg), spark=spark)
                 (t,) = manifest.tables
                 got = snapshot_rows(out, manifest, t)
                 assert t.rows == len(got) == 6, fmt
@@ -377,7 +389,7 @@ async def test_string_and_composite_keys_are_chunked_by_sampled_bounds(env, spar
             assert all(c >= 2 * len(s.shards) for c, s in zip(chunks, specs, strict=True)), chunks
             out = directory / "keys"
             manifest = await asyncio.to_thread(
-                run, cfg, options(cfg, out, tso=tso, tables=names), spark
+                run, cfg, options(cfg, out, tso=tso, tables=names), cn_of(cfg), spark=spark
             )
     finally:
         await cn.close()

@@ -12,9 +12,9 @@ import pymysql
 import pytest
 
 from cdc.cn import RoutingError, TransactionAborted
-from cdc.cn.catalogue import partition_of
 from cdc.cn_protocol import schema
 from cdc.cn_protocol.branch import Branch
+from cdc.cn_protocol.catalogue import partition_of
 from cdc.cn_protocol.record_batch import CommitRecords
 
 UPSERT = "INSERT INTO batching.t (id, v) VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = v + 1"

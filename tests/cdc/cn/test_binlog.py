@@ -9,7 +9,7 @@ from collections import defaultdict
 from pymysqlreplication.event import MariadbAnnotateRowsEvent, QueryEvent, XAPrepareEvent
 from pymysqlreplication.row_event import UpdateRowsEvent, WriteRowsEvent
 
-from cdc.cn.catalogue import partition_of
+from cdc.cn_protocol.catalogue import partition_of
 from tests.cdc.cn.binlog_reader import master_position, read_events
 
 HINT = re.compile(rb"^/\*CDC trace=(\d+)\.(\d+) cn=(\d+) \*/ ")

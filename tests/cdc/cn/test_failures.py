@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from cdc.cn import ComputeNode, RoutingError, TransactionAborted
-from cdc.cn.catalogue import partition_of
 from cdc.cn_protocol import commit_protocol
+from cdc.cn_protocol.catalogue import partition_of
 from tests.cdc.cn.conftest import cli, xa_prepared
 
 

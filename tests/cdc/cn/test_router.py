@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from cdc.cn.catalogue import BROADCAST, PARTITIONED, Catalogue, LogicalTable, partition_of
 from cdc.cn.router import Plan, ShardKeyMove, route
+from cdc.cn_protocol.catalogue import BROADCAST, PARTITIONED, Catalogue, LogicalTable, partition_of
 from cdc.cn_protocol.errors import CatalogueError, RoutingError
 from cdc.cn_protocol.sql import render
 
@@ -97,7 +97,7 @@ def test_literals_survive_rendering(cat):
 def test_the_regex_tokenizer_matches_the_character_one():
     """`tokenize` takes a regex step per token for ASCII text; `_tokenize_chars` is the plain
     character loop (kept for non-ASCII text): same tokens, same errors, on random SQL-ish text."""
-    from cdc.cn.sql_text import _tokenize_chars, tokenize
+    from cdc.cn_protocol.sql_text import _tokenize_chars, tokenize
 
     pieces = [*"abcXxBb_@$019.'\"`\\ \t\n/*-#%<>=!:;(),+", "--", "/*", "*/", "%s", "_binary'", "X'"]
     rng = random.Random(7)

@@ -1,12 +1,14 @@
-"""A small SQL lexer: just enough for the statement shapes the router routes (literals are
-rendered by `cdc.cn_protocol.sql`)."""
+"""A small SQL lexer: just enough for the statement shapes a CN routes (literals are rendered by
+`cdc.cn_protocol.sql`), and `parse_ddl`: which logical table a DDL statement names — what a
+reader of the logical DDL text (a DDL record, the global binlog's DDL) needs to know."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import NamedTuple
 
-from cdc.cn_protocol.errors import RoutingError
+from cdc.cn_protocol.errors import CatalogueError, RoutingError
 
 
 class Token(NamedTuple):  # a tuple: created for every token of every statement, cheaply
@@ -167,3 +169,37 @@ def literal_value(tok: Token) -> object:
     if tok.kind == "num":
         return tok.value
     raise RoutingError(f"the shard key must be compared with a literal value, got {tok.text!r}")
+
+
+@dataclass(slots=True)
+class DdlTarget:
+    verb: str  # CREATE / DROP / ALTER / TRUNCATE
+    db: str
+    table: str
+    name_start: int
+    name_end: int
+    if_clause: bool  # IF [NOT] EXISTS
+
+
+def parse_ddl(sql: str, default_db: str | None) -> DdlTarget:
+    tokens = tokenize(sql)
+    words = [t.text.upper() for t in tokens[:6]]
+    if not words or words[0] not in ("CREATE", "DROP", "ALTER", "TRUNCATE"):
+        raise CatalogueError(f"not a supported DDL statement: {sql[:200]}")
+    i = 1
+    if i < len(tokens) and tokens[i].is_word("TABLE"):
+        i += 1
+    elif words[0] != "TRUNCATE":
+        raise CatalogueError(f"only TABLE DDL is supported: {sql[:200]}")
+    if_clause = False
+    if i < len(tokens) and tokens[i].is_word("IF"):
+        if_clause = True
+        i += 3 if tokens[i + 1].is_word("NOT") else 2
+    first = tokens[i]
+    if i + 2 < len(tokens) and tokens[i + 1].text == "." and tokens[i + 2].name is not None:
+        db, name, end = first.name, tokens[i + 2].name, tokens[i + 2].end
+    elif default_db:
+        db, name, end = default_db, first.name, first.end
+    else:
+        raise CatalogueError(f"table `{first.name}` has no database; write db.table: {sql[:200]}")
+    return DdlTarget(words[0], db.lower(), name.lower(), first.start, end, if_clause)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from cdc.cn.catalogue import Catalogue, LogicalTable
+from cdc.cn_protocol.catalogue import Catalogue, LogicalTable
 from cdc.cn_protocol.gms import GmsStore
 
 
