@@ -6,7 +6,14 @@ from __future__ import annotations
 import struct
 import uuid
 
-from cdc.binlog.constants import HEADER_LEN, QUERY_POST_HEADER_LEN, ROWS_TYPES, EventType
+from cdc.binlog.constants import (
+    HEADER_LEN,
+    QUERY_DB_LEN_OFFSET,
+    QUERY_POST_HEADER_LEN,
+    QUERY_STATUS_LEN_OFFSET,
+    ROWS_TYPES,
+    EventType,
+)
 from cdc.binlog.flavor import FL_STANDALONE
 from dumper.server.binlog_files import RawEvent, fde_server_version
 
@@ -61,8 +68,8 @@ def _body(event: RawEvent, checksum_len: int) -> bytes:
 
 
 def _query_info(event: RawEvent, body: bytes) -> str:
-    db_len = body[8]
-    status_len = struct.unpack_from("<H", body, 11)[0]
+    db_len = body[QUERY_DB_LEN_OFFSET - HEADER_LEN]
+    status_len = struct.unpack_from("<H", body, QUERY_STATUS_LEN_OFFSET - HEADER_LEN)[0]
     pos = QUERY_POST_HEADER_LEN + status_len
     db = body[pos : pos + db_len].decode("utf-8", "replace")
     query = body[pos + db_len + 1 :].decode("utf-8", "replace")
