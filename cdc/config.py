@@ -69,6 +69,13 @@ class CnConfig:
     # a DN share one INSERT (record_batch.py). false: one statement per round trip, one INSERT
     # per record (`cdc bench cn` compares the two).
     batch_round_trips: bool = True
+    # Several CN processes (docs/cn.md): each renews its GMS lease every sync interval and polls
+    # the catalogue version; a CN silent for lease_ms is counted dead (changes stop waiting for
+    # it); a change fails, naming the CN, if a live one does not acknowledge within
+    # change_timeout_ms.
+    sync_interval_ms: int = 100
+    lease_ms: int = 3000
+    change_timeout_ms: int = 30000
 
 
 @dataclass(slots=True)

@@ -24,6 +24,7 @@ async def init(config: Config) -> InitResult:
     """Idempotent: creates what is missing; writes CdcStart only the first time."""
     store = CatalogueStore(lambda: connect(config.gms), config.cn.catalog_database)
     await store.ensure_schema()
+    await store.save_dns(config.dn)
     existing = await store.get_state(CDC_START_KEY)
     if existing is not None:
         return InitResult(int(json.loads(existing)["tso"]), False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from cdc.cn.cluster_change import Progress, cluster_change
 from cdc.cn.context import CnContext
 from cdc.cn_protocol.catalogue import (
     BROADCAST,
@@ -35,49 +36,48 @@ async def execute_ddl(
     shard_key: str | None = None,
     partitions: int = DEFAULT_PARTITIONS,
     broadcast: bool = False,
+    progress: Progress | None = None,
 ) -> int | None:
-    """Run a logical DDL statement; returns the DDL record's TSO (None if IF [NOT] EXISTS made it
-    a no-op)."""
+    """Run a logical DDL statement as a cluster change; returns the DDL record's TSO (None if
+    IF [NOT] EXISTS made it a no-op)."""
     target = parse_ddl(sql, default_db)
-    cat = ctx.catalogue
-    exists = cat.has(target.db, target.table)
-    if target.verb == "CREATE":
-        if exists:
-            if target.if_clause:
-                return None
-            raise CatalogueError(f"logical table {target.db}.{target.table} already exists")
-        if not broadcast and not shard_key:
-            raise CatalogueError(
-                f"CREATE TABLE {target.db}.{target.table}: give shard_key=... (partitioned) "
-                "or broadcast=True"
+    async with cluster_change(ctx, store, f"DDL on {target.db}.{target.table}", progress) as change:
+        cat = ctx.catalogue  # re-read under the change lock
+        exists = cat.has(target.db, target.table)
+        if target.verb == "CREATE":
+            if exists:
+                if target.if_clause:
+                    return None
+                raise CatalogueError(f"logical table {target.db}.{target.table} already exists")
+            if not broadcast and not shard_key:
+                raise CatalogueError(
+                    f"CREATE TABLE {target.db}.{target.table}: give shard_key=... (partitioned) "
+                    "or broadcast=True"
+                )
+            dns = cat.dns
+            table = LogicalTable(
+                target.db,
+                target.table,
+                BROADCAST if broadcast else PARTITIONED,
+                None if broadcast else shard_key.lower(),
+                [] if broadcast else [dns[i % len(dns)] for i in range(partitions)],
             )
-        dns = cat.dns
-        table = LogicalTable(
-            target.db,
-            target.table,
-            BROADCAST if broadcast else PARTITIONED,
-            None if broadcast else shard_key.lower(),
-            [] if broadcast else [dns[i % len(dns)] for i in range(partitions)],
-        )
-        for dn in cat.dns_of(table):
-            await ctx.pools.execute(
-                dn, f"CREATE DATABASE IF NOT EXISTS `{physical_db(table.db)}` CHARACTER SET utf8mb4"
-            )
-    else:
-        if not exists:
-            if target.if_clause:
-                return None
-            raise CatalogueError(f"unknown logical table {target.db}.{target.table}")
-        table = cat.table(target.db, target.table)
-    # No DML through this CN between the first shard's DDL and the DDL record: otherwise a row
-    # written to an already-altered shard would reach the global binlog before the logical DDL
-    # (at the record's TSO) with a column set the downstream does not have yet.
-    keys = gate_keys(table)
-    await ctx.gate.freeze(keys)
-    try:
+            for dn in cat.dns_of(table):
+                await ctx.pools.execute(
+                    dn,
+                    f"CREATE DATABASE IF NOT EXISTS `{physical_db(table.db)}` CHARACTER SET utf8mb4",
+                )
+        else:
+            if not exists:
+                if target.if_clause:
+                    return None
+                raise CatalogueError(f"unknown logical table {target.db}.{target.table}")
+            table = cat.table(target.db, target.table)
+        # No DML through any CN between the first shard's DDL and the DDL record: otherwise a
+        # row written to an already-altered shard would reach the global binlog before the
+        # logical DDL (at the record's TSO) with a column set the downstream does not have yet.
+        await change.freeze(gate_keys(table))
         return await _apply(ctx, store, table, sql, target)
-    finally:
-        await ctx.gate.thaw(keys)
 
 
 def gate_keys(table: LogicalTable) -> set[tuple[str, str, int]]:

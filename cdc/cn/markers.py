@@ -11,7 +11,7 @@ from cdc.cn.context import CnContext
 def dn_addresses(ctx: CnContext) -> dict[int, dict[str, Any]]:
     return {
         n.id: {"host": n.host, "port": n.port, "server_id": n.server_id, "name": n.name}
-        for n in ctx.config.dn
+        for n in ctx.pools.nodes  # the configured DNs and those learnt from the GMS
     }
 
 

@@ -12,7 +12,9 @@ from typing import Any, TypeVar
 import pymysql
 
 from cdc.cn import ddl, markers, scale_out
+from cdc.cn.cluster_change import Progress
 from cdc.cn.context import CnContext
+from cdc.cn.membership import Membership
 from cdc.cn.transaction import Transaction
 from cdc.cn_protocol.catalogue import Catalogue
 from cdc.cn_protocol.catalogue_store import CatalogueStore
@@ -52,9 +54,37 @@ class ComputeNode(ProtocolNode):
     def catalogue(self) -> Catalogue:
         return self.ctx.catalogue
 
+    async def start(self, *, recover: bool = True, recovery_grace_s: float = 1.0) -> None:
+        """The protocol's start, then join the CN processes (`membership.py`): from here on
+        this process follows the cluster's catalogue versions."""
+        await super().start(recover=recover, recovery_grace_s=recovery_grace_s)
+        await self.store.ensure_schema()  # a catalogue made by an older version: add tables
+        cn = self.config.cn
+        membership = Membership(
+            self._connect_gms,
+            cn.catalog_database,
+            self.ctx.gate,
+            self.reload_catalogue,
+            lease_s=cn.lease_ms / 1000,
+            interval_s=cn.sync_interval_ms / 1000,
+        )
+        await membership.start(self.ctx.instance_id, cn.server_id)
+        self.ctx.membership = membership
+
+    async def close(self) -> None:
+        if self._ctx is not None and self._ctx.membership is not None:
+            await self._ctx.membership.close()
+        await super().close()
+
     async def reload_catalogue(self) -> None:
-        """Re-read the catalogue (after another CN process changed it)."""
-        self.ctx.catalogue = await self.store.load()
+        """Re-read the catalogue, learning the addresses of DNs added since this process
+        started (the follower calls it on every new catalogue version)."""
+        catalogue = await self.store.load()
+        if any(not self.pools.knows(dn) for dn in catalogue.dns):
+            for node in await self.store.dns():
+                if not self.pools.knows(node.id):
+                    self.pools.add_node(node)
+        self.ctx.catalogue = catalogue
 
     # -- transactions --------------------------------------------------------------------------
     def transaction(self, db: str | None = None) -> Transaction:
@@ -95,6 +125,7 @@ class ComputeNode(ProtocolNode):
         shard_key: str | None = None,
         partitions: int = ddl.DEFAULT_PARTITIONS,
         broadcast: bool = False,
+        progress: Progress | None = None,
     ) -> int | None:
         return await ddl.execute_ddl(
             self.ctx,
@@ -104,10 +135,13 @@ class ComputeNode(ProtocolNode):
             shard_key=shard_key,
             partitions=partitions,
             broadcast=broadcast,
+            progress=progress,
         )
 
-    async def add_dn(self, dn_id: int) -> scale_out.ScaleOutResult:
-        return await scale_out.add_dn(self.ctx, self.store, dn_id)
+    async def add_dn(
+        self, dn_id: int, progress: Progress | None = None
+    ) -> scale_out.ScaleOutResult:
+        return await scale_out.add_dn(self.ctx, self.store, dn_id, progress)
 
 
 @asynccontextmanager

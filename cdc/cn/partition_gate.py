@@ -1,4 +1,6 @@
-"""Keeps transactions off partitions that scale-out is moving (within this CN process)."""
+"""Keeps this process's transactions off partitions that a change (a move, a logical DDL) is
+working on: frozen keys, counted, as the cluster's catalogue version says (`membership.py`);
+and off everything while the process's lease is not valid (`suspend`)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ class PartitionGate:
         # the other's freeze (it did, and a write reached the old copy of a moving partition).
         self._frozen: Counter[PartitionKey] = Counter()
         self._changed = asyncio.Condition()
+        self._suspended = False
 
     async def enter(self, keys: set[PartitionKey], held: set[PartitionKey]) -> bool:
         """Count `keys` as in use by a transaction that already holds `held`. True if this
@@ -25,21 +28,25 @@ class PartitionGate:
         new = keys - held
         if not new:
             return False
-        if not self._changed.locked() and not any(self._frozen[k] > 0 for k in new):
+        if not self._changed.locked() and not self._blocked(new):
             self._inflight.update(new)
             held |= new
             return False
         async with self._changed:
-            while any(self._frozen[k] > 0 for k in new):
+            while self._blocked(new):
                 if held:
-                    # Waiting while holding others could deadlock with the mover: abort instead.
+                    # Waiting while holding others could deadlock with the change: abort instead.
                     raise TransactionAborted(
-                        "a partition this transaction needs is being moved by scale-out; retry"
+                        "a partition this transaction needs is being changed (a move or a "
+                        "logical DDL); retry"
                     )
                 await self._changed.wait()
             self._inflight.update(new)
             held |= new
         return True
+
+    def _blocked(self, keys: set[PartitionKey]) -> bool:
+        return self._suspended or any(self._frozen[k] > 0 for k in keys)
 
     async def leave(self, held: set[PartitionKey]) -> None:
         if not held:
@@ -58,4 +65,13 @@ class PartitionGate:
     async def thaw(self, keys: set[PartitionKey]) -> None:
         async with self._changed:
             self._frozen.subtract(keys)
+            self._changed.notify_all()
+
+    def suspend(self) -> None:
+        """No new transaction enters (this process may no longer write)."""
+        self._suspended = True
+
+    async def resume(self) -> None:
+        async with self._changed:
+            self._suspended = False
             self._changed.notify_all()

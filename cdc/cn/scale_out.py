@@ -7,6 +7,7 @@ import copy
 import logging
 from dataclasses import dataclass
 
+from cdc.cn.cluster_change import Progress, cluster_change
 from cdc.cn.context import CnContext
 from cdc.cn.markers import dn_addresses, topology
 from cdc.cn_protocol import schema
@@ -36,36 +37,73 @@ class ScaleOutResult:
     moved: list[tuple[str, str, int, int, int]]  # (db, table, partition, from DN, to DN)
 
 
-async def add_dn(ctx: CnContext, store: CatalogueStore, dn_id: int) -> ScaleOutResult:
-    cat = ctx.catalogue
-    if dn_id in cat.dns:
-        raise CatalogueError(f"DN {dn_id} is already a storage DN")
-    ctx.pools.node(dn_id)  # must be configured
-    await _prepare_new_dn(ctx, dn_id)
-    # StorageChange is written by the current DNs only, naming the new one; the new DN takes
-    # part in transactions (heartbeats, markers, broadcast writes) only after it. So every
-    # transaction that touches the new DN has a TSO above the marker, where the pipeline
-    # starts merging its binlog (dumper/pipeline/leader.py).
-    dns = topology(ctx)["dns"]
-    new_entry = {"id": dn_id, **dn_addresses(ctx).get(dn_id, {})}
-    storage_tso = await write_instruction(
-        ctx, schema.STORAGE_CHANGE, {"dns": [*dns, new_entry], "added": [dn_id]}
-    )
-    cat.dns.append(dn_id)
-    await store.add_storage([dn_id])
-    moves = plan_moves(cat.tables.values(), cat.dns, dn_id)
-    if not moves:
-        return ScaleOutResult(storage_tso, None, [])
-    keys = {(m.table.db, m.table.name, m.partition) for m in moves}
-    before = topology(ctx)
-    await ctx.gate.freeze(keys)
-    try:
-        for m in moves:
-            await _copy_partition(ctx, m)
-        after_cat = copy.deepcopy(cat.tables)
-        for m in moves:
-            after_cat[(m.table.db.lower(), m.table.name.lower())].placement[m.partition] = m.target
-        saved, cat.tables = cat.tables, after_cat
+async def add_dn(
+    ctx: CnContext, store: CatalogueStore, dn_id: int, progress: Progress | None = None
+) -> ScaleOutResult:
+    """Add DN `dn_id` (one cluster change: broadcast tables frozen while they are copied to it),
+    then move its share of partitions to it, one cluster change per partition: only the
+    partition being copied is frozen, on every CN, while it is copied and switched."""
+    async with cluster_change(ctx, store, f"add DN {dn_id}", progress) as change:
+        cat = ctx.catalogue
+        if dn_id in cat.dns:
+            raise CatalogueError(f"DN {dn_id} is already a storage DN")
+        ctx.pools.node(dn_id)  # must be configured
+        # Broadcast writes go to every storage DN: none while their copy is made.
+        await change.freeze({(t.db, t.name, -1) for t in cat.tables.values() if t.is_broadcast})
+        cat = ctx.catalogue
+        await _prepare_new_dn(ctx, dn_id)
+        # StorageChange is written by the current DNs only, naming the new one; the new DN
+        # takes part in transactions (heartbeats, markers, broadcast writes) only after it. So
+        # every transaction that touches the new DN has a TSO above the marker, where the
+        # pipeline starts merging its binlog (dumper/pipeline/leader.py).
+        dns = topology(ctx)["dns"]
+        new_entry = {"id": dn_id, **dn_addresses(ctx).get(dn_id, {})}
+        storage_tso = await write_instruction(
+            ctx, schema.STORAGE_CHANGE, {"dns": [*dns, new_entry], "added": [dn_id]}
+        )
+        await store.save_dns([ctx.pools.node(dn_id)])
+        await store.add_storage([dn_id])
+        cat.dns.append(dn_id)
+        moves = plan_moves(cat.tables.values(), cat.dns, dn_id)
+    meta_tso, moved = None, []
+    for m in moves:
+        tso = await move_partition(
+            ctx, store, m.table.db, m.table.name, m.partition, dn_id, progress
+        )
+        if tso is not None:
+            meta_tso = tso
+            moved.append((m.table.db, m.table.name, m.partition, m.source, m.target))
+    return ScaleOutResult(storage_tso, meta_tso, moved)
+
+
+async def move_partition(
+    ctx: CnContext,
+    store: CatalogueStore,
+    db: str,
+    name: str,
+    partition: int,
+    target: int,
+    progress: Progress | None = None,
+) -> int | None:
+    """Move one partition to DN `target`: freeze it on every CN, copy it, write MetaChange with
+    the before/after map, switch the catalogue; then drop the old copy. Returns MetaChange's TSO
+    (None if the partition is gone or already there)."""
+    what = f"move {db}.{name} partition {partition} to DN {target}"
+    async with cluster_change(ctx, store, what, progress) as change:
+        if not ctx.catalogue.has(db, name):
+            return None
+        table = ctx.catalogue.table(db, name)
+        if partition >= table.partitions or table.placement[partition] == target:
+            return None
+        await change.freeze({(table.db, table.name, partition)})
+        cat = ctx.catalogue  # the follower reloaded it at the freeze
+        table = cat.table(db, name)
+        m = Move(table, partition, table.placement[partition], target)
+        await _copy_partition(ctx, m)
+        before = topology(ctx)
+        after_tables = copy.deepcopy(cat.tables)
+        after_tables[(db.lower(), name.lower())].placement[partition] = target
+        saved, cat.tables = cat.tables, after_tables
         after = topology(ctx)
         cat.tables = saved
         meta_tso = await write_instruction(
@@ -76,31 +114,20 @@ async def add_dn(ctx: CnContext, store: CatalogueStore, dn_id: int) -> ScaleOutR
                 "after": after,
                 "moved": [
                     {
-                        "db": m.table.db,
-                        "table": m.table.name,
-                        "partition": m.partition,
+                        "db": db,
+                        "table": name,
+                        "partition": partition,
                         "from": m.source,
-                        "to": m.target,
+                        "to": target,
                     }
-                    for m in moves
                 ],
             },
         )
-        for m in moves:  # the switch: this CN routes to the new copy from now on
-            m.table.placement[m.partition] = m.target
-        for t in {(m.table.db, m.table.name): m.table for m in moves}.values():
-            await store.save_table(t)
-    finally:
-        await ctx.gate.thaw(keys)
-    for m in moves:  # delete the old copy (a physical DDL in the source DN's binlog)
-        await ctx.pools.execute(
-            m.source, f"DROP TABLE IF EXISTS {m.table.physical_name(m.partition)}"
-        )
-    return ScaleOutResult(
-        storage_tso,
-        meta_tso,
-        [(m.table.db, m.table.name, m.partition, m.source, m.target) for m in moves],
-    )
+        table.placement[partition] = target  # the switch: every CN routes to the new copy
+        await store.save_table(table)
+    # No CN writes the old copy any more: each was frozen until it loaded the new placement.
+    await ctx.pools.execute(m.source, f"DROP TABLE IF EXISTS {m.table.physical_name(partition)}")
+    return meta_tso
 
 
 def plan_moves(tables, dns: list[int], new_dn: int) -> list[Move]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from cdc.cn.context import CnContext
 from cdc.cn.partition_gate import PartitionKey
 from cdc.cn.router import ShardKeyMove, route
+from cdc.cn_protocol.errors import TransactionAborted
 from cdc.cn_protocol.sql import literal, render
 from cdc.cn_protocol.transaction import PrivateTransaction, trace_hint
 
@@ -39,7 +40,7 @@ class Transaction(PrivateTransaction):
             plan = route(text, self._ctx.catalogue, self.default_db)
             self._seq += 1
             if isinstance(plan, ShardKeyMove):
-                return await self._move(plan)
+                return await self._move(plan, text)
             if await self._enter(plan.table, [s.partition for s in plan.statements]):
                 # Route again: waiting at the gate may have outlasted a partition move, and the
                 # first plan would then write to the old copy (lost once it is dropped).
@@ -88,9 +89,12 @@ class Transaction(PrivateTransaction):
             self._state = "failed"
             raise
 
-    async def _move(self, plan: ShardKeyMove) -> Result:
+    async def _move(self, plan: ShardKeyMove, text: str) -> Result:
         """Shard-key UPDATE across partitions: SELECT old rows, DELETE them, INSERT the new ones."""
-        await self._enter(plan.table, [*plan.old_partitions, plan.new_partition])
+        if await self._enter(plan.table, [*plan.old_partitions, plan.new_partition]):
+            fresh = route(text, self._ctx.catalogue, self.default_db)  # see execute
+            assert isinstance(fresh, ShardKeyMove)
+            plan = fresh
         result, sub = Result(), 0
         for p in plan.old_partitions:
             dn = plan.table.placement[p]
@@ -123,6 +127,17 @@ class Transaction(PrivateTransaction):
             else {(table.db, table.name, p) for p in partitions}
         )
         return await self._ctx.gate.enter(keys, self._held)
+
+    async def commit(self) -> int | None:
+        membership = self._ctx.membership
+        if self._state != "closed" and membership is not None and not membership.lease_ok():
+            # The others may count this CN dead and change what it wrote to: never commit then.
+            await self.rollback()
+            raise TransactionAborted(
+                f"txn {self.txn_id}: this CN's lease in the GMS lapsed (GMS unreachable or the "
+                "process stalled); rolled back, retry"
+            )
+        return await super().commit()
 
     async def _leave(self) -> None:
         await super()._leave()

@@ -6,6 +6,7 @@ import json
 
 from cdc.cn_protocol.catalogue import Catalogue, LogicalTable
 from cdc.cn_protocol.gms import GmsStore
+from cdc.config import NodeConfig
 
 
 class CatalogueStore(GmsStore):
@@ -44,6 +45,30 @@ class CatalogueStore(GmsStore):
                 for dn in dn_ids
             ]
         )
+
+    async def save_dns(self, nodes: list[NodeConfig]) -> None:
+        """Record where storage DNs are (for CN processes whose config predates them)."""
+        await self._tx(
+            [
+                (
+                    f"REPLACE INTO `{self.db}`.cn_dn (dn_id, host, port, user, password, "
+                    "server_id, name) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    (n.id, n.host, n.port, n.user, n.password, n.server_id, n.name),
+                )
+                for n in nodes
+            ]
+        )
+
+    async def dns(self) -> list[NodeConfig]:
+        (rows,) = await self._run(
+            [
+                (
+                    f"SELECT dn_id, host, port, user, password, server_id, name FROM `{self.db}`.cn_dn",
+                    None,
+                )
+            ]
+        )
+        return [NodeConfig(int(r[0]), r[1], int(r[2]), r[3], r[4], int(r[5]), r[6]) for r in rows]
 
     async def save_table(self, t: LogicalTable) -> None:
         stmts = [

@@ -44,6 +44,13 @@ class DnPools:
                 f"(have {sorted(self._nodes)}); fix [[dn]] in cdc.toml"
             ) from None
 
+    def knows(self, dn_id: int) -> bool:
+        return dn_id in self._nodes
+
+    @property
+    def nodes(self) -> list[NodeConfig]:
+        return list(self._nodes.values())
+
     def add_node(self, node: NodeConfig) -> None:
         self._nodes[node.id] = node
 

@@ -81,6 +81,22 @@ def gms_tables(catalog_db: str) -> tuple[str, ...]:
         # Key/value state: e.g. the TSO of the CdcStart marker.
         f"CREATE TABLE IF NOT EXISTS {c}.cn_state (k VARCHAR(64) NOT NULL PRIMARY KEY, "
         "v LONGTEXT NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+        # Where each storage DN is: a CN started before a DN was added learns it here.
+        f"CREATE TABLE IF NOT EXISTS {c}.cn_dn (dn_id INT UNSIGNED NOT NULL PRIMARY KEY, "
+        "host VARCHAR(255) NOT NULL, port INT UNSIGNED NOT NULL, user VARCHAR(128) NOT NULL, "
+        "password VARCHAR(255) NOT NULL, server_id INT UNSIGNED NOT NULL, name VARCHAR(64) "
+        "NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+        # Several CN processes (cdc/cn/membership.py): each one's lease and applied catalogue
+        # version; the catalogue version, the frozen partitions and the change lock.
+        f"CREATE TABLE IF NOT EXISTS {c}.cn_member (instance_id BIGINT UNSIGNED NOT NULL "
+        "PRIMARY KEY, server_id INT UNSIGNED NOT NULL, host VARCHAR(255) NOT NULL, "
+        "pid INT UNSIGNED NOT NULL, lease_until DATETIME(6) NOT NULL, "
+        "acked_version BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB",
+        f"CREATE TABLE IF NOT EXISTS {c}.cn_change (id TINYINT UNSIGNED NOT NULL PRIMARY KEY, "
+        "version BIGINT UNSIGNED NOT NULL, frozen LONGTEXT NOT NULL, owner BIGINT UNSIGNED NULL, "
+        "what VARCHAR(255) NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+        f"INSERT IGNORE INTO {c}.cn_change (id, version, frozen, owner, what) "
+        "VALUES (1, 0, '[]', NULL, '')",
     )
 
 

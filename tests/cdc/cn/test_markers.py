@@ -118,11 +118,15 @@ async def test_scale_out_moves_partitions(small_cluster, small_config, tmp_path)
         "('StorageChange', 'MetaChange') ORDER BY id",
     )
     # StorageChange is written by the existing DNs only; the new DN takes part from then on.
-    assert [c[0] for c in changes[1]] == ["StorageChange", "MetaChange"]
+    # Then one MetaChange per moved partition (each its own cluster change).
+    kinds = [c[0] for c in changes[1]]
+    assert kinds[0] == "StorageChange" and set(kinds[1:]) == {"MetaChange"}, kinds
     assert changes[1] == changes[2] and changes[3] == changes[1][1:]
     assert json.loads(changes[1][0][1])["added"] == [3]
-    meta = json.loads(changes[3][0][1])
-    ours = [m for m in meta["moved"] if (m["db"], m["table"]) == ("scale", "accounts")]
+    metas = [json.loads(c[1]) for c in changes[3]]
+    ours = [
+        m for meta in metas for m in meta["moved"] if (m["db"], m["table"]) == ("scale", "accounts")
+    ]
     assert len(ours) == 2 and all(m["to"] == 3 for m in ours)  # 6 partitions over 3 DNs
     moved = {m["partition"] for m in ours}
     # Old copies are gone from their source DNs.
