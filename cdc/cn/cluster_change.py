@@ -46,18 +46,26 @@ class ClusterChange:
         in-doubt branches of dead CNs: afterwards nobody writes there until the change ends."""
         self.frozen |= keys
         membership = self.ctx.membership
+        assert membership is not None
         version = await membership.publish(self.frozen, release=False)
-        live = await self._wait_acknowledged(version)
+        try:
+            live = await self.wait_acknowledged(version, "the freeze")
+        except CatalogueError as exc:
+            raise CatalogueError(
+                f"{exc}; a long transaction on a frozen partition? Nothing was changed"
+            ) from None
         await self._settle_dead({m.instance_id for m in live})
 
-    async def _wait_acknowledged(self, version: int) -> list[Member]:
+    async def wait_acknowledged(self, version: int, what: str) -> list[Member]:
+        """Until every live CN runs catalogue `version`; a CN that does not in time is named."""
         membership = self.ctx.membership
+        assert membership is not None
         deadline = time.monotonic() + self._timeout_s
         said = ""
         while True:
             members = await membership.live()
             pending = [m for m in members if m.acked_version < version]
-            line = f"{len(members) - len(pending)}/{len(members)} CNs acknowledged the freeze"
+            line = f"{len(members) - len(pending)}/{len(members)} CNs acknowledged {what}"
             if line != said:
                 self.progress(line)
                 said = line
@@ -65,10 +73,9 @@ class ClusterChange:
                 return members
             if time.monotonic() > deadline:
                 raise CatalogueError(
-                    f"{self.what}: {pending[0]} did not acknowledge the freeze within "
-                    f"{self._timeout_s:g} s (it renews its lease, so it is alive: a long "
-                    f"transaction on a frozen partition?); nothing was changed"
-                    + (f"; also waiting for {len(pending) - 1} more" if len(pending) > 1 else "")
+                    f"{self.what}: {pending[0]} did not acknowledge {what} within "
+                    f"{self._timeout_s:g} s (it renews its lease: it is alive)"
+                    + (f"; {len(pending) - 1} more did not either" if len(pending) > 1 else "")
                 )
             await asyncio.sleep(membership.interval_s / 2)
 
@@ -99,6 +106,16 @@ class ClusterChange:
                 await asyncio.sleep(0.2)
 
 
+async def reload_catalogue(ctx: CnContext, store: CatalogueStore) -> None:
+    """Re-read the catalogue, learning the addresses of DNs added since this process started."""
+    catalogue = await store.load()
+    if any(not ctx.pools.knows(dn) for dn in catalogue.dns):
+        for node in await store.dns():
+            if not ctx.pools.knows(node.id):
+                ctx.pools.add_node(node)
+    ctx.catalogue = catalogue
+
+
 @contextlib.asynccontextmanager
 async def cluster_change(
     ctx: CnContext, store: CatalogueStore, what: str, progress: Progress | None = None
@@ -106,8 +123,12 @@ async def cluster_change(
     """Own the change lock for `what` (waiting for another CN's change to end), with the
     catalogue re-read; on leaving, publish the new version with nothing frozen and return once
     this process runs it (so its next statement sees the change)."""
-    say = progress or (lambda line: log.info("%s: %s", what, line))
+
+    def say(line: str) -> None:
+        (progress or log.info)(f"{what}: {line}")
+
     membership = ctx.membership
+    assert membership is not None, "the CN is not started"
     deadline = time.monotonic() + ctx.config.cn.change_timeout_ms / 1000
     said = ""
     while True:
@@ -122,7 +143,7 @@ async def cluster_change(
         await asyncio.sleep(membership.interval_s)
     change = ClusterChange(ctx, what, say)
     try:
-        ctx.catalogue = await store.load()  # another CN's change may have ended just now
+        await reload_catalogue(ctx, store)  # another CN's change may have ended just now
         yield change
     finally:
         version = await membership.publish(set(), release=True)
@@ -134,5 +155,10 @@ async def cluster_change(
                 f"{what}: done, but this CN could not load catalogue version {version} "
                 "(GMS unreachable?)"
             ) from None
+        # Like a DDL on one MySQL server: once it returns, every session sees it.
+        try:
+            await change.wait_acknowledged(version, "the new catalogue")
+        except CatalogueError as exc:
+            log.warning("%s (the change itself is done)", exc)
         if change.frozen:
             say(f"done: catalogue version {version}")

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import pymysql
 
 from cdc.cn import ddl, markers, scale_out
-from cdc.cn.cluster_change import Progress
+from cdc.cn.cluster_change import Progress, reload_catalogue
 from cdc.cn.context import CnContext
 from cdc.cn.membership import Membership
 from cdc.cn.transaction import Transaction
@@ -79,12 +79,7 @@ class ComputeNode(ProtocolNode):
     async def reload_catalogue(self) -> None:
         """Re-read the catalogue, learning the addresses of DNs added since this process
         started (the follower calls it on every new catalogue version)."""
-        catalogue = await self.store.load()
-        if any(not self.pools.knows(dn) for dn in catalogue.dns):
-            for node in await self.store.dns():
-                if not self.pools.knows(node.id):
-                    self.pools.add_node(node)
-        self.ctx.catalogue = catalogue
+        await reload_catalogue(self.ctx, self.store)
 
     # -- transactions --------------------------------------------------------------------------
     def transaction(self, db: str | None = None) -> Transaction:

@@ -1,4 +1,4 @@
-"""`cdc cn init|recover|add-dn|heartbeat|flush-logs`: the reference compute node."""
+"""`cdc cn init|recover|add-dn|ddl|heartbeat|flush-logs`: the reference compute node."""
 
 from __future__ import annotations
 
@@ -25,6 +25,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add.add_argument("--dn", type=int, default=None, help="DN id (default: every new DN)")
     add.set_defaults(func=cmd_add_dn)
+    ddl = csub.add_parser(
+        "ddl", help="run a logical DDL statement (every CN process pauses the table meanwhile)"
+    )
+    ddl.add_argument("sql", help="CREATE / ALTER / DROP / TRUNCATE TABLE db.table ...")
+    kind = ddl.add_mutually_exclusive_group()
+    kind.add_argument("--shard-key", default=None, help="CREATE TABLE: partition by this column")
+    kind.add_argument("--broadcast", action="store_true", help="CREATE TABLE: a copy on every DN")
+    ddl.add_argument("--partitions", type=int, default=8, help="CREATE TABLE: default 8")
+    ddl.set_defaults(func=cmd_ddl)
     hb = csub.add_parser("heartbeat", help="send heartbeats until interrupted (or --count)")
     hb.add_argument("--count", type=int, default=0, help="stop after N heartbeats (0: forever)")
     hb.set_defaults(func=cmd_heartbeat)
@@ -81,7 +90,7 @@ def cmd_add_dn(args) -> int:
                 raise CatalogueError(
                     "every configured DN is already a storage DN: run `cdc cluster add-dn` first"
                 )
-            return [(dn, await cn.add_dn(dn)) for dn in new]
+            return [(dn, await cn.add_dn(dn, progress)) for dn in new]
         finally:
             await cn.close()
 
@@ -90,6 +99,30 @@ def cmd_add_dn(args) -> int:
             f"DN {dn} added: StorageChange at TSO {res.storage_change_tso}, "
             f"{len(res.moved)} partition(s) moved, MetaChange at TSO {res.meta_change_tso}"
         )
+    return 0
+
+
+def progress(line: str) -> None:
+    print(f"  {line}", flush=True)
+
+
+def cmd_ddl(args) -> int:
+    async def run():
+        cn = _cn(args)
+        await cn.start()
+        try:
+            return await cn.execute_ddl(
+                args.sql,
+                shard_key=args.shard_key,
+                partitions=args.partitions,
+                broadcast=args.broadcast,
+                progress=progress,
+            )
+        finally:
+            await cn.close()
+
+    tso = asyncio.run(run())
+    print("nothing to do (IF [NOT] EXISTS)" if tso is None else f"DDL record at TSO {tso}")
     return 0
 
 
