@@ -34,10 +34,11 @@ class PartitionGate:
             return False
         async with self._changed:
             while self._blocked(new):
-                if held:
-                    # Waiting while holding others could deadlock with the change: abort instead.
+                if self._suspended and held or any(self._frozen[k] > 0 for k in held):
+                    # The change waits for this transaction to end, which would wait for the
+                    # change: abort instead (like a deadlock victim).
                     raise TransactionAborted(
-                        "a partition this transaction needs is being changed (a move or a "
+                        "a partition this transaction holds is being changed (a move or a "
                         "logical DDL); retry"
                     )
                 await self._changed.wait()
@@ -60,6 +61,7 @@ class PartitionGate:
         """Stop new transactions on `keys` and wait for the running ones to finish."""
         async with self._changed:
             self._frozen.update(keys)
+            self._changed.notify_all()  # waiters holding one of `keys` must give way (enter)
             await self._changed.wait_for(lambda: all(self._inflight[k] <= 0 for k in keys))
 
     async def thaw(self, keys: set[PartitionKey]) -> None:

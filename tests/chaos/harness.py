@@ -65,16 +65,9 @@ class Chaos:
         print(f"chaos seed {seed} (CDC_CHAOS_SEED to replay the timing)")
         self.rng = random.Random(seed)
         try:
-            cfg = self.cluster.config()
-            cfg.dumper.port = free_base_port(0)
-            cfg.dumper.binlog_dir = str(directory / "binlog")
-            cfg.cn.ground_truth_log = str(directory / "truth.jsonl")
-            cfg.pipeline.checkpoint_interval_ms = 200
-            # A paused DN is noticed (and its dump reconnected) within 2 s, as in tests/e2e.
-            cfg.pipeline.dn_idle_timeout_ms = 2000
             self.config_path = str(directory / "cdc.toml")
-            cfg.dump(self.config_path)
-            self.cfg = load(self.config_path)
+            self.dumper_port = free_base_port(0)
+            self._write_config()
             self.run_cdc("cn", "init")
             if replica:
                 self.replica = throwaway_server(directory, server_id=600)
@@ -82,6 +75,25 @@ class Chaos:
             self.close()
             raise
         self.log = open(directory / "processes.log", "ab")  # noqa: SIM115 - closed in close()
+
+    def _write_config(self) -> None:
+        """The cluster's config (with every DN it runs) plus this run's pipeline settings."""
+        cfg = self.cluster.config()
+        cfg.dumper.port = self.dumper_port
+        cfg.dumper.binlog_dir = str(self.dir / "binlog")
+        cfg.cn.ground_truth_log = str(self.dir / "truth.jsonl")
+        cfg.pipeline.checkpoint_interval_ms = 200
+        # A paused DN is noticed (and its dump reconnected) within 2 s, as in tests/e2e.
+        cfg.pipeline.dn_idle_timeout_ms = 2000
+        cfg.dump(self.config_path)
+        self.cfg = load(self.config_path)
+
+    def add_dn(self) -> int:
+        """Start one more DN (`cdc cluster add-dn`'s step) and write it into the config; the
+        processes already running learn it from the GMS once `cdc cn add-dn` adds it."""
+        spec = self.cluster.add_dn()
+        self._write_config()
+        return spec.dn_id
 
     # -- processes -------------------------------------------------------------------------------
     def run_cdc(self, *args: str, timeout: float = 120, check: bool = True) -> str:
@@ -101,12 +113,15 @@ class Chaos:
                 self.settled["rolled back"] += int(m[2])
         return res.stdout
 
-    def spawn(self, name: str, args: list[str], env: dict | None = None) -> subprocess.Popen:
+    def spawn(
+        self, name: str, args: list[str], env: dict | None = None, out=None
+    ) -> subprocess.Popen:
+        """`cdc ARGS` as process `name`; its output goes to processes.log, or to `out`."""
         self.log.write(f"--- {time.strftime('%T')} {name}: {' '.join(args)}\n".encode())
         self.log.flush()
         proc = subprocess.Popen(
             cdc(*args, "--config", self.config_path),
-            stdout=self.log,
+            stdout=out or self.log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             cwd=ROOT,

@@ -9,9 +9,11 @@ SIGSTOP DNs for longer than the heartbeat interval and the idle timeout. After e
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import subprocess
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -141,4 +143,91 @@ async def test_dns_paused_longer_than_heartbeat_and_idle_timeout(chaos):
     print(
         f"\nCHAOS PAUSE: {len(paused)} DN SIGSTOPs of {min(paused):.1f}-{max(paused):.1f}s "
         f"(idle timeout {idle_s:.1f}s); {proof}"
+    )
+
+
+# Three CN processes write (each its own workload); DNs are added and DDL is issued by yet other
+# processes; workload processes are SIGKILLed and restarted at random moments meanwhile.
+SCALE_SECONDS = float(os.environ.get("CDC_CHAOS_SCALE_S", "30"))
+SCALE_DNS = int(os.environ.get("CDC_CHAOS_SCALE_DNS", "2"))  # DNs added: 3 -> 5
+MANY = {
+    "transfer": WORKLOADS["transfer"],
+    "orders": WORKLOADS["orders"],
+    "ddl-mix": ["--threads", "2"],
+}
+DDL = (
+    "ALTER TABLE bank.accounts ADD COLUMN note VARCHAR(20) NULL",
+    "ALTER TABLE shop.customers ADD INDEX by_name (name)",
+    "ALTER TABLE bank.accounts DROP COLUMN note",
+    "ALTER TABLE shop.customers DROP INDEX by_name",
+)
+EXPECTED_ERRORS = ("TransactionAborted", "1205", "1213", "1614")  # retries, lock waits, deadlocks
+
+
+async def test_scale_out_and_ddl_while_cn_processes_write(chaos):
+    c = chaos
+    loop = asyncio.get_running_loop()
+    end = loop.time() + SCALE_SECONDS
+    outputs: dict[str, list[Path]] = {name: [] for name in MANY}
+
+    def start(name: str) -> None:
+        out = c.dir / f"{name}.{len(outputs[name])}.out"
+        outputs[name].append(out)
+        remaining = max(end - loop.time(), 3.0)
+        with out.open("wb") as f:
+            c.spawn(name, ["workload", name, "--duration", f"{remaining:.1f}", *MANY[name]], out=f)
+
+    for name in MANY:
+        start(name)
+    steps = [("add-dn", None)] * SCALE_DNS + [("ddl", sql) for sql in DDL]
+    steps += [("kill", None)] * max(KILLS, 2)
+    c.rng.shuffle(steps)
+    gap = SCALE_SECONDS * 0.7 / len(steps)
+    timings: dict[str, list[float]] = {"add-dn": [], "ddl": []}
+    for kind, sql in steps:
+        await asyncio.sleep(c.rng.uniform(0.3, 2 * gap))
+        if kind == "kill":
+            name = c.rng.choice(list(MANY))
+            await c.kill(name)
+            c.kills[f"{name} (scale-out run)"] += 1
+            start(name)
+            continue
+        began = loop.time()
+        if kind == "add-dn":
+            dn = await asyncio.to_thread(c.add_dn)
+            out = await asyncio.to_thread(c.run_cdc, "cn", "add-dn", "--dn", str(dn))
+            assert f"DN {dn} added" in out and "acknowledged" in out, out
+        else:
+            out = await asyncio.to_thread(c.run_cdc, "cn", "ddl", sql)
+            assert "DDL record at TSO" in out, out
+        timings[kind].append(loop.time() - began)
+        c.assert_pipeline_alive()
+    for name in MANY:  # every workload runs to its end by itself
+        proc = c.procs[name]
+        code = await asyncio.to_thread(proc.wait, SCALE_SECONDS + 120)
+        assert code == 0, f"{name} exited {code}:\n{outputs[name][-1].read_text()[-3000:]}"
+    for name, runs in outputs.items():
+        for out in runs:
+            text = out.read_text(errors="replace")
+            for line in text.splitlines():
+                if "errors:" in line:
+                    kinds = line.split("errors:", 1)[1]
+                    unexpected = [
+                        e.strip()
+                        for e in kinds.split(", ")
+                        if not any(ok in e for ok in EXPECTED_ERRORS)
+                    ]
+                    assert not unexpected, f"{name} ({out.name}): {line}"
+            assert "1146" not in text and "Traceback" not in text, f"{name}: {text[-3000:]}"
+    last_transfer = outputs["transfer"][-1].read_text()
+    assert "(unchanged;" in last_transfer, last_transfer
+    proof = await c.prove("scale-out and DDL under many CNs")
+    with c.cluster.gms.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT COUNT(*) FROM `{c.cfg.cn.catalog_database}`.cn_storage")
+        (dns,) = cur.fetchone()
+    print(
+        f"\nCHAOS SCALE: {len(MANY)} CN processes, {dns} storage DNs after "
+        f"{SCALE_DNS} add-dn ({', '.join(f'{t:.1f}s' for t in timings['add-dn'])}), "
+        f"{len(DDL)} DDL from other processes ({', '.join(f'{t:.1f}s' for t in timings['ddl'])}), "
+        f"{sum(v for k, v in c.kills.items() if 'scale-out' in k)} workload SIGKILLs; {proof}"
     )
