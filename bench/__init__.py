@@ -17,6 +17,8 @@ prints its ratio against a baseline measured in the same run.
     `cdc bench big-txn`       bench/big_txn.py       one huge transaction: time and peak RSS
     `cdc bench cn`            bench/cn.py            the reference CN's throughput and CPU per
                                                      transaction, mode by mode
+    `cdc bench cn-change`     bench/cn_change.py     longest write stall per DDL and per
+                                                     partition move vs txn p99 without change
     `cdc bench backfill`      bench/backfill.py      Spark backfill vs a plain SELECT * dump
     `cdc bench all`           cli/commands/bench.py  every one above (`--quick`: small sizes)
 

@@ -1,4 +1,4 @@
-"""`cdc bench writer|dumper|merge-source|pipeline|latency|hostile|cn|scale|all`: benchmarks
+"""`cdc bench writer|dumper|merge-source|pipeline|latency|hostile|cn|cn-change|scale|all`: benchmarks
 that print ratios measured side by side in one run."""
 
 from __future__ import annotations
@@ -83,6 +83,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     cn.add_argument("--rounds", type=int, default=2)
     cn.add_argument("--workers", type=int, default=32)
     cn.set_defaults(func=cmd_cn)
+    change = bsub.add_parser(
+        "cn-change", help="longest write stall per DDL and per partition move under load"
+    )
+    change.add_argument("--accounts", type=int, default=2000)
+    change.add_argument("--workers", type=int, default=8)
+    change.add_argument("--baseline", type=float, default=5.0)
+    change.add_argument("--rounds", type=int, default=3)
+    change.set_defaults(func=cmd_cn_change)
     hostile = bsub.add_parser(
         "hostile", help="global binlog growth under load with / without hostile dumper clients"
     )
@@ -163,6 +171,12 @@ def cmd_cn(args) -> int:
     return main(forward(args, "dns", "seconds", "rounds", "workers"))
 
 
+def cmd_cn_change(args) -> int:
+    from bench.cn_change import main
+
+    return main(forward(args, "accounts", "workers", "baseline", "rounds"))
+
+
 def cmd_backfill(args) -> int:
     from bench.backfill import main
 
@@ -192,6 +206,7 @@ def cmd_all(args) -> int:
     from bench.backfill import main as backfill
     from bench.big_txn import main as big_txn
     from bench.cn import main as cn
+    from bench.cn_change import main as cn_change
     from bench.dumper import main as dumper
     from bench.hostile import main as hostile
     from bench.latency import main as latency
@@ -216,6 +231,12 @@ def cmd_all(args) -> int:
         ("backfill", backfill, [], ["--rows=30000", "--chunk-rows=10000"]),
         ("latency", latency, [], ["--tps=100", "--seconds=3", "--workers=4", "--cn-processes=1"]),
         ("cn", cn, [], ["--seconds=2", "--rounds=1", "--workers=4"]),
+        (
+            "cn-change",
+            cn_change,
+            [],
+            ["--accounts=200", "--workers=4", "--baseline=2", "--rounds=1"],
+        ),
         ("scale", scale, [], ["--dns=2,4", "--events=5000"]),
         ("hostile", hostile, [], ["--seconds=4", "--tps=100", "--query-mb=1"]),
         ("big-txn (1 GB; --quick: 16 MB)", big_txn, [], ["--mb=16"]),
