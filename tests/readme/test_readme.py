@@ -205,7 +205,8 @@ def test_commands_pipeline_and_traffic():
 def test_commands_scale_out_and_cn():
     assert "dn3" in run(table(r"cluster status"))
     assert "started dn4" in run(table(r"cluster add-dn"))
-    run(table(r"cn add-dn"), timeout=180)
+    assert "acknowledged" in run(table(r"cn add-dn"), timeout=180)
+    assert "DDL record at TSO" in run(table(r"cn ddl"))
     run(table(r"cn flush-logs"))
     run(table(r"cn recover"))
     run(table(r"cn init"))
