@@ -145,15 +145,30 @@ class Membership:
                 ),
                 (
                     f"REPLACE INTO `{self.db}`.cn_member (instance_id, server_id, host, pid, "
-                    f"lease_until, acked_version) SELECT %s, %s, %s, %s, {self._lease_until()}, "
-                    f"version FROM `{self.db}`.cn_change WHERE id = 1",
-                    (self.instance_id, self.server_id, socket.gethostname()[:255], os.getpid()),
+                    f"lease_until, acked_version) VALUES (%s, %s, %s, %s, {self._lease_until()}, "
+                    "%s)",
+                    (
+                        self.instance_id,
+                        self.server_id,
+                        socket.gethostname()[:255],
+                        os.getpid(),
+                        self.applied,  # what it runs; the version read is acknowledged below
+                    ),
                 ),
                 ("COMMIT", None),
             ]
         )
         await self._switch(int(row[0]), _keys(row[1]))
+        await self.run([self._ack()])
         self._valid_until = self._deadline(sent)
+
+    def _ack(self) -> tuple[str, tuple]:
+        # GREATEST: a renewal queued before a newer acknowledgement must not undo it.
+        return (
+            f"UPDATE `{self.db}`.cn_member SET lease_until = {self._lease_until()}, "
+            "acked_version = GREATEST(acked_version, %s) WHERE instance_id = %s",
+            (self.applied, self.instance_id),
+        )
 
     async def close(self) -> None:
         for task in (self._task, self._switching):
@@ -197,11 +212,7 @@ class Membership:
         sent = time.monotonic()
         (renewed,), ((version, frozen, owner, what, orphaned),) = await self.run(
             [
-                (
-                    f"UPDATE `{self.db}`.cn_member SET lease_until = {self._lease_until()} "
-                    "WHERE instance_id = %s",
-                    (self.instance_id,),
-                ),
+                self._ack(),  # renews the lease, and repeats the acknowledgement if it was lost
                 (
                     f"SELECT c.version, c.frozen, c.owner, c.what, c.owner IS NOT NULL AND "
                     f"m.instance_id IS NULL FROM `{self.db}`.cn_change c LEFT JOIN "
@@ -230,17 +241,11 @@ class Membership:
             self._switching = asyncio.create_task(self._acknowledge(int(version), _keys(frozen)))
 
     async def _acknowledge(self, version: int, frozen: set[PartitionKey]) -> None:
-        await self._switch(version, frozen)
-        with contextlib.suppress(pymysql.err.MySQLError, OSError):  # the next poll tries again
-            await self.run(
-                [
-                    (
-                        f"UPDATE `{self.db}`.cn_member SET acked_version = %s "
-                        "WHERE instance_id = %s",
-                        (version, self.instance_id),
-                    )
-                ]
-            )
+        try:
+            await self._switch(version, frozen)
+            await self.run([self._ack()])
+        except (pymysql.err.MySQLError, OSError) as exc:  # the next poll tries again
+            log.warning("CN instance %s: catalogue version %s: %s", self.instance_id, version, exc)
         self.poke()
 
     async def _switch(self, version: int, frozen: set[PartitionKey]) -> None:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from cdc.cn import CatalogueError, ComputeNode
+from cdc.cn import CatalogueError, ComputeNode, TransactionAborted
 from tests.cdc.cn.conftest import with_cn
 
 DB = "members"
@@ -124,3 +124,24 @@ class _frozen:
 
     async def __aexit__(self, *exc):
         return await self._cm.__aexit__(*exc)
+
+
+async def test_a_cn_whose_lease_lapsed_stops_then_catches_up(cn_config):
+    """Past its lease (here: forced), a CN refuses to commit, then registers again, reloads the
+    catalogue and writes on."""
+    async with two_cns(cn_config) as (a, b):
+        await make_table(a, "lapse")
+        async with b.transaction() as tx:
+            await tx.execute(f"INSERT INTO {DB}.lapse (id, v) VALUES (1, 1)")
+            b.ctx.membership._valid_until = 0.0  # as if the GMS had been unreachable
+            with pytest.raises(TransactionAborted, match="lease"):
+                await tx.commit()
+        deadline = time.monotonic() + 10
+        while not b.ctx.membership.lease_ok():
+            assert time.monotonic() < deadline, "the CN did not rejoin"
+            await asyncio.sleep(0.05)
+        async with b.transaction() as tx:
+            await tx.execute(f"INSERT INTO {DB}.lapse (id, v) VALUES (2, 2)")
+        async with a.transaction() as tx:
+            res = await tx.execute(f"SELECT id FROM {DB}.lapse")
+        assert sorted(r[0] for r in res.rows) == [2]  # the refused commit left nothing
