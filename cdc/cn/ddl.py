@@ -77,7 +77,9 @@ async def execute_ddl(
         # row written to an already-altered shard would reach the global binlog before the
         # logical DDL (at the record's TSO) with a column set the downstream does not have yet.
         await change.freeze(gate_keys(table))
-        return await _apply(ctx, store, table, sql, target)
+        tso = await _apply(ctx, store, table, sql, target)
+        change.progress(f"ran on every shard; DDL record at TSO {tso}")
+        return tso
 
 
 def gate_keys(table: LogicalTable) -> set[tuple[str, str, int]]:

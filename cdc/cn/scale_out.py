@@ -61,6 +61,7 @@ async def add_dn(
         storage_tso = await write_instruction(
             ctx, schema.STORAGE_CHANGE, {"dns": [*dns, new_entry], "added": [dn_id]}
         )
+        change.progress(f"DN {dn_id} prepared; StorageChange at TSO {storage_tso}")
         await store.save_dns([ctx.pools.node(dn_id)])
         await store.add_storage([dn_id])
         cat.dns.append(dn_id)
@@ -123,6 +124,7 @@ async def move_partition(
                 ],
             },
         )
+        change.progress(f"copied from DN {m.source}; MetaChange at TSO {meta_tso}")
         table.placement[partition] = target  # the switch: every CN routes to the new copy
         await store.save_table(table)
     # No CN writes the old copy any more: each was frozen until it loaded the new placement.
