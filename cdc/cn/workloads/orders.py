@@ -177,9 +177,13 @@ class OrdersWorkload:
         self.large_done += 1
 
     async def report(self) -> str:
-        async with self.cn.transaction() as tx:
-            res = await tx.execute(f"SELECT COUNT(*) FROM {self.db}.orders")
-            ev = await tx.execute(f"SELECT COUNT(*) FROM {self.db}.order_events")
+        async def counts(tx):  # two tables: may abort if a move freezes the first (retried)
+            return (
+                await tx.execute(f"SELECT COUNT(*) FROM {self.db}.orders"),
+                await tx.execute(f"SELECT COUNT(*) FROM {self.db}.order_events"),
+            )
+
+        (res, ev), _ = await self.cn.run_transaction(counts)
         return (
             f"orders {sum(r[0] for r in res.rows)}, bulk events {sum(r[0] for r in ev.rows)}, "
             f"large transactions {self.large_done} ({self.large_rows} rows each)"
