@@ -1,6 +1,6 @@
 """A catalogue change every CN process honours: the owner's side of `membership.py`.
 
-    async with cluster_change(ctx, "ALTER TABLE shop.items ...") as change:
+    async with cluster_change(ctx, store, "DDL on shop.items", progress) as change:
         await change.freeze(keys)   # every live CN stopped writing them; dead CNs settled
         ...                         # the change itself; save the catalogue
     # leaving publishes the new version: every CN reloads, then writes again
