@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pymysql
+
 from cdc.cn.cluster_change import Progress, cluster_change
 from cdc.cn.context import CnContext
 from cdc.cn_protocol.catalogue import (
@@ -112,9 +114,17 @@ async def _run_on_shards(ctx: CnContext, table: LogicalTable, sql: str, target: 
         if table.is_broadcast
         else [(dn, p) for p, dn in enumerate(table.placement)]
     )
-    for dn, p in shards:
+    for done, (dn, p) in enumerate(shards):
         physical = sql[: target.name_start] + table.physical_name(p) + sql[target.name_end :]
-        await ctx.pools.execute(dn, physical)
+        try:
+            await ctx.pools.execute(dn, physical)
+        except pymysql.err.MySQLError as exc:
+            raise CatalogueError(
+                f"{table.db}.{table.name}: the DDL failed on DN {dn} "
+                f"({table.physical_name(p)}): {exc.args[-1] if exc.args else exc}; it ran on "
+                f"{done} of {len(shards)} shards before"
+                + (" (nothing changed)" if done == 0 else ": fix it and run it again")
+            ) from None
 
 
 async def logical_schema(ctx: CnContext, table: LogicalTable) -> dict[str, Any]:

@@ -179,9 +179,10 @@ async def test_scale_out_and_ddl_while_cn_processes_write(chaos):
 
     for name in MANY:
         start(name)
-    steps = [("add-dn", None)] * SCALE_DNS + [("ddl", sql) for sql in DDL]
-    steps += [("kill", None)] * max(KILLS, 2)
-    c.rng.shuffle(steps)
+    kinds = ["add-dn"] * SCALE_DNS + ["ddl"] * len(DDL) + ["kill"] * max(KILLS, 2)
+    c.rng.shuffle(kinds)
+    ddl = iter(DDL)  # at random moments, in their order (ADD before DROP)
+    steps = [(kind, next(ddl) if kind == "ddl" else None) for kind in kinds]
     gap = SCALE_SECONDS * 0.7 / len(steps)
     timings: dict[str, list[float]] = {"add-dn": [], "ddl": []}
     for kind, sql in steps:
