@@ -44,11 +44,11 @@ apt:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless >/dev/null; \
 	fi
 
-# zongji (a Node binlog consumer) for tests/compat, pinned by package-lock.json; only where
-# npm exists (the zongji test skips otherwise). npm ci rewrites node_modules/.package-lock.json.
+# zongji and go-mysql-js (go-mysql's canal, prebuilt) for tests/compat, pinned by
+# package-lock.json; only where npm exists (their tests skip otherwise). npm ci rewrites node_modules/.package-lock.json.
 node:
 	@if command -v npm >/dev/null 2>&1 && { [ ! -f $(NODE_STAMP) ] || [ $(NODE_DIR)/package-lock.json -nt $(NODE_STAMP) ]; }; then \
-		echo "setup: installing zongji into $(NODE_DIR)/node_modules"; \
+		echo "setup: installing zongji and go-mysql-js into $(NODE_DIR)/node_modules"; \
 		npm ci --prefix $(NODE_DIR) --no-audit --no-fund --loglevel=error >/dev/null; \
 	fi
 

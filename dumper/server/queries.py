@@ -39,6 +39,12 @@ class RowsResult:
 Result = OkResult | RowsResult
 
 
+# information_schema columns sent as integers.
+_NUMERIC_INFO = frozenset(
+    ("ordinal_position", "non_unique", "seq_in_index", "cardinality", "sub_part")
+)
+
+
 def _cols(*names: str) -> list[Column]:
     return [Column(n) for n in names]
 
@@ -510,6 +516,75 @@ class QueryExecutor:
             names = ("Field", "Type", "Null", "Key", "Default", "Extra")
         return RowsResult(_cols(*names), rows)
 
+    def _do_ShowIndex(self, stmt: sql.ShowIndex) -> Result:
+        """MySQL 5.7's columns, in its order (go-mysql's canal reads them by position)."""
+        table = self._table(stmt.db, stmt.table)
+        nullable = {c.name.lower(): c.nullable for c in table.columns}
+        rows: list[Sequence[object]] = [
+            (
+                table.name,
+                0 if index.unique else 1,
+                index.name,
+                seq,
+                column,
+                None if index.kind == "FULLTEXT" else "A",
+                None,  # Cardinality: unknown to the binlog server
+                sub_part,
+                None,
+                "YES" if nullable.get(column.lower(), False) else "",
+                index.kind,
+                "",
+                "",
+            )
+            for index in table.indexes()
+            for seq, (column, sub_part) in enumerate(index.columns, 1)
+        ]
+        names = ("Table", "Non_unique", "Key_name", "Seq_in_index", "Column_name", "Collation")
+        names += ("Cardinality", "Sub_part", "Packed", "Null", "Index_type", "Comment")
+        numeric = {"Non_unique", "Seq_in_index", "Cardinality", "Sub_part"}
+        columns = [Column(n, **LONGLONG_U) if n in numeric else Column(n) for n in names]
+        return RowsResult([*columns, Column("Index_comment")], rows)
+
+    def _do_ShowTableStatus(self, stmt: sql.ShowTableStatus) -> Result:
+        """Name, engine and collation from the schema history; sizes and counts are not known
+        to a binlog server (NULL, as for a view)."""
+        db = self._db(stmt.db)
+        names = self.ctx.schema.tables(db)
+        if stmt.like is not None:
+            rx = like_to_regex(stmt.like)
+            names = [n for n in names if rx.fullmatch(n)]
+        rows = []
+        for name in names:
+            t = self.ctx.schema.table(db, name)
+            if t is not None:
+                rows.append(
+                    (t.name, t.engine, 10, "Dynamic", *[None] * 7)
+                    + (None, None, None, t.collation, None, "", t.comment)
+                )
+        return RowsResult(
+            _cols(
+                "Name",
+                "Engine",
+                "Version",
+                "Row_format",
+                "Rows",
+                "Avg_row_length",
+                "Data_length",
+                "Max_data_length",
+                "Index_length",
+                "Data_free",
+                "Auto_increment",
+                "Create_time",
+                "Update_time",
+                "Check_time",
+                "Collation",
+                "Checksum",
+                "Create_options",
+                "Comment",
+            ),  # fmt: skip
+            rows,
+        )
+
     def _do_InfoSchemaSelect(self, stmt: sql.InfoSchemaSelect) -> Result:
         records = self._info_schema_rows(stmt.table)
         if records is None:
@@ -547,7 +622,7 @@ class QueryExecutor:
         if stmt.limit is not None:
             rows = rows[: stmt.limit]
         columns = [
-            Column(out, ColumnType.LONGLONG) if src == "ordinal_position" else Column(out)
+            Column(out, ColumnType.LONGLONG) if src in _NUMERIC_INFO else Column(out)
             for src, out in wanted
         ]
         return RowsResult(columns, rows)
@@ -587,6 +662,38 @@ class QueryExecutor:
                 "default_character_set_name",
                 "default_collation_name",
             ),
+            "statistics": (
+                "table_catalog",
+                "table_schema",
+                "table_name",
+                "non_unique",
+                "index_schema",
+                "index_name",
+                "seq_in_index",
+                "column_name",
+                "collation",
+                "cardinality",
+                "sub_part",
+                "packed",
+                "nullable",
+                "index_type",
+                "comment",
+                "index_comment",
+            ),  # fmt: skip
+            "key_column_usage": (
+                "constraint_catalog",
+                "constraint_schema",
+                "constraint_name",
+                "table_catalog",
+                "table_schema",
+                "table_name",
+                "column_name",
+                "ordinal_position",
+                "position_in_unique_constraint",
+                "referenced_table_schema",
+                "referenced_table_name",
+                "referenced_column_name",
+            ),  # fmt: skip
         }.get(table, ())
 
     def _info_schema_rows(self, table: str) -> list[dict[str, object]] | None:
@@ -602,13 +709,16 @@ class QueryExecutor:
                 )
                 for db in schema.databases()
             ]
-        if table not in ("columns", "tables"):
+        if table not in ("columns", "tables", "statistics", "key_column_usage"):
             return None
         out: list[dict[str, object]] = []
         for db in schema.databases():
             for name in schema.tables(db):
                 t = schema.table(db, name)
                 if t is None:
+                    continue
+                if table in ("statistics", "key_column_usage"):
+                    out += self._index_rows(table, db, t)
                     continue
                 if table == "tables":
                     values: tuple[object, ...] = (
@@ -641,4 +751,25 @@ class QueryExecutor:
                         c.comment,
                     )
                     out.append(dict(zip(self._info_schema_columns(table), values, strict=True)))
+        return out
+
+    def _index_rows(self, table: str, db: str, t: TableSchema) -> list[dict[str, object]]:
+        """STATISTICS: a row per index column; KEY_COLUMN_USAGE: those of unique indexes."""
+        names = self._info_schema_columns(table)
+        nullable = {c.name.lower(): c.nullable for c in t.columns}
+        out = []
+        for index in t.indexes():
+            if table == "key_column_usage" and not index.unique:
+                continue
+            for seq, (column, sub_part) in enumerate(index.columns, 1):
+                if table == "statistics":
+                    values: tuple[object, ...] = (
+                        "def", db, t.name, 0 if index.unique else 1, db, index.name, seq,
+                        column, "A", None, sub_part, None,
+                        "YES" if nullable.get(column.lower(), False) else "", index.kind, "", "",
+                    )  # fmt: skip
+                else:
+                    values = ("def", db, index.name, "def", db, t.name, column, seq)
+                    values += (None, None, None, None)
+                out.append(dict(zip(names, values, strict=True)))
         return out

@@ -3,8 +3,27 @@ queries: the `SchemaProvider` interface and an in-memory implementation (tests, 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Protocol
+
+# One index line of a SHOW CREATE TABLE text: `  UNIQUE KEY `uk` (`a`,`b`(10))`.
+_INDEX_LINE = re.compile(
+    r"^\s*(?:(PRIMARY)\s+KEY|(UNIQUE|FULLTEXT|SPATIAL)?\s*(?:KEY|INDEX))\s*(?:`((?:[^`]|``)*)`)?"
+    r"\s*(?:USING\s+\w+\s*)?\((.*)\)",
+    re.IGNORECASE,
+)
+_INDEX_PART = re.compile(r"`((?:[^`]|``)*)`\s*(?:\((\d+)\))?\s*(ASC|DESC)?", re.IGNORECASE)
+
+
+@dataclass(slots=True, frozen=True)
+class IndexSchema:
+    """An index as SHOW INDEX lists it: one row per column (with its prefix length)."""
+
+    name: str  # "PRIMARY" for the primary key
+    unique: bool
+    columns: tuple[tuple[str, int | None], ...]  # (column, prefix length or None)
+    kind: str = "BTREE"  # or FULLTEXT, SPATIAL
 
 
 @dataclass(slots=True, frozen=True)
@@ -33,6 +52,33 @@ class TableSchema:
     engine: str = "InnoDB"
     collation: str = "utf8mb4_general_ci"
     comment: str = ""
+
+    def indexes(self) -> list[IndexSchema]:
+        """The indexes of the CREATE TABLE text; without one, the primary key of the columns."""
+        out = []
+        for line in self.create_sql.splitlines()[1:]:
+            m = _INDEX_LINE.match(line)
+            if m is None:
+                continue
+            primary, kind, name, parts = m.groups()
+            columns = tuple(
+                (p.group(1).replace("``", "`"), int(p.group(2)) if p.group(2) else None)
+                for p in _INDEX_PART.finditer(parts)
+            )
+            kind = (kind or "").upper()
+            out.append(
+                IndexSchema(
+                    "PRIMARY" if primary else (name or columns[0][0]).replace("``", "`"),
+                    bool(primary) or kind == "UNIQUE",
+                    columns,
+                    kind if kind in ("FULLTEXT", "SPATIAL") else "BTREE",
+                )
+            )
+        if not self.create_sql:
+            pk = tuple((c.name, None) for c in self.columns if c.key == "PRI")
+            if pk:
+                out.append(IndexSchema("PRIMARY", True, pk))
+        return out
 
     def create_statement(self) -> str:
         if self.create_sql:

@@ -276,6 +276,18 @@ class ShowColumns:
 
 
 @dataclass(slots=True)
+class ShowIndex:
+    db: str | None
+    table: str
+
+
+@dataclass(slots=True)
+class ShowTableStatus:
+    db: str | None = None
+    like: str | None = None
+
+
+@dataclass(slots=True)
 class ShowGrants:
     user: str | None = None
 
@@ -336,6 +348,8 @@ Statement = (
     | ShowTables
     | ShowCreateTable
     | ShowColumns
+    | ShowIndex
+    | ShowTableStatus
     | ShowGrants
     | ShowReplicas
     | ShowEmpty
@@ -551,7 +565,8 @@ class _Parser:
         if (db or "").lower() != "information_schema":
             raise SqlError(
                 f"Table '{db or '?'}.{table}' is not served by the binlog server "
-                "(only information_schema.COLUMNS, TABLES and SCHEMATA are)",
+                "(only information_schema COLUMNS, TABLES, SCHEMATA, STATISTICS and "
+                "KEY_COLUMN_USAGE are)",
                 1146,
                 "42S02",
             )
@@ -686,6 +701,17 @@ class _Parser:
             return ShowCreateTable(db, table)
         if self.accept("COLUMNS") or self.accept("FIELDS"):
             return self._show_columns(full)
+        if self.accept("INDEX") or self.accept("INDEXES") or self.accept("KEYS"):
+            db, table = self._from_table()
+            return ShowIndex(db, table)
+        if self.accept("TABLE", "STATUS"):
+            out = ShowTableStatus()
+            if self.accept("FROM") or self.accept("IN"):
+                out.db = self.name()
+            if self.accept("LIKE"):
+                out.like = self.string()
+            self.end()
+            return out
         if self.accept("GRANTS"):
             user = None
             if self.accept("FOR"):
@@ -761,13 +787,18 @@ class _Parser:
         return out
 
     def _show_columns(self, full: bool) -> Statement:
+        db, table = self._from_table()
+        return ShowColumns(full, db, table)
+
+    def _from_table(self) -> tuple[str | None, str]:
+        """`{FROM | IN} [db.]table [{FROM | IN} db]` to the end of the statement."""
         if not (self.accept("FROM") or self.accept("IN")):
             raise self.error()
         db, table = self.qualified()
         if self.accept("FROM") or self.accept("IN"):
             db = self.name()
         self.end()
-        return ShowColumns(full, db, table)
+        return db, table
 
     def _stmt_desc(self) -> Statement:
         db, table = self.qualified()

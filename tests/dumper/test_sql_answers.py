@@ -182,6 +182,32 @@ def test_multi_statements_and_schema_queries(server):
     assert err.value.args[0] == 1064  # without CLIENT_MULTI_STATEMENTS
 
 
+def test_index_and_table_status_queries(server):
+    """What canal, Debezium and friends ask about a table: its indexes and status."""
+    conn = _connect(server.port)
+    pk = ("t1", 0, "PRIMARY", 1, "id", "A", None, None, None, "", "BTREE", "", "")
+    assert _rows(conn, "show index from `gbl`.`t1`") == (pk,)
+    assert _rows(conn, "SHOW KEYS IN t1 FROM gbl") == (pk,)
+    assert _columns(conn, "show indexes from gbl.t1")[:5] == [
+        "Table", "Non_unique", "Key_name", "Seq_in_index", "Column_name",
+    ]  # fmt: skip
+    (status,) = _rows(conn, "SHOW TABLE STATUS FROM gbl LIKE 't%'")
+    assert status[:2] == ("t1", "InnoDB") and len(status) == 18
+    assert _rows(
+        conn,
+        "SELECT INDEX_NAME, SEQ_IN_INDEX, COLUMN_NAME, NON_UNIQUE FROM "
+        "information_schema.STATISTICS WHERE TABLE_SCHEMA = 'gbl' AND TABLE_NAME = 't1'",
+    ) == (("PRIMARY", 1, "id", 0),)
+    assert _rows(
+        conn,
+        "SELECT CONSTRAINT_NAME, COLUMN_NAME, ORDINAL_POSITION FROM "
+        "information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = 'gbl'",
+    ) == (("PRIMARY", "id", 1),)
+    with pytest.raises(pymysql.err.MySQLError) as err:
+        _rows(conn, "show index from gbl.nope")
+    assert err.value.args[0] == 1146
+
+
 def test_grants_kill_purge(server, binlogs):
     reader = _connect(server.port, "reader", "pw")
     assert "REPLICATION SLAVE" not in _rows(reader, "SHOW GRANTS")[0][0]

@@ -9,6 +9,7 @@ from cdc.config import ConfigError, DumperConfig
 from dumper.server import sql
 from dumper.server.binlog_files import BinlogFiles
 from dumper.server.event_info import event_info, event_type_name
+from dumper.server.schema import ColumnSchema, IndexSchema, TableSchema
 from dumper.server.variables import filter_names, like_to_regex
 from tests.dumper.binlog_gen import write_fixture
 
@@ -48,6 +49,9 @@ def test_parse_shapes():
     assert p("kill connection 12") == sql.Kill(12)
     assert p("PURGE MASTER LOGS TO 'binlog.000002'") == sql.Purge(to="binlog.000002")
     assert p("SHOW FULL COLUMNS FROM t1 FROM gbl") == sql.ShowColumns(True, "gbl", "t1")
+    assert p("show index from `bank`.`accounts`") == sql.ShowIndex("bank", "accounts")
+    assert p("SHOW KEYS IN t FROM d") == sql.ShowIndex("d", "t")
+    assert p("SHOW TABLE STATUS FROM d LIKE 'a%'") == sql.ShowTableStatus("d", "a%")
     assert isinstance(p("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"), sql.Noop)
     assert isinstance(p("SET character_set_results = NULL"), sql.SetVars)
     for bad in ("DROP TABLE x", "SELECT * FROM t", "SHOW FOO", "SELECT 1 +"):
@@ -138,3 +142,21 @@ def test_dumper_bounds_are_validated():
     ):
         with pytest.raises(ConfigError):
             DumperConfig(**bad)
+
+
+def test_indexes_from_the_create_table_text():
+    create = (
+        "CREATE TABLE `t` (\n  `id` int(11) NOT NULL,\n  `key` varchar(20) DEFAULT NULL,\n"
+        "  `b` int(11) DEFAULT NULL,\n  PRIMARY KEY (`id`),\n  UNIQUE KEY `uk` (`key`(10),`b`),\n"
+        "  KEY `by_b` (`b` DESC),\n  FULLTEXT KEY `ft` (`key`)\n) ENGINE=InnoDB"
+    )
+    table = TableSchema("d", "t", (ColumnSchema("id", "int(11)", False, "PRI"),), create)
+    assert table.indexes() == [
+        IndexSchema("PRIMARY", True, (("id", None),)),
+        IndexSchema("uk", True, (("key", 10), ("b", None))),
+        IndexSchema("by_b", False, (("b", None),)),
+        IndexSchema("ft", False, (("key", None),), "FULLTEXT"),
+    ]
+    # Without a CREATE TABLE text: the primary key of the columns.
+    bare = TableSchema("d", "t", (ColumnSchema("id", "int(11)", False, "PRI"),))
+    assert bare.indexes() == [IndexSchema("PRIMARY", True, (("id", None),))]
