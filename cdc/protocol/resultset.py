@@ -73,9 +73,9 @@ def text_row(values: Sequence[object]) -> bytes:
     return bytes(out)
 
 
-# Binary-protocol encodings of the fixed-size column types; every other type is a length-encoded
-# string (the column's text form).
-_BINARY_FIXED = {
+# Binary-protocol encodings (struct codes, signed) of the fixed-size column types, for values in
+# binary rows and COM_STMT_EXECUTE parameters alike; every other type is a length-encoded string.
+BINARY_FIXED = {
     ColumnType.TINY: "b",
     ColumnType.SHORT: "h",
     ColumnType.YEAR: "h",
@@ -95,7 +95,7 @@ def binary_row(columns: Sequence[Column], values: Sequence[object]) -> bytes:
         if value is None:
             nulls[(i + 2) // 8] |= 1 << ((i + 2) % 8)
             continue
-        fixed = _BINARY_FIXED.get(column.type)
+        fixed = BINARY_FIXED.get(column.type)
         if fixed is not None:
             if fixed not in "fd" and column.flags & UNSIGNED_FLAG:
                 fixed = fixed.upper()
@@ -130,4 +130,4 @@ def result_set_packets(
     return out
 
 
-__all__ = ["Column", "binary_row", "result_set_packets", "text_row"]
+__all__ = ["BINARY_FIXED", "Column", "binary_row", "result_set_packets", "text_row"]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from cdc.protocol.constants import ColumnType
 from cdc.protocol.packets import ProtocolError, read_lenenc_str
+from cdc.protocol.resultset import BINARY_FIXED
 from dumper.server import sql
 
 # Per session, as MySQL's max_prepared_stmt_count bounds them per server: memory stays bounded.
@@ -86,16 +87,7 @@ def prepare(text: str) -> Prepared:
 
 
 def _value(data: bytes, pos: int, type_: int, unsigned: bool) -> tuple[object, int]:
-    fixed = {
-        ColumnType.TINY: "b",
-        ColumnType.SHORT: "h",
-        ColumnType.YEAR: "h",
-        ColumnType.LONG: "i",
-        ColumnType.INT24: "i",
-        ColumnType.LONGLONG: "q",
-        ColumnType.FLOAT: "f",
-        ColumnType.DOUBLE: "d",
-    }.get(type_)
+    fixed = BINARY_FIXED.get(type_)
     if fixed is not None:
         fmt = "<" + (fixed.upper() if unsigned and fixed not in "fd" else fixed)
         return struct.unpack_from(fmt, data, pos)[0], pos + struct.calcsize(fmt)
