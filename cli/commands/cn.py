@@ -78,9 +78,7 @@ def cmd_add_dn(args) -> int:
     from cdc.cn import CatalogueError
 
     async def run():
-        cn = _cn(args)
-        await cn.start()
-        try:
+        async with _cn(args) as cn:
             new = (
                 [args.dn]
                 if args.dn
@@ -91,8 +89,6 @@ def cmd_add_dn(args) -> int:
                     "every configured DN is already a storage DN: run `cdc cluster add-dn` first"
                 )
             return [(dn, await cn.add_dn(dn, progress)) for dn in new]
-        finally:
-            await cn.close()
 
     for dn, res in asyncio.run(run()):
         print(
@@ -108,9 +104,7 @@ def progress(line: str) -> None:
 
 def cmd_ddl(args) -> int:
     async def run():
-        cn = _cn(args)
-        await cn.start()
-        try:
+        async with _cn(args) as cn:
             return await cn.execute_ddl(
                 args.sql,
                 shard_key=args.shard_key,
@@ -118,8 +112,6 @@ def cmd_ddl(args) -> int:
                 broadcast=args.broadcast,
                 progress=progress,
             )
-        finally:
-            await cn.close()
 
     tso = asyncio.run(run())
     print("nothing to do (IF [NOT] EXISTS)" if tso is None else f"DDL record at TSO {tso}")
@@ -128,9 +120,7 @@ def cmd_ddl(args) -> int:
 
 def cmd_heartbeat(args) -> int:
     async def run():
-        cn = _cn(args)
-        await cn.start()
-        try:
+        async with _cn(args) as cn:
             n = 0
             interval = cn.config.cn.heartbeat_interval_ms / 1000
             while not args.count or n < args.count:
@@ -138,8 +128,6 @@ def cmd_heartbeat(args) -> int:
                 n += 1
                 await asyncio.sleep(interval)
             return n
-        finally:
-            await cn.close()
 
     print(f"sent {asyncio.run(run())} heartbeats")
     return 0
@@ -147,12 +135,8 @@ def cmd_heartbeat(args) -> int:
 
 def cmd_flush_logs(args) -> int:
     async def run():
-        cn = _cn(args)
-        await cn.start()
-        try:
+        async with _cn(args) as cn:  # start() with recovery, close() on the way out
             return await cn.flush_logs()
-        finally:
-            await cn.close()
 
     print(f"FlushLogs written at TSO {asyncio.run(run())}")
     return 0

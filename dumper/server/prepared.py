@@ -6,7 +6,6 @@ Results go back in the binary protocol (`cdc.protocol.resultset.binary_result_se
 
 from __future__ import annotations
 
-import datetime
 import re
 import struct
 from dataclasses import dataclass, field
@@ -107,10 +106,7 @@ def _value(data: bytes, pos: int, type_: int, unsigned: bool) -> tuple[object, i
         if n >= 8:
             neg, days, h, mi, s = struct.unpack_from("<BIBBB", parts)
             us = struct.unpack_from("<I", parts, 8)[0] if n >= 12 else 0
-            delta = datetime.timedelta(days=days, hours=h, minutes=mi, seconds=s, microseconds=us)
-            total = delta.total_seconds()
-            hours, rest = divmod(int(total), 3600)
-            text = f"{'-' if neg else ''}{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+            text = f"{'-' if neg else ''}{days * 24 + h:02d}:{mi:02d}:{s:02d}"
             return text + (f".{us:06d}" if us else ""), pos + 1 + n
         return "00:00:00", pos + 1 + n
     if type_ == ColumnType.NULL:

@@ -539,11 +539,14 @@ class QueryExecutor:
             for index in table.indexes()
             for seq, (column, sub_part) in enumerate(index.columns, 1)
         ]
-        names = ("Table", "Non_unique", "Key_name", "Seq_in_index", "Column_name", "Collation")
-        names += ("Cardinality", "Sub_part", "Packed", "Null", "Index_type", "Comment")
+        names = (
+            "Table", "Non_unique", "Key_name", "Seq_in_index", "Column_name", "Collation",
+            "Cardinality", "Sub_part", "Packed", "Null", "Index_type", "Comment", "Index_comment",
+        )  # fmt: skip
         numeric = {"Non_unique", "Seq_in_index", "Cardinality", "Sub_part"}
-        columns = [Column(n, **LONGLONG_U) if n in numeric else Column(n) for n in names]
-        return RowsResult([*columns, Column("Index_comment")], rows)
+        return RowsResult(
+            [Column(n, **LONGLONG_U) if n in numeric else Column(n) for n in names], rows
+        )
 
     def _do_ShowTableStatus(self, stmt: sql.ShowTableStatus) -> Result:
         """Name, engine and collation from the schema history; sizes and counts are not known

@@ -68,7 +68,7 @@ class TableSchema:
             kind = (kind or "").upper()
             out.append(
                 IndexSchema(
-                    "PRIMARY" if primary else (name or columns[0][0]).replace("``", "`"),
+                    "PRIMARY" if primary else name.replace("``", "`") if name else columns[0][0],
                     bool(primary) or kind == "UNIQUE",
                     columns,
                     kind if kind in ("FULLTEXT", "SPATIAL") else "BTREE",
