@@ -67,7 +67,7 @@ def _keys(text: str) -> set[PartitionKey]:
 
 class Membership:
     """This process's membership: its lease, the follower that applies catalogue versions, and
-    the primitives a change's owner uses (`lock`, `publish`, `live`)."""
+    the primitives a change's owner uses (`try_lock`, `publish`, `live`)."""
 
     def __init__(
         self,
