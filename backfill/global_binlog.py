@@ -71,6 +71,39 @@ class Dumper:
     def files(self) -> list[str]:
         return [r[0] for r in self.query("SHOW BINARY LOGS")]
 
+    def retain(self, file: str) -> RetainedFrom:
+        """Keep the dumper from purging `file` and later files (its retention and PURGE) while
+        the returned hold is open: a session with `@cdc_retain_from` (docs/dumper.md,
+        "Retention"), so the hand-off position read before the snapshot is still there when
+        the binlog is scanned from it after the reads."""
+        return RetainedFrom(self, file)
+
+
+class RetainedFrom:
+    def __init__(self, dumper: Dumper, file: str) -> None:
+        self.dumper = dumper
+        self.file = file
+        self._conn = None
+
+    def open(self) -> RetainedFrom:
+        d = self.dumper
+        try:
+            self._conn = pymysql.connect(
+                host=d.host, port=d.port, user=d.user, password=d.password, connect_timeout=5
+            )
+            with self._conn.cursor() as cur:
+                cur.execute("SET @cdc_retain_from = %s", (self.file,))
+        except pymysql.err.MySQLError as exc:
+            raise BackfillError(
+                f"cannot reach {d.where} ({exc}): is `cdc start` running?"
+            ) from None
+        return self
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
     def end(self) -> BinlogPosition:
         rows = self.query("SHOW MASTER STATUS")
         if not rows:

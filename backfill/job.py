@@ -245,6 +245,9 @@ def run(config: Config, opts: Options, cn: CnConnector, *, spark=None) -> Manife
     files = dumper.files()
     if opts.tso is not None:
         check_retained(dumper, opts.tso, files)
+    # The scan after the reads starts at a position read now: the dumper's retention must keep
+    # it (and a past TSO's files) until then.
+    hold = dumper.retain(files[0] if opts.tso is not None and files else dumper.end().file).open()
     # Spark starts now: everything until the reads (watermark, binlog wait, planning) overlaps it.
     starter = SparkStarter(opts.master) if spark is None else None
     try:
@@ -286,6 +289,7 @@ def run(config: Config, opts: Options, cn: CnConnector, *, spark=None) -> Manife
         manifest = _reconcile(spark, reads, window, opts, tso, low, high)
         timings["reconcile"] = time.monotonic() - reconciled
     finally:
+        hold.close()
         if starter is not None:
             starter.stop()
     timings["total"] = time.monotonic() - began

@@ -3,8 +3,11 @@ every new file starts with (magic, FDE of MySQL 5.7 flavour with the in-use flag
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from cdc.binlog.constants import BINLOG_MAGIC, EventFlag
@@ -50,8 +53,22 @@ def read_index(directory: Path, base: str) -> list[str]:
     return names
 
 
+@contextlib.contextmanager
+def index_lock(directory: Path) -> Iterator[None]:
+    """Held while the index changes: the writer appends a line (here) while the dumper's server
+    process may rewrite it for a PURGE (dumper/server/binlog_files.py); without the lock, an
+    append to the old index between the purge's read and its rename would be lost. A flock on
+    the directory, since the index file itself is replaced."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def append_index(directory: Path, base: str, name: str, *, fsync: bool = True) -> None:
-    with open(index_path(directory, base), "a") as f:
+    with index_lock(directory), open(index_path(directory, base), "a") as f:
         f.write(f"./{name}\n")
         f.flush()
         if fsync:

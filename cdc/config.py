@@ -165,6 +165,16 @@ class DumperConfig:
     # How long a dump of the leader waits for an acknowledgement before it serves anyway and
     # the leader stops waiting (one warning) until followers acknowledged what it served (ms).
     ack_wait_ms: int = 1000
+    # Retention (docs/dumper.md "Retention"): files older than this many seconds (by their last
+    # write) are purged automatically; 0 = kept until PURGE BINARY LOGS. Never the active file,
+    # nor a file a connected consumer or a live HA follower still reads (held until they pass it).
+    expire_logs_seconds: int = 0
+    # Purge the oldest files while all of them together exceed this many bytes (MariaDB's
+    # max_binlog_total_size); 0 = no limit. The same files are held as above.
+    max_binlog_total_size: int = 0
+    # Prometheus metrics of the dumper (docs/dumper.md "Metrics") on this port of `host`;
+    # 0 = no metrics endpoint.
+    metrics_port: int = 0
 
     def __post_init__(self) -> None:
         # The client-facing bounds (issue 19): a value outside these ranges would disable one
@@ -175,6 +185,9 @@ class DumperConfig:
             ("wait_timeout", 1, 31536000),
             ("max_connections", 1, 100000),
             ("max_unauthenticated_connections", 1, 100000),
+            ("expire_logs_seconds", 0, 1 << 40),
+            ("max_binlog_total_size", 0, 1 << 62),
+            ("metrics_port", 0, 65535),
         ):
             value = getattr(self, name)
             if not low <= value <= high:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from binlog_writer import layout
 from cdc.binlog.constants import HEADER_LEN, EventType
 from cdc.binlog.header import OFF_FLAGS, OFF_SERVER_ID, event_size, log_pos
 
@@ -208,15 +209,18 @@ class BinlogFiles:
         return event
 
     # -- purge -------------------------------------------------------------------------------
-    def purge_to(self, name: str) -> list[str]:
-        """Delete every file listed before `name` (not `name` itself), like MySQL."""
+    # What to purge is chosen in two steps: the victims a statement or the retention policy
+    # names (`victims_*`), cut at the first file a consumer still reads (`dumper/server/
+    # retention.py`), then `purge`.
+    def victims_to(self, name: str) -> list[str]:
+        """Every file listed before `name` (not `name` itself), like MySQL's PURGE ... TO."""
         names = self.names()
         if name not in names:
             raise BinlogFileError(f"Target log '{name}' not found in binlog index")
-        return self._purge(names[: names.index(name)])
+        return names[: names.index(name)]
 
-    def purge_before(self, when: float) -> list[str]:
-        """Delete files last modified before `when` (epoch s); never the active (last) file."""
+    def victims_before(self, when: float) -> list[str]:
+        """The oldest files last modified before `when` (epoch s); never the active (last) one."""
         victims = []
         for n in self.names()[:-1]:
             try:
@@ -225,21 +229,31 @@ class BinlogFiles:
             except FileNotFoundError:
                 pass
             victims.append(n)
-        return self._purge(victims)
+        return victims
 
-    def _purge(self, victims: list[str]) -> list[str]:
+    def purge_to(self, name: str) -> list[str]:
+        return self.purge(self.victims_to(name))
+
+    def purge_before(self, when: float) -> list[str]:
+        return self.purge(self.victims_before(when))
+
+    def purge(self, victims: list[str]) -> list[str]:
+        """Delete `victims` (a prefix of the index; never its last file) and drop them from it."""
         if not victims:
             return []
-        # Rewrite the index first (atomically) so no client is sent to a deleted file.
-        gone = set(victims)
-        keep = [n for n in self.names() if n not in gone]
-        tmp = self.index_path.with_name(self.index_path.name + f".purge{os.getpid()}")
-        tmp.write_text("".join(f"./{n}\n" for n in keep))
-        os.replace(tmp, self.index_path)
+        with layout.index_lock(self.dir):  # the writer appends to the index under it too
+            names = self.names()
+            gone = set(victims) & set(names[:-1])
+            # Rewrite the index first (atomically) so no client is sent to a deleted file.
+            keep = [n for n in names if n not in gone]
+            tmp = self.index_path.with_name(self.index_path.name + f".purge{os.getpid()}")
+            tmp.write_text("".join(f"./{n}\n" for n in keep))
+            os.replace(tmp, self.index_path)
         for n in victims:
-            self.path(n).unlink(missing_ok=True)
-            self._scans.pop(n, None)
-        return victims
+            if n in gone:
+                self.path(n).unlink(missing_ok=True)
+                self._scans.pop(n, None)
+        return [n for n in victims if n in gone]
 
 
 def parse_purge_date(text: str) -> float:

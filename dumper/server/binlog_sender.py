@@ -193,11 +193,18 @@ class BinlogSender:
         self.file = ""  # where the stream is (for errors and SHOW PROCESSLIST)
         self.pos = 0
         self.events_sent = 0
+        self.bytes_sent = 0  # of binlog events (consumer metrics)
+        self.client_server_id = 0  # the dump's server_id (9900 + peer id: an HA follower)
+        self.since = time.time()
         self._rotate_crc = False
 
     async def run(self, request: DumpRequest, options: DumpOptions) -> None:
+        self.client_server_id = request.server_id
         name, pos = self._validate(request)
         first = (name, pos)
+        # Retention reads `file` from now on: no await between here and the first assignment,
+        # so a purge on this loop never removes the file a dump was just validated for.
+        self.file, self.pos = name, pos
         if self.gate is not None and self.gate.is_follower(request.server_id):
             self.gate = None
         # The first fake ROTATE follows the client's declared algorithm, later ones the
@@ -384,6 +391,7 @@ class BinlogSender:
                     if len(big) == size:
                         self.sink.send(b"\x00" + big)
                         self.events_sent += 1
+                        self.bytes_sent += size
                         return pos + size
                 break
             events.append(view[off : off + size])
@@ -391,6 +399,7 @@ class BinlogSender:
         if events:
             self.sink.send_events(events)
             self.events_sent += len(events)
+            self.bytes_sent += off
         return pos + off
 
     def _send_heartbeat(self, name: str, pos: int, alg: int) -> None:

@@ -13,7 +13,7 @@ from typing import Protocol
 from cdc.config import ConfigError, DumperConfig, DumperUser
 from dumper.server.ack_gate import AckGate
 from dumper.server.binlog_files import BinlogFiles
-from dumper.server.binlog_sender import Notifier
+from dumper.server.binlog_sender import BinlogSender, Notifier
 from dumper.server.schema import SchemaProvider
 from dumper.server.variables import VarValue, server_variables
 
@@ -43,6 +43,7 @@ class SessionState:
     command: str = "Connect"
     since: float = field(default_factory=time.time)
     info: str | None = None
+    dump: BinlogSender | None = None  # while a COM_BINLOG_DUMP runs (consumers, retention)
 
 
 class SessionHandle(Protocol):

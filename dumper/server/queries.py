@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from cdc.binlog.constants import EventType
 from cdc.protocol.constants import ColumnType
 from cdc.protocol.resultset import UNSIGNED_FLAG, Column
-from dumper.server import sql
+from dumper.server import retention, sql
 from dumper.server.binlog_files import START, BinlogFileError, fde_checksum_alg, parse_purge_date
 from dumper.server.context import ServerContext, SessionState
 from dumper.server.event_info import event_info, event_type_name
@@ -357,9 +357,11 @@ class QueryExecutor:
             )
         try:
             if stmt.to is not None:
-                self.ctx.files.purge_to(self.ctx.files.resolve(stmt.to) or stmt.to)
+                victims = self.ctx.files.victims_to(self.ctx.files.resolve(stmt.to) or stmt.to)
             else:
-                self.ctx.files.purge_before(parse_purge_date(stmt.before or ""))
+                victims = self.ctx.files.victims_before(parse_purge_date(stmt.before or ""))
+            # As MySQL 8 and MariaDB: a file a consumer still reads stops the purge there (logged).
+            retention.purge_held(self.ctx, victims, f"PURGE by connection {self.state.conn_id}")
         except BinlogFileError:
             raise sql.SqlError("Target log not found in binlog index", 1373, "HY000") from None
         except ValueError as exc:

@@ -15,6 +15,7 @@ from dumper.server.ack_gate import AckGate
 from dumper.server.binlog_files import BinlogFiles
 from dumper.server.binlog_sender import Notifier, PollNotifier
 from dumper.server.context import ServerContext
+from dumper.server.retention import Retention, RetentionPolicy
 from dumper.server.schema import InMemorySchemaProvider, SchemaProvider
 from dumper.server.session import Session
 
@@ -28,6 +29,10 @@ class Server:
         self.ctx = ctx
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task] = set()
+        cfg = ctx.config
+        self.retention = Retention(
+            ctx, RetentionPolicy(cfg.expire_logs_seconds, cfg.max_binlog_total_size)
+        )
 
     @property
     def host(self) -> str:
@@ -44,6 +49,7 @@ class Server:
             self._on_client, self.ctx.config.host, self.ctx.config.port, reuse_address=True
         )
         log.info("dumper serving %s on %s:%d", self.ctx.files.dir, self.ctx.config.host, self.port)
+        self.retention.start()
         return self
 
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -64,6 +70,7 @@ class Server:
 
     async def close(self) -> None:
         """Stop accepting, end every session (dumps included) and wait for them."""
+        await self.retention.close()
         if self._server is not None:
             self._server.close()
         for session in list(self.ctx.sessions.values()):

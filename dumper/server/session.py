@@ -658,9 +658,11 @@ class Session:
         )
         watcher = asyncio.create_task(self._watch_input(body))
         streamer = asyncio.create_task(self._stream(sender, body))
+        self.state.dump = sender
         try:
             await asyncio.wait({watcher, streamer}, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self.state.dump = None
             for task in (watcher, streamer):
                 task.cancel()
             await asyncio.gather(watcher, streamer, return_exceptions=True)

@@ -1,0 +1,184 @@
+"""Retention (docs/dumper.md "Retention"): which binlog files may go, and the task that purges
+them automatically (`[dumper] expire_logs_seconds`, `max_binlog_total_size`).
+
+One rule for automatic purges and `PURGE BINARY LOGS`: a file is never purged while someone
+still needs it — a connected dump that reads it or an earlier file, a live HA follower whose
+acknowledged copy ends in it or earlier (its dump may be reconnecting), or a connection that set
+`@cdc_retain_from` to it or an earlier file (the backfill holds its hand-off position so). Purges
+stop at the first such file; the others wait until their readers pass it. It runs in the server
+process, which owns the sessions, on their event loop: a dump's file is set in the same loop
+turn as its validation, so no purge slips between the two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+
+from binlog_writer import file_number
+from dumper.server.context import ServerContext
+
+log = logging.getLogger(__name__)
+
+CHECK_S = 1.0  # how often the retention task looks at the files
+RETAIN_VAR = "cdc_retain_from"  # a session's user variable: keep this file and the later ones
+
+
+@dataclass(slots=True, frozen=True)
+class Holder:
+    """Someone who still reads `file` (and so every later file)."""
+
+    file: str
+    who: str  # stays the same while the same reader holds it (logged once)
+    where: str = ""  # how far it got (changes as it reads)
+
+    def __str__(self) -> str:
+        return f"{self.who} {self.where}".rstrip()
+
+
+def holders(ctx: ServerContext) -> list[Holder]:
+    """Everyone who holds a file now: dumps, live followers' acknowledgements, retain marks."""
+    out = []
+    for cid, handle in list(ctx.sessions.items()):
+        state = handle.state
+        user = state.user.name if state.user is not None else "?"
+        dump = state.dump
+        if dump is not None and dump.file:
+            out.append(
+                Holder(
+                    dump.file,
+                    f"connection {cid} ({user}@{state.host}, server_id {dump.client_server_id})",
+                    f"reading {dump.file}:{dump.pos}",
+                )
+            )
+        mark = state.user_vars.get(RETAIN_VAR)
+        if isinstance(mark, bytes):
+            mark = mark.decode("utf-8", "replace")
+        if isinstance(mark, str) and mark:
+            out.append(Holder(mark, f"connection {cid} ({user}@{state.host}) @{RETAIN_VAR}"))
+    if ctx.acks is not None:
+        for sid, (file, pos, age) in ctx.acks.followers().items():
+            if age <= ctx.acks.live_s:
+                out.append(Holder(file, f"HA follower server_id {sid}", f"copied to {file}:{pos}"))
+    return out
+
+
+def _number(name: str) -> int | None:
+    try:
+        return file_number(name)
+    except ValueError:
+        return None
+
+
+def allowed(victims: list[str], held: list[Holder]) -> tuple[list[str], Holder | None]:
+    """The victims before the first held one (files go in index order), and who holds it."""
+    first: Holder | None = None
+    for h in held:
+        n = _number(h.file)
+        if n is not None and (first is None or n < _number(first.file)):  # type: ignore[operator]
+            first = h
+    if first is None:
+        return victims, None
+    limit = _number(first.file)
+    out = []
+    for v in victims:
+        n = _number(v)
+        if n is None or limit is None or n >= limit:
+            return out, first
+        out.append(v)
+    return out, None
+
+
+@dataclass(slots=True)
+class RetentionPolicy:
+    expire_s: int = 0
+    max_total: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.expire_s > 0 or self.max_total > 0
+
+    def due(self, ctx: ServerContext, now: float) -> list[str]:
+        """Files the policy wants gone, oldest first (never the active, last one)."""
+        files = ctx.files
+        victims = files.victims_before(now - self.expire_s) if self.expire_s > 0 else []
+        if self.max_total > 0:
+            sized = files.files()
+            total = sum(f.size for f in sized)
+            by_size = []
+            for f in sized[:-1]:
+                if total <= self.max_total:
+                    break
+                by_size.append(f.name)
+                total -= f.size
+            if len(by_size) > len(victims):
+                victims = by_size
+        return victims
+
+
+def purge_held(ctx: ServerContext, victims: list[str], why: str) -> list[str]:
+    """Purge `victims` up to the first file someone holds (logged); the purged names."""
+    ok, holder = allowed(victims, holders(ctx))
+    if holder is not None:
+        log.info(
+            "%s: %s not purged (nor anything after it) while %s",
+            why,
+            victims[len(ok)],
+            holder,
+        )
+    return ctx.files.purge(ok)
+
+
+class Retention:
+    """The task that applies the policy every CHECK_S seconds (not on a read-only HA follower:
+    its copy changes only by copying the leader). A file held by a reader is logged once per
+    file and holder, not every check."""
+
+    def __init__(self, ctx: ServerContext, policy: RetentionPolicy) -> None:
+        self.ctx = ctx
+        self.policy = policy
+        self.purged = 0
+        self._logged: tuple[str, str] | None = None
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        if self.policy.enabled and self._task is None:
+            self._task = asyncio.create_task(self._run(), name="retention")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def check(self, now: float | None = None) -> list[str]:
+        if self.ctx.read_only():
+            return []
+        victims = self.policy.due(self.ctx, time.time() if now is None else now)
+        if not victims:
+            return []
+        ok, holder = allowed(victims, holders(self.ctx))
+        if holder is not None and self._logged != (victims[len(ok)], holder.who):
+            self._logged = (victims[len(ok)], holder.who)
+            log.info(
+                "retention: %s is due but held (with the files after it) while %s",
+                victims[len(ok)],
+                holder,
+            )
+        gone = self.ctx.files.purge(ok)
+        if gone:
+            self.purged += len(gone)
+            log.info("retention: purged %s", ", ".join(gone))
+        return gone
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                self.check()
+            except OSError as exc:  # a file gone underneath us, a full disk: try again later
+                log.warning("retention: %s", exc)
+            await asyncio.sleep(CHECK_S)
