@@ -9,7 +9,7 @@ import logging
 import os
 import struct
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -106,6 +106,8 @@ class BinlogWriter:
         self._stream_tail = b""
         self.dir.mkdir(parents=True, exist_ok=True)
         self._point = RecoveryPoint(self.dir, base)  # where recovery may start scanning
+        # Told each fsync's seconds (the dumper's fsync latency histogram, dumper/metrics.py).
+        self.on_fsync: Callable[[float], None] | None = None
         self.recovery = self._open()
 
     # ------------------------------------------------------------------ state
@@ -454,7 +456,10 @@ class BinlogWriter:
         if self._fd is not None and self._unsynced:
             t0 = time.monotonic()
             os.fsync(self._fd)
-            stage_trace.stamp("fsync", int((time.monotonic() - t0) * 1e6), t0)
+            took = time.monotonic() - t0
+            stage_trace.stamp("fsync", int(took * 1e6), t0)
+            if self.on_fsync is not None:
+                self.on_fsync(took)
             self._unsynced = 0
             self._last_sync = time.monotonic()
             end = self._pos if self._stream_start is None else self._stream_start

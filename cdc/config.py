@@ -102,6 +102,9 @@ class DumperPeer:
     port: int = 0
     # Each peer keeps its own copy of the global binlog (same file names, same bytes).
     binlog_dir: str = ""
+    # Its metrics endpoint; 0 = [dumper] metrics_port + id - 1 when that is set (peers may
+    # share a host), else none.
+    metrics_port: int = 0
 
 
 @dataclass(slots=True)
@@ -264,6 +267,8 @@ class Config:
             host=peer.host,
             port=peer.port,
             binlog_dir=peer.binlog_dir or f"{self.dumper.binlog_dir}-{dumper_id}",
+            metrics_port=peer.metrics_port
+            or (self.dumper.metrics_port + dumper_id - 1 if self.dumper.metrics_port else 0),
         )
         return dataclasses.replace(self, dumper=dumper)
 

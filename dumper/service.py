@@ -21,8 +21,15 @@ from cdc.config import Config, NodeConfig
 from cdc.gc_tune import tune_gc
 from cdc.tasks import cancel_and_wait
 from dumper.ha import DnLeaders, GmsLeaseStore, HaNode, ha_status
+from dumper.metrics import DumperMetrics
 from dumper.pipeline import Leader, leader_status
-from dumper.server import CurrentEventNotifier, HistorySchemaProvider, ServeProcess
+from dumper.server import (
+    BinlogFiles,
+    CurrentEventNotifier,
+    HistorySchemaProvider,
+    ServeProcess,
+    Server,
+)
 from dumper.server import serve as serve_binlog
 from topology import gms
 
@@ -36,12 +43,42 @@ SHUTDOWN_GRACE_S = 15.0
 STORAGE_POLL_S = 1.0
 
 
-async def _status_loop(status: Callable[[], dict], path: Path) -> None:
+async def _status_loop(
+    status: Callable[[], dict],
+    path: Path,
+    metrics: DumperMetrics | None,
+    writer: Callable[[], BinlogWriter | None],
+) -> None:
+    """The status file every second (`cdc status`), and the same snapshot for the metrics."""
     tmp = path.with_suffix(".tmp")
     while True:
-        tmp.write_text(json.dumps(status()))
+        snapshot = status()
+        tmp.write_text(json.dumps(snapshot))
         tmp.replace(path)
+        if metrics is not None:
+            metrics.update(snapshot)
+            metrics.attach(writer())
         await asyncio.sleep(1)
+
+
+def _served_status(
+    status: Callable[[], dict],
+    server: Server | ServeProcess,
+    binlog_dir: Callable[[], Path],
+    base: str,
+) -> dict:
+    """The pipeline's status plus what the server knows: its consumers, the binlog's size."""
+    out = status()
+    files = BinlogFiles(binlog_dir(), base).files()
+    out["consumers"] = server.consumers()
+    out["server_restarts"] = getattr(server, "restarts", 0)  # a ServeProcess restarts its child
+    out["binlog"] = {
+        "files": len(files),
+        "bytes": sum(f.size for f in files),
+        "oldest": files[0].name if files else None,
+        "purged_files": server.purged,
+    }
+    return out
 
 
 def _ha_status(node: HaNode) -> dict:
@@ -130,6 +167,8 @@ async def serve(
         )
         tasks = [asyncio.create_task(node.run(), name="ha")]
         status = functools.partial(_ha_status, node)
+        binlog_dir = lambda: node.dir  # noqa: E731
+        writer = lambda: node.leader.writer if node.leader is not None else None  # noqa: E731
         if config.dumper.serve_process:
             server = await ServeProcess(
                 config,
@@ -154,6 +193,8 @@ async def serve(
         leader = Leader(config)
         tasks = [asyncio.create_task(leader.run(), name="leader")]
         status = functools.partial(leader_status, leader)
+        binlog_dir = lambda: leader.writer.dir  # noqa: E731
+        writer = lambda: leader.writer  # noqa: E731
         if config.dumper.serve_process:
             server = await ServeProcess(
                 config,
@@ -172,8 +213,17 @@ async def serve(
             tasks.append(asyncio.create_task(_heartbeats(config, leader.node), name="heartbeat"))
     # The status file only once the server listens: `cdc start --background` returns when it
     # appears, and what follows it (a consumer, a test) connects to the port at once.
+    status = functools.partial(
+        _served_status, status, server, binlog_dir, config.dumper.binlog_base
+    )
+    metrics = None
+    if config.dumper.metrics_port:
+        metrics = DumperMetrics()
+        metrics.start(config.dumper.host, config.dumper.metrics_port)
     tasks.append(
-        asyncio.create_task(_status_loop(status, state_dir / "status.json"), name="status")
+        asyncio.create_task(
+            _status_loop(status, state_dir / "status.json", metrics, writer), name="status"
+        )
     )
     log.info("serving the global binlog on %s:%d", server.host, server.port)
     stop = asyncio.Event()
@@ -195,6 +245,8 @@ async def serve(
             watchdog.start()
         await cancel_and_wait([*tasks, stopper])
         await server.close()
+        if metrics is not None:
+            metrics.close()
         # (in own_process mode the watchdog stays armed: asyncio.run() still joins worker
         # threads after this, and a daemon timer does not delay a normal exit)
 

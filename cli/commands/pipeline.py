@@ -150,10 +150,10 @@ def status_lines(status: dict, now: float) -> list[str]:
     if ha is not None:
         lines.append(_ha_line(ha))
         if ha["role"] != "leader":
-            return lines
+            return [*lines, *_served_lines(status)]
     if "last_tso" not in status:
         # HA: the node won the lease a moment ago and is still starting its pipeline.
-        return [*lines, f"pipeline starting  (status {age:.1f}s old)"]
+        return [*lines, f"pipeline starting  (status {age:.1f}s old)", *_served_lines(status)]
     lines.append(
         f"global TSO {status['last_tso']}  lag {status['lag_ms']} ms  "
         f"{status['transactions']} txns  {status['events_per_s']:.0f} events/s  "
@@ -166,6 +166,35 @@ def status_lines(status: dict, now: float) -> list[str]:
             f"{dn.get('watermark_tso') or '-'!s:<22}{dn.get('silent_s', 0.0):>7.1f}s"
         )
     lines.extend(f"! {problem}" for problem in status.get("problems", []))
+    lines.extend(_served_lines(status))
+    return lines
+
+
+def _served_lines(status: dict) -> list[str]:
+    """The binlog's files and the consumers of the dumper (lag behind the written end)."""
+    lines = []
+    binlog = status.get("binlog")
+    if binlog is not None:
+        lines.append(
+            f"binlog: {binlog['files']} files, {binlog['bytes'] / 1e6:.1f} MB from "
+            f"{binlog['oldest']}, {binlog['purged_files']} purged by retention"
+        )
+    consumers = status.get("consumers")
+    if consumers is None:
+        return lines
+    lines.append(f"consumers: {len(consumers)}")
+    if consumers:
+        lines.append(
+            f"{'ID':>5}  {'USER@HOST':<24}{'SERVER_ID':>10}  {'POSITION':<26}"
+            f"{'LAG BYTES':>12}{'LAG':>9}"
+        )
+    for c in consumers:
+        who = f"{c['user']}@{c['host']}"
+        kind = " (HA follower)" if c["follower"] else ""
+        lines.append(
+            f"{c['id']:>5}  {who:<24}{c['server_id']:>10}  {c['file'] + ':' + str(c['position']):<26}"
+            f"{c['lag_bytes']:>12,}{c['lag_s']:>8.1f}s{kind}"
+        )
     return lines
 
 

@@ -54,6 +54,7 @@ class LeaderStats:
     last_tso: int = 0
     last_commit_at: float = 0.0
     restarts: int = 0  # pipeline restarts after a MergeSource process died
+    spilled_bytes: int = 0  # of huge transactions streamed from MergeSource spill files
     started_at: float = field(default_factory=time.monotonic)
 
 
@@ -312,6 +313,7 @@ class Leader:
             self._file_first_tso.setdefault(file, batch.tsos[first])
         self.stats.transactions += len(batch.ends)
         self.stats.events += batch.events
+        self.stats.bytes += len(batch.buf)
         batch.clear()
 
     async def _write_streamed(self, txn: Transaction) -> None:
@@ -323,13 +325,14 @@ class Leader:
         writer = self.writer
         writer.begin_stream(txn.size)
         self._file_first_tso.setdefault(writer.file, txn.tso)
-        count = 0
+        count = written = 0
         try:
             part: list[bytes] = []
             size = 0
             for e in events:
                 part.append(e)
                 size += len(e)
+                written += len(e)
                 if size >= STREAM_PART_BYTES:
                     writer.write_part(part)
                     count += len(part)
@@ -346,6 +349,8 @@ class Leader:
         log.info("streamed transaction at TSO %d: %d events, %d bytes", txn.tso, count, txn.size)
         self.stats.transactions += 1
         self.stats.events += count
+        self.stats.bytes += written
+        self.stats.spilled_bytes += txn.size
 
     async def _checkpoint_loop(self) -> None:
         interval = self.config.pipeline.checkpoint_interval_ms / 1000
@@ -441,6 +446,9 @@ def leader_status(leader: Leader) -> dict:
         "events": leader.stats.events,
         "events_per_s": leader.stats.events / elapsed,
         "restarts": leader.stats.restarts,
+        "bytes": leader.stats.bytes,
+        "spilled_bytes": leader.stats.spilled_bytes,
+        "last_commit_at": leader.stats.last_commit_at,
         "file": leader.writer.file,
         "position": leader.writer.position,
         "dns": dns,

@@ -196,6 +196,10 @@ class BinlogSender:
         self.bytes_sent = 0  # of binlog events (consumer metrics)
         self.client_server_id = 0  # the dump's server_id (9900 + peer id: an HA follower)
         self.since = time.time()
+        # Has it been sent everything it may be sent (it waits for more)? And when it last was:
+        # how long a consumer has been behind (`cdc status`, metrics).
+        self.caught_up = False
+        self.caught_up_at = self.since
         self._rotate_crc = False
 
     async def run(self, request: DumpRequest, options: DumpOptions) -> None:
@@ -303,6 +307,7 @@ class BinlogSender:
                     pos = self.pos = new
                     last_sent = time.monotonic()
                     blocked_since = None
+                    self.caught_up = False
                     await self.sink.flush()
                     # A dump catching up on a long backlog into a fast reader never waits in
                     # flush(): one batch per loop turn keeps the other sessions served.
@@ -326,6 +331,7 @@ class BinlogSender:
                             raise DumpError(MSG_TRUNCATED)
                         return names[i + 1]
                 now = time.monotonic()
+                self.caught_up, self.caught_up_at = True, time.time()
                 # More data, not yet acknowledged by a follower: wait for an acknowledgement
                 # (non-blocking dumps too), at most the gate's bound, then serve anyway.
                 gated = (

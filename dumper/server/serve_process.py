@@ -16,8 +16,9 @@ reads the binlog files from disk, as the sender always did, and learns from the 
   eventfd: when the pipe is full a wake-up is pending anyway, so the leader never blocks on it).
 
 Followers' acknowledgements arrive on the child's sessions and bound what it serves there (the
-`AckGate` lives in the child); the child reports them to the leader twice a second for
-`cdc status` (`AckGate.report` / `load_report`). The child ends when its stdin closes (the
+`AckGate` lives in the child); the child reports them, its consumers (`consumers.py`) and its
+retention's purges to the leader twice a second, one JSON line on its stdout, for `cdc status`
+and the metrics (`AckGate.report` / `load_report`, `ServeProcess.consumers`). The child ends when its stdin closes (the
 leader is gone) or on SIGTERM/SIGINT.
 """
 
@@ -184,6 +185,13 @@ class ServeProcess:
         self._wake_w = -1
         self._tasks: list[asyncio.Task] = []
         self.restarts = 0
+        self._consumers: list[dict] = []  # as the server process last reported them
+        self.purged = 0  # files purged by retention
+        self._purged_before = 0  # by earlier server processes
+
+    def consumers(self) -> list[dict]:
+        """The server process's dumps as of its last report (at most REPORT_S old)."""
+        return self._consumers
 
     def _view(self) -> ServeView:
         end = self._writer_end()
@@ -283,8 +291,13 @@ class ServeProcess:
                     continue
                 if self.acks is not None and "acks" in report:
                     self.acks.load_report(report["acks"])
+                if "consumers" in report:
+                    self._consumers = report["consumers"]
+                    self.purged = self._purged_before + int(report.get("purged", 0))
             code = await self._proc.wait()
             self.restarts += 1
+            self._consumers = []  # their connections went with the process
+            self._purged_before = self.purged
             log.error("the dumper's server process ended (exit code %s): starting it again", code)
             await asyncio.sleep(1)
             wake_r, wake_w = os.pipe()  # the old read end went with the old process
@@ -403,9 +416,11 @@ async def _child(spec: dict) -> None:
     try:
         while not stop.is_set():
             await wait_event(stop, REPORT_S)
+            report: dict = {"consumers": server.consumers(), "purged": server.retention.purged}
             if acks is not None:
-                out.write(json.dumps({"acks": acks.report()}).encode() + b"\n")
-                out.flush()
+                report["acks"] = acks.report()
+            out.write(json.dumps(report).encode() + b"\n")
+            out.flush()
     finally:
         await server.close()
         state.close()

@@ -14,6 +14,7 @@ from cdc.config import DumperConfig
 from dumper.server.ack_gate import AckGate
 from dumper.server.binlog_files import BinlogFiles
 from dumper.server.binlog_sender import Notifier, PollNotifier
+from dumper.server.consumers import consumers
 from dumper.server.context import ServerContext
 from dumper.server.retention import Retention, RetentionPolicy
 from dumper.server.schema import InMemorySchemaProvider, SchemaProvider
@@ -43,6 +44,15 @@ class Server:
         if self._server is None or not self._server.sockets:
             return self.ctx.config.port
         return self._server.sockets[0].getsockname()[1]
+
+    def consumers(self) -> list[dict]:
+        """The running dumps (`dumper/server/consumers.py`)."""
+        return consumers(self.ctx)
+
+    @property
+    def purged(self) -> int:
+        """Files purged by retention."""
+        return self.retention.purged
 
     async def start(self) -> Server:
         self._server = await asyncio.start_server(

@@ -1,0 +1,62 @@
+"""The dump clients of a server, as plain JSON-able records: for `cdc status` and the metrics
+(docs/dumper.md "Consumers"). The server process sends them to the leader with its reports
+(`serve_process.py`); an in-process server is asked directly."""
+
+from __future__ import annotations
+
+import time
+
+from dumper.server.binlog_files import BinlogFileError
+from dumper.server.context import ServerContext
+
+FOLLOWER_SERVER_IDS = range(9900, 10000)  # an HA follower's dump: 9900 + its peer id
+
+
+def consumers(ctx: ServerContext) -> list[dict]:
+    """One record per running COM_BINLOG_DUMP: who, where, how much it got and how far it is
+    behind the end of the files (`lag_bytes`, `lag_files`) and since when (`lag_s`: 0 while it
+    has everything it may be sent; else the time since it last had)."""
+    dumps = [(cid, h.state) for cid, h in list(ctx.sessions.items()) if h.state.dump is not None]
+    if not dumps:
+        return []
+    files = ctx.files.files()
+    order = {f.name: i for i, f in enumerate(files)}
+    now = time.time()
+    out = []
+    for cid, state in dumps:
+        dump = state.dump
+        assert dump is not None
+        at = order.get(dump.file)
+        if at is None:
+            lag_bytes, lag_files = 0, 0  # not started yet (or its file is gone)
+        else:
+            lag_bytes = max(files[at].size - dump.pos, 0) + sum(f.size for f in files[at + 1 :])
+            lag_files = len(files) - 1 - at
+        sid = dump.client_server_id
+        out.append(
+            {
+                "id": cid,
+                "user": state.user.name if state.user is not None else "",
+                "host": state.host,
+                "server_id": sid,
+                "follower": ctx.acks.is_follower(sid) if ctx.acks is not None else False,
+                "file": dump.file,
+                "position": dump.pos,
+                "events": dump.events_sent,
+                "bytes": dump.bytes_sent,
+                "lag_bytes": lag_bytes,
+                "lag_files": lag_files,
+                "lag_s": round(0.0 if dump.caught_up else now - dump.caught_up_at, 3),
+                "connected_s": round(now - dump.since, 3),
+            }
+        )
+    return out
+
+
+def total_size(ctx: ServerContext) -> tuple[int, int]:
+    """(files, bytes) of the served binlog."""
+    try:
+        files = ctx.files.files()
+    except BinlogFileError:
+        return 0, 0
+    return len(files), sum(f.size for f in files)
