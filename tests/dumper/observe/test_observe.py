@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import struct
 import subprocess
 import sys
@@ -181,3 +182,7 @@ def test_metrics_endpoint_is_scraped(live):
     assert "cdc_pipeline_restarts_total" in m and "cdc_server_process_restarts_total" in m
     assert "cdc_spilled_bytes_total" in m and "cdc_binlog_purged_files_total" in m
     assert "cdc_consumer_position" in m and "cdc_consumer_sent_bytes_total" in m
+    # Every metric the Grafana dashboard plots exists (HA ones only with [[dumper.peers]]).
+    dashboard = (Path(__file__).parents[3] / "docs" / "grafana-dashboard.json").read_text()
+    plotted = set(re.findall(r"\bcdc_[a-z_]+", dashboard)) - {"cdc_ha_leader", "cdc_ha_term"}
+    assert plotted - set(m) == set(), sorted(m)
