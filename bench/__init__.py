@@ -6,6 +6,8 @@ prints its ratio against a baseline measured in the same run.
     `cdc bench writer`        bench/writer.py        BinlogWriter vs a plain buffered write
     `cdc bench dumper`        bench/dumper.py        mariadb-binlog --raw from our dumper vs
                                                      from mariadbd, same file
+    `cdc bench fanout`        bench/fanout.py        the same, 1 / 16 / 64 concurrent clients:
+                                                     MB/s, p99 first event, CPU per served MB
     `cdc bench merge-source`  bench/merge_source.py  one MergeSource vs the raw dump of its DN
     `cdc bench pipeline`      bench/pipeline.py      catch-up of the whole pipeline vs the raw
                                                      dump of the DN binlogs

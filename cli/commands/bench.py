@@ -1,4 +1,4 @@
-"""`cdc bench writer|dumper|merge-source|pipeline|latency|hostile|cn|cn-change|scale|all`: benchmarks
+"""`cdc bench writer|dumper|fanout|merge-source|pipeline|latency|hostile|cn|cn-change|scale|all`: benchmarks
 that print ratios measured side by side in one run."""
 
 from __future__ import annotations
@@ -23,6 +23,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     dumper.add_argument("--mb", type=int, default=50, help="binlog size in MB")
     dumper.add_argument("--rounds", type=int, default=3)
     dumper.set_defaults(func=cmd_dumper)
+    fanout = bsub.add_parser(
+        "fanout", help="1, 16, 64 concurrent mariadb-binlog --raw: our dumper vs mariadbd"
+    )
+    fanout.add_argument("--mb", type=int, default=26, help="binlog size in MB")
+    fanout.add_argument("--clients", default="1,16,64", help="widths, comma-separated")
+    fanout.add_argument("--quick", action="store_true", help="2 MB, 1 and 4 clients")
+    fanout.set_defaults(func=cmd_fanout)
     source = bsub.add_parser(
         "merge-source", help="one MergeSource vs mariadb-binlog --raw of the same DN binlog"
     )
@@ -132,6 +139,12 @@ def cmd_dumper(args) -> int:
     return main(["--mb", str(args.mb), "--rounds", str(args.rounds)])
 
 
+def cmd_fanout(args) -> int:
+    from bench.fanout import main
+
+    return main(forward(args, "mb", "clients") + (["--quick"] if args.quick else []))
+
+
 def cmd_merge_source(args) -> int:
     from bench.merge_source import main
 
@@ -208,6 +221,7 @@ def cmd_all(args) -> int:
     from bench.cn import main as cn
     from bench.cn_change import main as cn_change
     from bench.dumper import main as dumper
+    from bench.fanout import main as fanout
     from bench.hostile import main as hostile
     from bench.latency import main as latency
     from bench.merge_source import main as merge_source
@@ -226,6 +240,7 @@ def cmd_all(args) -> int:
             ["--txns=1000", "--rows=20", "--row-bytes=200"],
         ),
         ("dumper", dumper, [], ["--mb=2", "--rounds=1"]),
+        ("fanout", fanout, [], ["--quick"]),
         ("merge-source", merge_source, [], ["--events=30000", "--rounds=1"]),
         ("pipeline", pipeline, [], ["--events=30000"]),
         ("backfill", backfill, [], ["--rows=30000", "--chunk-rows=10000"]),

@@ -339,6 +339,35 @@ class ServeProcess:
 
 
 # -- the server process -------------------------------------------------------------------------
+class ReportPipe:
+    """The child's reports to the leader, never blocking the server: a leader that does not
+    read for a while (a long GC, a stopped process) must not stop the dumps. The pipe is
+    non-blocking; a line that does not fit whole is finished before the next one, and a report
+    due meanwhile is dropped (the next one, REPORT_S later, says the same and newer)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        os.set_blocking(fd, False)
+        self._pending = b""
+        self.dropped = 0
+
+    def send(self, line: bytes) -> None:
+        if self._pending:
+            self._write()
+            if self._pending:
+                self.dropped += 1
+                return
+        self._pending = line
+        self._write()
+
+    def _write(self) -> None:
+        try:
+            n = os.write(self.fd, self._pending)
+        except BlockingIOError:
+            return
+        self._pending = self._pending[n:]
+
+
 async def _child(spec: dict) -> None:
     from dumper.server.schema import InMemorySchemaProvider
     from dumper.server.server import serve
@@ -413,14 +442,14 @@ async def _child(spec: dict) -> None:
     out = sys.stdout.buffer
     out.write(json.dumps({"port": server.port}).encode() + b"\n")
     out.flush()
+    reports = ReportPipe(out.fileno())
     try:
         while not stop.is_set():
             await wait_event(stop, REPORT_S)
             report: dict = {"consumers": server.consumers(), "purged": server.retention.purged}
             if acks is not None:
                 report["acks"] = acks.report()
-            out.write(json.dumps(report).encode() + b"\n")
-            out.flush()
+            reports.send(json.dumps(report).encode() + b"\n")
     finally:
         await server.close()
         state.close()
