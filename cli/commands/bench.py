@@ -28,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     fanout.add_argument("--mb", type=int, default=26, help="binlog size in MB")
     fanout.add_argument("--clients", default="1,16,64", help="widths, comma-separated")
+    fanout.add_argument("--rounds", type=int, default=2)
     fanout.add_argument("--quick", action="store_true", help="2 MB, 1 and 4 clients")
     fanout.set_defaults(func=cmd_fanout)
     source = bsub.add_parser(
@@ -142,7 +143,7 @@ def cmd_dumper(args) -> int:
 def cmd_fanout(args) -> int:
     from bench.fanout import main
 
-    return main(forward(args, "mb", "clients") + (["--quick"] if args.quick else []))
+    return main(forward(args, "mb", "clients", "rounds") + (["--quick"] if args.quick else []))
 
 
 def cmd_merge_source(args) -> int:

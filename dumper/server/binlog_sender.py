@@ -23,6 +23,7 @@ from dumper.server.binlog_files import (
     BinlogFiles,
     fde_checksum_alg,
 )
+from dumper.server.shared_reads import FramedBatch, SharedReads, frame_events
 
 ROTATE_EVENT = int(EventType.ROTATE)
 HEARTBEAT_EVENT = int(EventType.HEARTBEAT)
@@ -117,6 +118,11 @@ class PacketSink(Protocol):
 
     def send_events(self, events: list[memoryview]) -> None: ...
 
+    @property
+    def seq(self) -> int: ...
+
+    def send_framed(self, data: bytes, seq: int) -> None: ...
+
     async def flush(self) -> None: ...
 
 
@@ -180,8 +186,10 @@ class BinlogSender:
         poll_interval: float = 0.2,
         batch_bytes: int = 256 * 1024,
         gate: AckGate | None = None,
+        shared: SharedReads | None = None,
     ) -> None:
         self.files = files
+        self.shared = shared  # batches other dumps at the same place read and framed already
         # HA leader: what a follower acknowledged bounds what ordinary dumps get (run() drops
         # it for a follower's own dump).
         self.gate = gate
@@ -302,7 +310,9 @@ class BinlogSender:
             blocked_since: float | None = None  # waiting for a follower's acknowledgement
             while True:
                 acked = self._acked_limit(name)
-                new = self._send_available(fd, pos, _min(self.notifier.visible_end(name), acked))
+                new = self._send_available(
+                    fd, pos, _min(self.notifier.visible_end(name), acked), name
+                )
                 if new != pos:
                     pos = self.pos = new
                     last_sent = time.monotonic()
@@ -320,7 +330,7 @@ class BinlogSender:
                 rotated = i + 1 < len(names)
                 if rotated:
                     # Rotated: the writer finished this file before indexing the next one.
-                    new = self._send_available(fd, pos, acked)  # a finished file is whole
+                    new = self._send_available(fd, pos, acked, name)  # a finished file is whole
                     if new != pos:
                         pos = self.pos = new
                         await self.sink.flush()
@@ -375,12 +385,26 @@ class BinlogSender:
             self.gate.served(name, self.pos)
         return limit
 
-    def _send_available(self, fd: int, pos: int, limit: int | None) -> int:
+    def _send_available(self, fd: int, pos: int, limit: int | None, name: str = "") -> int:
         """Send the whole events present from `pos` (up to about batch_bytes, never past
         `limit`); the new position."""
         want = self.batch_bytes if limit is None else min(self.batch_bytes, limit - pos)
         if want <= 0:
             return pos
+        shared = self.shared if name else None
+        if shared is not None:
+            seq = self.sink.seq
+            batch = shared.get(name, pos, seq)
+            if (
+                batch is not None
+                and (limit is None or batch.end <= limit)
+                and os.pread(fd, 8, pos) == batch.head
+                and os.pread(fd, 8, batch.end - 8) == batch.tail
+            ):
+                self.sink.send_framed(batch.data, batch.seq)
+                self.events_sent += batch.events
+                self.bytes_sent += batch.event_bytes
+                return batch.end
         data = os.pread(fd, want, pos)
         view = memoryview(data)
         events = []
@@ -402,7 +426,21 @@ class BinlogSender:
                 break
             events.append(view[off : off + size])
             off += size
-        if events:
+        if events and shared is not None and off >= 8:
+            pieces, after = frame_events(events, seq)
+            framed = b"".join(pieces)
+            shared.put(
+                name,
+                pos,
+                seq,
+                FramedBatch(
+                    pos + off, framed, after, len(events), off, data[:8], data[off - 8 : off]
+                ),
+            )
+            self.sink.send_framed(framed, after)
+            self.events_sent += len(events)
+            self.bytes_sent += off
+        elif events:
             self.sink.send_events(events)
             self.events_sent += len(events)
             self.bytes_sent += off

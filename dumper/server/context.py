@@ -15,6 +15,7 @@ from dumper.server.ack_gate import AckGate
 from dumper.server.binlog_files import BinlogFiles
 from dumper.server.binlog_sender import BinlogSender, Notifier
 from dumper.server.schema import SchemaProvider
+from dumper.server.shared_reads import SharedReads
 from dumper.server.variables import VarValue, server_variables
 
 
@@ -79,6 +80,8 @@ class ServerContext:
     read_only: Callable[[], bool] = lambda: False
     # HA: followers' acknowledgements, which bound what the leader serves other consumers.
     acks: AckGate | None = None
+    # Framed batches shared by dumps at the same place (docs/dumper.md "Many consumers").
+    shared_reads: SharedReads = field(default_factory=SharedReads)
 
     def __post_init__(self) -> None:
         if not self.variables:

@@ -39,9 +39,8 @@ from dumper.server.binlog_sender import (
 )
 from dumper.server.context import Registration, ServerContext, SessionState
 from dumper.server.queries import OkResult, QueryExecutor, RowsResult, denied
+from dumper.server.shared_reads import frame_events
 from dumper.server.users import has_any, verify_caching_sha2, verify_native
-
-_PACKET_HEADER = struct.Struct("<IB")  # length | seq << 24, then the 0x00 "event follows" byte
 
 log = logging.getLogger(__name__)
 # Rows (or skipped events) of a streamed result set per loop turn: ~1 ms of work.
@@ -219,23 +218,25 @@ class Session:
     def send_events(self, events: list[memoryview]) -> None:
         """Binlog events as dump packets (`0x00` + event each), framed in one pass without
         copying the events: the hot loop of a dump."""
-        out, seq, pack = self._out, self._seq, _PACKET_HEADER.pack
-        for ev in events:
-            n = len(ev) + 1
-            if n >= MAX_CHUNK:  # needs splitting into 16 MB chunks: the general path
-                self._seq = seq
-                self.send(b"\x00" + bytes(ev))
-                seq = self._seq
-                continue
-            out.append(pack(n | seq << 24, 0))
-            out.append(ev)
-            seq = (seq + 1) & 0xFF
+        pieces, self._seq = frame_events(events, self._seq)
+        self._out.extend(pieces)
+
+    @property
+    def seq(self) -> int:
+        """The sequence id of the next packet."""
+        return self._seq
+
+    def send_framed(self, data: bytes, seq: int) -> None:
+        """Packets framed already (a batch shared by several dumps), `seq` the id after them."""
+        self._out.append(data)
         self._seq = seq
 
     async def flush(self) -> None:
-        if self._out:
-            self.writer.write(b"".join(self._out))
-            self._out.clear()
+        out = self._out
+        if out:
+            # A shared batch alone is written as it is: no copy per consumer.
+            self.writer.write(out[0] if len(out) == 1 else b"".join(out))
+            out.clear()
         await self.writer.drain()
 
     def _send_error(self, code: int, message: str, state: str = "HY000") -> None:
@@ -655,6 +656,7 @@ class Session:
             server_id=self.ctx.config.server_id,
             poll_interval=self.ctx.config.poll_interval_ms / 1000,
             gate=self.ctx.acks,
+            shared=self.ctx.shared_reads,
         )
         watcher = asyncio.create_task(self._watch_input(body))
         streamer = asyncio.create_task(self._stream(sender, body))
