@@ -14,6 +14,7 @@ parse exactly as printed, not run. `make test` itself is what .ci/run runs.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import select
@@ -193,8 +194,14 @@ def table(pattern: str) -> str:
     return one("Commands", pattern)
 
 
+STATUS = r"cdc status --config \S+$"
+
+
 def test_commands_pipeline_and_traffic():
-    assert "global TSO" in run(table(r"cdc status "))
+    out = run(table(STATUS))
+    assert "global TSO" in out and "consumers:" in out, out
+    status = json.loads(run(table(r"cdc status .*--json")))
+    assert status["last_tso"] > 0 and isinstance(status["consumers"], list), status
     assert "TPS" in run(table(r"workload transfer"), timeout=120)
     assert "all tables equal" in run(table(r"cdc check "))
     for verify in (table(r"verify-binlog .*--server"), table(r"verify-binlog .*--from-files")):
@@ -217,7 +224,7 @@ def test_commands_scale_out_and_cn():
 def test_commands_stop_start_and_demo_again():
     assert "stopped" in run(table(r"cdc stop "))
     assert "started" in run(table(r"cdc start "))
-    until(table(r"cdc status "), "dn4")
+    until(table(STATUS), "dn4")
     out = run(table(r"cdc demo "), timeout=600)
     assert "\nall tables equal" in out, out[-3000:]
     for verify in (table(r"verify-binlog .*--server"), table(r"verify-binlog .*--from-files")):
@@ -225,8 +232,10 @@ def test_commands_stop_start_and_demo_again():
 
 
 def test_commands_bench():
-    out = run(table(r"cdc bench "), timeout=300)
+    out = run(table(r"cdc bench writer"), timeout=300)
     assert "ratio" in out, out
+    out = run(table(r"cdc bench fanout"), timeout=300)
+    assert "ratio dumper/mariadbd at 4 clients" in out, out
 
 
 def test_other_targets():
