@@ -78,8 +78,16 @@ class Dumper:
         the binlog is scanned from it after the reads."""
         return RetainedFrom(self, file)
 
+    def end(self) -> BinlogPosition:
+        rows = self.query("SHOW MASTER STATUS")
+        if not rows:
+            raise BackfillError(f"{self.where} has no binlog yet: is the pipeline running?")
+        return BinlogPosition(rows[0][0], int(rows[0][1]))
+
 
 class RetainedFrom:
+    """An open `@cdc_retain_from` session (`Dumper.retain`): `open()`, then `close()`."""
+
     def __init__(self, dumper: Dumper, file: str) -> None:
         self.dumper = dumper
         self.file = file
@@ -103,12 +111,6 @@ class RetainedFrom:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-
-    def end(self) -> BinlogPosition:
-        rows = self.query("SHOW MASTER STATUS")
-        if not rows:
-            raise BackfillError(f"{self.where} has no binlog yet: is the pipeline running?")
-        return BinlogPosition(rows[0][0], int(rows[0][1]))
 
 
 def mark_key(mark: bytes) -> tuple[int, int]:
