@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from cdc.binlog.constants import HEADER_LEN, EventFlag, EventType
-from cdc.binlog.header import HEADER, OFF_FLAGS, OFF_LOG_POS, event_size
+from cdc.binlog.header import HEADER, OFF_EVENT_SIZE, OFF_FLAGS, OFF_LOG_POS
 from cdc.tasks import wait_event
 from dumper.server.ack_gate import AckGate
 from dumper.server.binlog_files import (
@@ -32,6 +32,7 @@ LOG_EVENT_BINLOG_IN_USE_F = int(EventFlag.BINLOG_IN_USE)
 BINLOG_DUMP_NON_BLOCK = 0x01
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
 START = len(MAGIC)
+_EVENT_SIZE = struct.Struct("<I")
 
 # MySQL's texts (clients such as Canal match on them).
 MSG_UNKNOWN_FILE = "Could not find first log file name in binary log index file"
@@ -408,10 +409,12 @@ class BinlogSender:
         data = os.pread(fd, want, pos)
         view = memoryview(data)
         events = []
+        append = events.append
+        size_at = _EVENT_SIZE.unpack_from  # (event_size() without a call per event)
         off = 0
         end = len(data)
         while end - off >= HEADER_LEN:
-            size = event_size(data, off)
+            size = size_at(data, off + OFF_EVENT_SIZE)[0]
             if size < HEADER_LEN:
                 raise DumpError(f"{MSG_BOGUS} (event size {size} at {pos + off})")
             if off + size > end:
@@ -424,7 +427,7 @@ class BinlogSender:
                         self.bytes_sent += size
                         return pos + size
                 break
-            events.append(view[off : off + size])
+            append(view[off : off + size])
             off += size
         if events and shared is not None and off >= 8:
             pieces, after = frame_events(events, seq)
