@@ -156,6 +156,10 @@ async def serve(
     # Its presence says "this run serves" (below): never a file left by an earlier run.
     (state_dir / "status.json").unlink(missing_ok=True)
     trace = stage_trace.start("leader")  # noqa: F841 (kept alive)
+    metrics = None
+    if config.dumper.metrics_port:  # first: a port in use stops us before anything runs
+        metrics = DumperMetrics()
+        metrics.start(config.dumper.host, config.dumper.metrics_port)
     schema = HistorySchemaProvider(lambda: gms.connect(config.gms), config.pipeline.meta_database)
     if config.dumper.peers:
         # HA: lead or follow as the lease says; the CN heartbeat runs only while leading.
@@ -216,10 +220,6 @@ async def serve(
     status = functools.partial(
         _served_status, status, server, binlog_dir, config.dumper.binlog_base
     )
-    metrics = None
-    if config.dumper.metrics_port:
-        metrics = DumperMetrics()
-        metrics.start(config.dumper.host, config.dumper.metrics_port)
     tasks.append(
         asyncio.create_task(
             _status_loop(status, state_dir / "status.json", metrics, writer), name="status"
