@@ -148,9 +148,7 @@ class TransactionEncoder:
     templates.
     """
 
-    def __init__(
-        self, server_id: int, table_ids: TableIdMap | None = None, *, gtids: bool = False
-    ):
+    def __init__(self, server_id: int, table_ids: TableIdMap | None = None, *, gtids: bool = False):
         """`gtids`: each transaction starts with a GTID event, for a writer that numbers them
         (`BinlogWriter(gtid_sid=…)`); the two go together."""
         self.server_id = server_id
