@@ -282,8 +282,7 @@ class BinlogWriter:
         if start + len(buf) > self.max_file_size and start > self._header_end:
             self.rotate()
             start = self._pos
-        if self.gtid_sid is not None:
-            self._stamp_gtids(buf, gtids.find(buf, 0, len(buf)))
+        gno = self._stamp_gtids(buf, self._gtids_in(buf, 0, len(buf)))
         last = stamp_positions(buf, start)
         if not (
             self._mark_only
@@ -291,6 +290,7 @@ class BinlogWriter:
             and buf[last + 20 : last + 25] == b"CTS::"
         ):
             self._check_last(buf, last)
+        self.gno = gno  # only once the transaction is known whole: a refused one takes none
         return self._append(buf, start)
 
     def append_batch(
@@ -321,14 +321,11 @@ class BinlogWriter:
                     continue
                 j = i + 1
             end = ends[j - 1]
-            if self.gtid_sid is not None:
-                if gtid_at is None:
-                    here = gtids.find(buf, done, end)
-                else:
-                    here = gtid_at[
-                        bisect.bisect_left(gtid_at, done) : bisect.bisect_left(gtid_at, end)
-                    ]
-                self._stamp_gtids(buf, here, done, j - i)
+            if gtid_at is None:
+                here = self._gtids_in(buf, done, end)
+            else:
+                here = gtid_at[bisect.bisect_left(gtid_at, done) : bisect.bisect_left(gtid_at, end)]
+            gno = self._stamp_gtids(buf, here, done, j - i)
             last = stamp_positions(buf, start, done, end)
             part = memoryview(buf)[done:end]
             if not (
@@ -338,24 +335,32 @@ class BinlogWriter:
             ):
                 self._check_last(part, last - done)
             files.append((self._file_name, i))
+            self.gno = gno
             self._append(part, start, j - i)
             part.release()
             done, i = end, j
         return files
 
+    def _gtids_in(self, buf: bytearray, start: int, end: int) -> list[int]:
+        """Where the GTID events are (walking the events: a caller that knows says so)."""
+        return gtids.find(buf, start, end) if self.gtid_sid is not None else []
+
     def _stamp_gtids(
         self, buf: bytearray, offsets: list[int], start: int = 0, txns: int = 1
-    ) -> None:
-        """Number the GTID events at `offsets`: the `txns` transactions from `start` on each
-        begin with one (a DDL may hold two: `CREATE DATABASE` before its `CREATE TABLE`)."""
+    ) -> int:
+        """Number the GTID events at `offsets` after `self.gno`; returns the last number given
+        (the caller makes it `self.gno` once the transactions are accepted). The `txns`
+        transactions from `start` on each begin with one (a DDL may hold two: `CREATE
+        DATABASE` before its `CREATE TABLE`). Without a sid: nothing to number."""
+        if self.gtid_sid is None:
+            return self.gno
         if len(offsets) < txns or offsets[0] != start:
             raise ValueError(
                 f"{txns} transaction(s) with {len(offsets)} GTID event(s) (the first at "
                 f"{offsets[0] if offsets else None}, not {start}): every transaction of a "
                 "GTID-numbered binlog starts with one"
             )
-        assert self.gtid_sid is not None
-        self.gno = gtids.stamp(buf, offsets, self.gtid_sid, self.gno)
+        return gtids.stamp(buf, offsets, self.gtid_sid, self.gno)
 
     def _encode_bodies(self, events: Iterable[object]) -> list[bytes | bytearray | memoryview]:
         now = int(self._clock())
@@ -414,7 +419,7 @@ class BinlogWriter:
         if not buf:
             return
         if self.gtid_sid is not None and self._pos == self._stream_start:
-            self._stamp_gtids(buf, gtids.find(buf, 0, len(buf)))
+            self.gno = self._stamp_gtids(buf, self._gtids_in(buf, 0, len(buf)))
         last = stamp_positions(buf, self._pos)
         self._stream_tail = bytes(buf[last:])
         self._pos += len(buf)

@@ -124,6 +124,13 @@ def test_a_transaction_without_its_gtid_is_refused(tmp_path: Path):
     buf = bytearray(txn(0) + b"".join(raw(1)))
     with pytest.raises(ValueError, match="2 transaction"):
         w.append_batch(buf, [len(txn(0)), len(buf)], [0])
+    unterminated = bytearray(PLACEHOLDER + b"".join(raw(1)[:-1]))  # no CTS mark
+    with pytest.raises(ValueError, match="terminator"):
+        w.append_encoded(unterminated)
+    assert w.gno == 0  # a refused transaction takes no number
+    w.append_encoded(bytearray(txn(2)))
+    w.close()
+    assert_gapless(tmp_path, 1)
 
 
 def test_files_of_another_cluster_are_refused(tmp_path: Path):
