@@ -640,7 +640,7 @@ class Session:
             await self.flush()
             return
         try:
-            request = self._dump_request(body) if not by_gtid else self._gtid_dump_request(body)
+            request = await self._gtid_dump_request(body) if by_gtid else DumpRequest.parse(body)
         except DumpError as exc:
             log.info("dump for %s:%d refused: %s", self.state.host, self.state.port, exc.message)
             self._send_error(exc.code, exc.message)
@@ -664,13 +664,10 @@ class Session:
                 task.cancel()
             await asyncio.gather(watcher, streamer, return_exceptions=True)
 
-    @staticmethod
-    def _dump_request(body: bytes) -> DumpRequest:
-        return DumpRequest.parse(body)
-
-    def _gtid_dump_request(self, body: bytes) -> DumpRequest:
+    async def _gtid_dump_request(self, body: bytes) -> DumpRequest:
         """COM_BINLOG_DUMP_GTID: the file and position of the first transaction the client's
-        GTID set lacks (`gtid_state`)."""
+        GTID set lacks (`gtid_state`; in a thread: finding it may read a file's worth of
+        bytes, which must not hold up the other sessions)."""
         request, client = parse_dump_gtid(body)
         state = self.ctx.gtid_state
         if state is None:
@@ -678,7 +675,7 @@ class Session:
                 "The replication receiver thread cannot start in AUTO_POSITION mode: this "
                 "server has GTID_MODE = OFF instead of ON. Use file and position."
             )
-        file, pos = state.dump_start(client)
+        file, pos = await asyncio.to_thread(state.dump_start, client)
         log.info(
             "GTID dump for %s:%d: the client has %s; from %s:%d",
             self.state.host,
