@@ -12,7 +12,16 @@ from pathlib import Path
 
 from binlog_writer import BinlogWriter, FsyncPolicy
 from cdc.binlog.constants import ColumnType as T
-from cdc.binlog.events import QueryEvent, RowsEvent, TableMapEvent, XidEvent, cts_mark, encode_event
+from cdc.binlog.constants import EventType
+from cdc.binlog.events import (
+    MysqlGtidEvent,
+    QueryEvent,
+    RowsEvent,
+    TableMapEvent,
+    XidEvent,
+    cts_mark,
+    encode_event,
+)
 from cdc.binlog.fastpath import stamp_positions
 from cdc.binlog.table_map import Column
 
@@ -109,6 +118,11 @@ def run_bench(
                 w.append_stamped(buf)
         stamped = clock() - t0 - stamp_time
 
+        # The leader's path (`append_batch` of encoded batches), without GTIDs and with them:
+        # each transaction then starts with a GTID event the writer numbers (what GTIDs cost).
+        plain_batch = _batched(root / "b", joined, policy, max_file_size, None)
+        gtid_batch = _batched(root / "g", joined, policy, max_file_size, bytes(range(16)))
+
     result = {
         "transactions": n_txns,
         "events": n_events,
@@ -118,17 +132,50 @@ def run_bench(
         "writer": _rate(n_events, n_bytes, writer),
         "writer_given_stamped": _rate(n_events, n_bytes, stamped),
         "caller_stamp_pass": _rate(n_events, n_bytes, stamp_time),
+        "writer_batches": _rate(n_events, n_bytes, plain_batch),
+        "writer_batches_gtids": _rate(n_events + n_txns, n_bytes + n_txns * len(GTID), gtid_batch),
     }
     result["ratio_writer_vs_plain"] = round(plain / writer, 3)
     result["ratio_stamped_vs_plain"] = round(plain / stamped, 3)
+    result["ratio_gtids_vs_batches"] = round(plain_batch / gtid_batch, 3)
     return result
+
+
+GTID = encode_event(MysqlGtidEvent(int(EventType.GTID), 1, bytes(16), 0, 2))  # the encoder's
+BATCH = 100  # transactions per append_batch, about what the leader gathers under load
+
+
+def _batched(directory: Path, joined: list[bytes], policy, max_file_size: int, sid) -> float:
+    """Seconds to write `joined` in batches of BATCH (with a GTID event first in each
+    transaction when `sid` is given, numbered by the writer)."""
+    elapsed = 0.0
+    with BinlogWriter(directory, fsync=policy, max_file_size=max_file_size, gtid_sid=sid) as w:
+        for i in range(0, len(joined), BATCH):
+            buf, ends, gtid_at = bytearray(), [], []
+            for raw in joined[i : i + BATCH]:  # building the batch is the encoder's cost
+                if sid is not None:
+                    gtid_at.append(len(buf))
+                    buf += GTID
+                buf += raw
+                ends.append(len(buf))
+            t0 = time.perf_counter()
+            w.append_batch(buf, ends, gtid_at if sid is not None else None)
+            elapsed += time.perf_counter() - t0
+    return elapsed
 
 
 def format_result(r: dict) -> str:
     lines = [
         f"writer bench: {r['transactions']} transactions, {r['events']} events, {r['bytes'] / 1e6:.1f} MB, fsync={r['fsync']}"
     ]
-    for key in ("plain_buffered_write", "writer", "writer_given_stamped", "caller_stamp_pass"):
+    for key in (
+        "plain_buffered_write",
+        "writer",
+        "writer_given_stamped",
+        "caller_stamp_pass",
+        "writer_batches",
+        "writer_batches_gtids",
+    ):
         x = r[key]
         lines.append(
             f"  {key:24s} {x['events_per_s']:>10,} ev/s {x['mb_per_s']:>8.1f} MB/s {x['seconds']:>8.3f} s"
@@ -136,6 +183,10 @@ def format_result(r: dict) -> str:
     lines.append(
         f"  ratio vs plain: writer {r['ratio_writer_vs_plain']:.2f}, "
         f"writer given stamped bytes {r['ratio_stamped_vs_plain']:.2f} (goal >= 0.5)"
+    )
+    lines.append(
+        f"  ratio GTID-numbered batches vs batches without GTIDs (time): "
+        f"{r['ratio_gtids_vs_batches']:.2f}"
     )
     return "\n".join(lines)
 

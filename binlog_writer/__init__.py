@@ -1,8 +1,9 @@
 """binlog_writer: append-only writer of MySQL binlog files (binlog.NNNNNN + binlog.index),
 with rotation, fsync policy and crash recovery of a partial tail; the key a restart resumes
-after (`last_written_key`); an HA follower's copier. Other packages import only from here."""
+after (`last_written_key`); GTID numbering and look-ups in the files (`gtids`); an HA
+follower's copier. Other packages import only from here."""
 
-from . import layout
+from . import gtids, layout, locate
 from .copier import BinlogCopier, CopyError, truncate_copy
 from .fsync import FsyncMode, FsyncPolicy
 from .layout import file_name, file_number
@@ -24,9 +25,11 @@ __all__ = [
     "TxnPosition",
     "file_name",
     "file_number",
+    "gtids",
     "key_from_mark",
     "last_written_key",
     "layout",
+    "locate",
     "scan",
     "scan_file",
     "truncate_copy",

@@ -10,9 +10,10 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from cdc.binlog.constants import BINLOG_MAGIC, EventFlag
+from cdc.binlog.constants import BINLOG_MAGIC, CHECKSUM_LEN, HEADER_LEN, EventFlag
 from cdc.binlog.events import PreviousGtidsEvent, encode_event
 from cdc.binlog.fde import DEFAULT_SERVER_VERSION, mysql57_fde
+from cdc.binlog.gtid import GtidSet
 
 _NAME_RE = re.compile(r"^(?P<base>[^.]+)\.(?P<num>\d{6,})$")
 # Offset of the FDE's header flags: magic (4) + flags offset in the header (17).
@@ -76,10 +77,15 @@ def append_index(directory: Path, base: str, name: str, *, fsync: bool = True) -
 
 
 def file_header(
-    *, server_id: int, timestamp: int, server_version: str = DEFAULT_SERVER_VERSION
+    *,
+    server_id: int,
+    timestamp: int,
+    server_version: str = DEFAULT_SERVER_VERSION,
+    previous_gtids: GtidSet | None = None,
 ) -> bytes:
-    """Magic + FDE (in-use flag set; its CRC is computed as if cleared) + empty PREVIOUS_GTIDS.
-    With the 5.7 FDE the FDE ends at 123 and PREVIOUS_GTIDS at 154."""
+    """Magic + FDE (in-use flag set; its CRC is computed as if cleared) + PREVIOUS_GTIDS (the
+    GTIDs of every file before this one). With the 5.7 FDE the FDE ends at 123; an empty
+    PREVIOUS_GTIDS at 154, one holding `uuid:1-n` at 194."""
     fde = encode_event(
         mysql57_fde(server_version),
         timestamp=timestamp,
@@ -88,9 +94,9 @@ def file_header(
         flags=EventFlag.BINLOG_IN_USE,
     )
     head = BINLOG_MAGIC + fde
-    prev = encode_event(
-        PreviousGtidsEvent(), timestamp=timestamp, server_id=server_id, log_pos=len(head) + 31
-    )
+    gtids = PreviousGtidsEvent((previous_gtids or GtidSet()).sids())
+    size = HEADER_LEN + len(gtids.build()) + CHECKSUM_LEN
+    prev = encode_event(gtids, timestamp=timestamp, server_id=server_id, log_pos=len(head) + size)
     return head + prev
 
 

@@ -20,9 +20,10 @@ from cdc.binlog.errors import CodecError
 from cdc.binlog.events import RotateEvent, StopEvent, encode_event
 from cdc.binlog.fastpath import stamp_positions
 from cdc.binlog.fde import DEFAULT_SERVER_VERSION
+from cdc.binlog.gtid import GtidSet
 from cdc.binlog.header import event_size, log_pos
 
-from . import layout
+from . import gtids, layout
 from .fsync import FsyncMode, FsyncPolicy
 from .recovery import Boundary, TailScan, is_cts_mark, is_terminator
 from .recovery_point import RecoveryPoint, scan_file
@@ -82,6 +83,7 @@ class BinlogWriter:
         server_version: str = DEFAULT_SERVER_VERSION,
         buffer_size: int = DEFAULT_BUFFER_SIZE,
         clock=time.time,
+        gtid_sid: bytes | None = None,
     ) -> None:
         layout.check_base(base)
         self.dir = Path(directory)
@@ -104,6 +106,11 @@ class BinlogWriter:
         self._mark_only = boundary == Boundary.MARK
         self._stream_start: int | None = None  # set while a streamed transaction is written
         self._stream_tail = b""
+        # GTID numbering (`gtids`): with a sid, every transaction starts with a GTID event that
+        # gets the next gno here; `gno` is the last one written (read back from the files).
+        self.gtid_sid = gtid_sid
+        self.gno = 0
+        self._stream_gno: int | None = None  # gno before a streamed transaction, until it ends
         self.dir.mkdir(parents=True, exist_ok=True)
         self._point = RecoveryPoint(self.dir, base)  # where recovery may start scanning
         # Told each fsync's seconds (the dumper's fsync latency histogram, dumper/metrics.py).
@@ -149,6 +156,25 @@ class BinlogWriter:
         if not names:
             self._start_file(1)
             return RecoveryReport(self.file, None, 0, True)
+        report = self._recover(names)
+        if self.gtid_sid is not None and not report.started_new_file:
+            self.gno = self._last_gno(names, self._pos)
+        return report
+
+    def _last_gno(self, names: list[str], end: int | None) -> int:
+        """The last gno in the files `names`, the newest one read up to `end` (None: whole)."""
+        assert self.gtid_sid is not None
+        for i in range(len(names) - 1, -1, -1):
+            path = self.dir / names[i]
+            if not path.exists():
+                break
+            upto = end if end is not None and i == len(names) - 1 else path.stat().st_size
+            gno = gtids.last_gno(path, upto, self.gtid_sid)
+            if gno is not None:
+                return gno
+        return 0
+
+    def _recover(self, names: list[str]) -> RecoveryReport:
         newest = names[-1]
         path = self.dir / newest
         number = layout.file_number(newest)
@@ -163,10 +189,14 @@ class BinlogWriter:
             # Clean close (STOP) or a rotation interrupted before the next file was indexed.
             if result.in_use:
                 self._clear_in_use(path)
+            if self.gtid_sid is not None:
+                self.gno = self._last_gno(names, None)
             self._start_file(number + 1)
             return RecoveryReport(self.file, result, 0, True)
         if result.header_end == 0:
             log.warning("%s: header incomplete (%s); rewriting it", path, result.reason)
+            if self.gtid_sid is not None:
+                self.gno = self._last_gno(names[:-1], None)
             self._set_number(number)
             self._create_file(path)
             return RecoveryReport(self.file, result, result.size, False)
@@ -202,6 +232,7 @@ class BinlogWriter:
             server_id=self.server_id,
             timestamp=int(self._clock()),
             server_version=self.server_version,
+            previous_gtids=None if self.gtid_sid is None else GtidSet.upto(self.gtid_sid, self.gno),
         )
         # O_TRUNC: a file that is not in the index (or whose header is torn) holds no transaction.
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -253,6 +284,7 @@ class BinlogWriter:
         if start + len(buf) > self.max_file_size and start > self._header_end:
             self.rotate()
             start = self._pos
+        gno = self._stamp_gtids(buf, self._gtids_in(buf, 0, len(buf)))
         last = stamp_positions(buf, start)
         if not (
             self._mark_only
@@ -260,14 +292,18 @@ class BinlogWriter:
             and buf[last + 20 : last + 25] == b"CTS::"
         ):
             self._check_last(buf, last)
+        self.gno = gno  # only once the transaction is known whole: a refused one takes none
         return self._append(buf, start)
 
-    def append_batch(self, buf: bytearray, ends: list[int]) -> list[tuple[str, int]]:
+    def append_batch(
+        self, buf: bytearray, ends: list[int], gtid_at: list[int] | None = None
+    ) -> list[tuple[str, int]]:
         """Several whole transactions joined in one buffer, `ends[i]` the end of the i-th in
         it: the same as `append_encoded` of each in turn (a file rotates between two of them
         when the next would overflow it), with one stamping pass and one write per file
         instead of per transaction. Returns (file, index of its first transaction here) for
-        each file the batch went into."""
+        each file the batch went into. A GTID-numbered writer numbers the GTID events at the
+        offsets `gtid_at` (sorted; found by walking the events when None)."""
         if self._fd is None:
             raise RuntimeError("BinlogWriter is closed")
         if self._stream_start is not None:
@@ -287,6 +323,11 @@ class BinlogWriter:
                     continue
                 j = i + 1
             end = ends[j - 1]
+            if gtid_at is None:
+                here = self._gtids_in(buf, done, end)
+            else:
+                here = gtid_at[bisect.bisect_left(gtid_at, done) : bisect.bisect_left(gtid_at, end)]
+            gno = self._stamp_gtids(buf, here, done, j - i)
             last = stamp_positions(buf, start, done, end)
             part = memoryview(buf)[done:end]
             if not (
@@ -296,10 +337,32 @@ class BinlogWriter:
             ):
                 self._check_last(part, last - done)
             files.append((self._file_name, i))
+            self.gno = gno
             self._append(part, start, j - i)
             part.release()
             done, i = end, j
         return files
+
+    def _gtids_in(self, buf: bytearray, start: int, end: int) -> list[int]:
+        """Where the GTID events are (walking the events: a caller that knows says so)."""
+        return gtids.find(buf, start, end) if self.gtid_sid is not None else []
+
+    def _stamp_gtids(
+        self, buf: bytearray, offsets: list[int], start: int = 0, txns: int = 1
+    ) -> int:
+        """Number the GTID events at `offsets` after `self.gno`; returns the last number given
+        (the caller makes it `self.gno` once the transactions are accepted). The `txns`
+        transactions from `start` on each begin with one (a DDL may hold two: `CREATE
+        DATABASE` before its `CREATE TABLE`). Without a sid: nothing to number."""
+        if self.gtid_sid is None:
+            return self.gno
+        if len(offsets) < txns or offsets[0] != start:
+            raise ValueError(
+                f"{txns} transaction(s) with {len(offsets)} GTID event(s) (the first at "
+                f"{offsets[0] if offsets else None}, not {start}): every transaction of a "
+                "GTID-numbered binlog starts with one"
+            )
+        return gtids.stamp(buf, offsets, self.gtid_sid, self.gno)
 
     def _encode_bodies(self, events: Iterable[object]) -> list[bytes | bytearray | memoryview]:
         now = int(self._clock())
@@ -323,6 +386,8 @@ class BinlogWriter:
         """Append a transaction whose events already carry final log_pos and CRC (stamped for
         the offset `prepare(len(buf))` returned). Checks the first and last event only."""
         self._require_open()
+        if self.gtid_sid is not None:
+            raise RuntimeError("a GTID-numbered writer stamps its transactions itself")
         start = self._pos
         if len(buf) < HEADER_LEN + CHECKSUM_LEN or log_pos(buf) != start + event_size(buf):
             raise CodecError(
@@ -344,6 +409,7 @@ class BinlogWriter:
             raise RuntimeError("a streamed transaction is already open")
         start = self.prepare(size_hint)
         self._stream_start, self._stream_tail = start, b""
+        self._stream_gno = self.gno  # the first part stamps the GTID; an abort gives it back
         return start
 
     def write_part(self, events: Iterable[bytes | bytearray | memoryview]) -> None:
@@ -354,6 +420,8 @@ class BinlogWriter:
         buf = bytearray().join(events)
         if not buf:
             return
+        if self.gtid_sid is not None and self._pos == self._stream_start:
+            self.gno = self._stamp_gtids(buf, self._gtids_in(buf, 0, len(buf)))
         last = stamp_positions(buf, self._pos)
         self._stream_tail = bytes(buf[last:])
         self._pos += len(buf)
@@ -374,7 +442,7 @@ class BinlogWriter:
         except (ValueError, CodecError):
             self.abort_stream()
             raise
-        self._stream_start = None
+        self._stream_start = self._stream_gno = None
         self._unsynced += 1
         if self.fsync.mode == FsyncMode.TXN or (
             self.fsync.mode != FsyncMode.NEVER and self._sync_due()
@@ -392,6 +460,8 @@ class BinlogWriter:
         os.ftruncate(fd, start)
         os.lseek(fd, start, os.SEEK_SET)  # writes use the fd's offset: no hole after the cut
         self._pos, self._stream_start = start, None
+        if self._stream_gno is not None:
+            self.gno, self._stream_gno = self._stream_gno, None
 
     def _check_last(self, buf: bytes | bytearray | memoryview, last: int | None) -> None:
         """The last event must be the transaction's terminator (walks the headers if the

@@ -114,7 +114,6 @@ class DumperConfig:
     host: str = "127.0.0.1"
     port: int = 3307
     server_id: int = 100
-    server_uuid: str = "6c6b0e1e-0000-4000-8000-00000000cdc1"
     # Must start with "5." so that mariadb-binlog and MariaDB replicas accept us.
     version: str = "5.7.44-cdc-log"
     binlog_dir: str = "var/binlog"
@@ -311,6 +310,11 @@ REMOVED_KEYS: dict[str, tuple[Any, str]] = {
         True,
         "an HA follower keeps the MergeSource fork server running instead of idle workers"
         " (they saved a takeover only the forks: < 40 ms for 3 DNs)",
+    ),
+    "dumper.server_uuid": (
+        "6c6b0e1e-0000-4000-8000-00000000cdc1",
+        "the global binlog's server_uuid (the sid of its GTIDs) is the cluster's, made once in "
+        "the GMS (cdc_meta.binlog_server_identity) so that every HA dumper shares it",
     ),
     "cn.dn_client": (
         "protocol",

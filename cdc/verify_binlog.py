@@ -6,7 +6,8 @@ our own codec cannot hide a bug in what we wrote. Checked (design.md §7):
 
 1. structure: every transaction is `BEGIN … XID` or a DDL `Query`, and ends with its `CTS::<tso>`
    mark;
-2. strict order by the global key `(tso, kind, dn, seq)` carried by the marks;
+2. strict order by the global key `(tso, kind, dn, seq)` carried by the marks, and GTIDs: each
+   transaction has its own (a CREATE TABLE two), of one server_uuid, numbered without a gap;
 3. every committed CN transaction of the ground truth that is written to the global binlog
    (row transactions and DDL; heartbeats and instruction markers never are) appears exactly once;
 4. no transaction that is not in the ground truth, except DDL and local (non-CN) transactions;
@@ -53,6 +54,7 @@ class BinlogTxn:
     at: str  # "file:pos" of the CTS mark, for messages
     ddl: list[str] = field(default_factory=list)
     changes: list[RowChange] = field(default_factory=list)
+    gtids: list[str] = field(default_factory=list)  # `uuid:n` of its GTID event(s)
 
     @property
     def tso(self) -> int:
@@ -153,7 +155,7 @@ def read_server(
     """Every transaction from the first file to the current end, decoded by pmr."""
     try:  # a test extra of this project: imported only when a check runs
         from pymysqlreplication import BinLogStreamReader
-        from pymysqlreplication.event import QueryEvent, RowsQueryLogEvent, XidEvent
+        from pymysqlreplication.event import GtidEvent, QueryEvent, RowsQueryLogEvent, XidEvent
         from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
     except ImportError:
         raise VerifyError(
@@ -169,7 +171,7 @@ def read_server(
         resume_stream=True,
         log_file=out.first_file,
         log_pos=4,
-        only_events=[QueryEvent, XidEvent, RowsQueryLogEvent, *kinds],
+        only_events=[GtidEvent, QueryEvent, XidEvent, RowsQueryLogEvent, *kinds],
         enable_logging=False,
     )
     builder = _TxnBuilder(out)
@@ -181,7 +183,9 @@ def read_server(
             for ev in stream:
                 out.events += 1
                 at = f"{stream.log_file}:{ev.packet.log_pos}"
-                if isinstance(ev, QueryEvent):
+                if isinstance(ev, GtidEvent):
+                    builder.gtid(ev.gtid, at)
+                elif isinstance(ev, QueryEvent):
                     builder.query(ev.query, at)
                 elif isinstance(ev, XidEvent):
                     builder.xid(at)
@@ -209,6 +213,7 @@ class _TxnBuilder:
         self.begun = False  # inside BEGIN … (a row transaction)
         self.has_xid = False
         self.started_at = ""
+        self.gtids: list[str] = []  # of the transaction being read
 
     def _open(self, at: str) -> BinlogTxn:
         if self.current is None:
@@ -230,6 +235,11 @@ class _TxnBuilder:
             self.out.structure.append(f"statement {text[:60]!r} at {at} inside BEGIN … XID")
         else:
             self._open(at).ddl.append(text)
+
+    def gtid(self, text: str, at: str) -> None:
+        if self.begun and not self.has_xid:
+            self.out.structure.append(f"GTID {text} at {at} inside BEGIN … XID")
+        self.gtids.append(text)
 
     def rows(self, change: RowChange, at: str) -> None:
         if not self.begun or self.has_xid:
@@ -253,7 +263,8 @@ class _TxnBuilder:
             return
         if self.begun and not self.has_xid:
             self.out.structure.append(f"transaction ending at {at} has no XID before its CTS mark")
-        txn.key, txn.at = key, at
+        txn.key, txn.at, txn.gtids = key, at, self.gtids
+        self.gtids = []
         self.out.txns.append(txn)
         self.current, self.begun, self.has_xid = None, False, False
 
@@ -279,6 +290,7 @@ def check(read: BinlogRead, truth: list[dict], allow_pending: bool = False) -> R
     if read.tail:
         report.notes.append(f"{read.tail} (still being written?)")
     report.checks.append(_order(txns))
+    report.checks.append(_gtids(txns))
     report.checks += _exactly_once(txns, truth, allow_pending, report.notes)
     report.checks.append(_transfer_total(txns))
     return report
@@ -292,6 +304,28 @@ def _order(txns: list[BinlogTxn]) -> Check:
             c.violations.append(f"{txn.key} at {txn.at} {what} {prev.key} at {prev.at}")
     if txns:
         c.detail = f"TSO {txns[0].tso} … {txns[-1].tso}"
+    return c
+
+
+def _gtids(txns: list[BinlogTxn]) -> Check:
+    """Every transaction has its GTID(s), one server_uuid, numbers gapless and increasing.
+    Transactions before the first GTID (files written before GTIDs existed) are allowed."""
+    c = Check("GTIDs gapless")
+    sid, last, seen = None, 0, 0
+    for txn in txns:
+        if not txn.gtids:
+            if sid is not None:
+                c.violations.append(f"{_describe(txn)} has no GTID")
+            continue
+        for text in txn.gtids:
+            uuid, _, n = text.rpartition(":")
+            gno = int(n) if n.isdigit() else -1
+            if sid is None:
+                sid, last = uuid, gno - 1
+            if uuid != sid or gno != last + 1:
+                c.violations.append(f"GTID {text} of {_describe(txn)} follows {sid}:{last}")
+            sid, last, seen = uuid, gno, seen + 1
+    c.detail = f"{seen} GTIDs, {sid}:…{last}" if sid else "no GTIDs"
     return c
 
 

@@ -23,6 +23,7 @@ from cli.commands import check as check_cmd
 from cli.commands import cluster as cluster_cmd
 from cli.commands import cn as cn_cmd
 from cli.commands import demo as demo_cmd
+from cli.commands import locate as locate_cmd
 from cli.commands import pipeline as pipeline_cmd
 from cli.commands import verify as verify_cmd
 from cli.commands import workload as workload_cmd
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         pipeline_cmd,
         check_cmd,
         verify_cmd,
+        locate_cmd,
         backfill_cmd,
         bench_cmd,
         demo_cmd,

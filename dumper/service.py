@@ -31,7 +31,7 @@ from dumper.server import (
     Server,
 )
 from dumper.server import serve as serve_binlog
-from topology import gms
+from topology import gms, migrate, server_uuid
 
 if TYPE_CHECKING:
     from cdc.cn_protocol import ProtocolNode
@@ -138,6 +138,16 @@ async def _follow_storage(
         log.info("heartbeats touch dn%s too from now on", ", dn".join(map(str, added)))
 
 
+def _server_uuid(config: Config) -> str:
+    """The cluster's server_uuid from the GMS (made there on the first start)."""
+    conn = gms.connect(config.gms)
+    try:
+        migrate(conn, config.pipeline.meta_database)
+        return server_uuid(conn, config.pipeline.meta_database)
+    finally:
+        conn.close()
+
+
 def _writer_end(writer: BinlogWriter) -> tuple[str, int]:
     """How far the server process may serve the writer's file: its end, or the start of a
     transaction still being streamed into it."""
@@ -161,12 +171,13 @@ async def serve(
         metrics = DumperMetrics()
         metrics.start(config.dumper.host, config.dumper.metrics_port)
     schema = HistorySchemaProvider(lambda: gms.connect(config.gms), config.pipeline.meta_database)
+    uuid = await asyncio.to_thread(_server_uuid, config)  # the sid of the GTIDs written/served
     if config.dumper.peers:
         # HA: lead or follow as the lease says; the CN heartbeat runs only while leading.
         node = HaNode(
             config,
             GmsLeaseStore(config),
-            DnLeaders(config),
+            DnLeaders(config, uuid),
             on_lead=(lambda: _heartbeats(config, node.nodes.get)) if heartbeat else None,
         )
         tasks = [asyncio.create_task(node.run(), name="ha")]
@@ -183,6 +194,7 @@ async def serve(
                 read_only=node.read_only,
                 term=lambda: node.term,
                 acks=node.acks,
+                server_uuid=uuid,
             ).start()
         else:
             server = await serve_binlog(
@@ -192,9 +204,10 @@ async def serve(
                 schema=schema,
                 read_only=node.read_only,
                 acks=node.acks,
+                server_uuid=uuid,
             )
     else:
-        leader = Leader(config)
+        leader = Leader(config, server_uuid=uuid)
         tasks = [asyncio.create_task(leader.run(), name="leader")]
         status = functools.partial(leader_status, leader)
         binlog_dir = lambda: leader.writer.dir  # noqa: E731
@@ -205,6 +218,7 @@ async def serve(
                 leader.writer.dir,
                 current_notify=lambda: leader.notify,
                 writer_end=lambda: _writer_end(leader.writer),
+                server_uuid=uuid,
             ).start()
         else:
             server = await serve_binlog(
@@ -212,6 +226,7 @@ async def serve(
                 leader.writer.dir,
                 notifier=CurrentEventNotifier(lambda: leader.notify, leader.writer.visible_end),
                 schema=schema,
+                server_uuid=uuid,
             )
         if heartbeat:
             tasks.append(asyncio.create_task(_heartbeats(config, leader.node), name="heartbeat"))

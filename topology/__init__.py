@@ -8,6 +8,7 @@ from .dumper_lease import LEASE_NAME, DumperLeaseStore, Lease, Member, TermStart
 from .file_index import FileEntry, FileIndex
 from .migrations import MigrationError, current_version, migrate
 from .schema_history import SchemaHistory, SchemaRecord
+from .server_identity import server_uuid
 from .topology_history import HistoryConflict, TopologyHistory, TopologyRecord
 
 __all__ = [
@@ -30,4 +31,5 @@ __all__ = [
     "current_version",
     "gms",
     "migrate",
+    "server_uuid",
 ]

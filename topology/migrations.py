@@ -113,6 +113,19 @@ MIGRATIONS: tuple[Migration, ...] = (
             ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
         ),
     ),
+    Migration(
+        3,
+        "the global binlog's server_uuid (the sid of its GTIDs)",
+        (
+            # One row: made once by the first dumper (INSERT IGNORE), read by every other one,
+            # so that all HA dumpers number transactions under the same sid.
+            """CREATE TABLE binlog_server_identity (
+                id TINYINT UNSIGNED NOT NULL PRIMARY KEY,
+                server_uuid CHAR(36) NOT NULL,
+                created_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+        ),
+    ),
 )
 
 

@@ -98,8 +98,9 @@ class DnLeaders:
     machine (merge_source/fork_server.py). Idle workers forked ahead of time (`warm_sources`,
     removed) saved the takeover only the forks."""
 
-    def __init__(self, config: Config):
+    def __init__(self, config: Config, server_uuid: str | None = None):
         self.config = config
+        self.server_uuid = server_uuid  # the GTIDs' sid (None: read from the GMS per build)
         self._forks = ForkServer() if config.pipeline.source_processes else None
 
     async def standby(self) -> None:
@@ -110,7 +111,13 @@ class DnLeaders:
         metadata = GmsMetadata(self.config)
         metadata.migrated = True  # by `HaNode.run` (`LeaseStore.migrate`: the same schema)
         factory = DnSourceFactory(self.config, metadata.names_at, self._forks)
-        return Leader(self.config, factory=factory, metadata=metadata, nodes=nodes)
+        return Leader(
+            self.config,
+            factory=factory,
+            metadata=metadata,
+            nodes=nodes,
+            server_uuid=self.server_uuid,
+        )
 
     async def close(self) -> None:
         if self._forks is not None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from binlog_writer import BinlogWriter, FsyncPolicy, last_written_key
 from cdc import stage_trace
+from cdc.binlog.gtid import sid_of
 from cdc.config import Config, NodeConfig
 from cdc.keys import Checkpoint, GlobalKey, stream_name
 from cdc.tasks import cancel_and_wait
@@ -72,9 +73,12 @@ class Leader:
         metadata: PipelineMetadata | None = None,
         writer: BinlogWriter | None = None,
         nodes: dict[int, NodeConfig] | None = None,
+        server_uuid: str | None = None,
     ):
         self.config = config
         p = config.pipeline
+        self.metadata: PipelineMetadata = metadata or GmsMetadata(config)
+        # The GTIDs' sid: the cluster's, from the GMS (`server_uuid` saves the look-up).
         self.writer = writer or BinlogWriter(
             config.dumper.binlog_dir,
             base=config.dumper.binlog_base,
@@ -82,13 +86,15 @@ class Leader:
             fsync=FsyncPolicy.parse(p.fsync),
             server_id=config.dumper.server_id,
             server_version=config.dumper.version,
+            gtid_sid=sid_of(server_uuid or self.metadata.server_uuid()),
         )
-        self.metadata: PipelineMetadata = metadata or GmsMetadata(config)
         self.factory: SourceFactory = factory or DnSourceFactory(config, self.metadata.names_at)
         # DN id -> its address; HA passes one dict to every term's Leader, so that a DN added
         # by StorageChange (not in cdc.toml) is known to the next term of this process too.
         self.nodes = nodes if nodes is not None else {n.id: n for n in config.dn}
-        self.encoder = TransactionEncoder(config.dumper.server_id)
+        self.encoder = TransactionEncoder(
+            config.dumper.server_id, gtids=self.writer.gtid_sid is not None
+        )
         self.queue: asyncio.Queue = asyncio.Queue(maxsize=p.queue_batches)
         self.sources: dict[int, Source] = {}
         self._tasks: dict[int, asyncio.Task] = {}
@@ -288,7 +294,7 @@ class Leader:
                     # batch is written)
                     continue
                 else:
-                    count = self.encoder.encode_into(txn, batch.buf)
+                    count = self.encoder.encode_into(txn, batch.buf, batch.gtids)
                     if count:
                         batch.ends.append(len(batch.buf))
                         batch.tsos.append(txn.tso)
@@ -309,7 +315,7 @@ class Leader:
         empty again."""
         if not batch.ends:
             return
-        for file, first in self.writer.append_batch(batch.buf, batch.ends):
+        for file, first in self.writer.append_batch(batch.buf, batch.ends, batch.gtids):
             self._file_first_tso.setdefault(file, batch.tsos[first])
         self.stats.transactions += len(batch.ends)
         self.stats.events += batch.events
@@ -387,7 +393,7 @@ class Leader:
 class _Batch:
     """Transactions encoded one after the other into one buffer, for `BinlogWriter.append_batch`."""
 
-    __slots__ = ("buf", "ends", "tsos", "events")
+    __slots__ = ("buf", "ends", "tsos", "gtids", "events")
 
     def __init__(self) -> None:
         self.clear()
@@ -396,6 +402,7 @@ class _Batch:
         self.buf = bytearray()
         self.ends: list[int] = []  # where each transaction ends in `buf`
         self.tsos: list[int] = []  # its commit TSO
+        self.gtids: list[int] = []  # where the GTID events are in `buf` (the writer numbers them)
         self.events = 0
 
 
@@ -450,6 +457,7 @@ def leader_status(leader: Leader) -> dict:
         "spilled_bytes": leader.stats.spilled_bytes,
         "last_commit_at": leader.stats.last_commit_at,
         "file": leader.writer.file,
+        "gno": leader.writer.gno,
         "position": leader.writer.position,
         "dns": dns,
         "problems": problems,

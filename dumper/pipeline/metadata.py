@@ -25,6 +25,7 @@ from topology import (
     TopologyRecord,
     gms,
     migrate,
+    server_uuid,
 )
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,10 @@ class PipelineMetadata(Protocol):
 
     def prepare(self) -> None:
         """Before the first read: the schema is there (migrations)."""
+
+    def server_uuid(self) -> str:
+        """The global binlog's server_uuid (the sid of its GTIDs), the same for every dumper."""
+        ...
 
     def topology(self) -> list[TopologyRecord]: ...
 
@@ -83,6 +88,10 @@ class GmsMetadata:
         if not self.migrated:
             migrate(self._meta(), self.database)
             self.migrated = True
+
+    def server_uuid(self) -> str:
+        self.prepare()
+        return server_uuid(self._meta(), self.database)
 
     def topology(self) -> list[TopologyRecord]:
         return TopologyHistory(self._meta(), self.database).all()

@@ -1,9 +1,10 @@
 """Logical transaction → the events of the global binlog (MySQL 5.7 flavour).
 
-Per transaction: `Query BEGIN`, then each statement's TABLE_MAP(s) (table id renumbered) and
+Per transaction: a GTID event (its sid, gno and logical clock left as zeros: the writer
+numbers transactions as they land, `binlog_writer.gtids`), `Query BEGIN`, then each statement's TABLE_MAP(s) (table id renumbered) and
 rows events (MariaDB v1 turned into MySQL v2, same table id), `XID`, and the `CTS::<tso>` mark
 that makes the commit TSO recoverable from the file. A DDL marker becomes one Query event and
-its mark. Row images are never decoded: events are patched byte-wise. log_pos and CRC are
+its mark (a GTID before each Query). Row images are never decoded: events are patched byte-wise. log_pos and CRC are
 left to the writer, which stamps each event once when it lands.
 """
 
@@ -14,7 +15,8 @@ import struct
 from collections.abc import Iterator
 
 from cdc.binlog.constants import CHECKSUM_LEN, HEADER_LEN, ROWS_V1_TYPES, EventFlag, EventType
-from cdc.binlog.events import XidEvent, cts_mark, encode_event
+from cdc.binlog.events import MysqlGtidEvent, XidEvent, cts_mark, encode_event
+from cdc.binlog.gtid import GTID_COMMIT_FLAG, LT_TYPE_LOGICAL
 from cdc.binlog.query import QueryEvent
 from cdc.compiled import is_compiled
 from cdc.keys import Kind
@@ -42,6 +44,7 @@ _MARK_TAIL = struct.Struct("<IIH")  # the mark's header from event size on: size
 # byte patching of an event (the interpreted metaclass), once per transaction or more.
 _BRANCH = int(Kind.BRANCH)
 _DATA, _LOCAL, _DDL = FragmentKind.DATA, FragmentKind.LOCAL, FragmentKind.DDL
+_GTID = int(EventType.GTID)
 
 
 def encode_rows(out: bytearray, statements, timestamp, server_id, tm_ids, encoder, txn):
@@ -145,13 +148,18 @@ class TransactionEncoder:
     templates.
     """
 
-    def __init__(self, server_id: int, table_ids: TableIdMap | None = None):
+    def __init__(self, server_id: int, table_ids: TableIdMap | None = None, *, gtids: bool = False):
+        """`gtids`: each transaction starts with a GTID event, for a writer that numbers them
+        (`BinlogWriter(gtid_sid=…)`); the two go together."""
         self.server_id = server_id
+        self.gtids = gtids
         self.table_ids = table_ids or TableIdMap()
         self._xid = 0
         # Templates without their leading timestamp (and, for XID, its value and CRC).
         begin = self._event(QueryEvent(b"BEGIN"), 0)
         self._begin_tail = begin[4:]
+        gtid = MysqlGtidEvent(int(EventType.GTID), GTID_COMMIT_FLAG, bytes(16), 0, LT_TYPE_LOGICAL)
+        self._gtid_tail = self._event(gtid, 0)[4:-CHECKSUM_LEN] + NO_CRC
         xid = self._event(XidEvent(0), 0)
         self._xid_head = xid[4:HEADER_LEN]
         self._mark_head = bytes((ROWS_QUERY,)) + _U32.pack(server_id)  # type, server_id
@@ -191,9 +199,11 @@ class TransactionEncoder:
             self._tm_ids[content] = tid
         return tid
 
-    def encode_into(self, txn: Transaction, out: bytearray) -> int:
+    def encode_into(self, txn: Transaction, out: bytearray, gtid_at: list | None = None) -> int:
         """`encode`, appended to `out` as one buffer: no object per event and no join
-        afterwards (the leader's path). Returns the number of events, 0 if nothing to write."""
+        afterwards (the leader's path). Returns the number of events, 0 if nothing to write.
+        The offsets in `out` of the GTID events written are appended to `gtid_at`, for the
+        writer that numbers them."""
         kind = txn.kind
         if kind is not _DATA and kind is not _LOCAL:
             events = self.iter_encode(txn)  # DDL and markers: rare
@@ -201,6 +211,8 @@ class TransactionEncoder:
                 return 0
             n = 0
             for e in events:
+                if gtid_at is not None and e[4] == _GTID:
+                    gtid_at.append(len(out))
                 out += e
                 n += 1
             return n
@@ -209,17 +221,26 @@ class TransactionEncoder:
             return 0
         timestamp = _timestamp(txn)
         ts = _TS.pack(timestamp)
+        n = 3
+        if self.gtids:
+            if gtid_at is not None:
+                gtid_at.append(len(out))
+            out += ts
+            out += self._gtid_tail
+            n = 4
         out += ts
         out += self._begin_tail
-        n = encode_rows(out, statements, timestamp, self.server_id, self._tm_ids, self, txn)
+        n += encode_rows(out, statements, timestamp, self.server_id, self._tm_ids, self, txn)
         self._xid_into(out, ts)
         self._mark_into(out, txn, ts)
-        return n + 3
+        return n
 
     def _put(self, out: bytearray, e, ids: dict, timestamp: int, txn: Transaction) -> int:
         return put_event(out, e, ids, timestamp, self.server_id, self._tm_ids, self, txn)
 
     def _rows(self, txn: Transaction, timestamp: int) -> Iterator[bytes | bytearray]:
+        if self.gtids:
+            yield _TS.pack(timestamp) + self._gtid_tail
         yield _TS.pack(timestamp) + self._begin_tail
         put = self._put
         for st in txn.statements:
@@ -274,10 +295,15 @@ class TransactionEncoder:
         self._tm_ids.clear()  # its next TABLE_MAP gets the new id
         ddl = marker["ddl"].encode()
         out = []
+        gtid = [_TS.pack(timestamp) + self._gtid_tail] if self.gtids else []
         if CREATE_TABLE.match(ddl):
             # The CN creates logical databases implicitly; consumers need them explicitly.
+            # Two statements, two GTIDs (a replica applies each DDL as its own transaction),
+            # one terminator: the writer's crash recovery keeps both or neither.
             create_db = b"CREATE DATABASE IF NOT EXISTS `" + db.replace(b"`", b"``") + b"`"
+            out += gtid
             out.append(self._event(QueryEvent(create_db, db=b""), timestamp))
+        out += gtid
         out.append(self._event(QueryEvent(ddl, db=db), timestamp))
         out.append(self._event(cts_mark(txn.tso), timestamp))
         return out

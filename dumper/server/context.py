@@ -14,6 +14,7 @@ from cdc.config import ConfigError, DumperConfig, DumperUser
 from dumper.server.ack_gate import AckGate
 from dumper.server.binlog_files import BinlogFiles
 from dumper.server.binlog_sender import BinlogSender, Notifier
+from dumper.server.gtid_state import GtidState
 from dumper.server.schema import SchemaProvider
 from dumper.server.shared_reads import SharedReads
 from dumper.server.variables import VarValue, server_variables
@@ -82,10 +83,16 @@ class ServerContext:
     acks: AckGate | None = None
     # Framed batches shared by dumps at the same place (docs/dumper.md "Many consumers").
     shared_reads: SharedReads = field(default_factory=SharedReads)
+    # The global binlog's server_uuid (the cluster's, from the GMS): the sid of its GTIDs.
+    # "" = files without GTIDs (tests of the protocol on generated files): GTID_MODE OFF.
+    server_uuid: str = ""
+    gtid_state: GtidState | None = None
 
     def __post_init__(self) -> None:
         if not self.variables:
-            self.variables = server_variables(self.config)
+            self.variables = server_variables(self.config, self.server_uuid)
+        if self.server_uuid and self.gtid_state is None:
+            self.gtid_state = GtidState(self.files, self.server_uuid)
         if self.config.tls_cert and self.tls is None:
             self.tls = tls_context(self.config.tls_cert, self.config.tls_key)
 
@@ -97,3 +104,10 @@ class ServerContext:
             if u.name == name:
                 return u
         return None
+
+    def live_variables(self) -> dict[str, VarValue]:
+        """The variables read from the files at each ask (what GTIDs they hold)."""
+        if self.gtid_state is None:
+            return {}
+        executed, purged = str(self.gtid_state.executed()), str(self.gtid_state.purged())
+        return {"gtid_executed": executed, "gtid_purged": purged}

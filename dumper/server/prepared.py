@@ -85,14 +85,22 @@ def prepare(text: str) -> Prepared:
     return stmt
 
 
+def _temporal(data: bytes, pos: int) -> tuple[int, bytes]:
+    """The length byte and the bytes of a binary DATE/DATETIME/TIME value, whole or an error."""
+    n = data[pos]
+    parts = data[pos + 1 : pos + 1 + n]
+    if len(parts) != n:
+        raise struct.error(f"a temporal value of {n} bytes with {len(parts)} left in the packet")
+    return n, parts
+
+
 def _value(data: bytes, pos: int, type_: int, unsigned: bool) -> tuple[object, int]:
     fixed = BINARY_FIXED.get(type_)
     if fixed is not None:
         fmt = "<" + (fixed.upper() if unsigned and fixed not in "fd" else fixed)
         return struct.unpack_from(fmt, data, pos)[0], pos + struct.calcsize(fmt)
     if type_ in (ColumnType.DATE, ColumnType.DATETIME, ColumnType.TIMESTAMP):
-        n = data[pos]
-        parts = data[pos + 1 : pos + 1 + n]
+        n, parts = _temporal(data, pos)
         y, mo, d = struct.unpack_from("<HBB", parts) if n >= 4 else (0, 0, 0)
         h, mi, s = parts[4:7] if n >= 7 else (0, 0, 0)
         us = struct.unpack_from("<I", parts, 7)[0] if n >= 11 else 0
@@ -101,8 +109,7 @@ def _value(data: bytes, pos: int, type_: int, unsigned: bool) -> tuple[object, i
             text += f" {h:02d}:{mi:02d}:{s:02d}" + (f".{us:06d}" if us else "")
         return text, pos + 1 + n
     if type_ == ColumnType.TIME:
-        n = data[pos]
-        parts = data[pos + 1 : pos + 1 + n]
+        n, parts = _temporal(data, pos)
         if n >= 8:
             neg, days, h, mi, s = struct.unpack_from("<BIBBB", parts)
             us = struct.unpack_from("<I", parts, 8)[0] if n >= 12 else 0

@@ -17,7 +17,7 @@ from dumper.server.context import ServerContext, SessionState
 from dumper.server.event_info import event_info, event_type_name
 from dumper.server.schema import TableSchema
 from dumper.server.users import grants, has_any
-from dumper.server.variables import VarValue, filter_names, like_to_regex
+from dumper.server.variables import LIVE_VARIABLES, VarValue, filter_names, like_to_regex
 
 ER_ACCESS_DENIED = 1227
 LONGLONG_U = {"type": ColumnType.LONGLONG, "flags": UNSIGNED_FLAG}
@@ -139,6 +139,8 @@ class QueryExecutor:
     def system_variable(self, scope: str, name: str) -> VarValue:
         if scope != "global" and name in self.state.session_vars:
             return self.state.session_vars[name]
+        if name in LIVE_VARIABLES and self.ctx.gtid_state is not None:
+            return self.ctx.live_variables()[name]
         if name in self.ctx.variables:
             return self.ctx.variables[name]
         raise sql.SqlError(f"Unknown system variable '{name}'", 1193, "HY000")
@@ -254,7 +256,7 @@ class QueryExecutor:
                 ),
             }
         else:
-            values = {**self.ctx.variables}
+            values = {**self.ctx.variables, **self.ctx.live_variables()}
             if stmt.scope != "global":
                 values.update(self.state.session_vars)
         conds = [(c.op, c.values) for c in stmt.conditions]
@@ -280,7 +282,8 @@ class QueryExecutor:
         if not names:
             return RowsResult(columns)
         last = names[-1]
-        return RowsResult(columns, [(last, self.ctx.files.complete_end(last), "", "", "")])
+        executed = self.ctx.live_variables().get("gtid_executed", "")
+        return RowsResult(columns, [(last, self.ctx.files.complete_end(last), "", "", executed)])
 
     def _do_ShowBinaryLogs(self, stmt: sql.ShowBinaryLogs) -> Result:
         self._require("SUPER", "REPLICATION CLIENT", "BINLOG MONITOR")

@@ -166,8 +166,10 @@ class ServeProcess:
         term: Callable[[], int] = lambda: 0,
         acks: AckGate | None = None,
         schema: str = "history",
+        server_uuid: str = "",
     ) -> None:
         self.config = config
+        self.server_uuid = server_uuid
         self.dir = Path(binlog_dir)
         self._current = current_notify
         self._writer_end = writer_end
@@ -246,6 +248,7 @@ class ServeProcess:
             "wake_fd": wake_r,
             "acks": acks,
             "schema": self._schema,
+            "server_uuid": self.server_uuid,
             "log_level": logging.getLogger().getEffectiveLevel(),
         }
         self._proc = await asyncio.create_subprocess_exec(
@@ -438,6 +441,7 @@ async def _child(spec: dict) -> None:
         schema=schema,
         read_only=lambda: state.read().read_only,
         acks=acks,
+        server_uuid=spec["server_uuid"],
     )
     out = sys.stdout.buffer
     out.write(json.dumps({"port": server.port}).encode() + b"\n")

@@ -109,8 +109,11 @@ async def serve(
     schema: SchemaProvider | None = None,
     read_only: Callable[[], bool] | None = None,
     acks: AckGate | None = None,
+    server_uuid: str = "",
 ) -> Server:
-    """Start serving `binlog_dir` (default `config.binlog_dir`) and return the running Server."""
+    """Start serving `binlog_dir` (default `config.binlog_dir`) and return the running Server.
+    `server_uuid`: the global binlog's (the sid of the GTIDs in its files); "" for files
+    without GTIDs."""
     files = BinlogFiles(Path(binlog_dir or config.binlog_dir), config.binlog_base)
     ctx = ServerContext(
         config=config,
@@ -118,6 +121,7 @@ async def serve(
         schema=schema if schema is not None else InMemorySchemaProvider(),
         notifier=notifier or PollNotifier(),
         acks=acks,
+        server_uuid=server_uuid,
     )
     if read_only is not None:
         ctx.read_only = read_only

@@ -38,6 +38,7 @@ from dumper.server.binlog_sender import (
     DumpRequest,
 )
 from dumper.server.context import Registration, ServerContext, SessionState
+from dumper.server.gtid_state import parse_dump_gtid
 from dumper.server.queries import OkResult, QueryExecutor, RowsResult, denied
 from dumper.server.shared_reads import frame_events
 from dumper.server.users import has_any, verify_caching_sha2, verify_native
@@ -461,18 +462,9 @@ class Session:
                     )
             elif cmd == Command.REGISTER_SLAVE:
                 self._register_slave(body)
-            elif cmd == Command.BINLOG_DUMP:
-                await self._binlog_dump(body)
+            elif cmd == Command.BINLOG_DUMP or cmd == Command.BINLOG_DUMP_GTID:
+                await self._binlog_dump(body, by_gtid=cmd == Command.BINLOG_DUMP_GTID)
                 return  # like MySQL: a dump ends its connection
-            elif cmd == Command.BINLOG_DUMP_GTID:
-                if self._require_replication():
-                    self._send_error(
-                        1236,
-                        "The replication receiver thread cannot start in AUTO_POSITION mode: "
-                        "this server has GTID_MODE = OFF instead of ON. Use file and position.",
-                    )
-                await self.flush()
-                return
             else:
                 self._send_error(1047, f"Unknown command 0x{cmd:02x}", "08S01")
             await self.flush()
@@ -644,11 +636,18 @@ class Session:
             period = max(period, MIN_HEARTBEAT_PERIOD_S)
         return DumpOptions(checksum=checksum, heartbeat_period=max(period, 0.0))
 
-    async def _binlog_dump(self, body: bytes) -> None:
+    async def _binlog_dump(self, body: bytes, *, by_gtid: bool) -> None:
         if not self._require_replication():
             await self.flush()
             return
-        self.state.command = "Binlog Dump"
+        try:
+            request = await self._gtid_dump_request(body) if by_gtid else DumpRequest.parse(body)
+        except DumpError as exc:
+            log.info("dump for %s:%d refused: %s", self.state.host, self.state.port, exc.message)
+            self._send_error(exc.code, exc.message)
+            await self.flush()
+            return
+        self.state.command = "Binlog Dump GTID" if by_gtid else "Binlog Dump"
         sender = BinlogSender(
             self.ctx.files,
             self,
@@ -658,8 +657,8 @@ class Session:
             gate=self.ctx.acks,
             shared=self.ctx.shared_reads,
         )
-        watcher = asyncio.create_task(self._watch_input(body))
-        streamer = asyncio.create_task(self._stream(sender, body))
+        watcher = asyncio.create_task(self._watch_input(request.server_id))
+        streamer = asyncio.create_task(self._stream(sender, request))
         self.state.dump = sender
         try:
             await asyncio.wait({watcher, streamer}, return_when=asyncio.FIRST_COMPLETED)
@@ -669,9 +668,30 @@ class Session:
                 task.cancel()
             await asyncio.gather(watcher, streamer, return_exceptions=True)
 
-    async def _stream(self, sender: BinlogSender, body: bytes) -> None:
+    async def _gtid_dump_request(self, body: bytes) -> DumpRequest:
+        """COM_BINLOG_DUMP_GTID: the file and position of the first transaction the client's
+        GTID set lacks (`gtid_state`; in a thread: finding it may read a file's worth of
+        bytes, which must not hold up the other sessions)."""
+        request, client = parse_dump_gtid(body)
+        state = self.ctx.gtid_state
+        if state is None:
+            raise DumpError(
+                "The replication receiver thread cannot start in AUTO_POSITION mode: this "
+                "server has GTID_MODE = OFF instead of ON. Use file and position."
+            )
+        file, pos = await asyncio.to_thread(state.dump_start, client)
+        log.info(
+            "GTID dump for %s:%d: the client has %s; from %s:%d",
+            self.state.host,
+            self.state.port,
+            client or "nothing",
+            file,
+            pos,
+        )
+        return DumpRequest(file, pos, request.flags, request.server_id)
+
+    async def _stream(self, sender: BinlogSender, request: DumpRequest) -> None:
         try:
-            request = DumpRequest.parse(body)
             self.state.info = f"{request.file}:{request.pos}"
             await sender.run(request, self._dump_options())
         except DumpError as exc:
@@ -690,12 +710,11 @@ class Session:
         self.send(ok_packet(header=0xFE) if self.deprecate_eof else eof_packet())
         await self.flush()
 
-    async def _watch_input(self, body: bytes) -> None:
+    async def _watch_input(self, server_id: int) -> None:
         """Read what the client sends during a dump so that a disconnect is seen at once: a
         follower's semi-sync style acknowledgements go to the gate, the rest (COM_PING, a
         MariaDB replica's semi-sync ACKs) is dropped."""
         gate = self.ctx.acks
-        server_id = struct.unpack_from("<I", body, 6)[0] if len(body) >= 10 else 0
         if gate is None or not gate.is_follower(server_id):
             while await self.reader.read(READ_SIZE):
                 pass

@@ -10,15 +10,22 @@ from collections.abc import Iterable
 from cdc.config import DumperConfig
 
 VarValue = str | int | None
+# @@server_uuid of a server on files without GTIDs (the global binlog's comes from the GMS).
+NO_SERVER_UUID = "00000000-0000-0000-0000-000000000000"
+# Read from the files at each ask (`ServerContext.live_variables`); "" in the static table.
+LIVE_VARIABLES = frozenset({"gtid_executed", "gtid_purged"})
 
 
-def server_variables(config: DumperConfig) -> dict[str, VarValue]:
-    """Global variables, keyed by lower-case name."""
+def server_variables(config: DumperConfig, server_uuid: str = "") -> dict[str, VarValue]:
+    """Global variables, keyed by lower-case name. With a `server_uuid` the files carry
+    GTIDs (gtid_executed and gtid_purged are read from them at each ask:
+    `ServerContext.live_variables`)."""
+    gtids = "ON" if server_uuid else "OFF"
     tz = time.strftime("%Z") or "UTC"
     return {
         # identity
         "server_id": config.server_id,
-        "server_uuid": config.server_uuid,
+        "server_uuid": server_uuid or NO_SERVER_UUID,
         "version": config.version,
         "version_comment": "global binlog server (cdc dumper)",
         "version_compile_os": "Linux",
@@ -36,8 +43,8 @@ def server_variables(config: DumperConfig) -> dict[str, VarValue]:
         "binlog_transaction_compression": "OFF",
         "binlog_row_value_options": "",
         "master_verify_checksum": "OFF",
-        "gtid_mode": "OFF",
-        "enforce_gtid_consistency": "OFF",
+        "gtid_mode": gtids,
+        "enforce_gtid_consistency": gtids,
         "gtid_executed": "",
         "gtid_purged": "",
         "gtid_domain_id": 0,

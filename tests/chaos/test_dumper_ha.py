@@ -7,7 +7,12 @@ A MariaDB replica is attached to the LEADER (`CDC_HA_REPLICA=follower`: to the f
 before the leader served acknowledged data only): everything it received from a leader that
 was then killed is, byte for byte, in the new leader's copy (`[dumper] serve_acknowledged_only`,
 docs/dumper.md "The leader-consumer gap"), and it is re-pointed at the new leader at the
-file:position it applied and continues without error."""
+file:position it applied and continues without error.
+
+A consumer in GTID mode (python-mysql-replication, `auto_position`) reads the leader all along:
+each of its dumps asks for what its GTID set lacks, and after a kill it asks the new leader.
+At the end it holds every transaction of the global binlog exactly once, in order: no gap,
+no duplicate, the same GTIDs as the files."""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -33,6 +39,7 @@ from cdc.config import DumperPeer, load
 from cdc.tasks import cancel_and_wait
 from cdc.verify_binlog import check, read_server
 from tests.chaos.transfer_setup import chaos_rng, transfer_cn
+from tests.e2e.global_binlog import read_global_binlog
 
 KILLS = int(os.environ.get("CDC_HA_KILLS", "3"))
 REPLICA_ON = os.environ.get("CDC_HA_REPLICA", "leader")  # leader | follower
@@ -147,6 +154,8 @@ async def test_leader_kills_follower_takes_over_copies_identical(ha_setup, tmp_p
             lambda: (dumpers.binlog(2) / "binlog.index").exists(), 60, "dumper 2 copies nothing"
         )
         await asyncio.to_thread(attach_replica, replica, port_of(cfg, 1 if on_leader else 2))
+        consumer = GtidConsumer(port_of(cfg, 1))
+        consumer.start()
         # Traffic for as long as the kills take (takeovers slow down as the DN binlogs grow):
         # a leader is only seen to have taken over once it wrote something.
         stop_load = asyncio.Event()
@@ -179,9 +188,11 @@ async def test_leader_kills_follower_takes_over_copies_identical(ha_setup, tmp_p
                 # copy, the same bytes: re-point it there at the position it applied.
                 received = await asyncio.to_thread(received_from_killed, replica)
                 assert_prefix_of(dumpers.binlog(leader), dumpers.binlog(other), *received)
+                consumer.port = port_of(cfg, other)  # its next dump goes to the new leader
                 dumpers.start(leader)  # comes back as a follower
                 await repoint_replica(replica, port_of(cfg, other), dumpers.binlog(other))
                 continue
+            consumer.port = port_of(cfg, other)
             dumpers.start(leader)  # comes back as a follower
             # The replica was on `other`, the leader now: move it, at the position it has
             # applied, to the new follower once that one's copy holds it.
@@ -211,6 +222,18 @@ async def test_leader_kills_follower_takes_over_copies_identical(ha_setup, tmp_p
             30,
             "the follower's copy differs from the leader's files",
         )
+        expected = [
+            (gtid, t.mark.decode())
+            for t in read_global_binlog(dumpers.binlog(leader))
+            for gtid in t.gtids
+        ]
+        consumer.port = port_of(cfg, leader)
+        await dumpers.wait(
+            lambda: len(consumer.got) >= len(expected), 60, "the GTID consumer did not catch up"
+        )
+        consumer.stop()
+        assert consumer.got == expected, "the GTID consumer's transactions differ from the files"
+        print(f"GTID consumer: {len(consumer.got)} GTIDs in {consumer.dumps} dumps")
         truth = read_ground_truth(cfg.cn.ground_truth_log)
         for i in IDS:  # every dumper serves the same, complete global binlog
             read = await asyncio.to_thread(
@@ -234,6 +257,66 @@ async def test_leader_kills_follower_takes_over_copies_identical(ha_setup, tmp_p
             async with asyncio.timeout(30):
                 await cn.close()
         print("takeover times (s):", ", ".join(f"{t:.1f}" for t in takeovers))
+
+
+class GtidConsumer:
+    """python-mysql-replication in GTID mode, in a thread: dump after dump (non-blocking, so
+    that each one ends and the next asks for what the set lacks, from whichever dumper `port`
+    names now), it keeps every (GTID, CTS mark) it got. A dump cut by a kill just ends."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.got: list[tuple[str, str]] = []  # (uuid:n, the CTS mark of its transaction)
+        self.dumps = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gtid-consumer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _gtid_set(self) -> str:
+        if not self.got:  # another server's GTID: a valid set that lacks all of ours
+            return "00000000-0000-0000-0000-000000000001:1"
+        last = self.got[-1][0]
+        uuid, gno = last.rsplit(":", 1)
+        return f"{uuid}:1-{gno}"
+
+    def _run(self) -> None:
+        from pymysqlreplication import BinLogStreamReader
+        from pymysqlreplication.event import GtidEvent, RowsQueryLogEvent
+
+        while not self._stop.is_set():
+            self.dumps += 1
+            pending: list[str] = []
+            try:
+                stream = BinLogStreamReader(
+                    connection_settings={
+                        "host": "127.0.0.1",
+                        "port": self.port,
+                        "user": DEFAULT_USER,
+                        "password": DEFAULT_PASSWORD,
+                    },
+                    server_id=4400,
+                    blocking=False,
+                    auto_position=self._gtid_set(),
+                    only_events=[GtidEvent, RowsQueryLogEvent],
+                )
+                try:
+                    for ev in stream:
+                        if isinstance(ev, GtidEvent):
+                            pending.append(ev.gtid)
+                        elif pending:  # the CTS mark: the transaction is whole
+                            self.got += [(g, ev.query) for g in pending]
+                            pending = []
+                finally:
+                    stream.close()
+            except Exception:  # a dumper killed under it, or not up yet
+                pass
+            self._stop.wait(0.2)
 
 
 def port_of(cfg, dumper_id: int) -> int:

@@ -26,10 +26,13 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def binlog_client(pipeline, wanted: int, timeout: float = 60) -> list[dict]:
+def binlog_client(
+    pipeline, wanted: int, timeout: float = 60, gtid_set: str | None = None
+) -> list[dict]:
     res = subprocess.run(
         ["java", "-cp", f"{JARS}/*", str(SOURCE), pipeline.host, str(pipeline.port)]
-        + [pipeline.user, pipeline.password, str(wanted), str(timeout)],
+        + [pipeline.user, pipeline.password, str(wanted), str(timeout)]
+        + ([gtid_set] if gtid_set is not None else []),
         capture_output=True,
         text=True,
         timeout=timeout + 30,
@@ -46,10 +49,16 @@ def unsigned(db: str, table: str, row: list) -> list:
     return row
 
 
-def test_binary_log_client_reads_every_rows_event_by_logical_name(pipeline):
+@pytest.mark.parametrize("mode", ["file/pos", "gtid"])
+def test_binary_log_client_reads_every_rows_event_by_logical_name(pipeline, mode):
     txns = read_global_binlog(pipeline.binlog_dir)
+    gtid_set = None
+    if mode == "gtid":  # from a set holding the first half of the transactions
+        txns = txns[len(txns) // 2 :]
+        uuid, gno = txns[0].gtids[0].rsplit(":", 1)
+        gtid_set = f"{uuid}:1-{int(gno) - 1}"
     expected = [change for txn in txns for change in txn.changes]
-    got = binlog_client(pipeline, len(expected))
+    got = binlog_client(pipeline, len(expected), gtid_set=gtid_set)
     assert len(got) == len(expected)
     for event, (db, table, kind, rows) in zip(got, expected, strict=True):
         assert (event["schema"], event["table"], event["kind"]) == (db, table, kind)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -75,6 +76,12 @@ def test_debezium_streams_the_changes_made_after_it_started(pipeline):
         ("shop", "currencies", "u")
     }
     assert all(e["source"]["file"].startswith("binlog.") for e in events)
+    # The server says gtid_mode=ON: Debezium streams by GTID (COM_BINLOG_DUMP_GTID with the set
+    # of SHOW MASTER STATUS) and each change carries its transaction's GTID.
+    gtids = [e["source"].get("gtid") or "" for e in events]
+    assert all(re.fullmatch(r"[0-9a-f-]{36}:\d+", g) for g in gtids), gtids[:3]
+    gnos = [int(g.rsplit(":", 1)[1]) for g in gtids]
+    assert gnos == sorted(gnos) and len(set(gtids)) == len(gtids)
     for e in events:  # DECIMAL(18,8) as strings (decimal.handling.mode=string)
         assert Decimal(e["after"]["rate"]) - Decimal(e["before"]["rate"]) == 1, e
     assert {e["after"]["code"] for e in events} == {"EUR", "USD", "CNY", "JPY"}

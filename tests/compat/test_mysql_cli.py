@@ -52,7 +52,9 @@ def test_mariadb_cli_prints_status_files_events_and_schema(pipeline):
     out = mariadb(pipeline, STATEMENTS)
     size = (pipeline.binlog_dir / "binlog.000001").stat().st_size
 
-    assert table_rows(out, "File") == [["binlog.000001", str(size), "", "", ""]]
+    executed = table_rows(mariadb(pipeline, "SELECT @@gtid_executed"), "@@gtid_executed")[0][0]
+    assert re.fullmatch(r"[0-9a-f-]{36}:1-\d+", executed)
+    assert table_rows(out, "File") == [["binlog.000001", str(size), "", "", executed]]
     assert table_rows(out, "Log_name", "File_size") == [["binlog.000001", str(size), "No"]]
 
     _, reader = read_file(pipeline.binlog_dir / "binlog.000001")
@@ -60,14 +62,25 @@ def test_mariadb_cli_prints_status_files_events_and_schema(pipeline):
     events = table_rows(out, "Log_name", "Pos", "Event_type")
     assert [(int(r[1]), int(r[4])) for r in events] == starts
     kinds = [r[2] for r in events]
-    assert kinds[:6] == ["Format_desc", "Previous_gtids", "Query", "Query", "Rows_query", "Query"]
+    assert kinds[:9] == [
+        "Format_desc",
+        "Previous_gtids",
+        "Gtid",
+        "Query",
+        "Gtid",
+        "Query",
+        "Rows_query",
+        "Gtid",
+        "Query",
+    ]
     info = [r[5] for r in events]
+    uuid = executed.split(":")[0]
     assert info[0] == "Server ver: 5.7.44-cdc-log, Binlog ver: 4"
-    assert info[2] == "CREATE DATABASE IF NOT EXISTS `bank`"
-    assert info[3].startswith("use `bank`; CREATE TABLE IF NOT EXISTS bank.accounts (")
-    assert re.fullmatch(r"# CTS::\d+", info[4]) and info[5] == "BEGIN"
-    assert re.fullmatch(r"table_id: \d+ \(bank\.accounts\)", info[6])
-    assert kinds[7] == "Write_rows" and info[7].endswith("flags: STMT_END_F")
+    assert info[2] == f"SET @@SESSION.GTID_NEXT= '{uuid}:1'"
+    assert info[3] == "CREATE DATABASE IF NOT EXISTS `bank`"
+    assert info[4] == f"SET @@SESSION.GTID_NEXT= '{uuid}:2'"
+    assert info[5].startswith("use `bank`; CREATE TABLE IF NOT EXISTS bank.accounts (")
+    assert re.fullmatch(r"# CTS::\d+", info[6]) and info[8] == "BEGIN"
 
     create = out[out.index("CREATE TABLE `accounts`") :]
     for line in (

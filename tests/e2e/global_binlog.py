@@ -7,6 +7,7 @@ from pathlib import Path
 
 from cdc.binlog.constants import EventType
 from cdc.binlog.events import parse_cts
+from cdc.binlog.gtid import gtid_text
 from cdc.binlog.reader import EventReader
 from cdc.binlog.table_map import TableMapEvent
 
@@ -18,6 +19,7 @@ class Txn:
     ddl: str | None = None
     # (db, table, kind, rows): rows are lists (write/delete) or (before, after) pairs
     changes: list[tuple[str, str, str, list]] = field(default_factory=list)
+    gtids: list[str] = field(default_factory=list)  # `uuid:n` of its GTID event(s)
 
 
 def read_global_binlog(directory: Path, base: str = "binlog") -> list[Txn]:
@@ -42,6 +44,8 @@ def read_global_binlog(directory: Path, base: str = "binlog") -> list[Txn]:
                 current.changes.append(
                     (tm.schema.decode(), tm.table.decode(), body.kind, body.decode_rows(columns))
                 )
+            elif code == EventType.GTID:
+                current.gtids.append(gtid_text(body.sid, body.gno))
             elif code == EventType.QUERY and body.query not in (b"BEGIN",):
                 current.ddl = body.query.decode()
             elif code == EventType.ROWS_QUERY:

@@ -207,6 +207,9 @@ def test_commands_pipeline_and_traffic():
     for verify in (table(r"verify-binlog .*--server"), table(r"verify-binlog .*--from-files")):
         out = run(verify)
         assert "violation" not in out.lower() or "0 violation" in out.lower(), out
+    assert re.search(
+        r"^binlog\.000001:\d+ end=\d+ gtid=\S+:1(,\S+:2)? ", run(table(r"cdc locate "))
+    )
 
 
 def test_commands_scale_out_and_cn():

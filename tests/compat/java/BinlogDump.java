@@ -53,8 +53,12 @@ public class BinlogDump {
         int wanted = Integer.parseInt(args[4]);
         long timeoutS = Long.parseLong(args[5]);
         BinaryLogClient client = new BinaryLogClient(host, port, args[2], args[3]);
-        client.setBinlogFilename("binlog.000001");
-        client.setBinlogPosition(4);
+        if (args.length > 6) {
+            client.setGtidSet(args[6]);  // GTID mode: COM_BINLOG_DUMP_GTID from this set
+        } else {
+            client.setBinlogFilename("binlog.000001");
+            client.setBinlogPosition(4);
+        }
         client.setServerId(65000 + (int) (ProcessHandle.current().pid() % 1000));
         Map<Long, TableMapEventData> tables = new HashMap<>();
         CountDownLatch done = new CountDownLatch(wanted);

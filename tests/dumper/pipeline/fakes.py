@@ -119,6 +119,9 @@ class FakeFactory:
         return FakeSource(node.id, queue, resume, self.scripts[node.id])
 
 
+SERVER_UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+
+
 @dataclass
 class FakeMetadata:
     """`PipelineMetadata` in memory; `history` survives a pipeline restart, as the GMS does."""
@@ -129,6 +132,9 @@ class FakeMetadata:
 
     def prepare(self) -> None:
         pass
+
+    def server_uuid(self) -> str:
+        return SERVER_UUID
 
     def topology(self) -> list[TopologyRecord]:
         return list(self.records)

@@ -1,0 +1,108 @@
+"""What the served files say about GTIDs: `@@gtid_executed`, `@@gtid_purged`, and where a
+COM_BINLOG_DUMP_GTID starts. Everything is read from the binlog files (their PREVIOUS_GTIDS
+and GTID events, `binlog_writer.gtids`), so a follower's copy answers as its leader does.
+
+A dump starts at the first transaction of this server's sid that the client's set lacks:
+the client holds `sid:1-k`, it gets `sid:k+1` and everything after it. (MySQL would also skip
+later transactions the set holds after a gap; a client of one global binlog has no gaps, and
+a MySQL replica skips a transaction it already has by itself.) GTIDs of other sids in the
+client's set are not ours and do not matter."""
+
+from __future__ import annotations
+
+import struct
+
+from binlog_writer import gtids
+from cdc.binlog.errors import CodecError
+from cdc.binlog.gtid import GtidSet, sid_of
+from dumper.server.binlog_files import START, BinlogFiles
+from dumper.server.binlog_sender import DumpError, DumpRequest
+
+# MySQL 8.0's texts for ER_SOURCE_HAS_PURGED_REQUIRED_GTIDS / ER_REPLICA_HAS_MORE_GTIDS_THAN_SOURCE,
+# sent as error 1236 (clients and operators match on them).
+MSG_PURGED = (
+    "Cannot replicate because the source purged required binary logs. Replicate the missing "
+    "transactions from elsewhere, or provision a new replica from backup. Consider increasing "
+    "the source's binary log expiration period. The GTID set sent by the replica is '{sent}', "
+    "and the missing transactions are '{missing}'"
+)
+MSG_MORE = (
+    "Replica has more GTIDs than the source has, using the source's SERVER_UUID. This may "
+    "indicate that the end of the binary log was truncated or that the last binary log file "
+    "was lost, e.g., after a power or disk failure when sync_binlog != 1. The source may or "
+    "may not have rolled back transactions that were already replicated to the replica. "
+    "Suggest to replicate any transactions that source has rolled back from replica to "
+    "source, and/or commit empty transactions on source to account for transactions that "
+    "have been committed on source but are not included in GTID_EXECUTED."
+)
+
+
+class GtidState:
+    def __init__(self, files: BinlogFiles, server_uuid: str) -> None:
+        self.files = files
+        self.sid = sid_of(server_uuid)
+
+    def executed(self) -> GtidSet:
+        """Every GTID in the files, the purged ones included (MySQL's gtid_executed)."""
+        names = self.files.names()
+        for name in reversed(names):
+            path = self.files.path(name)
+            if path.exists():
+                gno = gtids.last_gno(path, path.stat().st_size, self.sid)
+                if gno is not None:
+                    return GtidSet.upto(self.sid, gno)
+        return GtidSet()
+
+    def purged(self) -> GtidSet:
+        """The GTIDs of files no longer here: the first file's PREVIOUS_GTIDS."""
+        names = self.files.names()
+        return gtids.file_previous_gtids(self.files.path(names[0])) if names else GtidSet()
+
+    def dump_start(self, client: GtidSet) -> tuple[str, int]:
+        """(file, position) of the first transaction `client` lacks; DumpError (1236) if it
+        lacks purged ones or holds some this server never wrote."""
+        sid = self.sid
+        executed = self.executed()
+        if client.last(sid) > executed.last(sid):
+            raise DumpError(MSG_MORE)
+        have = client.prefix_end(sid)
+        purged = self.purged().last(sid)
+        if have < purged:
+            missing = GtidSet({sid: [(have + 1, purged + 1)]})
+            raise DumpError(MSG_PURGED.format(sent=client, missing=missing))
+        names = self.files.names()
+        first = 0  # the newest file that starts at or before the client's end
+        for i in range(len(names) - 1, -1, -1):
+            if gtids.file_previous_gtids(self.files.path(names[i])).last(sid) <= have:
+                first = i
+                break
+        for name in names[first:]:
+            at = gtids.locate(self.files.path(name), sid, have + 1)
+            if at is not None:
+                return name, at
+        if not names:
+            raise DumpError("Could not find first log file name in binary log index file")
+        last = names[-1]
+        # Nothing after the client's set yet: follow from the end of what is written.
+        return last, max(self.files.complete_end(last), START)
+
+
+def parse_dump_gtid(body: bytes) -> tuple[DumpRequest, GtidSet]:
+    """COM_BINLOG_DUMP_GTID after the command byte: flags (2), server_id (4), file name size
+    (4) and name, position (8), then the size (4) and encoding of the client's GTID set
+    (present with flag BINLOG_THROUGH_GTID; some clients send it without the flag)."""
+    try:
+        flags, server_id, name_len = struct.unpack_from("<HII", body, 0)
+        at = 10 + name_len
+        name = body[10:at].rstrip(b"\0").decode("utf-8", "replace")
+        (pos,) = struct.unpack_from("<Q", body, at)
+        at += 8
+        gtid_set = GtidSet()
+        if len(body) >= at + 4:
+            (size,) = struct.unpack_from("<I", body, at)
+            if len(body) < at + 4 + size:
+                raise CodecError(f"GTID set of {size} bytes in a packet of {len(body)}")
+            gtid_set = GtidSet.decode(body[at + 4 : at + 4 + size])
+    except (struct.error, CodecError) as exc:
+        raise DumpError(f"malformed COM_BINLOG_DUMP_GTID packet: {exc}", 1105) from None
+    return DumpRequest(name, pos, flags, server_id), gtid_set
