@@ -27,6 +27,8 @@ class Boundary(StrEnum):
 
 
 _TERMINAL_FILE_EVENTS = (EventType.ROTATE, EventType.STOP)
+# The GTIDs before a file, right after its FDE: part of the header (MySQL's or MariaDB's).
+HEADER_GTID_EVENTS = (EventType.PREVIOUS_GTIDS, EventType.GTID_LIST)
 
 
 def is_cts_mark(event: bytes | memoryview) -> bool:
@@ -59,7 +61,9 @@ class TailScan:
     """Result of scanning one file."""
 
     size: int  # bytes in the file
-    header_end: int  # after FDE (+ PREVIOUS_GTIDS); 0 if the header itself is incomplete
+    header_end: (
+        int  # after FDE (+ PREVIOUS_GTIDS or GTID_LIST); 0 if the header itself is incomplete
+    )
     valid_end: int  # end of the last clean point: truncate the file here
     transactions: int  # complete transactions found
     last_cts: int | None  # TSO of the last CTS mark before valid_end
@@ -107,7 +111,7 @@ def scan(
             if ev.type_code == EventType.FORMAT_DESCRIPTION:
                 in_use = bool(ev.header.flags & 1)
                 header_end = ev.end
-            elif ev.type_code == EventType.PREVIOUS_GTIDS and ev.pos == header_end:
+            elif ev.type_code in HEADER_GTID_EVENTS and ev.pos == header_end:
                 header_end = ev.end
             else:
                 break
@@ -124,7 +128,7 @@ def scan(
                 in_use = bool(ev.header.flags & 1)
                 header_end = valid_end = ev.end
                 continue
-            if code == EventType.PREVIOUS_GTIDS and valid_end == header_end == ev.pos:
+            if code in HEADER_GTID_EVENTS and valid_end == header_end == ev.pos:
                 header_end = valid_end = ev.end
                 continue
             if closed_by is not None:

@@ -20,11 +20,11 @@ from cdc.binlog.errors import CodecError
 from cdc.binlog.events import RotateEvent, StopEvent, encode_event
 from cdc.binlog.fastpath import stamp_positions
 from cdc.binlog.fde import DEFAULT_SERVER_VERSION
-from cdc.binlog.gtid import GtidSet
 from cdc.binlog.header import event_size, log_pos
 
 from . import gtids, layout
 from .fsync import FsyncMode, FsyncPolicy
+from .gtids import GtidLayout
 from .recovery import Boundary, TailScan, is_cts_mark, is_terminator
 from .recovery_point import RecoveryPoint, scan_file
 
@@ -83,7 +83,7 @@ class BinlogWriter:
         server_version: str = DEFAULT_SERVER_VERSION,
         buffer_size: int = DEFAULT_BUFFER_SIZE,
         clock=time.time,
-        gtid_sid: bytes | None = None,
+        gtids: GtidLayout | None = None,
     ) -> None:
         layout.check_base(base)
         self.dir = Path(directory)
@@ -106,9 +106,10 @@ class BinlogWriter:
         self._mark_only = boundary == Boundary.MARK
         self._stream_start: int | None = None  # set while a streamed transaction is written
         self._stream_tail = b""
-        # GTID numbering (`gtids`): with a sid, every transaction starts with a GTID event that
-        # gets the next gno here; `gno` is the last one written (read back from the files).
-        self.gtid_sid = gtid_sid
+        # GTID numbering (`gtids`): with a layout (MySQL's or MariaDB's), every transaction
+        # starts with its GTID event, which gets the next gno here; `gno` is the last one
+        # written (read back from the files). The layout also chooses the files' FDE.
+        self.gtids = gtids
         self.gno = 0
         self._stream_gno: int | None = None  # gno before a streamed transaction, until it ends
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -155,19 +156,29 @@ class BinlogWriter:
             self._start_file(1)
             return RecoveryReport(self.file, None, 0, True)
         report = self._recover(names)
-        if self.gtid_sid is not None and not report.started_new_file:
+        if self.gtids is not None and not report.started_new_file:
             self.gno = self._last_gno(names, self._pos)
+            if self.gtids.server_id_per_file and self._file_server_id() != self.server_id:
+                # A file's MariaDB GTIDs carry its FDE's server_id (read back by it): a writer
+                # with another server_id continues in a file of its own.
+                self.rotate()
+                report = RecoveryReport(self.file, report.scan, report.truncated_bytes, True)
         return report
+
+    def _file_server_id(self) -> int:
+        with open(self.path, "rb") as f:
+            head = f.read(4 + HEADER_LEN)
+        return _U32.unpack_from(head, 4 + 5)[0]
 
     def _last_gno(self, names: list[str], end: int | None) -> int:
         """The last gno in the files `names`, the newest one read up to `end` (None: whole)."""
-        assert self.gtid_sid is not None
+        assert self.gtids is not None
         for i in range(len(names) - 1, -1, -1):
             path = self.dir / names[i]
             if not path.exists():
                 break
             upto = end if end is not None and i == len(names) - 1 else path.stat().st_size
-            gno = gtids.last_gno(path, upto, self.gtid_sid)
+            gno = self.gtids.last(path, upto)
             if gno is not None:
                 return gno
         return 0
@@ -187,13 +198,13 @@ class BinlogWriter:
             # Clean close (STOP) or a rotation interrupted before the next file was indexed.
             if result.in_use:
                 self._clear_in_use(path)
-            if self.gtid_sid is not None:
+            if self.gtids is not None:
                 self.gno = self._last_gno(names, None)
             self._start_file(number + 1)
             return RecoveryReport(self.file, result, 0, True)
         if result.header_end == 0:
             log.warning("%s: header incomplete (%s); rewriting it", path, result.reason)
-            if self.gtid_sid is not None:
+            if self.gtids is not None:
                 self.gno = self._last_gno(names[:-1], None)
             self._set_number(number)
             self._create_file(path)
@@ -230,7 +241,7 @@ class BinlogWriter:
             server_id=self.server_id,
             timestamp=int(self._clock()),
             server_version=self.server_version,
-            previous_gtids=None if self.gtid_sid is None else GtidSet.upto(self.gtid_sid, self.gno),
+            **self._gtid_header(),
         )
         # O_TRUNC: a file that is not in the index (or whose header is torn) holds no transaction.
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -239,6 +250,16 @@ class BinlogWriter:
             os.fsync(fd)
         self._fd = fd
         self._pos = self._header_end = len(header)
+
+    def _gtid_header(self) -> dict:
+        """The FDE and the GTIDs-before event of the next file (`file_header`'s arguments)."""
+        if self.gtids is None:
+            return {}
+        previous = self.dir / layout.file_name(self.base, self._number - 1)
+        return {
+            "fde": self.gtids.fde(self.server_version),
+            "gtids": self.gtids.header_event(previous if self._number > 1 else None, self.gno),
+        }
 
     @property
     def _durable(self) -> bool:
@@ -282,8 +303,8 @@ class BinlogWriter:
         if start + len(buf) > self.max_file_size and start > self._header_end:
             self.rotate()
             start = self._pos
-        if self.gtid_sid is not None:
-            self._stamp_gtids(buf, gtids.find(buf, 0, len(buf)))
+        if self.gtids is not None:
+            self._stamp_gtids(buf, gtids.find(buf, 0, len(buf), self.gtids.event_type))
         last = stamp_positions(buf, start)
         if not (
             self._mark_only
@@ -321,9 +342,9 @@ class BinlogWriter:
                     continue
                 j = i + 1
             end = ends[j - 1]
-            if self.gtid_sid is not None:
+            if self.gtids is not None:
                 if gtid_at is None:
-                    here = gtids.find(buf, done, end)
+                    here = gtids.find(buf, done, end, self.gtids.event_type)
                 else:
                     here = gtid_at[
                         bisect.bisect_left(gtid_at, done) : bisect.bisect_left(gtid_at, end)
@@ -354,8 +375,8 @@ class BinlogWriter:
                 f"{offsets[0] if offsets else None}, not {start}): every transaction of a "
                 "GTID-numbered binlog starts with one"
             )
-        assert self.gtid_sid is not None
-        self.gno = gtids.stamp(buf, offsets, self.gtid_sid, self.gno)
+        assert self.gtids is not None
+        self.gno = self.gtids.stamp(buf, offsets, self.gno)
 
     def _encode_bodies(self, events: Iterable[object]) -> list[bytes | bytearray | memoryview]:
         now = int(self._clock())
@@ -379,7 +400,7 @@ class BinlogWriter:
         """Append a transaction whose events already carry final log_pos and CRC (stamped for
         the offset `prepare(len(buf))` returned). Checks the first and last event only."""
         self._require_open()
-        if self.gtid_sid is not None:
+        if self.gtids is not None:
             raise RuntimeError("a GTID-numbered writer stamps its transactions itself")
         start = self._pos
         if len(buf) < HEADER_LEN + CHECKSUM_LEN or log_pos(buf) != start + event_size(buf):
@@ -413,8 +434,8 @@ class BinlogWriter:
         buf = bytearray().join(events)
         if not buf:
             return
-        if self.gtid_sid is not None and self._pos == self._stream_start:
-            self._stamp_gtids(buf, gtids.find(buf, 0, len(buf)))
+        if self.gtids is not None and self._pos == self._stream_start:
+            self._stamp_gtids(buf, gtids.find(buf, 0, len(buf), self.gtids.event_type))
         last = stamp_positions(buf, self._pos)
         self._stream_tail = bytes(buf[last:])
         self._pos += len(buf)
