@@ -117,3 +117,45 @@ def test_rows_without_their_table_map_are_an_error_naming_the_txn(transactions):
     frag.statements = [Statement(None, rows[:1])]
     with pytest.raises(EncodeError, match=f"txn 42 at TSO {txn.tso}"):
         TransactionEncoder(SID).encode(coalesce(frag.global_key, [frag]))
+
+
+def test_mariadb_flavour_a_gtid_event_replaces_begin(transactions, tmp_path):
+    """The mariadb flavour: MariaDB GTID (162, flags2 transactional) instead of MySQL's GTID
+    and BEGIN, the rest as in the mysql flavour; the writer numbers it; both paths agree;
+    a DDL's GTID is standalone; mariadb-binlog reads the file."""
+    from binlog_writer import MariadbGtids
+    from cdc.binlog.events import MariadbGtidEvent
+    from cdc.binlog.mariadb_gtid import FLAGS2_DDL, FLAGS2_TRANSACTION
+    from tests.binlog_writer.test_recovery import readable
+
+    mysql = TransactionEncoder(SID, gtids=True)
+    lists = TransactionEncoder(SID, gtids=True, flavor="mariadb")
+    buffers = TransactionEncoder(SID, gtids=True, flavor="mariadb")
+    writer = BinlogWriter(
+        tmp_path,
+        server_id=SID,
+        server_version="10.11.19-MariaDB-cdc-log",
+        gtids=MariadbGtids(5, SID),
+    )
+    for txn in transactions:
+        events = lists.encode(txn)
+        theirs = mysql.encode(txn)
+        assert [e[4] for e in events] == [162] + [e[4] for e in theirs[2:]]
+        assert events[1:] == theirs[2:]
+        buf, at = bytearray(), []
+        assert buffers.encode_into(txn, buf, at) == len(events) and at == [0]
+        assert buf == b"".join(events)
+        writer.append_batch(buf, [len(buf)], at)
+    ddl = lists._ddl_gtid_tail
+    assert MariadbGtidEvent.parse(ddl[15:-4], None).flags2 == FLAGS2_DDL
+    writer.close()
+    path = tmp_path / writer.files()[0]
+    gtids = [
+        MariadbGtidEvent.parse(e.data[19:-4], None)
+        for e in EventReader(path.read_bytes(), file="m")
+        if e.type_code == 162
+    ]
+    assert [(g.domain_id, g.seq_no, g.flags2) for g in gtids] == [
+        (5, n, FLAGS2_TRANSACTION) for n in range(1, len(transactions) + 1)
+    ]
+    assert readable(path)
