@@ -24,7 +24,7 @@ from typing import Protocol
 
 from cdc.binlog.constants import HEADER_LEN, EventType
 from cdc.binlog.errors import CodecError
-from cdc.binlog.events import PreviousGtidsEvent
+from cdc.binlog.events import ROWS_QUERY_MARK, MarkCarrier, PreviousGtidsEvent
 from cdc.binlog.fde import FormatDescription, mysql57_fde
 from cdc.binlog.gtid import (
     GTID_BODY_LEN,
@@ -53,6 +53,8 @@ class GtidLayout(Protocol):
     # Whether a file's GTIDs all carry its FDE's server_id (the writer starts a new file when
     # its own differs from the newest file's).
     server_id_per_file: bool
+    # The event that carries the CTS mark ending every transaction (`cdc.binlog.events`).
+    mark: MarkCarrier
 
     def fde(self, server_version: str) -> FormatDescription: ...
 
@@ -74,6 +76,7 @@ class MysqlGtids:
     flavor = "mysql"
     event_type = _GTID
     server_id_per_file = False
+    mark = ROWS_QUERY_MARK
 
     def __init__(self, sid: bytes) -> None:
         self.sid = sid

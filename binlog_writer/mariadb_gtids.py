@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 from cdc.binlog.constants import HEADER_LEN, EventType
 from cdc.binlog.errors import CodecError
-from cdc.binlog.events import DomainGtid, GtidListEvent
+from cdc.binlog.events import CHECKPOINT_MARK, DomainGtid, GtidListEvent
 from cdc.binlog.fde import FormatDescription, mariadb_fde
 from cdc.binlog.header import event_size
 from cdc.binlog.mariadb_gtid import (
@@ -56,6 +56,9 @@ class MariadbGtids:
     flavor = "mariadb"
     event_type = _GTID
     server_id_per_file = True
+    # A ROWS_QUERY after a group's end stops a MariaDB replica in GTID mode; a
+    # BINLOG_CHECKPOINT is outside any group there (docs/dumper.md, "Flavours").
+    mark = CHECKPOINT_MARK
 
     def __init__(self, domain_id: int, server_id: int) -> None:
         self.domain_id = domain_id

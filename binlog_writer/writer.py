@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from cdc import stage_trace
-from cdc.binlog.constants import CHECKSUM_LEN, HEADER_LEN, EventType
+from cdc.binlog.constants import CHECKSUM_LEN, HEADER_LEN
 from cdc.binlog.errors import CodecError
-from cdc.binlog.events import RotateEvent, StopEvent, encode_event
+from cdc.binlog.events import CTS_PREFIX, ROWS_QUERY_MARK, RotateEvent, StopEvent, encode_event
 from cdc.binlog.fastpath import stamp_positions
 from cdc.binlog.fde import DEFAULT_SERVER_VERSION
 from cdc.binlog.header import event_size, log_pos
@@ -34,7 +34,6 @@ _U32 = struct.Struct("<I")
 _U16 = struct.Struct("<H")
 DEFAULT_MAX_FILE_SIZE = 512 * 1024 * 1024
 DEFAULT_BUFFER_SIZE = 256 * 1024
-_ROWS_QUERY = int(EventType.ROWS_QUERY)
 
 
 class TxnPosition(NamedTuple):
@@ -111,6 +110,12 @@ class BinlogWriter:
         # written (read back from the files). The layout also chooses the files' FDE.
         self.gtids = gtids
         self.gno = 0
+        # MARK mode: the event every transaction ends with, the layout's CTS mark carrier
+        # (MariaDB's files: a BINLOG_CHECKPOINT; else a ROWS_QUERY), checked per write.
+        self.mark = gtids.mark if gtids is not None else ROWS_QUERY_MARK
+        self._mark_type = self.mark.type_code
+        self._mark_at = self.mark.text_at
+        self._mark_stop = self.mark.text_at + len(CTS_PREFIX)
         self._stream_gno: int | None = None  # gno before a streamed transaction, until it ends
         self.dir.mkdir(parents=True, exist_ok=True)
         self._point = RecoveryPoint(self.dir, base)  # where recovery may start scanning
@@ -308,8 +313,8 @@ class BinlogWriter:
         last = stamp_positions(buf, start)
         if not (
             self._mark_only
-            and buf[last + 4] == _ROWS_QUERY
-            and buf[last + 20 : last + 25] == b"CTS::"
+            and buf[last + 4] == self._mark_type
+            and buf[last + self._mark_at : last + self._mark_stop] == CTS_PREFIX
         ):
             self._check_last(buf, last)
         return self._append(buf, start)
@@ -354,8 +359,8 @@ class BinlogWriter:
             part = memoryview(buf)[done:end]
             if not (
                 self._mark_only
-                and buf[last + 4] == _ROWS_QUERY
-                and buf[last + 20 : last + 25] == b"CTS::"
+                and buf[last + 4] == self._mark_type
+                and buf[last + self._mark_at : last + self._mark_stop] == CTS_PREFIX
             ):
                 self._check_last(part, last - done)
             files.append((self._file_name, i))
@@ -484,14 +489,17 @@ class BinlogWriter:
         if last is None:
             last = len(mv) - _last_event_size(mv)
         tail = mv[last:]
-        ok = is_cts_mark(tail) if self._mark_only else is_terminator(tail, self.boundary)
+        if self._mark_only:
+            ok = tail[4] == self._mark_type and is_cts_mark(tail)
+        else:
+            ok = is_terminator(tail, self.boundary)
         tail.release()
         mv.release()
         if not ok:
             raise ValueError(
                 f"a transaction must end with its terminator ({self.boundary.value} rule: "
                 + (
-                    "a CTS:: ROWS_QUERY mark"
+                    f"a CTS:: mark in a type {self._mark_type} event"
                     if self._mark_only
                     else "XID, a standalone QUERY or a CTS mark"
                 )

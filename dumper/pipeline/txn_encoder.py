@@ -5,7 +5,8 @@ numbers transactions as they land, `binlog_writer.gtids`), `Query BEGIN` (the ma
 a MariaDB GTID event, its seq_no and domain left as zeros, which replaces BEGIN as in MariaDB's
 own files), then each statement's TABLE_MAP(s) (table id renumbered) and
 rows events (MariaDB v1 turned into MySQL v2, same table id), `XID`, and the `CTS::<tso>` mark
-that makes the commit TSO recoverable from the file. A DDL marker becomes one Query event and
+that makes the commit TSO recoverable from the file (a ROWS_QUERY event; the mariadb flavour:
+a BINLOG_CHECKPOINT, which a MariaDB replica takes as outside any GTID group). A DDL marker becomes one Query event and
 its mark (a GTID before each Query; MariaDB's flagged standalone DDL). Row images are never decoded: events are patched byte-wise. log_pos and CRC are
 left to the writer, which stamps each event once when it lands.
 """
@@ -16,8 +17,17 @@ import re
 import struct
 from collections.abc import Iterator
 
-from cdc.binlog.constants import CHECKSUM_LEN, HEADER_LEN, ROWS_V1_TYPES, EventFlag, EventType
-from cdc.binlog.events import MariadbGtidEvent, MysqlGtidEvent, XidEvent, cts_mark, encode_event
+from cdc.binlog.constants import CHECKSUM_LEN, HEADER_LEN, ROWS_V1_TYPES, EventType
+from cdc.binlog.events import (
+    CHECKPOINT_MARK,
+    CTS_PREFIX,
+    ROWS_QUERY_MARK,
+    MariadbGtidEvent,
+    MysqlGtidEvent,
+    XidEvent,
+    cts_mark,
+    encode_event,
+)
 from cdc.binlog.gtid import GTID_COMMIT_FLAG, LT_TYPE_LOGICAL
 from cdc.binlog.mariadb_gtid import FLAGS2_DDL, FLAGS2_TRANSACTION, MARIADB_GTID_BODY_LEN
 from cdc.binlog.query import QueryEvent
@@ -35,8 +45,6 @@ ROWS_V1 = ROWS_V1_TYPES  # MariaDB WRITE/UPDATE/DELETE_ROWS v1
 ROWS_V2 = frozenset({30, 31, 32})
 V1_TO_V2 = 7
 V2_EXTRA = b"\x02\x00"  # extra-data length 2 = no extra data (the field counts itself)
-ROWS_QUERY = int(EventType.ROWS_QUERY)
-IGNORABLE = int(EventFlag.IGNORABLE)
 NO_CRC = bytes(CHECKSUM_LEN)  # a CRC slot the writer fills
 _HEAD = struct.Struct("<IBII")  # timestamp, type, server_id, event size: header offsets 0-12
 _TS = struct.Struct("<I")
@@ -164,12 +172,14 @@ class TransactionEncoder:
     ):
         """`gtids`: each transaction starts with a GTID event, for a writer that numbers them
         (`BinlogWriter(gtids=…)`); the two go together. `flavor` "mariadb": MariaDB GTID
-        events (which replace BEGIN, so it needs `gtids`)."""
+        events (which replace BEGIN, so it needs `gtids`) and the CTS mark in a
+        BINLOG_CHECKPOINT event (`CHECKPOINT_MARK`) instead of a ROWS_QUERY."""
         if flavor == "mariadb" and not gtids:
             raise ValueError("the mariadb flavour's transactions begin with their GTID event")
         self.server_id = server_id
         self.gtids = gtids
         self.flavor = flavor
+        self.mark = CHECKPOINT_MARK if flavor == "mariadb" else ROWS_QUERY_MARK
         self.table_ids = table_ids or TableIdMap()
         self._xid = 0
         # Templates without their leading timestamp (and, for XID, its value and CRC).
@@ -183,7 +193,7 @@ class TransactionEncoder:
             self._gtid_tail = self._ddl_gtid_tail = self._event(gtid, 0)[4:-CHECKSUM_LEN] + NO_CRC
         xid = self._event(XidEvent(0), 0)
         self._xid_head = xid[4:HEADER_LEN]
-        self._mark_head = bytes((ROWS_QUERY,)) + _U32.pack(server_id)  # type, server_id
+        self._mark_head = bytes((self.mark.type_code,)) + _U32.pack(server_id)  # type, server_id
         # TABLE_MAP content (names + columns, DN table id excluded) -> 6-byte logical id.
         # Cleared when a DDL bumps a table's id.
         self._tm_ids: dict[bytes, bytes] = {}
@@ -303,13 +313,16 @@ class TransactionEncoder:
 
     def _mark_into(self, out: bytearray, txn: Transaction, ts: bytes) -> None:
         key = txn.key
-        mark = b"CTS::%d" % key[0]
-        if key[1] != _BRANCH:  # local transactions share a TSO: the mark carries their key
+        # `cts_text`, inlined (once per transaction): local transactions share a TSO, so
+        # their mark carries their key too.
+        mark = b"%s%d" % (CTS_PREFIX, key[0])
+        if key[1] != _BRANCH:
             mark += b"::L%d.%d" % (key[2], key[3])
+        carrier = self.mark
         out += ts
         out += self._mark_head
-        out += _MARK_TAIL.pack(HEADER_LEN + 1 + len(mark) + CHECKSUM_LEN, 0, IGNORABLE)
-        out.append(min(len(mark), 255))
+        out += _MARK_TAIL.pack(carrier.text_at + len(mark) + CHECKSUM_LEN, 0, carrier.flags)
+        out += carrier.length_field(len(mark))
         out += mark
         out += NO_CRC
 
@@ -336,5 +349,5 @@ class TransactionEncoder:
             out.append(self._event(QueryEvent(create_db, db=b""), timestamp))
         out += gtid
         out.append(self._event(QueryEvent(ddl, db=db), timestamp))
-        out.append(self._event(cts_mark(txn.tso), timestamp))
+        out.append(self._event(cts_mark(txn.tso, carrier=self.mark), timestamp))
         return out

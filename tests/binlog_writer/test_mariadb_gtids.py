@@ -14,7 +14,14 @@ from binlog_writer import BinlogWriter, MariadbGtids
 from binlog_writer.gtids import find
 from cdc.binlog.constants import EventType
 from cdc.binlog.errors import CodecError
-from cdc.binlog.events import DomainGtid, GtidListEvent, MariadbGtidEvent, encode_event
+from cdc.binlog.events import (
+    CHECKPOINT_MARK,
+    DomainGtid,
+    GtidListEvent,
+    MariadbGtidEvent,
+    cts_mark,
+    encode_event,
+)
 from cdc.binlog.fde import FormatDescription
 from cdc.binlog.mariadb_gtid import FLAGS2_TRANSACTION, parse_position, position_text
 from cdc.binlog.reader import iter_events
@@ -43,7 +50,9 @@ def writer(directory: Path, server_id: int = SERVER, **kw) -> BinlogWriter:
 
 
 def txn(i: int) -> bytes:
-    return PLACEHOLDER + b"".join(raw(i)[1:])  # the GTID event replaces BEGIN
+    """The GTID event replaces BEGIN; the CTS mark is a BINLOG_CHECKPOINT event."""
+    mark = encode_event(cts_mark(1000 + i, carrier=CHECKPOINT_MARK), timestamp=1, server_id=SERVER)
+    return PLACEHOLDER + b"".join(raw(i)[1:-1]) + mark
 
 
 def files(directory: Path) -> list[tuple[str, tuple[DomainGtid, ...], list[DomainGtid]]]:
