@@ -146,3 +146,53 @@ async def test_a_mariadb_replica_follows_and_resumes_by_gtid(mariadb_flavor):
 
     names = sorted(directory.glob("binlog/binlog.0*"))
     assert len(names) > 1 and all(readable(p) for p in names)
+
+
+async def test_after_a_failover_the_replica_follows_the_new_leader_by_gtid(mariadb_flavor):
+    """HA: two dumpers (leader + follower copying its files); the replica follows the leader
+    by GTID, the leader is SIGKILLed, the follower takes over, and the replica, re-pointed at
+    it with MASTER_USE_GTID=slave_pos and nothing else, continues: `cdc check` equal."""
+    from cdc.config import DumperPeer, load
+    from tests.chaos.test_dumper_ha import Dumpers
+
+    cfg, directory, replica = mariadb_flavor
+    base = free_base_port(2)
+    cfg.dumper.peers = [
+        DumperPeer(i, port=base + i, binlog_dir=str(directory / f"d{i}" / "binlog")) for i in (1, 2)
+    ]
+    config_path = str(directory / "cdc.toml")
+    cfg.dump(config_path)
+    cfg = load(config_path)
+    await init(cfg)
+    cn = ComputeNode(cfg)
+    await cn.start()
+    workload = TransferWorkload(cn, accounts=ACCOUNTS, initial_balance=BALANCE, partitions=4)
+    dumpers = Dumpers(config_path, directory)
+    try:
+        await workload.setup()
+        dumpers.start(1)
+        await dumpers.wait(lambda: dumpers.role(1) == "leader", 60, "dumper 1 did not lead")
+        dumpers.start(2)
+        await dumpers.wait(lambda: dumpers.role(2) == "follower", 60, "no follower")
+        await run_workload(workload.step, threads=4, duration_s=2)
+        first = await asyncio.to_thread(follow_by_gtid, replica, base + 1)
+        stop = asyncio.Event()
+        load = asyncio.create_task(run_workload(workload.step, threads=3, duration_s=60, stop=stop))
+        await asyncio.sleep(1.0)
+        dumpers.kill(1)  # the replica's master dies under traffic
+        await dumpers.wait(
+            lambda: dumpers.role(2) == "leader" and dumpers.status(2).get("transactions", 0) > 0,
+            60,
+            "dumper 2 did not take over",
+        )
+        await asyncio.sleep(1.0)
+        stop.set()
+        await load
+        last = await asyncio.to_thread(follow_by_gtid, replica, base + 2)
+        report = await asyncio.to_thread(run_check, cfg, replica.host, replica.port, "root", "", 60)
+        assert report.equal, report.render()
+    finally:
+        dumpers.stop()
+        await cn.close()
+    assert int(last.split("-")[2]) > int(first.split("-")[2])
+    assert balances(replica) == (ACCOUNTS, ACCOUNTS * BALANCE)
