@@ -22,7 +22,7 @@ from backfill.columns import key_value, row_converter
 from backfill.errors import BackfillError
 from backfill.tables import TableSpec
 from cdc.binlog.constants import EventType
-from cdc.binlog.events import decode_event, parse_cts
+from cdc.binlog.events import cts_mark_text, decode_event, parse_cts
 from cdc.binlog.fde import FormatDescription
 from cdc.binlog.row_image import MISSING
 from cdc.cn_protocol.errors import CatalogueError
@@ -32,7 +32,6 @@ from cdc.protocol import BinlogPosition, DumpClient, DumpError, DumpSettings
 FDE = int(EventType.FORMAT_DESCRIPTION)
 TABLE_MAP = int(EventType.TABLE_MAP)
 QUERY = int(EventType.QUERY)
-ROWS_QUERY = int(EventType.ROWS_QUERY)
 ROWS = frozenset({23, 24, 25, 30, 31, 32})
 LOCAL_MARK = b"::L"
 
@@ -261,8 +260,7 @@ async def _scan(dumper, start, snapshot_tso, stop_tso, specs, timeout) -> Window
             continue
         if code in ROWS or code == TABLE_MAP or code == QUERY:
             pending.append(ev.data)
-        elif code == ROWS_QUERY and fde is not None:
-            mark = bytes(decode_event(ev.data, fde).body.query)
+        elif fde is not None and (mark := cts_mark_text(ev.data)) is not None:
             key = mark_key(mark)
             if window.first_mark is None:
                 window.first_mark = key
@@ -293,8 +291,8 @@ async def _first_mark(dumper: Dumper, file: str, timeout: float) -> tuple[int, i
     async for ev in _events(dumper, BinlogPosition(file, 4), idle_timeout=timeout):
         if ev.type_code == FDE:
             fde = FormatDescription.parse(ev.data[19:])
-        elif ev.type_code == ROWS_QUERY and fde is not None:
-            return mark_key(bytes(decode_event(ev.data, fde).body.query))
+        elif fde is not None and (mark := cts_mark_text(ev.data)) is not None:
+            return mark_key(mark)
     return None
 
 

@@ -39,7 +39,6 @@ from cdc.cn.workloads.steady import (
     tree_cpu_s,
 )
 
-ROWS_QUERY_EVENT = 29
 WARMUP_S = 1.0  # commits in the load's first second are not counted (caches, pipes filling)
 
 
@@ -51,7 +50,7 @@ def watch(host: str, port: int, user: str, password: str, conn, server_id: int =
 
 
 async def _watch(host: str, port: int, user: str, password: str, conn, server_id: int) -> None:
-    from cdc.binlog.events import parse_cts
+    from cdc.binlog.events import cts_mark_text, parse_cts
     from cdc.protocol import BinlogPosition, DumpClient, DumpSettings
     from cdc.protocol.client import MySQLClient
 
@@ -71,8 +70,9 @@ async def _watch(host: str, port: int, user: str, password: str, conn, server_id
         async for batch in client.batches():
             now = time.monotonic()
             for ev in batch:
-                if ev.data[4] == ROWS_QUERY_EVENT:
-                    tso = parse_cts(bytes(ev.data[20:-4]))  # body: length byte, then the text
+                mark = cts_mark_text(ev.data)
+                if mark is not None:
+                    tso = parse_cts(mark)
                     if tso is not None:
                         seen[tso] = now
                         stage_trace.stamp("seen", tso, now)

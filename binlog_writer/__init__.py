@@ -1,12 +1,15 @@
 """binlog_writer: append-only writer of MySQL binlog files (binlog.NNNNNN + binlog.index),
 with rotation, fsync policy and crash recovery of a partial tail; the key a restart resumes
-after (`last_written_key`); GTID numbering and look-ups in the files (`gtids`); an HA
+after (`last_written_key`); GTID numbering and look-ups in the files (`gtids`: MySQL's layout; `mariadb_gtids`:
+MariaDB's); an HA
 follower's copier. Other packages import only from here."""
 
-from . import gtids, layout, locate
+from . import gtids, layout, locate, mariadb_gtids
 from .copier import BinlogCopier, CopyError, truncate_copy
 from .fsync import FsyncMode, FsyncPolicy
+from .gtids import GtidLayout, MysqlGtids
 from .layout import file_name, file_number
+from .mariadb_gtids import MariadbGtids
 from .recovery import Boundary, TailScan, scan
 from .recovery_point import RecoveryPoint, scan_file
 from .resume import key_from_mark, last_written_key
@@ -19,6 +22,9 @@ __all__ = [
     "CopyError",
     "FsyncMode",
     "FsyncPolicy",
+    "GtidLayout",
+    "MariadbGtids",
+    "MysqlGtids",
     "RecoveryPoint",
     "RecoveryReport",
     "TailScan",
@@ -26,6 +32,7 @@ __all__ = [
     "file_name",
     "file_number",
     "gtids",
+    "mariadb_gtids",
     "key_from_mark",
     "last_written_key",
     "layout",

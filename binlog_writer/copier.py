@@ -22,7 +22,7 @@ from cdc.binlog.errors import CodecError
 from cdc.binlog.header import log_pos
 
 from . import layout, recovery_point
-from .recovery import is_cts_mark
+from .recovery import HEADER_GTID_EVENTS, is_cts_mark
 from .recovery_point import RecoveryPoint, scan_file
 
 log = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ class BinlogCopier:
         if code in _FILE_END_EVENTS:
             self._write_pending()
             self._finish_file()
-        elif code == EventType.PREVIOUS_GTIDS:
+        elif code in HEADER_GTID_EVENTS:
             self._write_pending()
         elif is_cts_mark(data):
             self._write_pending()

@@ -1,5 +1,7 @@
 """GTID numbering of the global binlog: the writer gives each transaction the next gno as it
-lands, and reads the last one back from the files when it opens.
+lands, and reads the last one back from the files when it opens. Two layouts share this
+machinery (`GtidLayout`): MySQL's (`MysqlGtids`, here) and MariaDB's (`MariadbGtids`,
+`mariadb_gtids.py`); the writer only sees the layout's `stamp`, `last` and `header_event`.
 
 The number is a function of the stream, never of a process: transaction n of the stream is
 `sid:n` whichever dumper wrote it, because a writer (a restarted one, or an HA follower that
@@ -18,9 +20,12 @@ import mmap
 import struct
 import zlib
 from pathlib import Path
+from typing import Protocol
 
 from cdc.binlog.constants import HEADER_LEN, EventType
 from cdc.binlog.errors import CodecError
+from cdc.binlog.events import ROWS_QUERY_MARK, MarkCarrier, PreviousGtidsEvent
+from cdc.binlog.fde import FormatDescription, mysql57_fde
 from cdc.binlog.gtid import (
     GTID_BODY_LEN,
     GTID_GNO_OFFSET,
@@ -39,6 +44,56 @@ _FIELDS = struct.Struct("<16sQBQQ")
 _U32 = struct.Struct("<I")
 
 
+class GtidLayout(Protocol):
+    """One GTID layout of the global binlog: which event starts each transaction, how the
+    writer numbers it, what each file starts with, and how the last number is read back."""
+
+    flavor: str
+    event_type: int  # the GTID event every transaction starts with
+    # Whether a file's GTIDs all carry its FDE's server_id (the writer starts a new file when
+    # its own differs from the newest file's).
+    server_id_per_file: bool
+    # The event that carries the CTS mark ending every transaction (`cdc.binlog.events`).
+    mark: MarkCarrier
+
+    def fde(self, server_version: str) -> FormatDescription: ...
+
+    def header_event(self, previous: Path | None, gno: int) -> object:
+        """The event after the FDE of a new file (codec body): the GTIDs before it. `previous`
+        is the file before it (None: the first), `gno` the last number written."""
+
+    def stamp(self, buf: bytearray, offsets, gno: int) -> int:
+        """Number the GTID events at `offsets` gno + 1, …; returns the last given."""
+
+    def last(self, path: Path, end: int) -> int | None:
+        """The last number in the file before `end` (its header's when it has no GTID event);
+        None if the file has no complete header."""
+
+
+class MysqlGtids:
+    """MySQL 5.7 GTID events `sid:gno` (type 33) and PREVIOUS_GTIDS, in 5.7-flavoured files."""
+
+    flavor = "mysql"
+    event_type = _GTID
+    server_id_per_file = False
+    mark = ROWS_QUERY_MARK
+
+    def __init__(self, sid: bytes) -> None:
+        self.sid = sid
+
+    def fde(self, server_version: str) -> FormatDescription:
+        return mysql57_fde(server_version)
+
+    def header_event(self, previous: Path | None, gno: int) -> PreviousGtidsEvent:
+        return PreviousGtidsEvent(GtidSet.upto(self.sid, gno).sids())
+
+    def stamp(self, buf: bytearray, offsets, gno: int) -> int:
+        return stamp(buf, offsets, self.sid, gno)
+
+    def last(self, path: Path, end: int) -> int | None:
+        return last_gno(path, end, self.sid)
+
+
 def stamp(buf: bytearray, offsets, sid: bytes, gno: int) -> int:
     """Number the GTID events at `offsets` of `buf` gno + 1, gno + 2, … (their log_pos and CRC
     are stamped afterwards). Returns the last gno given."""
@@ -54,13 +109,14 @@ def stamp(buf: bytearray, offsets, sid: bytes, gno: int) -> int:
     return gno
 
 
-def find(buf, start: int, end: int) -> list[int]:
-    """Offsets of the GTID events among the whole events in `buf[start:end]` (walks their
-    headers: for a single transaction or a stream's part; a batch brings its offsets)."""
+def find(buf, start: int, end: int, event_type: int = _GTID) -> list[int]:
+    """Offsets of the GTID events (of `event_type`) among the whole events in `buf[start:end]`
+    (walks their headers: for a single transaction or a stream's part; a batch brings its
+    offsets)."""
     found = []
     at = start
     while at < end:
-        if buf[at + 4] == _GTID:
+        if buf[at + 4] == event_type:
             found.append(at)
         at += event_size(buf, at)
     return found
@@ -116,9 +172,15 @@ def previous_gtids(buf) -> tuple[int, GtidSet] | None:
 
 
 def _is_gtid_event(m, at: int) -> bool:
-    if m[at + 4] != _GTID or event_size(m, at) != GTID_EVENT_SIZE:
+    return is_whole_event(m, at, _GTID, GTID_EVENT_SIZE)
+
+
+def is_whole_event(m, at: int, event_type: int, size: int) -> bool:
+    """Whether a whole event of this type and size, with its log_pos and CRC right, starts at
+    `at` (a hit of a byte search is checked this way before it is believed)."""
+    if at < 4 or at + HEADER_LEN > len(m) or m[at + 4] != event_type or event_size(m, at) != size:
         return False
-    end = at + GTID_EVENT_SIZE
+    end = at + size
     if log_pos(m, at) != end or end > len(m):
         return False
     return zlib.crc32(m[at : end - 4]) == _U32.unpack_from(m, end - 4)[0]

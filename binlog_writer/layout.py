@@ -1,5 +1,6 @@
 """File layout of the output binlog: names `<base>.NNNNNN`, the index file, and the bytes
-every new file starts with (magic, FDE of MySQL 5.7 flavour with the in-use flag, PREVIOUS_GTIDS)."""
+every new file starts with (magic, the flavour's FDE with the in-use flag, then the GTIDs
+before the file: MySQL's PREVIOUS_GTIDS or MariaDB's GTID_LIST)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,7 @@ from pathlib import Path
 
 from cdc.binlog.constants import BINLOG_MAGIC, CHECKSUM_LEN, HEADER_LEN, EventFlag
 from cdc.binlog.events import PreviousGtidsEvent, encode_event
-from cdc.binlog.fde import DEFAULT_SERVER_VERSION, mysql57_fde
-from cdc.binlog.gtid import GtidSet
+from cdc.binlog.fde import DEFAULT_SERVER_VERSION, FormatDescription, mysql57_fde
 
 _NAME_RE = re.compile(r"^(?P<base>[^.]+)\.(?P<num>\d{6,})$")
 # Offset of the FDE's header flags: magic (4) + flags offset in the header (17).
@@ -81,21 +81,26 @@ def file_header(
     server_id: int,
     timestamp: int,
     server_version: str = DEFAULT_SERVER_VERSION,
-    previous_gtids: GtidSet | None = None,
+    fde: FormatDescription | None = None,
+    gtids: object | None = None,
 ) -> bytes:
-    """Magic + FDE (in-use flag set; its CRC is computed as if cleared) + PREVIOUS_GTIDS (the
-    GTIDs of every file before this one). With the 5.7 FDE the FDE ends at 123; an empty
-    PREVIOUS_GTIDS at 154, one holding `uuid:1-n` at 194."""
-    fde = encode_event(
-        mysql57_fde(server_version),
+    """Magic + FDE (in-use flag set; its CRC is computed as if cleared; default: MySQL 5.7's of
+    `server_version`) + the GTIDs of every file before this one (`gtids`, a codec body:
+    PREVIOUS_GTIDS or GTID_LIST; default an empty PREVIOUS_GTIDS). With the 5.7 FDE the FDE
+    ends at 123; an empty PREVIOUS_GTIDS at 154, one holding `uuid:1-n` at 194. MariaDB 10.11's
+    FDE ends at 256."""
+    fde = fde or mysql57_fde(server_version)
+    fde_size = HEADER_LEN + len(fde.build()) + CHECKSUM_LEN
+    fde_event = encode_event(
+        fde,
         timestamp=timestamp,
         server_id=server_id,
-        log_pos=len(BINLOG_MAGIC) + 119,
+        log_pos=len(BINLOG_MAGIC) + fde_size,
         flags=EventFlag.BINLOG_IN_USE,
     )
-    head = BINLOG_MAGIC + fde
-    gtids = PreviousGtidsEvent((previous_gtids or GtidSet()).sids())
-    size = HEADER_LEN + len(gtids.build()) + CHECKSUM_LEN
+    head = BINLOG_MAGIC + fde_event
+    gtids = gtids if gtids is not None else PreviousGtidsEvent()
+    size = HEADER_LEN + len(gtids.build()) + CHECKSUM_LEN  # type: ignore[attr-defined]
     prev = encode_event(gtids, timestamp=timestamp, server_id=server_id, log_pos=len(head) + size)
     return head + prev
 

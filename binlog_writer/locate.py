@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cdc.binlog.constants import HEADER_LEN, EventType
-from cdc.binlog.events import parse_cts
+from cdc.binlog.events import cts_mark_text, parse_cts
 from cdc.binlog.gtid import gtid_text
 from cdc.binlog.reader import EventReader
 
 from . import gtids, layout
-from .recovery import is_cts_mark
 
 _FILE_EVENTS = (
     EventType.FORMAT_DESCRIPTION,
@@ -67,8 +66,7 @@ def transactions(directory: Path, name: str, start: int = 4) -> Iterator[Located
                     bytes(ev.data[HEADER_LEN + 1 : HEADER_LEN + 17]), gtids.gno_at(ev.data, 0)
                 )
             )
-        elif is_cts_mark(ev.data):
-            mark = bytes(ev.data[HEADER_LEN + 1 : -4])
+        elif (mark := cts_mark_text(ev.data)) is not None:
             yield Located(name, begin, ev.end, tuple(found), parse_cts(mark) or 0, mark.decode())
             begin = None
 

@@ -2,8 +2,9 @@
 last complete transaction (see `Boundary`) and what lies after it (to truncate).
 
 The boundary rule: the writer only ever appends whole transactions, each ending in exactly one
-terminator event. In MARK mode (the dumper's) the terminator is the `CTS::<tso>` ROWS_QUERY mark;
-in COMMIT mode it is XID, a QUERY other than BEGIN (standalone DDL), or a CTS mark. File-level
+terminator event. In MARK mode (the dumper's) the terminator is the `CTS::<tso>` mark (a
+ROWS_QUERY event in the mysql flavour, a BINLOG_CHECKPOINT in the mariadb one:
+`cdc.binlog.events.cts_mark_text`); in COMMIT mode it is XID, a QUERY other than BEGIN (standalone DDL), or a CTS mark. File-level
 events (the header, ROTATE, STOP) are also clean points. Everything after the last clean point
 (a partial event, a CRC failure, an incomplete transaction) is the torn tail.
 """
@@ -15,25 +16,24 @@ from enum import StrEnum
 
 from cdc.binlog.constants import BINLOG_MAGIC, HEADER_LEN, EventType
 from cdc.binlog.errors import CodecError
-from cdc.binlog.events import CTS_PREFIX, parse_cts
+from cdc.binlog.events import cts_mark_text, parse_cts
 from cdc.binlog.reader import EventReader
 
 _QUERY_POST = 13
 
 
 class Boundary(StrEnum):
-    MARK = "mark"  # a transaction ends with its CTS:: ROWS_QUERY mark
+    MARK = "mark"  # a transaction ends with its CTS:: mark
     COMMIT = "commit"  # ... with XID, a standalone QUERY, or a CTS mark
 
 
 _TERMINAL_FILE_EVENTS = (EventType.ROTATE, EventType.STOP)
+# The GTIDs before a file, right after its FDE: part of the header (MySQL's or MariaDB's).
+HEADER_GTID_EVENTS = (EventType.PREVIOUS_GTIDS, EventType.GTID_LIST)
 
 
 def is_cts_mark(event: bytes | memoryview) -> bool:
-    return (
-        event[4] == EventType.ROWS_QUERY
-        and bytes(event[HEADER_LEN + 1 : HEADER_LEN + 1 + len(CTS_PREFIX)]) == CTS_PREFIX
-    )
+    return cts_mark_text(event) is not None
 
 
 def _is_standalone_query(event: bytes | memoryview) -> bool:
@@ -59,7 +59,9 @@ class TailScan:
     """Result of scanning one file."""
 
     size: int  # bytes in the file
-    header_end: int  # after FDE (+ PREVIOUS_GTIDS); 0 if the header itself is incomplete
+    header_end: (
+        int  # after FDE (+ PREVIOUS_GTIDS or GTID_LIST); 0 if the header itself is incomplete
+    )
     valid_end: int  # end of the last clean point: truncate the file here
     transactions: int  # complete transactions found
     last_cts: int | None  # TSO of the last CTS mark before valid_end
@@ -107,7 +109,7 @@ def scan(
             if ev.type_code == EventType.FORMAT_DESCRIPTION:
                 in_use = bool(ev.header.flags & 1)
                 header_end = ev.end
-            elif ev.type_code == EventType.PREVIOUS_GTIDS and ev.pos == header_end:
+            elif ev.type_code in HEADER_GTID_EVENTS and ev.pos == header_end:
                 header_end = ev.end
             else:
                 break
@@ -124,7 +126,7 @@ def scan(
                 in_use = bool(ev.header.flags & 1)
                 header_end = valid_end = ev.end
                 continue
-            if code == EventType.PREVIOUS_GTIDS and valid_end == header_end == ev.pos:
+            if code in HEADER_GTID_EVENTS and valid_end == header_end == ev.pos:
                 header_end = valid_end = ev.end
                 continue
             if closed_by is not None:
@@ -134,11 +136,12 @@ def scan(
                 closed_by = code
                 valid_end = ev.end
                 continue
-            if is_terminator(ev.data, boundary):
+            mark = cts_mark_text(ev.data)
+            if mark is not None or (boundary != Boundary.MARK and is_terminator(ev.data, boundary)):
                 txns += 1
                 valid_end = last_txn_end = ev.end
-                if is_cts_mark(ev.data):
-                    last_mark = bytes(ev.data[HEADER_LEN + 1 : len(ev.data) - 4])
+                if mark is not None:
+                    last_mark = mark
                     last_cts = parse_cts(last_mark)
     except CodecError as e:
         reason = e.reason

@@ -19,11 +19,12 @@ import struct
 import zlib
 from pathlib import Path
 
-from cdc.binlog.constants import HEADER_LEN, EventType
+from cdc.binlog.constants import HEADER_LEN
+from cdc.binlog.events import MARK_CARRIERS, cts_mark_text
 from cdc.binlog.header import event_size
 from cdc.binlog.header import log_pos as header_log_pos
 
-from .recovery import Boundary, TailScan, is_cts_mark, scan
+from .recovery import Boundary, TailScan, scan
 
 log = logging.getLogger(__name__)
 
@@ -81,22 +82,22 @@ def cut(directory: Path, base: str, keep: list[str], file: str, pos: int) -> Non
 
 
 def mark_ending_at(buf: bytes | bytearray | memoryview, pos: int, header_end: int) -> bytes | None:
-    """The text of the `CTS::` mark event that ends exactly at `pos`, if there is one whose
-    header says so (`event_size`, `log_pos`) and whose CRC is right; else None."""
+    """The text of the `CTS::` mark event (either carrier) that ends exactly at `pos`, if there
+    is one whose header says so (`event_size`, `log_pos`) and whose CRC is right; else None."""
     if pos > len(buf):
         return None
     for start in range(pos - HEADER_LEN - 5, max(header_end, pos - _MAX_MARK) - 1, -1):
-        if buf[start + 4] != EventType.ROWS_QUERY:
+        if buf[start + 4] not in MARK_CARRIERS:
             continue
         size = event_size(buf, start)
         log_pos = header_log_pos(buf, start)
         if size != pos - start or log_pos != pos:
             continue
         event = bytes(buf[start:pos])
-        if zlib.crc32(event[:-4]) == _U32.unpack_from(event, len(event) - 4)[0] and is_cts_mark(
-            event
-        ):
-            return event[HEADER_LEN + 1 : -4]
+        if zlib.crc32(event[:-4]) == _U32.unpack_from(event, len(event) - 4)[0]:
+            mark = cts_mark_text(event)
+            if mark is not None:
+                return mark
     return None
 
 

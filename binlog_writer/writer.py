@@ -15,16 +15,16 @@ from pathlib import Path
 from typing import NamedTuple
 
 from cdc import stage_trace
-from cdc.binlog.constants import CHECKSUM_LEN, HEADER_LEN, EventType
+from cdc.binlog.constants import CHECKSUM_LEN, HEADER_LEN
 from cdc.binlog.errors import CodecError
-from cdc.binlog.events import RotateEvent, StopEvent, encode_event
+from cdc.binlog.events import CTS_PREFIX, ROWS_QUERY_MARK, RotateEvent, StopEvent, encode_event
 from cdc.binlog.fastpath import stamp_positions
 from cdc.binlog.fde import DEFAULT_SERVER_VERSION
-from cdc.binlog.gtid import GtidSet
 from cdc.binlog.header import event_size, log_pos
 
 from . import gtids, layout
 from .fsync import FsyncMode, FsyncPolicy
+from .gtids import GtidLayout
 from .recovery import Boundary, TailScan, is_cts_mark, is_terminator
 from .recovery_point import RecoveryPoint, scan_file
 
@@ -34,7 +34,6 @@ _U32 = struct.Struct("<I")
 _U16 = struct.Struct("<H")
 DEFAULT_MAX_FILE_SIZE = 512 * 1024 * 1024
 DEFAULT_BUFFER_SIZE = 256 * 1024
-_ROWS_QUERY = int(EventType.ROWS_QUERY)
 
 
 class TxnPosition(NamedTuple):
@@ -83,7 +82,7 @@ class BinlogWriter:
         server_version: str = DEFAULT_SERVER_VERSION,
         buffer_size: int = DEFAULT_BUFFER_SIZE,
         clock=time.time,
-        gtid_sid: bytes | None = None,
+        gtids: GtidLayout | None = None,
     ) -> None:
         layout.check_base(base)
         self.dir = Path(directory)
@@ -106,10 +105,17 @@ class BinlogWriter:
         self._mark_only = boundary == Boundary.MARK
         self._stream_start: int | None = None  # set while a streamed transaction is written
         self._stream_tail = b""
-        # GTID numbering (`gtids`): with a sid, every transaction starts with a GTID event that
-        # gets the next gno here; `gno` is the last one written (read back from the files).
-        self.gtid_sid = gtid_sid
+        # GTID numbering (`gtids`): with a layout (MySQL's or MariaDB's), every transaction
+        # starts with its GTID event, which gets the next gno here; `gno` is the last one
+        # written (read back from the files). The layout also chooses the files' FDE.
+        self.gtids = gtids
         self.gno = 0
+        # MARK mode: the event every transaction ends with, the layout's CTS mark carrier
+        # (MariaDB's files: a BINLOG_CHECKPOINT; else a ROWS_QUERY), checked per write.
+        self.mark = gtids.mark if gtids is not None else ROWS_QUERY_MARK
+        self._mark_type = self.mark.type_code
+        self._mark_at = self.mark.text_at
+        self._mark_stop = self.mark.text_at + len(CTS_PREFIX)
         self._stream_gno: int | None = None  # gno before a streamed transaction, until it ends
         self.dir.mkdir(parents=True, exist_ok=True)
         self._point = RecoveryPoint(self.dir, base)  # where recovery may start scanning
@@ -157,19 +163,29 @@ class BinlogWriter:
             self._start_file(1)
             return RecoveryReport(self.file, None, 0, True)
         report = self._recover(names)
-        if self.gtid_sid is not None and not report.started_new_file:
+        if self.gtids is not None and not report.started_new_file:
             self.gno = self._last_gno(names, self._pos)
+            if self.gtids.server_id_per_file and self._file_server_id() != self.server_id:
+                # A file's MariaDB GTIDs carry its FDE's server_id (read back by it): a writer
+                # with another server_id continues in a file of its own.
+                self.rotate()
+                report = RecoveryReport(self.file, report.scan, report.truncated_bytes, True)
         return report
+
+    def _file_server_id(self) -> int:
+        with open(self.path, "rb") as f:
+            head = f.read(4 + HEADER_LEN)
+        return _U32.unpack_from(head, 4 + 5)[0]
 
     def _last_gno(self, names: list[str], end: int | None) -> int:
         """The last gno in the files `names`, the newest one read up to `end` (None: whole)."""
-        assert self.gtid_sid is not None
+        assert self.gtids is not None
         for i in range(len(names) - 1, -1, -1):
             path = self.dir / names[i]
             if not path.exists():
                 break
             upto = end if end is not None and i == len(names) - 1 else path.stat().st_size
-            gno = gtids.last_gno(path, upto, self.gtid_sid)
+            gno = self.gtids.last(path, upto)
             if gno is not None:
                 return gno
         return 0
@@ -189,13 +205,13 @@ class BinlogWriter:
             # Clean close (STOP) or a rotation interrupted before the next file was indexed.
             if result.in_use:
                 self._clear_in_use(path)
-            if self.gtid_sid is not None:
+            if self.gtids is not None:
                 self.gno = self._last_gno(names, None)
             self._start_file(number + 1)
             return RecoveryReport(self.file, result, 0, True)
         if result.header_end == 0:
             log.warning("%s: header incomplete (%s); rewriting it", path, result.reason)
-            if self.gtid_sid is not None:
+            if self.gtids is not None:
                 self.gno = self._last_gno(names[:-1], None)
             self._set_number(number)
             self._create_file(path)
@@ -232,7 +248,7 @@ class BinlogWriter:
             server_id=self.server_id,
             timestamp=int(self._clock()),
             server_version=self.server_version,
-            previous_gtids=None if self.gtid_sid is None else GtidSet.upto(self.gtid_sid, self.gno),
+            **self._gtid_header(),
         )
         # O_TRUNC: a file that is not in the index (or whose header is torn) holds no transaction.
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -241,6 +257,16 @@ class BinlogWriter:
             os.fsync(fd)
         self._fd = fd
         self._pos = self._header_end = len(header)
+
+    def _gtid_header(self) -> dict:
+        """The FDE and the GTIDs-before event of the next file (`file_header`'s arguments)."""
+        if self.gtids is None:
+            return {}
+        previous = self.dir / layout.file_name(self.base, self._number - 1)
+        return {
+            "fde": self.gtids.fde(self.server_version),
+            "gtids": self.gtids.header_event(previous if self._number > 1 else None, self.gno),
+        }
 
     @property
     def _durable(self) -> bool:
@@ -288,8 +314,8 @@ class BinlogWriter:
         last = stamp_positions(buf, start)
         if not (
             self._mark_only
-            and buf[last + 4] == _ROWS_QUERY
-            and buf[last + 20 : last + 25] == b"CTS::"
+            and buf[last + 4] == self._mark_type
+            and buf[last + self._mark_at : last + self._mark_stop] == CTS_PREFIX
         ):
             self._check_last(buf, last)
         self.gno = gno  # only once the transaction is known whole: a refused one takes none
@@ -332,8 +358,8 @@ class BinlogWriter:
             part = memoryview(buf)[done:end]
             if not (
                 self._mark_only
-                and buf[last + 4] == _ROWS_QUERY
-                and buf[last + 20 : last + 25] == b"CTS::"
+                and buf[last + 4] == self._mark_type
+                and buf[last + self._mark_at : last + self._mark_stop] == CTS_PREFIX
             ):
                 self._check_last(part, last - done)
             files.append((self._file_name, i))
@@ -345,7 +371,9 @@ class BinlogWriter:
 
     def _gtids_in(self, buf: bytearray, start: int, end: int) -> list[int]:
         """Where the GTID events are (walking the events: a caller that knows says so)."""
-        return gtids.find(buf, start, end) if self.gtid_sid is not None else []
+        if self.gtids is None:
+            return []
+        return gtids.find(buf, start, end, self.gtids.event_type)
 
     def _stamp_gtids(
         self, buf: bytearray, offsets: list[int], start: int = 0, txns: int = 1
@@ -354,7 +382,7 @@ class BinlogWriter:
         (the caller makes it `self.gno` once the transactions are accepted). The `txns`
         transactions from `start` on each begin with one (a DDL may hold two: `CREATE
         DATABASE` before its `CREATE TABLE`). Without a sid: nothing to number."""
-        if self.gtid_sid is None:
+        if self.gtids is None:
             return self.gno
         if len(offsets) < txns or offsets[0] != start:
             raise ValueError(
@@ -362,7 +390,7 @@ class BinlogWriter:
                 f"{offsets[0] if offsets else None}, not {start}): every transaction of a "
                 "GTID-numbered binlog starts with one"
             )
-        return gtids.stamp(buf, offsets, self.gtid_sid, self.gno)
+        return self.gtids.stamp(buf, offsets, self.gno)
 
     def _encode_bodies(self, events: Iterable[object]) -> list[bytes | bytearray | memoryview]:
         now = int(self._clock())
@@ -386,7 +414,7 @@ class BinlogWriter:
         """Append a transaction whose events already carry final log_pos and CRC (stamped for
         the offset `prepare(len(buf))` returned). Checks the first and last event only."""
         self._require_open()
-        if self.gtid_sid is not None:
+        if self.gtids is not None:
             raise RuntimeError("a GTID-numbered writer stamps its transactions itself")
         start = self._pos
         if len(buf) < HEADER_LEN + CHECKSUM_LEN or log_pos(buf) != start + event_size(buf):
@@ -420,7 +448,7 @@ class BinlogWriter:
         buf = bytearray().join(events)
         if not buf:
             return
-        if self.gtid_sid is not None and self._pos == self._stream_start:
+        if self.gtids is not None and self._pos == self._stream_start:
             self.gno = self._stamp_gtids(buf, self._gtids_in(buf, 0, len(buf)))
         last = stamp_positions(buf, self._pos)
         self._stream_tail = bytes(buf[last:])
@@ -470,14 +498,17 @@ class BinlogWriter:
         if last is None:
             last = len(mv) - _last_event_size(mv)
         tail = mv[last:]
-        ok = is_cts_mark(tail) if self._mark_only else is_terminator(tail, self.boundary)
+        if self._mark_only:
+            ok = tail[4] == self._mark_type and is_cts_mark(tail)
+        else:
+            ok = is_terminator(tail, self.boundary)
         tail.release()
         mv.release()
         if not ok:
             raise ValueError(
                 f"a transaction must end with its terminator ({self.boundary.value} rule: "
                 + (
-                    "a CTS:: ROWS_QUERY mark"
+                    f"a CTS:: mark in a type {self._mark_type} event"
                     if self._mark_only
                     else "XID, a standalone QUERY or a CTS mark"
                 )

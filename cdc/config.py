@@ -107,6 +107,11 @@ class DumperPeer:
     metrics_port: int = 0
 
 
+FLAVORS = ("mysql", "mariadb")
+MYSQL_VERSION = "5.7.44-cdc-log"
+MARIADB_VERSION = "10.11.19-MariaDB-cdc-log"
+
+
 @dataclass(slots=True)
 class DumperConfig:
     """The Dumper's MySQL protocol server (docs/dumper.md)."""
@@ -114,8 +119,16 @@ class DumperConfig:
     host: str = "127.0.0.1"
     port: int = 3307
     server_id: int = 100
-    # Must start with "5." so that mariadb-binlog and MariaDB replicas accept us.
-    version: str = "5.7.44-cdc-log"
+    # What the files and the server look like (docs/dumper.md, "Flavours"): "mysql" (MySQL 5.7
+    # files with MySQL GTIDs) or "mariadb" (MariaDB 10.11 files with MariaDB GTIDs, for MariaDB
+    # replicas that follow with MASTER_USE_GTID=slave_pos).
+    flavor: str = "mysql"
+    # The domain of the mariadb flavour's GTIDs (domain-server_id-seq_no; server_id is ours).
+    gtid_domain_id: int = 0
+    # mysql: must start with "5." so that mariadb-binlog and MariaDB replicas accept us;
+    # mariadb: a MariaDB 10.x/11.x version ("-MariaDB" in it). The other flavour's default is
+    # swapped for this one's, so switching `flavor` alone is enough.
+    version: str = MYSQL_VERSION
     binlog_dir: str = "var/binlog"
     binlog_base: str = "binlog"
     # Heartbeat period (ms) for dump clients that set no @master_heartbeat_period; 0 = none.
@@ -194,6 +207,26 @@ class DumperConfig:
             value = getattr(self, name)
             if not low <= value <= high:
                 raise ConfigError(f"[dumper] {name} = {value}: must be in {low}..{high}")
+        if self.flavor not in FLAVORS:
+            raise ConfigError(f"[dumper] flavor = {self.flavor!r}: must be one of {FLAVORS}")
+        if not 0 <= self.gtid_domain_id < 1 << 32:
+            raise ConfigError(
+                f"[dumper] gtid_domain_id = {self.gtid_domain_id}: must be in 0..2**32-1"
+            )
+        mariadb = self.flavor == "mariadb"
+        if self.version == (MYSQL_VERSION if mariadb else MARIADB_VERSION):
+            self.version = MARIADB_VERSION if mariadb else MYSQL_VERSION
+        major = self.version.split(".", 1)[0]
+        if mariadb and (major not in ("10", "11") or "-MariaDB" not in self.version):
+            raise ConfigError(
+                f"[dumper] version = {self.version!r}: the mariadb flavour needs a MariaDB "
+                f"10.x/11.x version like {MARIADB_VERSION!r} (MariaDB replicas decide from it)"
+            )
+        if not mariadb and major != "5":
+            raise ConfigError(
+                f"[dumper] version = {self.version!r}: the mysql flavour needs a 5.x version "
+                f"like {MYSQL_VERSION!r} (mariadb-binlog and MariaDB replicas refuse 8.x)"
+            )
 
 
 @dataclass(slots=True)

@@ -113,9 +113,60 @@ class RowsQueryEvent:
         return parse_cts(self.query)
 
 
-def cts_mark(tso: int, suffix: bytes = b"") -> RowsQueryEvent:
-    """The commit-TSO mark that ends every output transaction: `CTS::<tso>[::suffix]`."""
-    return RowsQueryEvent(CTS_PREFIX + str(tso).encode() + (b"::" + suffix if suffix else b""))
+class MarkCarrier(NamedTuple):
+    """The event that carries the `CTS::` mark: its type code, header flags and where the
+    text starts in the raw event (after the header and the carrier's length field)."""
+
+    type_code: int
+    flags: int
+    text_at: int
+
+    def length_field(self, text_len: int) -> bytes:
+        """The body's bytes before the text (the builders' layout, for raw templates)."""
+        if self.type_code == EventType.ROWS_QUERY:
+            return bytes((min(text_len, 255),))
+        return _U32.pack(text_len)
+
+    def body(self, text: bytes) -> RowsQueryEvent | BinlogCheckpointEvent:
+        """The codec body of a mark with this text."""
+        if self.type_code == EventType.ROWS_QUERY:
+            return RowsQueryEvent(text)
+        return BinlogCheckpointEvent(text)
+
+
+# The mysql flavour's carrier: ROWS_QUERY (29), flagged IGNORABLE, a length byte then the text.
+ROWS_QUERY_MARK = MarkCarrier(int(EventType.ROWS_QUERY), int(EventFlag.IGNORABLE), HEADER_LEN + 1)
+# The mariadb flavour's: BINLOG_CHECKPOINT (161) in MariaDB's layout (a u32 length, then the
+# "binlog file name", here the mark's text), flags 0 as MariaDB writes it. A MariaDB replica
+# in GTID mode takes it for what it is, an event outside any group (`is_group_event` false),
+# where a ROWS_QUERY after a group's end stops its I/O thread (docs/dumper.md, "Flavours").
+CHECKPOINT_MARK = MarkCarrier(int(EventType.BINLOG_CHECKPOINT), 0, HEADER_LEN + 4)
+MARK_CARRIERS = {c.type_code: c for c in (ROWS_QUERY_MARK, CHECKPOINT_MARK)}
+
+
+def cts_text(tso: int, suffix: bytes = b"") -> bytes:
+    """`CTS::<tso>[::suffix]`: the text of the mark that ends every output transaction."""
+    return CTS_PREFIX + str(tso).encode() + (b"::" + suffix if suffix else b"")
+
+
+def cts_mark(
+    tso: int, suffix: bytes = b"", carrier: MarkCarrier = ROWS_QUERY_MARK
+) -> RowsQueryEvent | BinlogCheckpointEvent:
+    """The commit-TSO mark that ends every output transaction, as the codec body of
+    `carrier` (the mysql flavour's ROWS_QUERY by default)."""
+    return carrier.body(cts_text(tso, suffix))
+
+
+def cts_mark_text(event: Buffer) -> bytes | None:
+    """The text (`CTS::…`) of a raw CTS mark event of either carrier (header + body + CRC32),
+    None if `event` is not one. The one reader of the marks' layout."""
+    carrier = MARK_CARRIERS.get(event[4])
+    if carrier is None:
+        return None
+    at = carrier.text_at
+    if bytes(event[at : at + len(CTS_PREFIX)]) != CTS_PREFIX:
+        return None
+    return bytes(event[at : len(event) - CHECKSUM_LEN])
 
 
 def parse_cts(query: bytes) -> int | None:
@@ -502,7 +553,11 @@ def encode_event(
 
 
 __all__ = [
+    "CHECKPOINT_MARK",
+    "MARK_CARRIERS",
     "REGISTRY",
+    "ROWS_QUERY_MARK",
+    "MarkCarrier",
     "AnnotateRowsEvent",
     "BinlogCheckpointEvent",
     "Event",
@@ -524,6 +579,8 @@ __all__ = [
     "XidEvent",
     "body_view",
     "cts_mark",
+    "cts_mark_text",
+    "cts_text",
     "decode_event",
     "encode_event",
     "parse_body",

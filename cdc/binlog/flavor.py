@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import struct
 
-from cdc.binlog.constants import HEADER_LEN, EventType, MariadbGtidFlag
+from cdc.binlog.constants import EventType, MariadbGtidFlag
+from cdc.binlog.mariadb_gtid import MARIADB_GTID_FLAGS2_OFFSET
 from cdc.protocol.constants import BINLOG_SEND_ANNOTATE_ROWS_EVENT
 
 # A raw GTID event: the header, seq_no u64, domain_id u32, then flags2 u8.
-GTID_FLAGS2_OFFSET = HEADER_LEN + 12
+GTID_FLAGS2_OFFSET = MARIADB_GTID_FLAGS2_OFFSET
 FL_STANDALONE = int(MariadbGtidFlag.STANDALONE)
 FL_GROUP_COMMIT_ID = int(MariadbGtidFlag.GROUP_COMMIT_ID)
 FL_PREPARED_XA = int(MariadbGtidFlag.PREPARED_XA)

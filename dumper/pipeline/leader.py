@@ -20,7 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from binlog_writer import BinlogWriter, FsyncPolicy, last_written_key
+from binlog_writer import (
+    BinlogWriter,
+    FsyncPolicy,
+    GtidLayout,
+    MariadbGtids,
+    MysqlGtids,
+    last_written_key,
+)
 from cdc import stage_trace
 from cdc.binlog.gtid import sid_of
 from cdc.config import Config, NodeConfig
@@ -78,7 +85,6 @@ class Leader:
         self.config = config
         p = config.pipeline
         self.metadata: PipelineMetadata = metadata or GmsMetadata(config)
-        # The GTIDs' sid: the cluster's, from the GMS (`server_uuid` saves the look-up).
         self.writer = writer or BinlogWriter(
             config.dumper.binlog_dir,
             base=config.dumper.binlog_base,
@@ -86,14 +92,16 @@ class Leader:
             fsync=FsyncPolicy.parse(p.fsync),
             server_id=config.dumper.server_id,
             server_version=config.dumper.version,
-            gtid_sid=sid_of(server_uuid or self.metadata.server_uuid()),
+            gtids=self._gtid_layout(server_uuid),
         )
         self.factory: SourceFactory = factory or DnSourceFactory(config, self.metadata.names_at)
         # DN id -> its address; HA passes one dict to every term's Leader, so that a DN added
         # by StorageChange (not in cdc.toml) is known to the next term of this process too.
         self.nodes = nodes if nodes is not None else {n.id: n for n in config.dn}
         self.encoder = TransactionEncoder(
-            config.dumper.server_id, gtids=self.writer.gtid_sid is not None
+            config.dumper.server_id,
+            gtids=self.writer.gtids is not None,
+            flavor=self.writer.gtids.flavor if self.writer.gtids else "mysql",
         )
         self.queue: asyncio.Queue = asyncio.Queue(maxsize=p.queue_batches)
         self.sources: dict[int, Source] = {}
@@ -224,6 +232,14 @@ class Leader:
         return self._make(node, None, resume_after=GlobalKey.after_tso(tso), names=names)
 
     # -- run ----------------------------------------------------------------------------------
+    def _gtid_layout(self, server_uuid: str | None) -> GtidLayout:
+        """The GTIDs of `[dumper] flavor`: MySQL's, whose sid is the cluster's server_uuid
+        from the GMS (`server_uuid` saves the look-up), or MariaDB's in `gtid_domain_id`."""
+        d = self.config.dumper
+        if d.flavor == "mariadb":
+            return MariadbGtids(d.gtid_domain_id, d.server_id)
+        return MysqlGtids(sid_of(server_uuid or self.metadata.server_uuid()))
+
     async def run(self) -> None:
         """Run the pipeline until cancelled. A MergeSource process that dies (killed, crashed)
         restarts it the way a leader restart does: from the global binlog and the checkpoints.

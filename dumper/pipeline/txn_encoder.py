@@ -1,10 +1,13 @@
-"""Logical transaction → the events of the global binlog (MySQL 5.7 flavour).
+"""Logical transaction → the events of the global binlog (MySQL 5.7 or MariaDB 10.11 flavour).
 
 Per transaction: a GTID event (its sid, gno and logical clock left as zeros: the writer
-numbers transactions as they land, `binlog_writer.gtids`), `Query BEGIN`, then each statement's TABLE_MAP(s) (table id renumbered) and
+numbers transactions as they land, `binlog_writer.gtids`), `Query BEGIN` (the mariadb flavour:
+a MariaDB GTID event, its seq_no and domain left as zeros, which replaces BEGIN as in MariaDB's
+own files), then each statement's TABLE_MAP(s) (table id renumbered) and
 rows events (MariaDB v1 turned into MySQL v2, same table id), `XID`, and the `CTS::<tso>` mark
-that makes the commit TSO recoverable from the file. A DDL marker becomes one Query event and
-its mark (a GTID before each Query). Row images are never decoded: events are patched byte-wise. log_pos and CRC are
+that makes the commit TSO recoverable from the file (a ROWS_QUERY event; the mariadb flavour:
+a BINLOG_CHECKPOINT, which a MariaDB replica takes as outside any GTID group). A DDL marker becomes one Query event and
+its mark (a GTID before each Query; MariaDB's flagged standalone DDL). Row images are never decoded: events are patched byte-wise. log_pos and CRC are
 left to the writer, which stamps each event once when it lands.
 """
 
@@ -14,9 +17,19 @@ import re
 import struct
 from collections.abc import Iterator
 
-from cdc.binlog.constants import CHECKSUM_LEN, HEADER_LEN, ROWS_V1_TYPES, EventFlag, EventType
-from cdc.binlog.events import MysqlGtidEvent, XidEvent, cts_mark, encode_event
+from cdc.binlog.constants import CHECKSUM_LEN, HEADER_LEN, ROWS_V1_TYPES, EventType
+from cdc.binlog.events import (
+    CHECKPOINT_MARK,
+    CTS_PREFIX,
+    ROWS_QUERY_MARK,
+    MariadbGtidEvent,
+    MysqlGtidEvent,
+    XidEvent,
+    cts_mark,
+    encode_event,
+)
 from cdc.binlog.gtid import GTID_COMMIT_FLAG, LT_TYPE_LOGICAL
+from cdc.binlog.mariadb_gtid import FLAGS2_DDL, FLAGS2_TRANSACTION, MARIADB_GTID_BODY_LEN
 from cdc.binlog.query import QueryEvent
 from cdc.compiled import is_compiled
 from cdc.keys import Kind
@@ -32,8 +45,6 @@ ROWS_V1 = ROWS_V1_TYPES  # MariaDB WRITE/UPDATE/DELETE_ROWS v1
 ROWS_V2 = frozenset({30, 31, 32})
 V1_TO_V2 = 7
 V2_EXTRA = b"\x02\x00"  # extra-data length 2 = no extra data (the field counts itself)
-ROWS_QUERY = int(EventType.ROWS_QUERY)
-IGNORABLE = int(EventFlag.IGNORABLE)
 NO_CRC = bytes(CHECKSUM_LEN)  # a CRC slot the writer fills
 _HEAD = struct.Struct("<IBII")  # timestamp, type, server_id, event size: header offsets 0-12
 _TS = struct.Struct("<I")
@@ -45,6 +56,9 @@ _MARK_TAIL = struct.Struct("<IIH")  # the mark's header from event size on: size
 _BRANCH = int(Kind.BRANCH)
 _DATA, _LOCAL, _DDL = FragmentKind.DATA, FragmentKind.LOCAL, FragmentKind.DDL
 _GTID = int(EventType.GTID)
+_MARIADB_GTID = int(EventType.MARIADB_GTID)
+# A MariaDB GTID event's header flags as MariaDB writes them (LOG_EVENT_SUPPRESS_USE_F).
+_SUPPRESS_USE = 0x08
 
 
 def encode_rows(out: bytearray, statements, timestamp, server_id, tm_ids, encoder, txn):
@@ -148,27 +162,51 @@ class TransactionEncoder:
     templates.
     """
 
-    def __init__(self, server_id: int, table_ids: TableIdMap | None = None, *, gtids: bool = False):
+    def __init__(
+        self,
+        server_id: int,
+        table_ids: TableIdMap | None = None,
+        *,
+        gtids: bool = False,
+        flavor: str = "mysql",
+    ):
         """`gtids`: each transaction starts with a GTID event, for a writer that numbers them
-        (`BinlogWriter(gtid_sid=…)`); the two go together."""
+        (`BinlogWriter(gtids=…)`); the two go together. `flavor` "mariadb": MariaDB GTID
+        events (which replace BEGIN, so it needs `gtids`) and the CTS mark in a
+        BINLOG_CHECKPOINT event (`CHECKPOINT_MARK`) instead of a ROWS_QUERY."""
+        if flavor == "mariadb" and not gtids:
+            raise ValueError("the mariadb flavour's transactions begin with their GTID event")
         self.server_id = server_id
         self.gtids = gtids
+        self.flavor = flavor
+        self.mark = CHECKPOINT_MARK if flavor == "mariadb" else ROWS_QUERY_MARK
         self.table_ids = table_ids or TableIdMap()
         self._xid = 0
         # Templates without their leading timestamp (and, for XID, its value and CRC).
-        begin = self._event(QueryEvent(b"BEGIN"), 0)
-        self._begin_tail = begin[4:]
-        gtid = MysqlGtidEvent(int(EventType.GTID), GTID_COMMIT_FLAG, bytes(16), 0, LT_TYPE_LOGICAL)
-        self._gtid_tail = self._event(gtid, 0)[4:-CHECKSUM_LEN] + NO_CRC
+        if flavor == "mariadb":
+            self._begin_tail = b""  # the GTID event begins the transaction
+            self._gtid_tail = self._mariadb_gtid(FLAGS2_TRANSACTION)
+            self._ddl_gtid_tail = self._mariadb_gtid(FLAGS2_DDL)
+        else:
+            self._begin_tail = self._event(QueryEvent(b"BEGIN"), 0)[4:]
+            gtid = MysqlGtidEvent(_GTID, GTID_COMMIT_FLAG, bytes(16), 0, LT_TYPE_LOGICAL)
+            self._gtid_tail = self._ddl_gtid_tail = self._event(gtid, 0)[4:-CHECKSUM_LEN] + NO_CRC
         xid = self._event(XidEvent(0), 0)
         self._xid_head = xid[4:HEADER_LEN]
-        self._mark_head = bytes((ROWS_QUERY,)) + _U32.pack(server_id)  # type, server_id
+        self._mark_head = bytes((self.mark.type_code,)) + _U32.pack(server_id)  # type, server_id
         # TABLE_MAP content (names + columns, DN table id excluded) -> 6-byte logical id.
         # Cleared when a DDL bumps a table's id.
         self._tm_ids: dict[bytes, bytes] = {}
 
     def _event(self, body: object, timestamp: int) -> bytes:
         return encode_event(body, timestamp=timestamp, server_id=self.server_id)
+
+    def _mariadb_gtid(self, flags2: int) -> bytes:
+        """A MariaDB GTID event without its timestamp: seq_no and domain zero (the writer's
+        layout stamps them), flags2, zero padding to 19 bytes as a 10.11 master writes it."""
+        gtid = MariadbGtidEvent(0, 0, flags2, trailer=bytes(MARIADB_GTID_BODY_LEN - 13))
+        raw = encode_event(gtid, timestamp=0, server_id=self.server_id, flags=_SUPPRESS_USE)
+        return raw[4:-CHECKSUM_LEN] + NO_CRC
 
     def encode(self, txn: Transaction) -> list[bytes | bytearray] | None:
         """The events of `txn`, or None if it has nothing to write (e.g. only dropped rows).
@@ -211,7 +249,7 @@ class TransactionEncoder:
                 return 0
             n = 0
             for e in events:
-                if gtid_at is not None and e[4] == _GTID:
+                if gtid_at is not None and (e[4] == _GTID or e[4] == _MARIADB_GTID):
                     gtid_at.append(len(out))
                 out += e
                 n += 1
@@ -221,15 +259,17 @@ class TransactionEncoder:
             return 0
         timestamp = _timestamp(txn)
         ts = _TS.pack(timestamp)
-        n = 3
+        n = 2
         if self.gtids:
             if gtid_at is not None:
                 gtid_at.append(len(out))
             out += ts
             out += self._gtid_tail
-            n = 4
-        out += ts
-        out += self._begin_tail
+            n = 3
+        if self._begin_tail:
+            out += ts
+            out += self._begin_tail
+            n += 1
         n += encode_rows(out, statements, timestamp, self.server_id, self._tm_ids, self, txn)
         self._xid_into(out, ts)
         self._mark_into(out, txn, ts)
@@ -241,7 +281,8 @@ class TransactionEncoder:
     def _rows(self, txn: Transaction, timestamp: int) -> Iterator[bytes | bytearray]:
         if self.gtids:
             yield _TS.pack(timestamp) + self._gtid_tail
-        yield _TS.pack(timestamp) + self._begin_tail
+        if self._begin_tail:
+            yield _TS.pack(timestamp) + self._begin_tail
         put = self._put
         for st in txn.statements:
             ids: dict[bytes, bytes] = {}
@@ -272,13 +313,16 @@ class TransactionEncoder:
 
     def _mark_into(self, out: bytearray, txn: Transaction, ts: bytes) -> None:
         key = txn.key
-        mark = b"CTS::%d" % key[0]
-        if key[1] != _BRANCH:  # local transactions share a TSO: the mark carries their key
+        # `cts_text`, inlined (once per transaction): local transactions share a TSO, so
+        # their mark carries their key too.
+        mark = b"%s%d" % (CTS_PREFIX, key[0])
+        if key[1] != _BRANCH:
             mark += b"::L%d.%d" % (key[2], key[3])
+        carrier = self.mark
         out += ts
         out += self._mark_head
-        out += _MARK_TAIL.pack(HEADER_LEN + 1 + len(mark) + CHECKSUM_LEN, 0, IGNORABLE)
-        out.append(min(len(mark), 255))
+        out += _MARK_TAIL.pack(carrier.text_at + len(mark) + CHECKSUM_LEN, 0, carrier.flags)
+        out += carrier.length_field(len(mark))
         out += mark
         out += NO_CRC
 
@@ -295,7 +339,7 @@ class TransactionEncoder:
         self._tm_ids.clear()  # its next TABLE_MAP gets the new id
         ddl = marker["ddl"].encode()
         out = []
-        gtid = [_TS.pack(timestamp) + self._gtid_tail] if self.gtids else []
+        gtid = [_TS.pack(timestamp) + self._ddl_gtid_tail] if self.gtids else []
         if CREATE_TABLE.match(ddl):
             # The CN creates logical databases implicitly; consumers need them explicitly.
             # Two statements, two GTIDs (a replica applies each DDL as its own transaction),
@@ -305,5 +349,5 @@ class TransactionEncoder:
             out.append(self._event(QueryEvent(create_db, db=b""), timestamp))
         out += gtid
         out.append(self._event(QueryEvent(ddl, db=db), timestamp))
-        out.append(self._event(cts_mark(txn.tso), timestamp))
+        out.append(self._event(cts_mark(txn.tso, carrier=self.mark), timestamp))
         return out

@@ -15,6 +15,7 @@ from dumper.server.ack_gate import AckGate
 from dumper.server.binlog_files import BinlogFiles
 from dumper.server.binlog_sender import BinlogSender, Notifier
 from dumper.server.gtid_state import GtidState
+from dumper.server.mariadb_gtid_state import MariadbGtidState
 from dumper.server.schema import SchemaProvider
 from dumper.server.shared_reads import SharedReads
 from dumper.server.variables import VarValue, server_variables
@@ -87,11 +88,18 @@ class ServerContext:
     # "" = files without GTIDs (tests of the protocol on generated files): GTID_MODE OFF.
     server_uuid: str = ""
     gtid_state: GtidState | None = None
+    # The mariadb flavour's GTIDs (`[dumper] flavor = "mariadb"`; then gtid_state is None).
+    mariadb_gtids: MariadbGtidState | None = None
 
     def __post_init__(self) -> None:
         if not self.variables:
             self.variables = server_variables(self.config, self.server_uuid)
-        if self.server_uuid and self.gtid_state is None:
+        if self.config.flavor == "mariadb":
+            if self.mariadb_gtids is None:
+                self.mariadb_gtids = MariadbGtidState(
+                    self.files, self.config.gtid_domain_id, self.config.server_id
+                )
+        elif self.server_uuid and self.gtid_state is None:
             self.gtid_state = GtidState(self.files, self.server_uuid)
         if self.config.tls_cert and self.tls is None:
             self.tls = tls_context(self.config.tls_cert, self.config.tls_key)
@@ -107,6 +115,8 @@ class ServerContext:
 
     def live_variables(self) -> dict[str, VarValue]:
         """The variables read from the files at each ask (what GTIDs they hold)."""
+        if self.mariadb_gtids is not None:
+            return dict(self.mariadb_gtids.variables())
         if self.gtid_state is None:
             return {}
         executed, purged = str(self.gtid_state.executed()), str(self.gtid_state.purged())

@@ -139,8 +139,10 @@ class QueryExecutor:
     def system_variable(self, scope: str, name: str) -> VarValue:
         if scope != "global" and name in self.state.session_vars:
             return self.state.session_vars[name]
-        if name in LIVE_VARIABLES and self.ctx.gtid_state is not None:
-            return self.ctx.live_variables()[name]
+        if name in LIVE_VARIABLES:
+            live = self.ctx.live_variables()
+            if name in live:
+                return live[name]
         if name in self.ctx.variables:
             return self.ctx.variables[name]
         raise sql.SqlError(f"Unknown system variable '{name}'", 1193, "HY000")

@@ -256,7 +256,7 @@ class Session:
         caps = int(SERVER_CAPABILITIES) | (Cap.SSL if self.ctx.tls is not None else 0)
         greeting = (
             b"\x0a"
-            + self.ctx.config.version.encode()
+            + handshake_version(self.ctx.config).encode()
             + b"\0"
             + struct.pack("<I", self.state.conn_id)
             + salt[:8]
@@ -641,7 +641,14 @@ class Session:
             await self.flush()
             return
         try:
-            request = await self._gtid_dump_request(body) if by_gtid else DumpRequest.parse(body)
+            if by_gtid:
+                request = await self._gtid_dump_request(body)
+            elif (
+                self.ctx.mariadb_gtids is not None and "slave_connect_state" in self.state.user_vars
+            ):
+                request = self._mariadb_gtid_dump_request(body)
+            else:
+                request = DumpRequest.parse(body)
         except DumpError as exc:
             log.info("dump for %s:%d refused: %s", self.state.host, self.state.port, exc.message)
             self._send_error(exc.code, exc.message)
@@ -685,6 +692,30 @@ class Session:
             self.state.host,
             self.state.port,
             client or "nothing",
+            file,
+            pos,
+        )
+        return DumpRequest(file, pos, request.flags, request.server_id)
+
+    def _mariadb_gtid_dump_request(self, body: bytes) -> DumpRequest:
+        """COM_BINLOG_DUMP of a MariaDB replica in GTID mode (`@slave_connect_state` set; its
+        file name and position are ignored, as MariaDB's master does): the file and position
+        of the transaction after its GTID (`mariadb_gtid_state`)."""
+        request = DumpRequest.parse(body)
+        uv = self.state.user_vars
+        state = self.ctx.mariadb_gtids
+        assert state is not None
+        connect = uv.get("slave_connect_state")
+        file, pos = state.dump_start(
+            "" if connect is None else str(connect),
+            strict=_flag(uv.get("slave_gtid_strict_mode")),
+            ignore_duplicates=_flag(uv.get("slave_gtid_ignore_duplicates")),
+        )
+        log.info(
+            "MariaDB GTID dump for %s:%d: the replica is at %r; from %s:%d",
+            self.state.host,
+            self.state.port,
+            connect,
             file,
             pos,
         )
@@ -735,3 +766,18 @@ def _nobody(name: str) -> DumperUser:
     """A stand-in for an unknown user: a random password hash no answer matches, so the login
     costs the same work as a real one and fails the same way."""
     return DumperUser(name, "*" + os.urandom(20).hex().upper(), os.urandom(32).hex())
+
+
+def _flag(value: object) -> bool:
+    """A replica's `SET @slave_gtid_strict_mode=1` (an int, or text from some clients)."""
+    try:
+        return int(value or 0) != 0  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return False
+
+
+def handshake_version(config) -> str:
+    """The greeting's server version: MariaDB's prefix it with `5.5.5-` (so that old MySQL
+    clients parse a 5.x version; MariaDB's clients and replicas strip it), as the mariadb
+    flavour does; @@version and the files' FDE carry the plain version."""
+    return ("5.5.5-" if config.flavor == "mariadb" else "") + config.version

@@ -13,14 +13,18 @@ VarValue = str | int | None
 # @@server_uuid of a server on files without GTIDs (the global binlog's comes from the GMS).
 NO_SERVER_UUID = "00000000-0000-0000-0000-000000000000"
 # Read from the files at each ask (`ServerContext.live_variables`); "" in the static table.
-LIVE_VARIABLES = frozenset({"gtid_executed", "gtid_purged"})
+LIVE_VARIABLES = frozenset(
+    {"gtid_executed", "gtid_purged", "gtid_binlog_pos", "gtid_current_pos", "gtid_binlog_state"}
+)
 
 
 def server_variables(config: DumperConfig, server_uuid: str = "") -> dict[str, VarValue]:
     """Global variables, keyed by lower-case name. With a `server_uuid` the files carry
     GTIDs (gtid_executed and gtid_purged are read from them at each ask:
-    `ServerContext.live_variables`)."""
-    gtids = "ON" if server_uuid else "OFF"
+    `ServerContext.live_variables`). The mariadb flavour has MariaDB GTIDs instead (its
+    gtid_binlog_pos, gtid_current_pos and gtid_binlog_state are read from the files)."""
+    mariadb = config.flavor == "mariadb"
+    gtids = "ON" if server_uuid and not mariadb else "OFF"
     tz = time.strftime("%Z") or "UTC"
     return {
         # identity
@@ -47,8 +51,9 @@ def server_variables(config: DumperConfig, server_uuid: str = "") -> dict[str, V
         "enforce_gtid_consistency": gtids,
         "gtid_executed": "",
         "gtid_purged": "",
-        "gtid_domain_id": 0,
+        "gtid_domain_id": config.gtid_domain_id,
         "gtid_binlog_pos": "",
+        "gtid_binlog_state": "",
         "gtid_current_pos": "",
         "gtid_slave_pos": "",
         "gtid_strict_mode": "OFF",
@@ -99,7 +104,7 @@ def server_variables(config: DumperConfig, server_uuid: str = "") -> dict[str, V
         "sql_select_limit": 18446744073709551615,
         "explicit_defaults_for_timestamp": "OFF",
         "default_authentication_plugin": "mysql_native_password",
-        "innodb_version": "5.7.44",
+        "innodb_version": config.version.split("-", 1)[0],
         "protocol_version": 10,
         "skip_networking": "OFF",
         "sql_auto_is_null": 0,

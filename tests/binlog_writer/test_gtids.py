@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from binlog_writer import BinlogWriter
-from binlog_writer.gtids import GTID_EVENT_SIZE, find, previous_gtids
+from binlog_writer.gtids import GTID_EVENT_SIZE, MysqlGtids, find, previous_gtids
 from cdc.binlog.constants import EventType
 from cdc.binlog.errors import CodecError
 from cdc.binlog.events import MysqlGtidEvent, encode_event
@@ -53,7 +53,7 @@ def assert_gapless(directory: Path, last: int) -> None:
 
 
 def test_gnos_are_gapless_across_batches_files_and_restarts(tmp_path: Path):
-    w = BinlogWriter(tmp_path, max_file_size=1500, gtid_sid=SID)
+    w = BinlogWriter(tmp_path, max_file_size=1500, gtids=MysqlGtids(SID))
     n = 0
     for batch in ([0], [1, 2, 3], list(range(4, 15))):
         buf, ends = bytearray(), []
@@ -64,11 +64,11 @@ def test_gnos_are_gapless_across_batches_files_and_restarts(tmp_path: Path):
         n += len(batch)
     assert w.gno == n
     w.close()
-    w = BinlogWriter(tmp_path, max_file_size=1500, gtid_sid=SID)  # clean close: a new file
+    w = BinlogWriter(tmp_path, max_file_size=1500, gtids=MysqlGtids(SID))  # clean close: a new file
     assert w.gno == n
     w.append_encoded(bytearray(txn(20)))
     os.close(w._fd)  # a crash: no STOP, the file stays the newest
-    w = BinlogWriter(tmp_path, max_file_size=1500, gtid_sid=SID)
+    w = BinlogWriter(tmp_path, max_file_size=1500, gtids=MysqlGtids(SID))
     assert w.gno == n + 1
     w.append_batch(bytearray(txn(21)), [len(txn(21))])  # offsets found by walking
     w.close()
@@ -79,14 +79,14 @@ def test_gnos_are_gapless_across_batches_files_and_restarts(tmp_path: Path):
 
 
 def test_a_torn_transaction_gives_its_gno_back(tmp_path: Path):
-    w = BinlogWriter(tmp_path, gtid_sid=SID)
+    w = BinlogWriter(tmp_path, gtids=MysqlGtids(SID))
     for i in range(3):
         w.append_encoded(bytearray(txn(i)))
     path = w.path
     os.close(w._fd)
     size = path.stat().st_size
     os.truncate(path, size - 7)  # the last transaction torn
-    w = BinlogWriter(tmp_path, gtid_sid=SID)
+    w = BinlogWriter(tmp_path, gtids=MysqlGtids(SID))
     assert w.gno == 2
     w.append_encoded(bytearray(txn(3)))
     w.close()
@@ -94,7 +94,7 @@ def test_a_torn_transaction_gives_its_gno_back(tmp_path: Path):
 
 
 def test_an_aborted_stream_gives_its_gno_back(tmp_path: Path):
-    w = BinlogWriter(tmp_path, gtid_sid=SID)
+    w = BinlogWriter(tmp_path, gtids=MysqlGtids(SID))
     w.append_encoded(bytearray(txn(0)))
     w.begin_stream(100)
     w.write_part([PLACEHOLDER, *raw(1)[:1]])
@@ -110,7 +110,7 @@ def test_an_aborted_stream_gives_its_gno_back(tmp_path: Path):
 
 
 def test_a_ddl_may_hold_two_gtids(tmp_path: Path):
-    w = BinlogWriter(tmp_path, gtid_sid=SID)
+    w = BinlogWriter(tmp_path, gtids=MysqlGtids(SID))
     w.append_encoded(bytearray(txn(0, gtids=2)))
     w.append_encoded(bytearray(txn(1)))
     w.close()
@@ -118,7 +118,7 @@ def test_a_ddl_may_hold_two_gtids(tmp_path: Path):
 
 
 def test_a_transaction_without_its_gtid_is_refused(tmp_path: Path):
-    w = BinlogWriter(tmp_path, gtid_sid=SID)
+    w = BinlogWriter(tmp_path, gtids=MysqlGtids(SID))
     with pytest.raises(ValueError, match="GTID"):
         w.append_encoded(bytearray(b"".join(raw(0))))
     buf = bytearray(txn(0) + b"".join(raw(1)))
@@ -134,13 +134,13 @@ def test_a_transaction_without_its_gtid_is_refused(tmp_path: Path):
 
 
 def test_files_of_another_cluster_are_refused(tmp_path: Path):
-    w = BinlogWriter(tmp_path, gtid_sid=SID, max_file_size=300)
+    w = BinlogWriter(tmp_path, gtids=MysqlGtids(SID), max_file_size=300)
     w.append_encoded(bytearray(txn(0)))
     w.append_encoded(bytearray(txn(1)))  # rotates: the new file's PREVIOUS_GTIDS names SID
     os.close(w._fd)
     other = sid_of("00000000-0000-4000-8000-000000000001")
     with pytest.raises(CodecError, match="another cluster"):
-        BinlogWriter(tmp_path, gtid_sid=other, max_file_size=300)
+        BinlogWriter(tmp_path, gtids=MysqlGtids(other), max_file_size=300)
 
 
 def test_gtid_set_text_and_wire_forms():

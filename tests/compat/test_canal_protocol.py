@@ -15,7 +15,7 @@ import pytest
 
 from cdc.binlog import checksum
 from cdc.binlog.constants import EventType
-from cdc.binlog.events import decode_event, parse_cts
+from cdc.binlog.events import cts_mark_text, decode_event, parse_cts
 from cdc.binlog.fde import FormatDescription
 from cdc.protocol import client as client_module
 from cdc.protocol.client import MySQLClient, ResultSet
@@ -195,7 +195,7 @@ async def read_stream(dump: MySQLClient, last_tso: int) -> tuple[list[bytes], li
             tm = tables[ev.body.table_id]
             rows = ev.body.decode_rows(tm.columns())
             changes.append((tm.schema.decode(), tm.table.decode(), ev.body.kind, rows))
-        elif code == EventType.ROWS_QUERY and (tso := parse_cts(ev.body.query)) is not None:
+        elif (mark := cts_mark_text(event)) is not None and (tso := parse_cts(mark)) is not None:
             txns.append((tso, changes))
             changes = []
             if tso == last_tso:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from binlog_writer import BinlogWriter, gtids
+from binlog_writer.gtids import MysqlGtids
 from cdc.binlog.gtid import GtidSet
 from dumper.server.binlog_files import BinlogFiles
 from dumper.server.binlog_sender import DumpError
@@ -20,7 +21,7 @@ UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 
 @pytest.fixture
 def files(tmp_path: Path) -> BinlogFiles:
-    w = BinlogWriter(tmp_path, max_file_size=1200, gtid_sid=SID)
+    w = BinlogWriter(tmp_path, max_file_size=1200, gtids=MysqlGtids(SID))
     for i in range(12):
         w.append_encoded(bytearray(txn(i)))
     w.close()

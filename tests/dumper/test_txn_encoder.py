@@ -3,6 +3,9 @@ MariaDB fragments: after the writer stamps log_pos and CRC, both give the same b
 
 from __future__ import annotations
 
+import subprocess
+from types import SimpleNamespace
+
 import pytest
 
 from binlog_writer.fsync import FsyncPolicy
@@ -117,3 +120,64 @@ def test_rows_without_their_table_map_are_an_error_naming_the_txn(transactions):
     frag.statements = [Statement(None, rows[:1])]
     with pytest.raises(EncodeError, match=f"txn 42 at TSO {txn.tso}"):
         TransactionEncoder(SID).encode(coalesce(frag.global_key, [frag]))
+
+
+def test_mariadb_flavour_a_gtid_event_replaces_begin(transactions, tmp_path):
+    """The mariadb flavour: MariaDB GTID (162, flags2 transactional) instead of MySQL's GTID
+    and BEGIN, the rest as in the mysql flavour; the writer numbers it; both paths agree;
+    a DDL's GTID is standalone; mariadb-binlog reads the file."""
+    from binlog_writer import MariadbGtids
+    from cdc.binlog.events import BinlogCheckpointEvent, MariadbGtidEvent, cts_mark_text
+    from cdc.binlog.mariadb_gtid import FLAGS2_DDL, FLAGS2_TRANSACTION
+    from tests.binlog_writer.test_recovery import readable
+
+    mysql = TransactionEncoder(SID, gtids=True)
+    lists = TransactionEncoder(SID, gtids=True, flavor="mariadb")
+    buffers = TransactionEncoder(SID, gtids=True, flavor="mariadb")
+    writer = BinlogWriter(
+        tmp_path,
+        server_id=SID,
+        server_version="10.11.19-MariaDB-cdc-log",
+        gtids=MariadbGtids(5, SID),
+    )
+    for txn in transactions:
+        events = lists.encode(txn)
+        theirs = mysql.encode(txn)
+        # The CTS mark: the same text in a BINLOG_CHECKPOINT (161) instead of a ROWS_QUERY.
+        assert [e[4] for e in events] == [162] + [e[4] for e in theirs[2:-1]] + [161]
+        assert events[1:-1] == theirs[2:-1]
+        assert cts_mark_text(events[-1]) == cts_mark_text(theirs[-1]) is not None
+        assert BinlogCheckpointEvent.parse(events[-1][19:-4], None).log_file.startswith(b"CTS::")
+        assert events[-1][17:19] == b"\0\0"  # no flags, as MariaDB writes it
+        buf, at = bytearray(), []
+        assert buffers.encode_into(txn, buf, at) == len(events) and at == [0]
+        assert buf == b"".join(events)
+        writer.append_batch(buf, [len(buf)], at)
+    ddl = lists._ddl_gtid_tail
+    assert MariadbGtidEvent.parse(ddl[15:-4], None).flags2 == FLAGS2_DDL
+    # A DDL (two standalone groups for a CREATE TABLE) ends with the same mark carrier.
+    marker = {"db": "d", "tbl": "t", "ddl": "CREATE TABLE t (id INT PRIMARY KEY)"}
+    fake = SimpleNamespace(fragments=[SimpleNamespace(markers=[marker])], tso=77)
+    events = lists._ddl(fake, 1)
+    assert [e[4] for e in events] == [162, 2, 162, 2, 161]
+    assert cts_mark_text(events[-1]) == b"CTS::77"
+    writer.append_encoded(bytearray(b"".join(events)))
+    writer.close()
+    path = tmp_path / writer.files()[0]
+    gtids = [
+        MariadbGtidEvent.parse(e.data[19:-4], None)
+        for e in EventReader(path.read_bytes(), file="m")
+        if e.type_code == 162
+    ]
+    n = len(transactions)
+    assert [(g.domain_id, g.seq_no, g.flags2) for g in gtids] == [
+        (5, i, FLAGS2_TRANSACTION) for i in range(1, n + 1)
+    ] + [(5, n + 1, FLAGS2_DDL), (5, n + 2, FLAGS2_DDL)]
+    assert readable(path)
+    out = subprocess.run(
+        ["mariadb-binlog", "--no-defaults", "--verify-binlog-checksum", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "Binlog checkpoint CTS::77\n" in out

@@ -160,3 +160,23 @@ def test_indexes_from_the_create_table_text():
     # Without a CREATE TABLE text: the primary key of the columns.
     bare = TableSchema("d", "t", (ColumnSchema("id", "int(11)", False, "PRI"),))
     assert bare.indexes() == [IndexSchema("PRIMARY", True, (("id", None),))]
+
+
+def test_show_binlog_events_shows_the_cts_mark_in_both_flavours(tmp_path):
+    """The mark's text is the Info of its event: a Rows_query's (mysql flavour) or a
+    Binlog_checkpoint's (mariadb flavour, where the text is the "file name")."""
+    from binlog_writer import BinlogWriter
+    from tests.binlog_writer.test_mariadb_gtids import txn, writer
+    from tests.binlog_writer.test_stream import raw
+
+    w = writer(tmp_path / "mariadb")
+    w.append_encoded(bytearray(txn(5)))
+    w.close()
+    m = BinlogWriter(tmp_path / "mysql")
+    m.append_transaction(raw(5))
+    m.close()
+    for flavour, name in (("mariadb", "Binlog_checkpoint"), ("mysql", "Rows_query")):
+        files = BinlogFiles(tmp_path / flavour)
+        infos = [(event_type_name(e.type_code), event_info(e, 4)) for e in files.events(w.file)]
+        assert infos[-2] == (name, "CTS::1005" if flavour == "mariadb" else "# CTS::1005")
+        assert infos[-1][0] == "Stop"

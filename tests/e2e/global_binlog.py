@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cdc.binlog.constants import EventType
-from cdc.binlog.events import parse_cts
+from cdc.binlog.events import cts_mark_text, decode_event, parse_cts
 from cdc.binlog.gtid import gtid_text
 from cdc.binlog.reader import EventReader
 from cdc.binlog.table_map import TableMapEvent
@@ -33,7 +33,15 @@ def read_global_binlog(directory: Path, base: str = "binlog") -> list[Txn]:
     for name in names:
         data = (directory / name).read_bytes()
         tables: dict[int, TableMapEvent] = {}
-        for ev in EventReader(data, file=name).decoded():
+        reader = EventReader(data, file=name)
+        for raw in reader:
+            if (mark := cts_mark_text(raw.data)) is not None:  # the transaction's end
+                current.tso = parse_cts(mark)
+                current.mark = mark
+                out.append(current)
+                current = Txn()
+                continue
+            ev = decode_event(raw.data, reader.fde, pos=raw.pos, file=name)
             code = ev.type_code
             body = ev.body
             if code == EventType.TABLE_MAP:
@@ -48,9 +56,4 @@ def read_global_binlog(directory: Path, base: str = "binlog") -> list[Txn]:
                 current.gtids.append(gtid_text(body.sid, body.gno))
             elif code == EventType.QUERY and body.query not in (b"BEGIN",):
                 current.ddl = body.query.decode()
-            elif code == EventType.ROWS_QUERY:
-                current.tso = parse_cts(body.query)
-                current.mark = body.query
-                out.append(current)
-                current = Txn()
     return out

@@ -1,0 +1,158 @@
+"""The mariadb flavour's GTIDs as the server reports and serves them: `@@gtid_binlog_pos`,
+`@@gtid_binlog_state` and where a MariaDB replica's GTID dump starts. Read from the files at
+each ask (their GTID_LIST and last GTID event, `binlog_writer.mariadb_gtids`), so a follower's
+copy answers as its leader does.
+
+A MariaDB replica with `MASTER_USE_GTID=slave_pos` sets `@slave_connect_state` (its GTID
+position, one `domain-server_id-seq_no` per domain), `@slave_gtid_strict_mode` and
+`@slave_gtid_ignore_duplicates`, then sends a plain COM_BINLOG_DUMP. MariaDB's master
+(sql/sql_repl.cc) checks the position against its binlog state (`check_slave_start_position`),
+takes the newest file whose GTID_LIST the position contains (`gtid_find_binlog_file`,
+`contains_all_slave_gtid`) and skips the groups up to the replica's GTID. Our numbering is
+gapless in one domain, so that skip is a look-up: the dump starts at the GTID event after the
+replica's (`seq_no + 1`), or at the file's start when the replica's GTID is the last before it,
+as a file/pos dump from there. Domains other than ours in the position are not ours to check
+(MariaDB too lets them be: "this domain is served by a different master")."""
+
+from __future__ import annotations
+
+from binlog_writer import MariadbGtids
+from binlog_writer.mariadb_gtids import server_id_at
+from cdc.binlog.errors import CodecError
+from cdc.binlog.events import DomainGtid
+from cdc.binlog.mariadb_gtid import gtid_text, parse_position, position_text
+from dumper.server.binlog_files import START, BinlogFiles
+from dumper.server.binlog_sender import DumpError
+
+# MariaDB 10.11's texts (sql/sql_repl.cc), sent as error 1236 except the malformed one (1105).
+MSG_MALFORMED = (
+    "Out of memory or malformed slave request when obtaining start position from GTID state"
+)
+MSG_NOT_IN_BINLOG = (
+    "Error: connecting slave requested to start from GTID {gtid}, which is not in the "
+    "master's binlog"
+)
+MSG_NOT_IN_BINLOG_DIVERGED = (
+    "Error: connecting slave requested to start from GTID {gtid}, which is not in the "
+    "master's binlog. Since the master's binlog contains GTIDs with higher sequence numbers, "
+    "it probably means that the slave has diverged due to executing extra erroneous "
+    "transactions"
+)
+MSG_PURGED = (
+    "Could not find GTID state requested by slave in any binlog files. Probably the slave "
+    "state is too old and required binlog files have been purged."
+)
+MSG_HOLE = (
+    "The binlog on the master is missing the GTID {gtid} requested by the slave (even though "
+    "both a prior and a subsequent sequence number does exist), and GTID strict mode is "
+    "enabled"
+)
+
+
+class MariadbGtidState:
+    def __init__(self, files: BinlogFiles, domain_id: int, server_id: int) -> None:
+        self.files = files
+        self.domain_id = domain_id
+        self.layout = MariadbGtids(domain_id, server_id)
+
+    def binlog_state(self) -> tuple[DomainGtid, ...]:
+        """Per server_id of our domain the last GTID in the files, the newest last
+        (`@@gtid_binlog_state`): the newest file's GTID_LIST with its last GTID."""
+        for name in reversed(self.files.names()):
+            path = self.files.path(name)
+            if not path.exists():
+                continue
+            head = self.layout.head(path)
+            if head is None:
+                continue  # a header being written: the file before says the same
+            entries = list(head.gtid_list)
+            last = self.layout.last_gtid(path, self.files.complete_end(name))
+            if last is not None and last.seq_no > (entries[-1].seq_no if entries else 0):
+                entries = [e for e in entries if e.server_id != last.server_id] + [last]
+            return tuple(entries)
+        return ()
+
+    def variables(self) -> dict[str, str]:
+        """`@@gtid_binlog_pos` (the last GTID per domain), `@@gtid_current_pos` (a master's
+        is its binlog's) and `@@gtid_binlog_state`."""
+        state = self.binlog_state()
+        pos = gtid_text(state[-1]) if state else ""
+        return {
+            "gtid_binlog_pos": pos,
+            "gtid_current_pos": pos,
+            "gtid_binlog_state": position_text(state),
+        }
+
+    def dump_start(
+        self, connect_state: str, *, strict: bool = False, ignore_duplicates: bool = False
+    ) -> tuple[str, int]:
+        """(file, position) a dump for a replica at `connect_state` starts at; DumpError with
+        MariaDB's text when we cannot serve it."""
+        try:
+            wanted = parse_position(connect_state)
+        except CodecError:
+            raise DumpError(MSG_MALFORMED, 1105) from None
+        names = self.files.names()
+        if not names:
+            raise DumpError("Could not find first log file name in binary log index file")
+        ours = next((g for g in wanted if g.domain_id == self.domain_id), None)
+        state = self.binlog_state()
+        if ours is not None and not any(
+            e.server_id == ours.server_id and e.seq_no >= ours.seq_no for e in state
+        ):
+            newest = state[-1].seq_no if state else 0
+            if ignore_duplicates and newest < ours.seq_no and state:
+                # A multi-path replica: it may have had these through another master and
+                # drops what it holds; so serve from the end.
+                return self._end(names)
+            text = (
+                MSG_NOT_IN_BINLOG_DIVERGED if state and newest >= ours.seq_no else MSG_NOT_IN_BINLOG
+            )
+            raise DumpError(text.format(gtid=gtid_text(ours)))
+        for i in range(len(names) - 1, -1, -1):
+            head = self.layout.head(self.files.path(names[i]))
+            if head is not None and _contains(ours, head.gtid_list):
+                break
+        else:
+            raise DumpError(MSG_PURGED)
+        if ours is None or (head.gtid_list and head.gtid_list[-1] == ours):
+            return names[i], START  # the replica's GTID is the last before this file
+        if strict and not self._is_ours(names[i:], ours):
+            # MariaDB skips to this server_id's next GTID after seq_no: a hole in strict mode.
+            raise DumpError(MSG_HOLE.format(gtid=gtid_text(ours)))
+        for name in names[i:]:
+            at = self.layout.locate(self.files.path(name), ours.seq_no + 1)
+            if at is not None:
+                return name, at
+        return self._end(names)
+
+    def _is_ours(self, names: list[str], gtid: DomainGtid) -> bool:
+        """Whether the GTID with gtid's seq_no in these files is that GTID (its server_id)."""
+        for name in names:
+            path = self.files.path(name)
+            at = self.layout.locate(path, gtid.seq_no)
+            if at is not None:
+                return _server_id(path, at) == gtid.server_id
+        return False
+
+    def _end(self, names: list[str]) -> tuple[str, int]:
+        last = names[-1]
+        return last, max(self.files.complete_end(last), START)
+
+
+def _server_id(path, at: int) -> int:
+    with open(path, "rb") as f:
+        f.seek(at)
+        return server_id_at(f.read(9), 0)
+
+
+def _contains(ours: DomainGtid | None, gtid_list: tuple[DomainGtid, ...]) -> bool:
+    """MariaDB's `contains_all_slave_gtid` for our one domain: whether a file whose GTID_LIST
+    is `gtid_list` holds the first transaction after `ours` (None: the domain's very first)."""
+    for i, e in enumerate(gtid_list):
+        if ours is None:
+            return False  # the replica needs the domain's beginning: an earlier file
+        if e.server_id == ours.server_id and ours.seq_no <= e.seq_no:
+            if ours.seq_no < e.seq_no or i + 1 < len(gtid_list):
+                return False
+    return True
