@@ -9,13 +9,16 @@ and a TSO by the first mark of each file first, so only one file is walked."""
 
 from __future__ import annotations
 
+import re
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from cdc.binlog.constants import HEADER_LEN, EventType
 from cdc.binlog.events import cts_mark_text, parse_cts
-from cdc.binlog.gtid import gtid_text
+from cdc.binlog.gtid import gtid_text, parse_gtid
+from cdc.binlog.header import server_id as header_server_id
 from cdc.binlog.reader import EventReader
 
 from . import gtids, layout
@@ -23,9 +26,11 @@ from . import gtids, layout
 _FILE_EVENTS = (
     EventType.FORMAT_DESCRIPTION,
     EventType.PREVIOUS_GTIDS,
+    EventType.GTID_LIST,
     EventType.ROTATE,
     EventType.STOP,
 )
+_MARIADB_GTID = re.compile(r"^\d+-\d+-\d+$")  # domain-server_id-seq_no
 
 
 class LocateError(LookupError):
@@ -37,7 +42,9 @@ class Located:
     file: str
     position: int  # where the transaction starts (its GTID event)
     end: int  # where it ends (after its CTS mark): the next transaction's position
-    gtids: tuple[str, ...]  # `uuid:n` (two for a CREATE TABLE: its CREATE DATABASE has one)
+    # `uuid:n`, or `domain-server_id-seq_no` in the mariadb flavour (two for a CREATE TABLE:
+    # its CREATE DATABASE has one)
+    gtids: tuple[str, ...]
     tso: int
     mark: str  # the whole CTS mark (`CTS::<tso>[::L<dn>.<seq>]`)
 
@@ -66,6 +73,9 @@ def transactions(directory: Path, name: str, start: int = 4) -> Iterator[Located
                     bytes(ev.data[HEADER_LEN + 1 : HEADER_LEN + 17]), gtids.gno_at(ev.data, 0)
                 )
             )
+        elif code == EventType.MARIADB_GTID:
+            seq_no, domain = struct.unpack_from("<QI", ev.data, HEADER_LEN)
+            found.append(f"{domain}-{header_server_id(ev.data)}-{seq_no}")
         elif (mark := cts_mark_text(ev.data)) is not None:
             yield Located(name, begin, ev.end, tuple(found), parse_cts(mark) or 0, mark.decode())
             begin = None
@@ -79,6 +89,19 @@ def by_position(directory: Path, base: str, file: str, pos: int) -> Located:
         if txn.position <= pos < txn.end:
             return txn
     raise LocateError(f"no whole transaction holds {file}:{pos}")
+
+
+def by_gtid_text(directory: Path, base: str, text: str) -> Located:
+    """A MySQL GTID `uuid:n` or a MariaDB one `domain-server_id-seq_no`."""
+    text = text.strip()
+    if not _MARIADB_GTID.match(text):
+        return by_gtid(directory, base, *parse_gtid(text))
+    # The mariadb flavour: a walk of every file (a tool's cost; its GTID_LIST could pick the file).
+    for name in layout.read_index(directory, base):
+        for txn in transactions(directory, name):
+            if text in txn.gtids:
+                return txn
+    raise LocateError(f"GTID {text} is not in these files")
 
 
 def by_gtid(directory: Path, base: str, sid: bytes, gno: int) -> Located:

@@ -24,8 +24,8 @@ from cdc.binlog.errors import CodecError
 from cdc.binlog.events import CHECKPOINT_MARK, DomainGtid, GtidListEvent
 from cdc.binlog.fde import FormatDescription, mariadb_fde
 from cdc.binlog.header import event_size
+from cdc.binlog.header import server_id as header_server_id
 from cdc.binlog.mariadb_gtid import (
-    HEADER_SERVER_ID_OFFSET,
     MARIADB_GTID_BODY_LEN,
     MARIADB_GTID_DOMAIN_OFFSET,
     MARIADB_GTID_SEQ_OFFSET,
@@ -133,7 +133,7 @@ class MariadbGtids:
         fde_at = 4
         if len(buf) < fde_at + HEADER_LEN:
             return None
-        server_id = _U32.unpack_from(buf, fde_at + HEADER_SERVER_ID_OFFSET)[0]
+        server_id = header_server_id(buf, fde_at)
         at = fde_at + event_size(buf, fde_at)
         if len(buf) < at + HEADER_LEN or buf[at + 4] != _GTID_LIST:
             return None if len(buf) < at + HEADER_LEN else FileHead(at, server_id, ())
@@ -177,8 +177,3 @@ def _seq(m, at: int) -> int:
     return int.from_bytes(
         m[at + MARIADB_GTID_SEQ_OFFSET : at + MARIADB_GTID_SEQ_OFFSET + 8], "little"
     )
-
-
-def server_id_at(buf, at: int) -> int:
-    """The server_id of the event starting at `at` (a MariaDB GTID's is its header's)."""
-    return _U32.unpack_from(buf, at + HEADER_SERVER_ID_OFFSET)[0]

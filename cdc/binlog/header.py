@@ -36,6 +36,11 @@ def log_pos(data, at: int = 0) -> int:
     return _U32.unpack_from(data, at + OFF_LOG_POS)[0]
 
 
+def server_id(data, at: int = 0) -> int:
+    """The server_id field (u32): the server that wrote the event."""
+    return _U32.unpack_from(data, at + OFF_SERVER_ID)[0]
+
+
 def timestamp(data, at: int = 0) -> int:
     """The timestamp field (u32 seconds)."""
     return _U32.unpack_from(data, at + OFF_TIMESTAMP)[0]

@@ -16,7 +16,6 @@ MARIADB_GTID_BODY_LEN = 19
 MARIADB_GTID_SEQ_OFFSET = HEADER_LEN
 MARIADB_GTID_DOMAIN_OFFSET = HEADER_LEN + 8
 MARIADB_GTID_FLAGS2_OFFSET = HEADER_LEN + 12
-HEADER_SERVER_ID_OFFSET = 5
 # flags2 as MariaDB 10.11 writes them: a transaction (ends with XID; may be applied in
 # parallel), and a DDL (standalone: its one QUERY ends the group; no XID).
 FLAGS2_TRANSACTION = int(MariadbGtidFlag.TRANSACTIONAL | MariadbGtidFlag.ALLOW_PARALLEL)

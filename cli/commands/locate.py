@@ -23,7 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--tso", type=int, help="the first transaction committed at or after TSO")
-    what.add_argument("--gtid", metavar="UUID:N", help="the transaction with this GTID")
+    what.add_argument(
+        "--gtid", metavar="UUID:N", help="the transaction with this GTID (or DOMAIN-SERVER-SEQ)"
+    )
     what.add_argument("--pos", metavar="FILE:POS", help="the transaction holding this position")
     p.set_defaults(func=cmd_locate)
 
@@ -31,7 +33,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_locate(args) -> int:
     from binlog_writer import locate
     from cdc.binlog.errors import CodecError
-    from cdc.binlog.gtid import parse_gtid
 
     config = load(args.config)
     directory = Path(args.dir or config.dumper.binlog_dir)
@@ -40,7 +41,7 @@ def cmd_locate(args) -> int:
         if args.tso is not None:
             found = locate.by_tso(directory, base, args.tso)
         elif args.gtid is not None:
-            found = locate.by_gtid(directory, base, *parse_gtid(args.gtid))
+            found = locate.by_gtid_text(directory, base, args.gtid)
         else:
             file, sep, pos = args.pos.rpartition(":")
             if not sep or not pos.isdigit():

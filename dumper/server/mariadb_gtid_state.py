@@ -17,9 +17,9 @@ as a file/pos dump from there. Domains other than ours in the position are not o
 from __future__ import annotations
 
 from binlog_writer import MariadbGtids
-from binlog_writer.mariadb_gtids import server_id_at
 from cdc.binlog.errors import CodecError
 from cdc.binlog.events import DomainGtid
+from cdc.binlog.header import server_id
 from cdc.binlog.mariadb_gtid import gtid_text, parse_position, position_text
 from dumper.server.binlog_files import START, BinlogFiles
 from dumper.server.binlog_sender import DumpError
@@ -143,7 +143,7 @@ class MariadbGtidState:
 def _server_id(path, at: int) -> int:
     with open(path, "rb") as f:
         f.seek(at)
-        return server_id_at(f.read(9), 0)
+        return server_id(f.read(9), 0)
 
 
 def _contains(ours: DomainGtid | None, gtid_list: tuple[DomainGtid, ...]) -> bool:

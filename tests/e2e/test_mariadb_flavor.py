@@ -146,6 +146,12 @@ async def test_a_mariadb_replica_follows_and_resumes_by_gtid(mariadb_flavor):
 
     names = sorted(directory.glob("binlog/binlog.0*"))
     assert len(names) > 1 and all(readable(p) for p in names)
+    # `cdc locate` names the replica's last transaction by its MariaDB GTID as by its TSO.
+    from binlog_writer import locate
+
+    found = locate.by_gtid_text(directory / "binlog", "binlog", positions[-1])
+    assert found.gtids == (positions[-1],) and found.mark.startswith("CTS::")
+    assert locate.by_tso(directory / "binlog", "binlog", found.tso) == found
 
 
 async def test_after_a_failover_the_replica_follows_the_new_leader_by_gtid(mariadb_flavor):
