@@ -12,6 +12,7 @@ import asyncio
 import shutil
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.raw_dump import raw_dump
@@ -49,20 +50,36 @@ def generate(server, megabytes: int) -> str:
     return name
 
 
+@dataclass(frozen=True, slots=True)
+class ServedCopy:
+    """A generated MariaDB binlog of the source server, copied into a directory to serve."""
+
+    name: str
+    directory: Path
+    size: int
+    events: int
+
+
+def served_copy(server, megabytes: int, work: Path) -> ServedCopy:
+    """The bench user on `server` (a replication user), a binlog of about `megabytes` there,
+    and a copy of it in `work/served` with its index: the same bytes for mariadbd and us."""
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE USER IF NOT EXISTS {USER}@'127.0.0.1' IDENTIFIED BY '{PASSWORD}'")
+        cur.execute(f"GRANT REPLICATION SLAVE ON *.* TO {USER}@'127.0.0.1'")
+    name = generate(server, megabytes)
+    served = work / "served"
+    served.mkdir()
+    shutil.copy(server.home / "binlog" / name, served / name)
+    (served / "binlog.index").write_text(f"./{name}\n")
+    return ServedCopy(name, served, (served / name).stat().st_size, _count_events(served / name))
+
+
 def run(megabytes: int = 50, rounds: int = 3) -> dict:
     work = Path(tempfile.mkdtemp(prefix="cdc-bench-dumper-"))
     server = throwaway_server(work, server_id=900, name="source")
     try:
-        with server.connect() as conn, conn.cursor() as cur:
-            cur.execute(f"CREATE USER IF NOT EXISTS {USER}@'127.0.0.1' IDENTIFIED BY '{PASSWORD}'")
-            cur.execute(f"GRANT REPLICATION SLAVE ON *.* TO {USER}@'127.0.0.1'")
-        name = generate(server, megabytes)
-        served = work / "served"
-        served.mkdir()
-        shutil.copy(server.home / "binlog" / name, served / name)
-        (served / "binlog.index").write_text(f"./{name}\n")
-        size = (served / name).stat().st_size
-        events = _count_events(served / name)
+        copy = served_copy(server, megabytes, work)
+        name, served, size, events = copy.name, copy.directory, copy.size, copy.events
 
         config = DumperConfig(
             port=0, binlog_dir=str(served), users=[DumperUser(USER, native_hash(PASSWORD))]

@@ -29,7 +29,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.dumper import PASSWORD, USER, _count_events, generate
+from bench.dumper import PASSWORD, USER, served_copy
+from bench.raw_dump import raw_dump_command
 from cdc.cluster.testing import throwaway_server
 from cdc.config import Config, DumperConfig, DumperUser
 from cdc.protocol.auth import native_hash
@@ -111,17 +112,7 @@ def run_batch(port: int, server_pid: int, name: str, clients: int, work: Path) -
     procs = []
     starts = []
     for i in range(clients):
-        command = [
-            "mariadb-binlog",
-            "--read-from-remote-server",
-            "--raw",
-            "--host=127.0.0.1",
-            f"--port={port}",
-            f"--user={USER}",
-            f"--password={PASSWORD}",
-            f"--result-file={work / str(i)}/",
-            name,
-        ]
+        command = raw_dump_command(port, name, work / str(i), user=USER, password=PASSWORD)
         starts.append(time.perf_counter())
         procs.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
     for i, p in enumerate(procs):
@@ -164,17 +155,10 @@ def run(megabytes: int, widths: list[int], rounds: int = 2) -> dict:
     thread.start()
     ours: ServeProcess | None = None
     try:
+        copy = served_copy(server, megabytes, work)
+        name, served, size, events = copy.name, copy.directory, copy.size, copy.events
         with server.connect() as conn, conn.cursor() as cur:
-            cur.execute(f"CREATE USER IF NOT EXISTS {USER}@'127.0.0.1' IDENTIFIED BY '{PASSWORD}'")
-            cur.execute(f"GRANT REPLICATION SLAVE ON *.* TO {USER}@'127.0.0.1'")
             cur.execute("SET GLOBAL max_connections = 1000")
-        name = generate(server, megabytes)
-        served = work / "served"
-        served.mkdir()
-        shutil.copy(server.home / "binlog" / name, served / name)
-        (served / "binlog.index").write_text(f"./{name}\n")
-        size = (served / name).stat().st_size
-        events = _count_events(served / name)
         ours = asyncio.run_coroutine_threadsafe(_serve(served), loop).result(120)
         mariadbd_pid = server.pid()
         assert mariadbd_pid is not None

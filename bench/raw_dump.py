@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 
-def raw_dump(
+def raw_dump_command(
     port: int,
     file: str,
     out: Path,
@@ -15,10 +15,9 @@ def raw_dump(
     user: str = "root",
     password: str = "",
     to_last_log: bool = False,
-) -> float:
-    """Copy `file` (and, with `to_last_log`, every later file) from the server on `port` into
-    `out`; return the seconds it took."""
-    out.mkdir(parents=True, exist_ok=True)
+) -> list[str]:
+    """`mariadb-binlog --raw` copying `file` (and, with `to_last_log`, every later file) from
+    the server on `port` into the directory `out`."""
     command = [
         "mariadb-binlog",
         "--read-from-remote-server",
@@ -33,6 +32,24 @@ def raw_dump(
         command.insert(-1, f"--password={password}")
     if to_last_log:
         command.insert(3, "--to-last-log")
+    return command
+
+
+def raw_dump(
+    port: int,
+    file: str,
+    out: Path,
+    *,
+    user: str = "root",
+    password: str = "",
+    to_last_log: bool = False,
+) -> float:
+    """Copy `file` (and, with `to_last_log`, every later file) from the server on `port` into
+    `out`; return the seconds it took."""
+    out.mkdir(parents=True, exist_ok=True)
+    command = raw_dump_command(
+        port, file, out, user=user, password=password, to_last_log=to_last_log
+    )
     start = time.perf_counter()
     subprocess.run(command, check=True, capture_output=True)
     return time.perf_counter() - start
