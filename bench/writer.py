@@ -10,7 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from binlog_writer import BinlogWriter, FsyncPolicy
+from binlog_writer import BinlogWriter, FsyncPolicy, MysqlGtids
 from cdc.binlog.constants import ColumnType as T
 from cdc.binlog.constants import EventType
 from cdc.binlog.events import (
@@ -149,7 +149,8 @@ def _batched(directory: Path, joined: list[bytes], policy, max_file_size: int, s
     """Seconds to write `joined` in batches of BATCH (with a GTID event first in each
     transaction when `sid` is given, numbered by the writer)."""
     elapsed = 0.0
-    with BinlogWriter(directory, fsync=policy, max_file_size=max_file_size, gtid_sid=sid) as w:
+    gtids = MysqlGtids(sid) if sid is not None else None
+    with BinlogWriter(directory, fsync=policy, max_file_size=max_file_size, gtids=gtids) as w:
         for i in range(0, len(joined), BATCH):
             buf, ends, gtid_at = bytearray(), [], []
             for raw in joined[i : i + BATCH]:  # building the batch is the encoder's cost
