@@ -31,6 +31,9 @@ COMPILED_MODULES = (
     "cdc.binlog.fastpath",
     # The dump stream's split into events (every DumpClient: the MergeSource's DN reads).
     "cdc.protocol.dump_stream",
+    # The server's dump loop: the events of a batch framed as packets (one pass, no per-event
+    # object), what a consumer costs the server process.
+    "dumper.server.framing",
 )
 # C libraries a compiled module calls directly (cdc/binlog/zcrc.pxd, which it cimports, declares
 # what it uses): zlib's crc32 from C costs a fraction of the Python call per event.

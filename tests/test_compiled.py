@@ -25,6 +25,7 @@ PURE_TESTS = [
     "tests/binlog_writer/test_stream.py",
     "tests/binlog_writer/test_batch.py",
     "tests/cdc/binlog/test_fastpath.py",
+    "tests/dumper/test_framing.py",
     "tests/cdc/binlog/test_pxd_constants.py",
 ]
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from cdc.binlog.constants import HEADER_LEN, EventFlag, EventType
-from cdc.binlog.header import HEADER, OFF_EVENT_SIZE, OFF_FLAGS, OFF_LOG_POS
+from cdc.binlog.header import HEADER, OFF_FLAGS, OFF_LOG_POS, event_size
 from cdc.tasks import wait_event
 from dumper.server.ack_gate import AckGate
 from dumper.server.binlog_files import (
@@ -23,7 +23,8 @@ from dumper.server.binlog_files import (
     BinlogFiles,
     fde_checksum_alg,
 )
-from dumper.server.shared_reads import FramedBatch, SharedReads, frame_events
+from dumper.server.framing import frame_whole_events
+from dumper.server.shared_reads import FramedBatch, SharedReads
 
 ROTATE_EVENT = int(EventType.ROTATE)
 HEARTBEAT_EVENT = int(EventType.HEARTBEAT)
@@ -32,7 +33,6 @@ LOG_EVENT_BINLOG_IN_USE_F = int(EventFlag.BINLOG_IN_USE)
 BINLOG_DUMP_NON_BLOCK = 0x01
 ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
 START = len(MAGIC)
-_EVENT_SIZE = struct.Struct("<I")
 
 # MySQL's texts (clients such as Canal match on them).
 MSG_UNKNOWN_FILE = "Could not find first log file name in binary log index file"
@@ -117,12 +117,10 @@ class PacketSink(Protocol):
 
     def send(self, payload: bytes) -> None: ...
 
-    def send_events(self, events: list[memoryview]) -> None: ...
-
     @property
     def seq(self) -> int: ...
 
-    def send_framed(self, data: bytes, seq: int) -> None: ...
+    def send_framed(self, data: bytes | bytearray, seq: int) -> None: ...
 
     async def flush(self) -> None: ...
 
@@ -393,8 +391,8 @@ class BinlogSender:
         if want <= 0:
             return pos
         shared = self.shared if name else None
+        seq = self.sink.seq
         if shared is not None:
-            seq = self.sink.seq
             batch = shared.get(name, pos, seq)
             if (
                 batch is not None
@@ -407,47 +405,36 @@ class BinlogSender:
                 self.bytes_sent += batch.event_bytes
                 return batch.end
         data = os.pread(fd, want, pos)
-        view = memoryview(data)
-        events = []
-        append = events.append
-        size_at = _EVENT_SIZE.unpack_from  # (event_size() without a call per event)
-        off = 0
-        end = len(data)
-        while end - off >= HEADER_LEN:
-            size = size_at(data, off + OFF_EVENT_SIZE)[0]
-            if size < HEADER_LEN:
-                raise DumpError(f"{MSG_BOGUS} (event size {size} at {pos + off})")
-            if off + size > end:
-                fits = limit is None or pos + size <= limit
-                if off == 0 and end == want and fits:  # one event bigger than a batch
-                    big = os.pread(fd, size, pos)
-                    if len(big) == size:
-                        self.sink.send(b"\x00" + big)
-                        self.events_sent += 1
-                        self.bytes_sent += size
-                        return pos + size
-                break
-            append(view[off : off + size])
-            off += size
-        if events and shared is not None and off >= 8:
-            pieces, after = frame_events(events, seq)
-            framed = b"".join(pieces)
-            shared.put(
-                name,
-                pos,
-                seq,
-                FramedBatch(
-                    pos + off, framed, after, len(events), off, data[:8], data[off - 8 : off]
-                ),
-            )
-            self.sink.send_framed(framed, after)
-            self.events_sent += len(events)
-            self.bytes_sent += off
-        elif events:
-            self.sink.send_events(events)
-            self.events_sent += len(events)
-            self.bytes_sent += off
+        framed, off, count, after = frame_whole_events(data, seq)
+        if not count:
+            return self._send_unusual(fd, pos, data, want, limit)
+        if shared is not None and off >= 8:
+            head, tail = data[:8], data[off - 8 : off]
+            batch = FramedBatch(pos + off, framed, after, count, off, head, tail)
+            shared.put(name, pos, seq, batch)
+        self.sink.send_framed(framed, after)
+        self.events_sent += count
+        self.bytes_sent += off
         return pos + off
+
+    def _send_unusual(self, fd: int, pos: int, data: bytes, want: int, limit: int | None) -> int:
+        """The batch at `pos` starts with no event `frame_whole_events` frames: one bigger
+        than a batch (or than a packet: split in 16 MB packets), a partial one (wait), or
+        damage. The new position."""
+        if len(data) < HEADER_LEN:
+            return pos
+        size = event_size(data)
+        if size < HEADER_LEN:
+            raise DumpError(f"{MSG_BOGUS} (event size {size} at {pos})")
+        whole = data[:size] if size <= len(data) else None
+        if whole is None and len(data) == want and (limit is None or pos + size <= limit):
+            whole = os.pread(fd, size, pos)
+        if whole is None or len(whole) != size:
+            return pos  # the rest is not written yet
+        self.sink.send(b"\x00" + whole)
+        self.events_sent += 1
+        self.bytes_sent += size
+        return pos + size
 
     def _send_heartbeat(self, name: str, pos: int, alg: int) -> None:
         # v1 even when flag 0x02 is set: every consumer understands it (protocol.md §2.7).

@@ -253,8 +253,10 @@ class ServeProcess:
         }
         self._proc = await asyncio.create_subprocess_exec(
             sys.executable,
-            "-m",
-            "dumper.server.serve_process",
+            # Not `-m dumper.server.serve_process`: the package imports this module first, and
+            # runpy then warns that it runs a module already imported.
+            "-c",
+            "import sys; from dumper.server.serve_process import main; sys.exit(main())",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             pass_fds=(wake_r, self._state_fd),

@@ -40,7 +40,6 @@ from dumper.server.binlog_sender import (
 from dumper.server.context import Registration, ServerContext, SessionState
 from dumper.server.gtid_state import parse_dump_gtid
 from dumper.server.queries import OkResult, QueryExecutor, RowsResult, denied
-from dumper.server.shared_reads import frame_events
 from dumper.server.users import has_any, verify_caching_sha2, verify_native
 
 log = logging.getLogger(__name__)
@@ -216,18 +215,12 @@ class Session:
         data, self._seq = frame(payload, self._seq)
         self._out.append(data)
 
-    def send_events(self, events: list[memoryview]) -> None:
-        """Binlog events as dump packets (`0x00` + event each), framed in one pass without
-        copying the events: the hot loop of a dump."""
-        pieces, self._seq = frame_events(events, self._seq)
-        self._out.extend(pieces)
-
     @property
     def seq(self) -> int:
         """The sequence id of the next packet."""
         return self._seq
 
-    def send_framed(self, data: bytes, seq: int) -> None:
+    def send_framed(self, data: bytes | bytearray, seq: int) -> None:
         """Packets framed already (a batch shared by several dumps), `seq` the id after them."""
         self._out.append(data)
         self._seq = seq

@@ -16,20 +16,16 @@ Consumers far apart miss and read for themselves, as before.
 
 from __future__ import annotations
 
-import struct
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from cdc.protocol.packets import MAX_CHUNK, frame
-
-_PACKET_HEADER = struct.Struct("<IB")  # length | seq << 24, then the 0x00 "event follows" byte
 DEFAULT_MAX_BYTES = 8 << 20
 
 
 @dataclass(slots=True, frozen=True)
 class FramedBatch:
     end: int  # file offset after its last event
-    data: bytes  # the packets, framed
+    data: bytes | bytearray  # the packets, framed (`framing.frame_whole_events`; never changed)
     seq: int  # the sequence id after its last packet
     events: int
     event_bytes: int
@@ -39,23 +35,6 @@ class FramedBatch:
     # reused).
     head: bytes
     tail: bytes
-
-
-def frame_events(events: list[memoryview], seq: int) -> tuple[list[bytes | memoryview], int]:
-    """Binlog events as dump packets (`0x00` + event each) from sequence id `seq`: the pieces
-    to join and the next sequence id. An event of 16 MB or more is split as MySQL splits it."""
-    out: list[bytes | memoryview] = []
-    pack = _PACKET_HEADER.pack
-    for ev in events:
-        n = len(ev) + 1
-        if n >= MAX_CHUNK:  # needs splitting into 16 MB chunks: the general path
-            data, seq = frame(b"\x00" + bytes(ev), seq)
-            out.append(data)
-            continue
-        out.append(pack(n | seq << 24, 0))
-        out.append(ev)
-        seq = (seq + 1) & 0xFF
-    return out, seq
 
 
 class SharedReads:
