@@ -144,6 +144,19 @@ class GtidSet:
         ivs = self._sids.get(sid, ())
         return ivs[-1][1] - 1 if ivs else 0
 
+    def missing(self, sid: bytes, last: int) -> GtidSet:
+        """`sid:1-last` less what the set holds of it."""
+        out, at = [], 1
+        for s, e in self._sids.get(sid, ()):
+            if s > at:
+                out.append((at, min(s, last + 1)))
+            at = max(at, e)
+            if at > last:
+                break
+        if at <= last:
+            out.append((at, last + 1))
+        return GtidSet({sid: out})
+
     def __contains__(self, gtid: tuple[bytes, int]) -> bool:
         sid, gno = gtid
         return any(s <= gno < e for s, e in self._sids.get(sid, ()))

@@ -24,6 +24,7 @@ from dumper.server.binlog_files import (
     fde_checksum_alg,
 )
 from dumper.server.framing import frame_whole_events
+from dumper.server.gtid_skip import ExcludedGtids, GtidSkip
 from dumper.server.shared_reads import FramedBatch, SharedReads
 
 ROTATE_EVENT = int(EventType.ROTATE)
@@ -131,6 +132,7 @@ class DumpRequest:
     pos: int
     flags: int = 0
     server_id: int = 0
+    exclude: ExcludedGtids | None = None  # a GTID dump's: what the client holds after a gap
 
     @property
     def blocking(self) -> bool:
@@ -208,6 +210,7 @@ class BinlogSender:
         self.caught_up = False
         self.caught_up_at = self.since
         self._rotate_crc = False
+        self._skip: GtidSkip | None = None
 
     async def run(self, request: DumpRequest, options: DumpOptions) -> None:
         self.client_server_id = request.server_id
@@ -218,6 +221,8 @@ class BinlogSender:
         self.file, self.pos = name, pos
         if self.gate is not None and self.gate.is_follower(request.server_id):
             self.gate = None
+        if request.exclude is not None:
+            self._skip = GtidSkip(request.exclude)
         # The first fake ROTATE follows the client's declared algorithm, later ones the
         # algorithm of the FDE just sent (MySQL's m_event_checksum_alg; clients parse them so).
         self._rotate_crc = bool(options.checksum)
@@ -304,6 +309,8 @@ class BinlogSender:
             fd = os.open(self.files.path(name), os.O_RDONLY)
         except OSError as exc:
             raise DumpError(f"Could not open log file '{name}': {exc.strerror}") from None
+        if self._skip is not None:
+            self._skip.new_file()
         try:
             last_sent = time.monotonic()
             blocked_since: float | None = None  # waiting for a follower's acknowledgement
@@ -390,6 +397,11 @@ class BinlogSender:
         want = self.batch_bytes if limit is None else min(self.batch_bytes, limit - pos)
         if want <= 0:
             return pos
+        if self._skip is not None:
+            new = self._send_skipping(fd, pos, want, limit)
+            if not self._skip.done or new != pos:
+                return new
+            self._skip = None  # past the client's last GTID: the ordinary path from here
         shared = self.shared if name else None
         seq = self.sink.seq
         if shared is not None:
@@ -416,6 +428,37 @@ class BinlogSender:
         self.events_sent += count
         self.bytes_sent += off
         return pos + off
+
+    def _send_skipping(self, fd: int, pos: int, want: int, limit: int | None) -> int:
+        """`_send_available` while the client's GTIDs after its first gap are ahead
+        (`gtid_skip`): the events not dropped, unshared. The new position."""
+        skip = self._skip
+        assert skip is not None
+        data = os.pread(fd, want, pos)
+        keep, used = skip.filter(data)
+        if not used and not skip.done and len(data) >= HEADER_LEN:
+            size = event_size(data)  # the first event is bigger than a batch (or a packet)
+            if size < HEADER_LEN:
+                raise DumpError(f"{MSG_BOGUS} (event size {size} at {pos})")
+            if limit is not None and pos + size > limit:
+                return pos
+            whole = os.pread(fd, size, pos) if size > len(data) else data[:size]
+            if len(whole) != size:
+                return pos  # the rest is not written yet
+            keep, used = skip.filter(whole)
+            if not used and not skip.done:  # one a packet cannot hold
+                return (
+                    pos + size
+                    if skip.drops(whole)
+                    else self._send_unusual(fd, pos, whole, size, limit)
+                )
+        if keep:
+            framed, off, count, after = frame_whole_events(keep, self.sink.seq)
+            assert off == len(keep)  # whole events a packet holds (`GtidSkip.filter`)
+            self.sink.send_framed(framed, after)
+            self.events_sent += count
+            self.bytes_sent += off
+        return pos + used
 
     def _send_unusual(self, fd: int, pos: int, data: bytes, want: int, limit: int | None) -> int:
         """The batch at `pos` starts with no event `frame_whole_events` frames: one bigger

@@ -3,10 +3,9 @@ COM_BINLOG_DUMP_GTID starts. Everything is read from the binlog files (their PRE
 and GTID events, `binlog_writer.gtids`), so a follower's copy answers as its leader does.
 
 A dump starts at the first transaction of this server's sid that the client's set lacks:
-the client holds `sid:1-k`, it gets `sid:k+1` and everything after it. (MySQL would also skip
-later transactions the set holds after a gap; a client of one global binlog has no gaps, and
-a MySQL replica skips a transaction it already has by itself.) GTIDs of other sids in the
-client's set are not ours and do not matter."""
+the client holds `sid:1-k`, it gets `sid:k+1` and everything after it, less the transactions
+its set holds after a gap (`gtid_skip`, as MySQL's dump thread does). GTIDs of other sids in
+the client's set are not ours and do not matter."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ from cdc.binlog.errors import CodecError
 from cdc.binlog.gtid import GtidSet, sid_of
 from dumper.server.binlog_files import START, BinlogFiles
 from dumper.server.binlog_sender import DumpError, DumpRequest
+from dumper.server.gtid_skip import ExcludedGtids
 
 # MySQL 8.0's texts for ER_SOURCE_HAS_PURGED_REQUIRED_GTIDS / ER_REPLICA_HAS_MORE_GTIDS_THAN_SOURCE,
 # sent as error 1236 (clients and operators match on them).
@@ -58,18 +58,19 @@ class GtidState:
         names = self.files.names()
         return gtids.file_previous_gtids(self.files.path(names[0])) if names else GtidSet()
 
-    def dump_start(self, client: GtidSet) -> tuple[str, int]:
-        """(file, position) of the first transaction `client` lacks; DumpError (1236) if it
-        lacks purged ones or holds some this server never wrote."""
+    def dump_start(self, client: GtidSet) -> tuple[str, int, ExcludedGtids | None]:
+        """(file, position) of the first transaction `client` lacks, and the GTIDs it holds
+        after that (not to be sent); DumpError (1236) if it lacks purged ones or holds some
+        this server never wrote."""
         sid = self.sid
         executed = self.executed()
         if client.last(sid) > executed.last(sid):
             raise DumpError(MSG_MORE)
-        have = client.prefix_end(sid)
-        purged = self.purged().last(sid)
-        if have < purged:
-            missing = GtidSet({sid: [(have + 1, purged + 1)]})
+        missing = client.missing(sid, self.purged().last(sid))
+        if missing:
             raise DumpError(MSG_PURGED.format(sent=client, missing=missing))
+        have = client.prefix_end(sid)
+        exclude = ExcludedGtids.after_prefix(client, sid)
         names = self.files.names()
         first = 0  # the newest file that starts at or before the client's end
         for i in range(len(names) - 1, -1, -1):
@@ -79,12 +80,12 @@ class GtidState:
         for name in names[first:]:
             at = gtids.locate(self.files.path(name), sid, have + 1)
             if at is not None:
-                return name, at
+                return name, at, exclude
         if not names:
             raise DumpError("Could not find first log file name in binary log index file")
         last = names[-1]
         # Nothing after the client's set yet: follow from the end of what is written.
-        return last, max(self.files.complete_end(last), START)
+        return last, max(self.files.complete_end(last), START), None
 
 
 def parse_dump_gtid(body: bytes) -> tuple[DumpRequest, GtidSet]:

@@ -679,16 +679,17 @@ class Session:
                 "The replication receiver thread cannot start in AUTO_POSITION mode: this "
                 "server has GTID_MODE = OFF instead of ON. Use file and position."
             )
-        file, pos = await asyncio.to_thread(state.dump_start, client)
+        file, pos, exclude = await asyncio.to_thread(state.dump_start, client)
         log.info(
-            "GTID dump for %s:%d: the client has %s; from %s:%d",
+            "GTID dump for %s:%d: the client has %s; from %s:%d%s",
             self.state.host,
             self.state.port,
             client or "nothing",
             file,
             pos,
+            ", less the transactions it has after a gap" if exclude else "",
         )
-        return DumpRequest(file, pos, request.flags, request.server_id)
+        return DumpRequest(file, pos, request.flags, request.server_id, exclude)
 
     def _mariadb_gtid_dump_request(self, body: bytes) -> DumpRequest:
         """COM_BINLOG_DUMP of a MariaDB replica in GTID mode (`@slave_connect_state` set; its

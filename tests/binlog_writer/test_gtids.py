@@ -160,3 +160,17 @@ def test_gtid_set_text_and_wire_forms():
         with pytest.raises(CodecError):
             GtidSet.parse(bad)
     assert GTID_EVENT_SIZE == len(PLACEHOLDER)
+
+
+def test_gtid_set_missing():
+    u = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    for held, last, missing in [
+        ("", 5, f"{u}:1-5"),
+        (f"{u}:1-3", 5, f"{u}:4-5"),
+        (f"{u}:1-3:5", 5, f"{u}:4"),
+        (f"{u}:2-3:7-9", 10, f"{u}:1:4-6:10"),
+        (f"{u}:1-10", 5, ""),
+        (f"{u}:4-6", 3, f"{u}:1-3"),
+        (f"{u}:4-6", 0, ""),
+    ]:
+        assert str(GtidSet.parse(held).missing(SID, last)) == missing, (held, last)

@@ -3,6 +3,7 @@ with MySQL's 1236 texts for a set that needs purged files or holds unknown trans
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from pathlib import Path
 
@@ -10,9 +11,11 @@ import pytest
 
 from binlog_writer import BinlogWriter, gtids
 from binlog_writer.gtids import MysqlGtids
+from cdc.binlog.constants import EventType
 from cdc.binlog.gtid import GtidSet
+from cdc.binlog.header import OFF_TYPE
 from dumper.server.binlog_files import BinlogFiles
-from dumper.server.binlog_sender import DumpError
+from dumper.server.binlog_sender import BinlogSender, DumpError, DumpOptions, DumpRequest
 from dumper.server.gtid_state import GtidState, parse_dump_gtid
 from tests.binlog_writer.test_gtids import SID, txn
 
@@ -34,11 +37,12 @@ def test_sets_and_starts(files: BinlogFiles):
     names = files.names()
     assert len(names) > 3
     for k in range(12):
-        name, pos = state.dump_start(GtidSet.parse(f"{UUID}:1-{k}" if k else ""))
+        name, pos, exclude = state.dump_start(GtidSet.parse(f"{UUID}:1-{k}" if k else ""))
+        assert exclude is None
         assert gtids.gno_at(files.path(name).read_bytes(), pos) == k + 1
     # Up to date: the end of the newest file.
     last = names[-1]
-    assert state.dump_start(state.executed()) == (last, files.complete_end(last))
+    assert state.dump_start(state.executed()) == (last, files.complete_end(last), None)
 
 
 def test_purged_and_unknown_transactions_are_refused(files: BinlogFiles):
@@ -52,7 +56,7 @@ def test_purged_and_unknown_transactions_are_refused(files: BinlogFiles):
     with pytest.raises(DumpError, match="source purged required binary logs") as err:
         state.dump_start(GtidSet.parse(f"{UUID}:1"))
     assert f"the missing transactions are '{UUID}:2-{before.last(SID)}'" in err.value.message
-    name, pos = state.dump_start(before)  # exactly what was purged: fine
+    name, pos, _ = state.dump_start(before)  # exactly what was purged: fine
     assert gtids.gno_at(files.path(name).read_bytes(), pos) == before.last(SID) + 1
 
 
@@ -65,3 +69,74 @@ def test_dump_gtid_packets():
     for bad in (body[:5], body[:-3], body[:22] + b"\xff" * 8):
         with pytest.raises(DumpError, match="malformed COM_BINLOG_DUMP_GTID"):
             parse_dump_gtid(bad)
+
+
+class Packets:
+    """A PacketSink that keeps the events of the dump packets it is given."""
+
+    def __init__(self) -> None:
+        self.events: list[bytes] = []
+        self.seq = 1
+
+    def send(self, payload: bytes) -> None:
+        assert payload[0] == 0
+        self.events.append(bytes(payload[1:]))
+        self.seq = (self.seq + 1) & 0xFF
+
+    def send_framed(self, data, seq: int) -> None:
+        at = 0
+        while at < len(data):
+            length = int.from_bytes(data[at : at + 3], "little")
+            assert data[at + 3] == self.seq
+            self.send(bytes(data[at + 4 : at + 4 + length]))
+            at += 4 + length
+        assert self.seq == seq
+
+    async def flush(self) -> None:
+        pass
+
+
+FILE_EVENTS = {EventType.ROTATE, EventType.FORMAT_DESCRIPTION, EventType.PREVIOUS_GTIDS}
+
+
+def dumped(files: BinlogFiles, client: str, batch_bytes: int) -> dict[int, list[bytes]]:
+    """What a non-blocking GTID dump from `client` sends: per GTID the events from it to the
+    next (the files' ROTATE, FDE and PREVIOUS_GTIDS events left out), in order."""
+    name, pos, exclude = GtidState(files, UUID).dump_start(GtidSet.parse(client))
+    sink = Packets()
+    sender = BinlogSender(files, sink, server_id=1, batch_bytes=batch_bytes)
+    request = DumpRequest(name, pos, flags=1, server_id=5, exclude=exclude)
+    asyncio.run(sender.run(request, DumpOptions(checksum=True)))
+    out: dict[int, list[bytes]] = {}
+    for ev in sink.events:
+        if ev[OFF_TYPE] == EventType.GTID:
+            group = out.setdefault(gtids.gno_at(ev, 0), [])
+        if ev[OFF_TYPE] not in FILE_EVENTS:
+            group.append(ev)
+    return out
+
+
+@pytest.mark.parametrize("batch_bytes", [64, 300, 256 * 1024])
+def test_a_set_with_gaps_gets_only_what_it_lacks(files: BinlogFiles, batch_bytes: int):
+    """MySQL's dump thread skips the transactions a client holds after its first gap; the
+    events of a skipped transaction go with it (ROTATE stays: the client follows files by it).
+    Batches smaller than an event take the one-event path."""
+    everything = dumped(files, "", batch_bytes)
+    assert list(everything) == list(range(1, 13))
+    for client, want in [
+        (f"{UUID}:1-3:5-7:10", [4, 8, 9, 11, 12]),
+        (f"{UUID}:2-12", [1]),
+        (f"{UUID}:1-11", [12]),
+        (f"{UUID}:1-5:7-12", [6]),
+        (f"{UUID}:1:3:5:7:9:11", [2, 4, 6, 8, 10, 12]),
+    ]:
+        assert dumped(files, client, batch_bytes) == {g: everything[g] for g in want}, client
+
+
+def test_the_missing_purged_transactions_are_named(files: BinlogFiles):
+    state = GtidState(files, UUID)
+    files.purge_to(files.names()[2])
+    purged = state.purged().last(SID)
+    with pytest.raises(DumpError) as err:
+        state.dump_start(GtidSet.parse(f"{UUID}:1-{purged - 2}:{purged}"))
+    assert f"the missing transactions are '{UUID}:{purged - 1}'" in err.value.message
