@@ -69,10 +69,12 @@ def follow_by_gtid(replica, port: int) -> str:
             "MASTER_USE_GTID=slave_pos, MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1"
         )
         cur.execute("START SLAVE")
-        target = dumper_gtid_pos(port)
-        assert target.startswith(f"{DOMAIN}-")
         deadline = time.monotonic() + 90
         while True:
+            # Read each time: a new leader may still be writing what was committed before the
+            # traffic stopped (a target read once can fall behind the replica).
+            target = dumper_gtid_pos(port)
+            assert target.startswith(f"{DOMAIN}-")
             cur.execute("SHOW SLAVE STATUS")
             row = dict(zip([d[0] for d in cur.description], cur.fetchone(), strict=True))
             assert row["Last_IO_Error"] == "" and row["Last_SQL_Error"] == "", row
