@@ -157,14 +157,15 @@ class MariadbGtids:
             and _U32.unpack_from(m, at + MARIADB_GTID_DOMAIN_OFFSET)[0] == self.domain_id
         )
 
-    def locate(self, path: Path, seq_no: int) -> int | None:
-        """Where the GTID event with `seq_no` starts in the file, or None (found by its body
-        bytes, seq_no and domain side by side, each hit checked as a whole event)."""
+    def locate(self, path: Path, seq_no: int, start: int = 0) -> int | None:
+        """Where the GTID event with `seq_no` starts in the file (at or after `start`), or
+        None (found by its body bytes, seq_no and domain side by side, each hit checked as a
+        whole event)."""
         if path.stat().st_size == 0:
             return None
         needle = _SEQ_DOMAIN.pack(seq_no, self.domain_id)
         with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            hit = m.find(needle)
+            hit = m.find(needle, start + MARIADB_GTID_SEQ_OFFSET)
             while hit >= 0:
                 at = hit - MARIADB_GTID_SEQ_OFFSET
                 if self._is_ours(m, at):

@@ -234,6 +234,13 @@ class MariadbGtidFlag(IntFlag):
     COMPLETED_XA = 128
 
 
+class GtidListFlag(IntFlag):
+    """The top 4 bits of a GTID_LIST event's count word (MariaDB's `gl_flags` >> 28)."""
+
+    UNTIL_REACHED = 1  # a master's fake GTID_LIST: START SLAVE UNTIL master_gtid_pos is reached
+    IGN_GTIDS = 2
+
+
 class MariadbGtidExtraFlag(IntFlag):
     """flags_extra of a MariaDB GTID event (10.5+)."""
 

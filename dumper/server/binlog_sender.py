@@ -25,6 +25,7 @@ from dumper.server.binlog_files import (
 )
 from dumper.server.framing import frame_whole_events
 from dumper.server.gtid_skip import ExcludedGtids, GtidSkip
+from dumper.server.mariadb_until import GtidUntil
 from dumper.server.shared_reads import FramedBatch, SharedReads
 
 ROTATE_EVENT = int(EventType.ROTATE)
@@ -133,6 +134,7 @@ class DumpRequest:
     flags: int = 0
     server_id: int = 0
     exclude: ExcludedGtids | None = None  # a GTID dump's: what the client holds after a gap
+    until: GtidUntil | None = None  # a MariaDB replica's START SLAVE UNTIL master_gtid_pos
 
     @property
     def blocking(self) -> bool:
@@ -311,13 +313,21 @@ class BinlogSender:
             raise DumpError(f"Could not open log file '{name}': {exc.strerror}") from None
         if self._skip is not None:
             self._skip.new_file()
+        path = self.files.path(name)
         try:
             last_sent = time.monotonic()
             blocked_since: float | None = None  # waiting for a follower's acknowledgement
             while True:
                 acked = self._acked_limit(name)
+                bound = acked
+                if request.until is not None:
+                    stop, final = request.until.limit(name, path, pos)
+                    if final and pos >= stop:
+                        self._send_until_reached(request.until, pos, alg)
+                        return None
+                    bound = _min(acked, stop)
                 new = self._send_available(
-                    fd, pos, _min(self.notifier.visible_end(name), acked), name
+                    fd, pos, _min(self.notifier.visible_end(name), bound), name
                 )
                 if new != pos:
                     pos = self.pos = new
@@ -336,7 +346,7 @@ class BinlogSender:
                 rotated = i + 1 < len(names)
                 if rotated:
                     # Rotated: the writer finished this file before indexing the next one.
-                    new = self._send_available(fd, pos, acked, name)  # a finished file is whole
+                    new = self._send_available(fd, pos, bound, name)  # a finished file is whole
                     if new != pos:
                         pos = self.pos = new
                         await self.sink.flush()
@@ -478,6 +488,10 @@ class BinlogSender:
         self.events_sent += 1
         self.bytes_sent += size
         return pos + size
+
+    def _send_until_reached(self, until: GtidUntil, pos: int, alg: int) -> None:
+        self.sink.send(b"\x00" + until.final_event(self.server_id, pos, alg == 1))
+        self.events_sent += 1
 
     def _send_heartbeat(self, name: str, pos: int, alg: int) -> None:
         # v1 even when flag 0x02 is set: every consumer understands it (protocol.md §2.7).

@@ -23,10 +23,14 @@ from cdc.binlog.header import server_id
 from cdc.binlog.mariadb_gtid import gtid_text, parse_position, position_text
 from dumper.server.binlog_files import START, BinlogFiles
 from dumper.server.binlog_sender import DumpError
+from dumper.server.mariadb_until import GtidUntil
 
 # MariaDB 10.11's texts (sql/sql_repl.cc), sent as error 1236 except the malformed one (1105).
 MSG_MALFORMED = (
     "Out of memory or malformed slave request when obtaining start position from GTID state"
+)
+MSG_UNTIL_MALFORMED = (
+    "Out of memory or malformed slave request when obtaining UNTIL position sent from slave"
 )
 MSG_NOT_IN_BINLOG = (
     "Error: connecting slave requested to start from GTID {gtid}, which is not in the "
@@ -125,6 +129,19 @@ class MariadbGtidState:
             if at is not None:
                 return name, at
         return self._end(names)
+
+    def until(self, connect_state: str, until_text: str) -> GtidUntil:
+        """Where a dump from `connect_state` with `@slave_until_gtid = until_text` ends
+        (`mariadb_until`); only our domain's GTID in it counts (its seq_no)."""
+        try:
+            until = parse_position(until_text)
+            start = parse_position(connect_state)
+        except CodecError:
+            raise DumpError(MSG_UNTIL_MALFORMED, 1105) from None
+        ours = next((g for g in until if g.domain_id == self.domain_id), None)
+        at = next((g for g in start if g.domain_id == self.domain_id), None)
+        reached = ours is not None and at is not None and at.seq_no >= ours.seq_no
+        return GtidUntil(self.layout, ours, reached)
 
     def _is_ours(self, names: list[str], gtid: DomainGtid) -> bool:
         """Whether the GTID with gtid's seq_no in these files is that GTID (its server_id)."""

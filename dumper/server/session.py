@@ -699,21 +699,24 @@ class Session:
         uv = self.state.user_vars
         state = self.ctx.mariadb_gtids
         assert state is not None
-        connect = uv.get("slave_connect_state")
+        connect = "" if uv.get("slave_connect_state") is None else str(uv["slave_connect_state"])
         file, pos = state.dump_start(
-            "" if connect is None else str(connect),
+            connect,
             strict=_flag(uv.get("slave_gtid_strict_mode")),
             ignore_duplicates=_flag(uv.get("slave_gtid_ignore_duplicates")),
         )
+        until_text = uv.get("slave_until_gtid")
+        until = None if until_text is None else state.until(connect, str(until_text))
         log.info(
-            "MariaDB GTID dump for %s:%d: the replica is at %r; from %s:%d",
+            "MariaDB GTID dump for %s:%d: the replica is at %r; from %s:%d%s",
             self.state.host,
             self.state.port,
             connect,
             file,
             pos,
+            "" if until_text is None else f", until {until_text!r}",
         )
-        return DumpRequest(file, pos, request.flags, request.server_id)
+        return DumpRequest(file, pos, request.flags, request.server_id, until=until)
 
     async def _stream(self, sender: BinlogSender, request: DumpRequest) -> None:
         try:

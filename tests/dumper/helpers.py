@@ -103,3 +103,29 @@ async def await_for(predicate: Callable[[], object], timeout: float, what: str) 
             return last
         await asyncio.sleep(0.05)
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+class Packets:
+    """A `PacketSink` for a `BinlogSender` run in a test: it keeps the events of the dump
+    packets it is given and checks their sequence ids."""
+
+    def __init__(self) -> None:
+        self.events: list[bytes] = []
+        self.seq = 1
+
+    def send(self, payload: bytes) -> None:
+        assert payload[0] == 0
+        self.events.append(bytes(payload[1:]))
+        self.seq = (self.seq + 1) & 0xFF
+
+    def send_framed(self, data, seq: int) -> None:
+        at = 0
+        while at < len(data):
+            length = int.from_bytes(data[at : at + 3], "little")
+            assert data[at + 3] == self.seq
+            self.send(bytes(data[at + 4 : at + 4 + length]))
+            at += 4 + length
+        assert self.seq == seq
+
+    async def flush(self) -> None:
+        pass

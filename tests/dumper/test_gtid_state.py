@@ -18,6 +18,7 @@ from dumper.server.binlog_files import BinlogFiles
 from dumper.server.binlog_sender import BinlogSender, DumpError, DumpOptions, DumpRequest
 from dumper.server.gtid_state import GtidState, parse_dump_gtid
 from tests.binlog_writer.test_gtids import SID, txn
+from tests.dumper.helpers import Packets
 
 UUID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 
@@ -69,31 +70,6 @@ def test_dump_gtid_packets():
     for bad in (body[:5], body[:-3], body[:22] + b"\xff" * 8):
         with pytest.raises(DumpError, match="malformed COM_BINLOG_DUMP_GTID"):
             parse_dump_gtid(bad)
-
-
-class Packets:
-    """A PacketSink that keeps the events of the dump packets it is given."""
-
-    def __init__(self) -> None:
-        self.events: list[bytes] = []
-        self.seq = 1
-
-    def send(self, payload: bytes) -> None:
-        assert payload[0] == 0
-        self.events.append(bytes(payload[1:]))
-        self.seq = (self.seq + 1) & 0xFF
-
-    def send_framed(self, data, seq: int) -> None:
-        at = 0
-        while at < len(data):
-            length = int.from_bytes(data[at : at + 3], "little")
-            assert data[at + 3] == self.seq
-            self.send(bytes(data[at + 4 : at + 4 + length]))
-            at += 4 + length
-        assert self.seq == seq
-
-    async def flush(self) -> None:
-        pass
 
 
 FILE_EVENTS = {EventType.ROTATE, EventType.FORMAT_DESCRIPTION, EventType.PREVIOUS_GTIDS}

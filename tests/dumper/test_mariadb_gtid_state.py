@@ -4,13 +4,17 @@ position that is not in the binlog, diverged, purged, malformed or a hole in str
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
 from binlog_writer.mariadb_gtids import MariadbGtids
+from cdc.binlog.constants import EventType, GtidListFlag
+from cdc.binlog.events import DomainGtid, GtidListEvent
+from cdc.binlog.header import OFF_TYPE
 from dumper.server.binlog_files import START, BinlogFiles
-from dumper.server.binlog_sender import DumpError
+from dumper.server.binlog_sender import BinlogSender, DumpError, DumpOptions, DumpRequest
 from dumper.server.mariadb_gtid_state import MariadbGtidState
 from tests.binlog_writer.test_mariadb_gtids import (
     DOMAIN,
@@ -20,6 +24,7 @@ from tests.binlog_writer.test_mariadb_gtids import (
     txn,
     writer,
 )
+from tests.dumper.helpers import Packets
 
 
 @pytest.fixture
@@ -104,3 +109,78 @@ def test_strict_mode_refuses_a_gtid_of_another_server_at_that_seq_no(tmp_path: P
         state.dump_start(f"{DOMAIN}-200-1", strict=True)
     name, pos = state.dump_start(f"{DOMAIN}-200-1")
     assert seq_at(BinlogFiles(tmp_path), name, pos) == 2
+
+
+def until_dump(files: BinlogFiles, connect: str, until: str, batch_bytes: int) -> list[bytes]:
+    """The events a dump from `connect` with `@slave_until_gtid = until` sends."""
+    state = MariadbGtidState(files, DOMAIN, SERVER)
+    name, pos = state.dump_start(connect)
+    sink = Packets()
+    sender = BinlogSender(files, sink, server_id=SERVER, batch_bytes=batch_bytes)
+    request = DumpRequest(name, pos, server_id=5, until=state.until(connect, until))
+    # Blocking: only the until position may end it.
+    asyncio.run(asyncio.wait_for(sender.run(request, DumpOptions(checksum=True)), 10))
+    return sink.events
+
+
+def seqs(events: list[bytes]) -> list[int]:
+    return [
+        int.from_bytes(ev[19:27], "little")
+        for ev in events
+        if ev[OFF_TYPE] == EventType.MARIADB_GTID
+    ]
+
+
+@pytest.mark.parametrize("batch_bytes", [50, 256 * 1024])
+def test_start_slave_until_ends_the_dump_after_that_transaction(
+    files: BinlogFiles, batch_bytes: int
+):
+    """MariaDB's master sends up to and including the until GTID, then a fake GTID_LIST
+    flagged UNTIL_REACHED, and ends the dump: the replica relies on it to stop."""
+    for connect, until, want in [
+        ("", f"{DOMAIN}-{SERVER}-5", [1, 2, 3, 4, 5]),
+        (f"{DOMAIN}-{SERVER}-3", f"{DOMAIN}-{SERVER}-7", [4, 5, 6, 7]),
+        (f"{DOMAIN}-{SERVER}-3", f"{DOMAIN}-{SERVER}-12", list(range(4, 13))),
+        (f"{DOMAIN}-{SERVER}-3", f"0-1-9,{DOMAIN}-{SERVER}-4", [4]),
+        (f"{DOMAIN}-{SERVER}-6", f"{DOMAIN}-{SERVER}-6", []),  # reached already
+        (f"{DOMAIN}-{SERVER}-6", f"{DOMAIN}-{SERVER}-2", []),
+        (f"{DOMAIN}-{SERVER}-6", "0-1-9", []),  # names none of ours: nothing can reach it
+    ]:
+        events = until_dump(files, connect, until, batch_bytes)
+        assert seqs(events) == want, (connect, until)
+        last = events[-1]
+        assert last[OFF_TYPE] == EventType.GTID_LIST, (connect, until)
+        body = GtidListEvent.parse(last[19:-4], None)
+        assert body.flags == GtidListFlag.UNTIL_REACHED
+        if want:  # the whole last transaction went, its CTS mark too
+            assert events[-2][OFF_TYPE] == EventType.BINLOG_CHECKPOINT
+            assert body.gtids == (DomainGtid(DOMAIN, SERVER, want[-1]),)
+    with pytest.raises(DumpError, match="malformed slave request when obtaining UNTIL") as err:
+        MariadbGtidState(files, DOMAIN, SERVER).until("", "7-100")
+    assert err.value.code == 1105
+
+
+def test_until_waits_for_a_transaction_not_written_yet(tmp_path: Path):
+    """The until GTID may be in the future: the dump follows until it is written, whole."""
+    w = writer(tmp_path, max_file_size=1000)
+    for i in range(3):
+        w.append_encoded(bytearray(txn(i)))
+    files = BinlogFiles(tmp_path)
+    state = MariadbGtidState(files, DOMAIN, SERVER)
+    name, pos = state.dump_start("")
+    sink = Packets()
+    sender = BinlogSender(files, sink, server_id=SERVER, poll_interval=0.01)
+    request = DumpRequest(name, pos, server_id=5, until=state.until("", f"{DOMAIN}-{SERVER}-6"))
+
+    async def run() -> None:
+        task = asyncio.create_task(sender.run(request, DumpOptions(checksum=True)))
+        for i in range(3, 9):  # seq_no i + 1
+            await asyncio.sleep(0.05)
+            assert task.done() == (i > 5), i
+            w.append_encoded(bytearray(txn(i)))
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(run())
+    w.close()
+    assert seqs(sink.events) == [1, 2, 3, 4, 5, 6]
+    assert sink.events[-1][OFF_TYPE] == EventType.GTID_LIST

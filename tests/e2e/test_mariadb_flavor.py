@@ -2,7 +2,7 @@
 MariaDB replica follows the dumper with MASTER_USE_GTID=slave_pos, is stopped and forgets its
 file/position (RESET SLAVE) while more transfers commit and the dumper restarts, then resumes
 by its GTID alone: exactly the transactions it lacked (`cdc check` equal, GTID positions
-equal, no replication error)."""
+equal, no replication error); START SLAVE UNTIL master_gtid_pos stops it where it says."""
 
 from __future__ import annotations
 
@@ -61,13 +61,7 @@ def follow_by_gtid(replica, port: int) -> str:
     """(Re)point the replica at the dumper by GTID only (no file/position) and wait until its
     gtid_slave_pos is the dumper's gtid_binlog_pos; returns that position."""
     with replica.connect() as conn, conn.cursor() as cur:
-        cur.execute("STOP SLAVE")
-        cur.execute("RESET SLAVE")  # forget the file/position: only the GTID is left
-        cur.execute(
-            f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={port}, "
-            f"MASTER_USER='{DEFAULT_USER}', MASTER_PASSWORD='{DEFAULT_PASSWORD}', "
-            "MASTER_USE_GTID=slave_pos, MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1"
-        )
+        point_by_gtid(cur, port)
         cur.execute("START SLAVE")
         deadline = time.monotonic() + 90
         while True:
@@ -85,6 +79,35 @@ def follow_by_gtid(replica, port: int) -> str:
                 return slave_pos
             assert time.monotonic() < deadline, f"replica at {slave_pos!r}, dumper at {target!r}"
             time.sleep(0.2)
+
+
+def point_by_gtid(cur, port: int) -> None:
+    cur.execute("STOP SLAVE")
+    cur.execute("RESET SLAVE")  # forget the file/position: only the GTID is left
+    cur.execute(
+        f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={port}, "
+        f"MASTER_USER='{DEFAULT_USER}', MASTER_PASSWORD='{DEFAULT_PASSWORD}', "
+        "MASTER_USE_GTID=slave_pos, MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1"
+    )
+
+
+def run_until_gtid(replica, port: int, until: str) -> str:
+    """START SLAVE UNTIL master_gtid_pos = `until`: both replication threads stop by
+    themselves (the dumper tells the replica it got there); the replica's GTID position."""
+    with replica.connect() as conn, conn.cursor() as cur:
+        point_by_gtid(cur, port)
+        cur.execute(f"START SLAVE UNTIL master_gtid_pos = '{until}'")
+        deadline = time.monotonic() + 60
+        while True:
+            cur.execute("SHOW SLAVE STATUS")
+            row = dict(zip([d[0] for d in cur.description], cur.fetchone(), strict=True))
+            assert row["Last_IO_Error"] == "" and row["Last_SQL_Error"] == "", row
+            if row["Slave_IO_Running"] == "No" and row["Slave_SQL_Running"] == "No":
+                break
+            assert time.monotonic() < deadline, f"the replica did not stop at {until}: {row}"
+            time.sleep(0.2)
+        cur.execute("SELECT @@gtid_slave_pos")
+        return cur.fetchone()[0]
 
 
 def stop_replica(replica) -> None:
@@ -130,6 +153,11 @@ async def test_a_mariadb_replica_follows_and_resumes_by_gtid(mariadb_flavor):
             return await run_workload(workload.step, threads=4, duration_s=3)
 
         async def resume():
+            # START SLAVE UNTIL a GTID between where it stopped and the dumper's last: it stops
+            # there by itself, then follows on.
+            domain, server, last = dumper_gtid_pos(port).split("-")
+            until = f"{domain}-{server}-{(int(positions[0].split('-')[2]) + int(last)) // 2}"
+            assert await asyncio.to_thread(run_until_gtid, replica, port, until) == until
             positions.append(await asyncio.to_thread(follow_by_gtid, replica, port))
             report = await asyncio.to_thread(
                 run_check, cfg, replica.host, replica.port, "root", "", 60
