@@ -68,7 +68,7 @@ class GtidState:
             raise DumpError(MSG_MORE)
         missing = client.missing(sid, self.purged().last(sid))
         if missing:
-            raise DumpError(MSG_PURGED.format(sent=client, missing=missing))
+            raise DumpError(MSG_PURGED.format(sent=brief(str(client)), missing=brief(str(missing))))
         have = client.prefix_end(sid)
         exclude = ExcludedGtids.after_prefix(client, sid)
         names = self.files.names()
@@ -86,6 +86,12 @@ class GtidState:
         last = names[-1]
         # Nothing after the client's set yet: follow from the end of what is written.
         return last, max(self.files.complete_end(last), START), None
+
+
+def brief(text: str, limit: int = 200) -> str:
+    """A GTID set's text for an error or a log line, cut: a client's set may hold a million
+    intervals (MySQL's error messages hold 512 bytes)."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def parse_dump_gtid(body: bytes) -> tuple[DumpRequest, GtidSet]:

@@ -38,7 +38,7 @@ from dumper.server.binlog_sender import (
     DumpRequest,
 )
 from dumper.server.context import Registration, ServerContext, SessionState
-from dumper.server.gtid_state import parse_dump_gtid
+from dumper.server.gtid_state import brief, parse_dump_gtid
 from dumper.server.queries import OkResult, QueryExecutor, RowsResult, denied
 from dumper.server.users import has_any, verify_caching_sha2, verify_native
 
@@ -670,26 +670,32 @@ class Session:
 
     async def _gtid_dump_request(self, body: bytes) -> DumpRequest:
         """COM_BINLOG_DUMP_GTID: the file and position of the first transaction the client's
-        GTID set lacks (`gtid_state`; in a thread: finding it may read a file's worth of
-        bytes, which must not hold up the other sessions)."""
-        request, client = parse_dump_gtid(body)
+        GTID set lacks (`gtid_state`). In a thread: finding it may read a file's worth of
+        bytes, and a set may hold a million intervals; neither may hold up other sessions."""
         state = self.ctx.gtid_state
-        if state is None:
-            raise DumpError(
-                "The replication receiver thread cannot start in AUTO_POSITION mode: this "
-                "server has GTID_MODE = OFF instead of ON. Use file and position."
-            )
-        file, pos, exclude = await asyncio.to_thread(state.dump_start, client)
+
+        def start() -> tuple[DumpRequest, str]:
+            request, client = parse_dump_gtid(body)
+            if state is None:
+                raise DumpError(
+                    "The replication receiver thread cannot start in AUTO_POSITION mode: this "
+                    "server has GTID_MODE = OFF instead of ON. Use file and position."
+                )
+            file, pos, exclude = state.dump_start(client)
+            dump = DumpRequest(file, pos, request.flags, request.server_id, exclude)
+            return dump, brief(str(client) or "nothing")
+
+        request, client = await asyncio.to_thread(start)
         log.info(
             "GTID dump for %s:%d: the client has %s; from %s:%d%s",
             self.state.host,
             self.state.port,
-            client or "nothing",
-            file,
-            pos,
-            ", less the transactions it has after a gap" if exclude else "",
+            client,
+            request.file,
+            request.pos,
+            ", less the transactions it has after a gap" if request.exclude else "",
         )
-        return DumpRequest(file, pos, request.flags, request.server_id, exclude)
+        return request
 
     def _mariadb_gtid_dump_request(self, body: bytes) -> DumpRequest:
         """COM_BINLOG_DUMP of a MariaDB replica in GTID mode (`@slave_connect_state` set; its

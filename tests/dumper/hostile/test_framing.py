@@ -8,7 +8,9 @@ from __future__ import annotations
 import socket
 import struct
 
+from cdc.binlog.gtid import GtidSet, sid_of
 from tests.dumper.hostile.conftest import (
+    ADMIN,
     MAX_PACKET,
     closed_by_server,
     err_code,
@@ -130,3 +132,21 @@ def test_every_command_byte(healthy):
             rest_of_result(sock)
     finally:
         sock.close()
+
+
+def test_a_gtid_set_as_big_as_a_packet(healthy):
+    """COM_BINLOG_DUMP_GTID with a set of 60,000 intervals (what fits in max_allowed_packet):
+    read off the event loop (other sessions are answered meanwhile), a clean 1236, and no
+    answer or log line the size of the set."""
+    uuid = healthy.query("SELECT @@server_uuid", ADMIN)[0][0]
+    n = 60_000
+    encoded = GtidSet({sid_of(uuid): [(2 * i + 1, 2 * i + 2) for i in range(n)]}).encode()
+    body = struct.pack("<HII", 4, 4242, 0) + struct.pack("<QI", 4, len(encoded)) + encoded
+    with login_raw(healthy) as sock:
+        sock.sendall(packet(b"\x1e" + body, 0))
+        for _ in range(5):  # meanwhile
+            assert healthy.query("SELECT 1", ADMIN) == [(1,)]
+        _, answer = read_packet(sock)
+    assert err_code(answer) == 1236 and len(answer) < 1000, answer[:200]
+    assert b"more GTIDs than the source has" in answer
+    assert max(len(line) for line in healthy.log.read_text().splitlines()) < 10_000
