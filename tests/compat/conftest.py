@@ -11,12 +11,14 @@ Scope "package": one pipeline for all the test files here, not one per file.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import socket
 import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,6 +99,33 @@ def wait_for_port(proc: subprocess.Popen, port: int, log: Path, timeout: float =
     raise TimeoutError(f"the dumper did not listen on {port} within {timeout}s:\n{tail(log)}")
 
 
+@contextlib.contextmanager
+def cdc_start(cfg: Config, directory: Path) -> Iterator[subprocess.Popen]:
+    """`cdc start` for `cfg` as a child process, as in production: the config dumped to
+    `directory/cdc.toml`, the cluster initialised (CdcStart: the pipeline's starting point),
+    the output appended to `directory/pipeline.log`. Yields once the dumper listens and the
+    pipeline merges (its heartbeat CN runs recovery when it starts, which must not race a
+    workload CN, as in `cdc demo`); stops it on leaving."""
+    config_path = directory / "cdc.toml"
+    log_path = directory / "pipeline.log"
+    cfg.dump(config_path)
+    asyncio.run(init(cfg))
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "start", "--config", str(config_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        wait_for_port(proc, cfg.dumper.port, log_path)
+        wait_until_merging(directory / "pipeline" / "status.json")
+        yield proc
+    finally:
+        stop_process(proc, grace_s=20)
+
+
 def wait_until_written(binlog_dir: Path, tso: int, log: Path, timeout: float = 60) -> None:
     """Until the CTS mark of `tso` is in the global binlog (files are flushed per batch)."""
     mark = b"CTS::%d" % tso
@@ -119,47 +148,29 @@ def tail(path: Path, lines: int = 30) -> str:
 def pipeline(tmp_path_factory) -> Pipeline:
     directory = tmp_path_factory.mktemp("compat")
     cluster = throwaway_cluster(directory / "cluster", dns=3)
-    proc: subprocess.Popen | None = None
-    log_path = directory / "pipeline.log"
     try:
         cfg = cluster.config()
         cfg.dumper.binlog_dir = str(directory / "binlog")
         cfg.dumper.port = free_base_port(0)
         cfg.cn.ground_truth_log = str(directory / "truth.jsonl")
         cfg.pipeline.checkpoint_interval_ms = 200
-        config_path = directory / "cdc.toml"
-        cfg.dump(config_path)
-        asyncio.run(init(cfg))  # CdcStart: the pipeline's starting point
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "cli.main", "start", "--config", str(config_path)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+        with cdc_start(cfg, directory):
+            # Bounded: a CN transaction stuck on a lock must fail the fixture, not hang the run.
+            transfers, orders, totals = asyncio.run(
+                asyncio.wait_for(drive_traffic(cfg), TRAFFIC_S + 60)
             )
-        wait_for_port(proc, cfg.dumper.port, log_path)
-        # The pipeline's heartbeat CN runs recovery when it starts, which must not race the
-        # workload CN: traffic starts once the pipeline merges (as `cdc demo` does).
-        wait_until_merging(directory / "pipeline" / "status.json")
-        # Bounded: a CN transaction stuck on a lock must fail the fixture, not hang the run.
-        transfers, orders, totals = asyncio.run(
-            asyncio.wait_for(drive_traffic(cfg), TRAFFIC_S + 60)
-        )
-        truth = Path(cfg.cn.ground_truth_log)
-        last = max(e["tso"] for e in read_ground_truth(truth) if e["kind"] == "txn")
-        wait_until_written(Path(cfg.dumper.binlog_dir), last, log_path)
-        yield Pipeline(
-            cfg,
-            config_path,
-            directory,
-            Path(cfg.dumper.binlog_dir),
-            truth,
-            transfers,
-            orders,
-            totals,
-        )
+            truth = Path(cfg.cn.ground_truth_log)
+            last = max(e["tso"] for e in read_ground_truth(truth) if e["kind"] == "txn")
+            wait_until_written(Path(cfg.dumper.binlog_dir), last, directory / "pipeline.log")
+            yield Pipeline(
+                cfg,
+                directory / "cdc.toml",
+                directory,
+                Path(cfg.dumper.binlog_dir),
+                truth,
+                transfers,
+                orders,
+                totals,
+            )
     finally:
-        if proc is not None:
-            stop_process(proc, grace_s=20)
         cluster.down()

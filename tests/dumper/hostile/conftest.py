@@ -14,7 +14,6 @@ import asyncio
 import socket
 import struct
 import subprocess
-import sys
 import threading
 import time
 import warnings
@@ -24,14 +23,13 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from cdc.cluster.testing import free_base_port, stop_process, throwaway_cluster
-from cdc.cn import ComputeNode, init
+from cdc.cluster.testing import free_base_port, throwaway_cluster
+from cdc.cn import ComputeNode
 from cdc.cn.workloads.runner import run_workload
 from cdc.cn.workloads.transfer import TransferWorkload
 from cdc.config import Config, DumperUser
 from cdc.protocol import auth
-from cli.commands.demo import wait_until_merging
-from tests.compat.conftest import tail, wait_for_port
+from tests.compat.conftest import cdc_start, tail
 
 ADMIN = ("repl", "repl")  # replication + admin (the cluster's default account)
 SLAVE = ("slave", "s1")  # replication only
@@ -123,9 +121,6 @@ async def _traffic(cfg: Config, stop: threading.Event) -> None:
 def live(tmp_path_factory) -> Live:
     directory = tmp_path_factory.mktemp("hostile")
     cluster = throwaway_cluster(directory / "cluster", dns=2, spare_dns=0)
-    proc: subprocess.Popen | None = None
-    traffic: threading.Thread | None = None
-    log_path = directory / "pipeline.log"
     try:
         cfg = cluster.config()
         d = cfg.dumper
@@ -141,36 +136,23 @@ def live(tmp_path_factory) -> Live:
         d.max_unauthenticated_connections = MAX_UNAUTHENTICATED
         d.connect_timeout = CONNECT_TIMEOUT
         cfg.cn.ground_truth_log = str(directory / "truth.jsonl")
-        config_path = directory / "cdc.toml"
-        cfg.dump(config_path)
-        asyncio.run(init(cfg))
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "cli.main", "start", "--config", str(config_path)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        wait_for_port(proc, d.port, log_path)
-        wait_until_merging(directory / "pipeline" / "status.json")
-        live = Live(cfg, Path(d.binlog_dir), log_path, proc)
+        with cdc_start(cfg, directory) as proc:
+            live = Live(cfg, Path(d.binlog_dir), directory / "pipeline.log", proc)
 
-        def run_traffic() -> None:
+            def run_traffic() -> None:
+                try:
+                    asyncio.run(_traffic(cfg, live.stop_traffic))
+                except BaseException as exc:  # reported by the next assert_healthy
+                    live.traffic_errors.append(exc)
+
+            traffic = threading.Thread(target=run_traffic, name="hostile-traffic", daemon=True)
+            traffic.start()
             try:
-                asyncio.run(_traffic(cfg, live.stop_traffic))
-            except BaseException as exc:  # reported by the next assert_healthy
-                live.traffic_errors.append(exc)
-
-        traffic = threading.Thread(target=run_traffic, name="hostile-traffic", daemon=True)
-        traffic.start()
-        yield live
+                yield live
+            finally:
+                live.stop_traffic.set()
+                traffic.join(60)
     finally:
-        if traffic is not None:
-            live.stop_traffic.set()
-            traffic.join(60)
-        if proc is not None:
-            stop_process(proc, grace_s=20)
         cluster.down()
 
 

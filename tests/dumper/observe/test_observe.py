@@ -19,14 +19,13 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cdc.cluster.testing import free_base_port, stop_process, throwaway_cluster
-from cdc.cn import ComputeNode, init
+from cdc.cluster.testing import free_base_port, throwaway_cluster
+from cdc.cn import ComputeNode
 from cdc.cn.workloads.runner import run_workload
 from cdc.cn.workloads.transfer import TransferWorkload
 from cdc.protocol.client import MySQLClient
 from cdc.protocol.constants import Command
-from cli.commands.demo import wait_until_merging
-from tests.compat.conftest import tail, wait_for_port
+from tests.compat.conftest import cdc_start, tail
 
 USER, PASSWORD = "repl", "repl"  # the cluster's default account
 
@@ -46,31 +45,15 @@ async def _traffic(cfg, seconds: float) -> None:
 def live(tmp_path_factory):
     directory = tmp_path_factory.mktemp("observe")
     cluster = throwaway_cluster(directory / "cluster", dns=2, spare_dns=0)
-    proc = None
-    log_path = directory / "pipeline.log"
     try:
         cfg = cluster.config()
         cfg.dumper.binlog_dir = str(directory / "binlog")
         cfg.dumper.port = free_base_port(1)
         cfg.dumper.metrics_port = cfg.dumper.port + 1
-        config_path = directory / "cdc.toml"
-        cfg.dump(config_path)
-        asyncio.run(init(cfg))
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "cli.main", "start", "--config", str(config_path)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        wait_for_port(proc, cfg.dumper.port, log_path)
-        wait_until_merging(directory / "pipeline" / "status.json")
-        asyncio.run(_traffic(cfg, 2.0))
-        yield cfg, config_path, log_path
+        with cdc_start(cfg, directory):
+            asyncio.run(_traffic(cfg, 2.0))
+            yield cfg, directory / "cdc.toml", directory / "pipeline.log"
     finally:
-        if proc is not None:
-            stop_process(proc, grace_s=20)
         cluster.down()
 
 
