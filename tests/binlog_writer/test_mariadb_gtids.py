@@ -5,7 +5,6 @@ FDE and a GTID_LIST holding the binlog state before it; mariadb-binlog reads eve
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from cdc.binlog.events import (
 from cdc.binlog.fde import FormatDescription
 from cdc.binlog.mariadb_gtid import FLAGS2_TRANSACTION, parse_position, position_text
 from cdc.binlog.reader import iter_events
+from tests.binlog_writer.test_mariadb_tools import mariadb_binlog
 from tests.binlog_writer.test_recovery import readable
 from tests.binlog_writer.test_stream import raw
 
@@ -129,12 +129,7 @@ def test_mariadb_binlog_prints_the_gtids(tmp_path: Path):
     w.rotate()
     w.append_encoded(bytearray(txn(2)))
     w.close()
-    out = subprocess.run(
-        ["mariadb-binlog", "--no-defaults", "--verify-binlog-checksum", str(w.path)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = mariadb_binlog(w.path, decode=False)
     assert "Gtid list [7-100-2]" in out
     assert "GTID 7-100-3 trans" in out
 

@@ -5,9 +5,7 @@ mariadb-binlog reading the marks."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -27,7 +25,8 @@ from cdc.binlog.events import (
 )
 from cdc.binlog.reader import read_file
 from tests.binlog_writer.test_mariadb_gtids import PLACEHOLDER, SERVER, assert_gapless, txn, writer
-from tests.binlog_writer.test_recovery import readable
+from tests.binlog_writer.test_mariadb_tools import mariadb_binlog
+from tests.binlog_writer.test_recovery import crash, readable
 from tests.binlog_writer.test_stream import raw
 
 
@@ -60,12 +59,6 @@ def test_each_flavour_writer_takes_only_its_own_carrier(tmp_path: Path):
     with pytest.raises(ValueError, match="type 29"):
         mysql.append_encoded(bytearray(checkpoint_end))
     mysql.close()
-
-
-def crash(w: BinlogWriter) -> None:
-    w.flush()
-    os.close(w._fd)  # noqa: SLF001
-    w._fd = None  # noqa: SLF001
 
 
 def test_cut_at_every_byte_of_the_last_transaction(tmp_path: Path):
@@ -133,11 +126,6 @@ def test_mariadb_binlog_prints_the_marks(tmp_path: Path):
     for i in range(2):
         w.append_encoded(bytearray(txn(i)))
     w.close()
-    out = subprocess.run(
-        ["mariadb-binlog", "--no-defaults", "--verify-binlog-checksum", str(w.path)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = mariadb_binlog(w.path, decode=False)
     assert "Binlog checkpoint CTS::1000\n" in out and "Binlog checkpoint CTS::1001\n" in out
     assert f"server id {SERVER}" in out
