@@ -19,6 +19,7 @@ from __future__ import annotations
 import mmap
 import struct
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -192,17 +193,28 @@ def gno_at(buf, at: int) -> int:
 
 
 def locate(path: Path, sid: bytes, gno: int) -> int | None:
-    """Where the GTID event `sid:gno` starts in the file, or None. Found by its bytes (sid and
-    gno side by side in the body) in C, each hit checked as a whole GTID event."""
+    """Where the GTID event `sid:gno` starts in the file, or None (sid and gno side by side
+    in its body)."""
+    return find_event(path, sid + gno.to_bytes(8, "little"), GTID_SID_OFFSET, _is_gtid_event)
+
+
+def find_event(
+    path: Path,
+    needle: bytes,
+    offset: int,
+    is_event: Callable[[mmap.mmap, int], bool],
+    start: int = 0,
+) -> int | None:
+    """Where the first event at or after `start` whose bytes hold `needle` at `offset` starts,
+    or None: found by a byte search in C, each hit checked by `is_event(m, at)` (a whole
+    event of the wanted kind) before it is believed."""
     if path.stat().st_size == 0:
         return None
-    needle = sid + gno.to_bytes(8, "little")
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-        hit = m.find(needle)
+        hit = m.find(needle, start + offset)
         while hit >= 0:
-            at = hit - GTID_SID_OFFSET
-            if at >= 4 and _is_gtid_event(m, at):
-                return at
+            if is_event(m, hit - offset):
+                return hit - offset
             hit = m.find(needle, hit + 1)
     return None
 

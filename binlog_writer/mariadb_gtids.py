@@ -32,7 +32,7 @@ from cdc.binlog.mariadb_gtid import (
     position_text,
 )
 
-from .gtids import is_whole_event
+from .gtids import find_event, is_whole_event
 
 _GTID = int(EventType.MARIADB_GTID)
 _GTID_LIST = int(EventType.GTID_LIST)
@@ -159,19 +159,9 @@ class MariadbGtids:
 
     def locate(self, path: Path, seq_no: int, start: int = 0) -> int | None:
         """Where the GTID event with `seq_no` starts in the file (at or after `start`), or
-        None (found by its body bytes, seq_no and domain side by side, each hit checked as a
-        whole event)."""
-        if path.stat().st_size == 0:
-            return None
+        None (seq_no and domain side by side in its body)."""
         needle = _SEQ_DOMAIN.pack(seq_no, self.domain_id)
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            hit = m.find(needle, start + MARIADB_GTID_SEQ_OFFSET)
-            while hit >= 0:
-                at = hit - MARIADB_GTID_SEQ_OFFSET
-                if self._is_ours(m, at):
-                    return at
-                hit = m.find(needle, hit + 1)
-        return None
+        return find_event(path, needle, MARIADB_GTID_SEQ_OFFSET, self._is_ours, start)
 
 
 def _seq(m, at: int) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass
 
+from binlog_writer.gtids import gno_at
 from cdc.binlog.constants import HEADER_LEN, EventType
 from cdc.binlog.gtid import GTID_GNO_OFFSET, GTID_SID_OFFSET, MAX_GNO, GtidSet
 from cdc.binlog.header import OFF_TYPE, event_size
@@ -75,8 +76,7 @@ class GtidSkip:
                 break
             kind = data[off + OFF_TYPE]
             if kind == _GTID and size >= GTID_GNO_OFFSET + 8:
-                at = off + GTID_GNO_OFFSET
-                gno = int.from_bytes(data[at : at + 8], "little")
+                gno = gno_at(data, off)
                 if gno > excluded.last:
                     self.done = True
                     break
