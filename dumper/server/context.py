@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -18,7 +18,7 @@ from dumper.server.gtid_state import GtidState
 from dumper.server.mariadb_gtid_state import MariadbGtidState
 from dumper.server.schema import SchemaProvider
 from dumper.server.shared_reads import SharedReads
-from dumper.server.variables import VarValue, server_variables
+from dumper.server.variables import LIVE_VARIABLES, VarValue, server_variables
 
 
 @dataclass(slots=True)
@@ -113,11 +113,15 @@ class ServerContext:
                 return u
         return None
 
-    def live_variables(self) -> dict[str, VarValue]:
-        """The variables read from the files at each ask (what GTIDs they hold)."""
+    def live_variables(self, names: Collection[str] = LIVE_VARIABLES) -> dict[str, VarValue]:
+        """The variables read from the files at each ask (what GTIDs they hold); of `names`
+        only what they need is read (SHOW MASTER STATUS wants gtid_executed alone)."""
         if self.mariadb_gtids is not None:
-            return dict(self.mariadb_gtids.variables())
-        if self.gtid_state is None:
-            return {}
-        executed, purged = str(self.gtid_state.executed()), str(self.gtid_state.purged())
-        return {"gtid_executed": executed, "gtid_purged": purged}
+            return dict(self.mariadb_gtids.variables())  # one read gives all three
+        out: dict[str, VarValue] = {}
+        if self.gtid_state is not None:
+            if "gtid_executed" in names:
+                out["gtid_executed"] = str(self.gtid_state.executed())
+            if "gtid_purged" in names:
+                out["gtid_purged"] = str(self.gtid_state.purged())
+        return out

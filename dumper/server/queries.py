@@ -140,7 +140,7 @@ class QueryExecutor:
         if scope != "global" and name in self.state.session_vars:
             return self.state.session_vars[name]
         if name in LIVE_VARIABLES:
-            live = self.ctx.live_variables()
+            live = self.ctx.live_variables((name,))
             if name in live:
                 return live[name]
         if name in self.ctx.variables:
@@ -284,7 +284,7 @@ class QueryExecutor:
         if not names:
             return RowsResult(columns)
         last = names[-1]
-        executed = self.ctx.live_variables().get("gtid_executed", "")
+        executed = self.ctx.live_variables(("gtid_executed",)).get("gtid_executed", "")
         return RowsResult(columns, [(last, self.ctx.files.complete_end(last), "", "", executed)])
 
     def _do_ShowBinaryLogs(self, stmt: sql.ShowBinaryLogs) -> Result:
