@@ -231,12 +231,6 @@ class BinlogFiles:
             victims.append(n)
         return victims
 
-    def purge_to(self, name: str) -> list[str]:
-        return self.purge(self.victims_to(name))
-
-    def purge_before(self, when: float) -> list[str]:
-        return self.purge(self.victims_before(when))
-
     def purge(self, victims: list[str]) -> list[str]:
         """Delete `victims` (a prefix of the index; never its last file) and drop them from it."""
         if not victims:

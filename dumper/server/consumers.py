@@ -9,8 +9,6 @@ import time
 from dumper.server.binlog_files import BinlogFileError
 from dumper.server.context import ServerContext
 
-FOLLOWER_SERVER_IDS = range(9900, 10000)  # an HA follower's dump: 9900 + its peer id
-
 
 def consumers(ctx: ServerContext) -> list[dict]:
     """One record per running COM_BINLOG_DUMP: who, where, how much it got and how far it is

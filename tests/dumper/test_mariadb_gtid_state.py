@@ -81,7 +81,7 @@ def test_positions_we_cannot_serve_are_refused_with_mariadbs_texts(files: Binlog
         last,
         files.complete_end(last),
     )
-    files.purge_to(files.names()[2])
+    files.purge(files.victims_to(files.names()[2]))
     with pytest.raises(DumpError, match="Probably the slave state is too old and required binlog"):
         state.dump_start(f"{DOMAIN}-{SERVER}-1")
     with pytest.raises(DumpError, match="required binlog files have been purged"):

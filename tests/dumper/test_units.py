@@ -102,10 +102,10 @@ def test_boundaries_growth_and_events(tmp_path):
 def test_purge(tmp_path):
     fx = write_fixture(tmp_path / "b")
     files = BinlogFiles(fx.dir)
-    assert files.purge_before(0) == []
-    assert files.purge_to("binlog.000002") == ["binlog.000001"]
+    assert files.purge(files.victims_before(0)) == []
+    assert files.purge(files.victims_to("binlog.000002")) == ["binlog.000001"]
     assert files.names() == ["binlog.000002"]
-    assert files.purge_before(4102444800) == []  # never the active file
+    assert files.purge(files.victims_before(4102444800)) == []  # never the active file
     assert (fx.dir / "binlog.000002").exists()
 
 
