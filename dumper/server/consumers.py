@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 
-from dumper.server.binlog_files import BinlogFileError
 from dumper.server.context import ServerContext
 
 
@@ -50,11 +49,3 @@ def consumers(ctx: ServerContext) -> list[dict]:
         )
     return out
 
-
-def total_size(ctx: ServerContext) -> tuple[int, int]:
-    """(files, bytes) of the served binlog."""
-    try:
-        files = ctx.files.files()
-    except BinlogFileError:
-        return 0, 0
-    return len(files), sum(f.size for f in files)
