@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from binlog_writer import file_number
 from cdc.cn_protocol.tso import LOGICAL_BITS
 
 log = logging.getLogger(__name__)
@@ -37,9 +38,9 @@ def _tso_s(tso: int) -> float:
 
 def _file_number(name: str | None) -> int:
     try:
-        return int(str(name).rsplit(".", 1)[1])
-    except (IndexError, ValueError):
-        return 0
+        return file_number(str(name))
+    except ValueError:
+        return 0  # not started yet
 
 
 class _StatusCollector(Collector):
