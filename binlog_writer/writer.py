@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from cdc import stage_trace
+from cdc.binlog import header
 from cdc.binlog.constants import CHECKSUM_LEN, HEADER_LEN
 from cdc.binlog.errors import CodecError
 from cdc.binlog.events import CTS_PREFIX, ROWS_QUERY_MARK, RotateEvent, StopEvent, encode_event
@@ -30,7 +31,6 @@ from .recovery_point import RecoveryPoint, scan_file
 
 log = logging.getLogger(__name__)
 
-_U32 = struct.Struct("<I")
 _U16 = struct.Struct("<H")
 DEFAULT_MAX_FILE_SIZE = 512 * 1024 * 1024
 DEFAULT_BUFFER_SIZE = 256 * 1024
@@ -175,7 +175,7 @@ class BinlogWriter:
     def _file_server_id(self) -> int:
         with open(self.path, "rb") as f:
             head = f.read(4 + HEADER_LEN)
-        return _U32.unpack_from(head, 4 + 5)[0]
+        return header.server_id(head, 4)
 
     def _last_gno(self, names: list[str], end: int | None) -> int:
         """The last gno in the files `names`, the newest one read up to `end` (None: whole)."""
@@ -312,11 +312,7 @@ class BinlogWriter:
             start = self._pos
         gno = self._stamp_gtids(buf, self._gtids_in(buf, 0, len(buf)))
         last = stamp_positions(buf, start)
-        if not (
-            self._mark_only
-            and buf[last + 4] == self._mark_type
-            and buf[last + self._mark_at : last + self._mark_stop] == CTS_PREFIX
-        ):
+        if not (self._mark_only and self._is_mark(buf, last)):
             self._check_last(buf, last)
         self.gno = gno  # only once the transaction is known whole: a refused one takes none
         return self._append(buf, start)
@@ -356,11 +352,7 @@ class BinlogWriter:
             gno = self._stamp_gtids(buf, here, done, j - i)
             last = stamp_positions(buf, start, done, end)
             part = memoryview(buf)[done:end]
-            if not (
-                self._mark_only
-                and buf[last + 4] == self._mark_type
-                and buf[last + self._mark_at : last + self._mark_stop] == CTS_PREFIX
-            ):
+            if not (self._mark_only and self._is_mark(buf, last)):
                 self._check_last(part, last - done)
             files.append((self._file_name, i))
             self.gno = gno
@@ -368,6 +360,14 @@ class BinlogWriter:
             part.release()
             done, i = end, j
         return files
+
+    def _is_mark(self, buf: bytearray, at: int) -> bool:
+        """The fast check that the event at `at` is this layout's CTS mark (else
+        `_check_last` looks at the event in full)."""
+        return (
+            buf[at + 4] == self._mark_type
+            and buf[at + self._mark_at : at + self._mark_stop] == CTS_PREFIX
+        )
 
     def _gtids_in(self, buf: bytearray, start: int, end: int) -> list[int]:
         """Where the GTID events are (walking the events: a caller that knows says so)."""
