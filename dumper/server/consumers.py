@@ -48,4 +48,3 @@ def consumers(ctx: ServerContext) -> list[dict]:
             }
         )
     return out
-
