@@ -233,7 +233,7 @@ def check_retained(dumper: Dumper, tso: int, files: list[str]) -> None:
 
 def run(config: Config, opts: Options, cn: CnConnector, *, spark=None) -> Manifest:
     """The snapshot `opts` asks for; the watermarks are committed through `cn` (the
-    deployment's CN: `functools.partial(cdc.cn.connect, config)` for the reference CN)."""
+    deployment's CN: `functools.partial(cn.connect, config)` for the reference CN)."""
     if opts.fmt not in FORMATS:
         raise BackfillError(f"--format must be one of {FORMATS}, got {opts.fmt!r}")
     if opts.out.exists() and any(opts.out.iterdir()):

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.latency import start_pipeline
-from cdc.cluster.testing import free_base_port, scratch_cluster, stop_process
-from cdc.cn.workloads.steady import prepare, run_fast, steady_load
+from cn.workloads.steady import prepare, run_fast, steady_load
 from dumper.server.binlog_files import BinlogFiles
+from local_cluster.testing import free_base_port, scratch_cluster, stop_process
 
 GOAL = 0.9
 XID_EVENT = 16
@@ -238,8 +238,8 @@ def measure(
     in_process: bool = False,
 ) -> tuple[Phase, Phase]:
     """(without, with) hostile clients, on one throw-away cluster and pipeline."""
-    from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
     from cdc.config import load
+    from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 
     spec = spec or HostileSet()
     with scratch_cluster("cdc-bench-hostile-", dns) as (work, cluster):

@@ -29,8 +29,7 @@ from pathlib import Path
 
 from bench import latency_stages
 from cdc import stage_trace
-from cdc.cluster.testing import free_base_port, scratch_cluster, stop_process
-from cdc.cn.workloads.steady import (
+from cn.workloads.steady import (
     multi_cn_load,
     prepare,
     process_cpu_s,
@@ -38,6 +37,7 @@ from cdc.cn.workloads.steady import (
     steady_load,
     tree_cpu_s,
 )
+from local_cluster.testing import free_base_port, scratch_cluster, stop_process
 
 WARMUP_S = 1.0  # commits in the load's first second are not counted (caches, pipes filling)
 
@@ -165,9 +165,9 @@ def measure(
 ) -> dict[str, Latency]:
     """One Latency per dump client: "consumer" (and, with `ha`, "unheld": a reader with the
     follower's server_id, never held back for acknowledgements)."""
-    from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
     from cdc.config import DumperPeer, load
     from dumper.ha.node import FOLLOWER_SERVER_ID_BASE
+    from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 
     with scratch_cluster("cdc-bench-latency-", dns) as (work, cluster):
         pipelines: list[subprocess.Popen] = []

@@ -83,7 +83,7 @@ RULES = [
     ),
     # The pipeline speaks the CN protocol through cdc.cn_protocol; the backfill writes its
     # watermarks through the CnConnector its caller passes.
-    Rule("no runtime stage imports the reference CN (cdc.cn)", lambda: STAGES, within("cdc.cn")),
+    Rule("no runtime stage imports the reference CN (cn)", lambda: STAGES, within("cn")),
 ]
 
 

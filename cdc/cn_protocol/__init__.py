@@ -40,8 +40,8 @@ A tool that writes through a CN (the backfill's watermarks) gets one as a `CnCon
 (`client.py`).
 
 `ProtocolNode` (`node.py`) writes heartbeats and markers and runs recovery on the storage DNs the
-GMS lists (`gms.py`): the Dumper runs one. The reference CN (`cdc/cn`) builds user transactions,
-routing and DDL on top of this package; no runtime stage imports `cdc.cn`.
+GMS lists (`gms.py`): the Dumper runs one. The reference CN (`cn/`) builds user transactions,
+routing and DDL on top of this package; no runtime stage imports `cn`.
 
 Names are imported on first use: MergeSource processes read only `schema` and `xid`, and the
 rest imports the DN client libraries.

@@ -1,7 +1,7 @@
 """ProtocolNode: a writer of the protocol's own transactions, built from `Config`: heartbeats,
 markers, in-doubt recovery and the purge of old commit records, on the storage DNs the GMS
 lists. The Dumper runs one so that the global binlog stays live when no CN sends heartbeats;
-the reference CN (`cdc.cn.ComputeNode`) is one that also runs user transactions."""
+the reference CN (`cn.ComputeNode`) is one that also runs user transactions."""
 
 from __future__ import annotations
 

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cdc.cluster.testing import free_base_port, throwaway_cluster
-from cdc.cn import ComputeNode
-from cdc.cn.workloads.runner import run_workload
-from cdc.cn.workloads.transfer import TransferWorkload
 from cdc.protocol.client import MySQLClient
 from cdc.protocol.constants import Command
+from cn import ComputeNode
+from cn.workloads.runner import run_workload
+from cn.workloads.transfer import TransferWorkload
+from local_cluster.testing import free_base_port, throwaway_cluster
 from tests.compat.conftest import cdc_start, tail
 
 USER, PASSWORD = "repl", "repl"  # the cluster's default account
