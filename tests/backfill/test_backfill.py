@@ -24,8 +24,8 @@ from backfill import BackfillError, Options, run
 from backfill.columns import ColumnSpec, arrow_schema, key_value
 from backfill.dataset import Manifest, read_part, table_dir
 from backfill.global_binlog import Dumper
-from backfill.job import spark_session
 from backfill.load import change_master, load
+from backfill.spark_session import spark_session
 from cn import ComputeNode, connect, init
 from cn.workloads.orders import OrdersWorkload
 from cn.workloads.runner import run_workload
