@@ -28,14 +28,14 @@ if TYPE_CHECKING:
     )
     from cdc.cn_protocol.recovery import RecoveryReport
     from cn.bootstrap import InitResult, init
-    from cn.node import ComputeNode, connect
+    from cn.compute_node import ComputeNode, connect
     from cn.transaction import Result, Transaction
 
 _EXPORTS = {
     "CatalogueError": "cdc.cn_protocol.errors",
     "CnError": "cdc.cn_protocol.errors",
     "CommitOutcomeUnknown": "cdc.cn_protocol.errors",
-    "ComputeNode": "cn.node",
+    "ComputeNode": "cn.compute_node",
     "InitResult": "cn.bootstrap",
     "NotInitialisedError": "cdc.cn_protocol.errors",
     "RecoveryReport": "cdc.cn_protocol.recovery",
@@ -44,7 +44,7 @@ _EXPORTS = {
     "Transaction": "cn.transaction",
     "TransactionAborted": "cdc.cn_protocol.errors",
     "TsoError": "cdc.cn_protocol.errors",
-    "connect": "cn.node",
+    "connect": "cn.compute_node",
     "init": "cn.bootstrap",
 }
 

@@ -9,7 +9,7 @@ from cdc.cn_protocol import schema
 from cdc.cn_protocol.catalogue_store import CatalogueStore
 from cdc.cn_protocol.dn_pool import connect
 from cdc.config import Config
-from cn.node import ComputeNode
+from cn.compute_node import ComputeNode
 
 CDC_START_KEY = "cdc_start"
 

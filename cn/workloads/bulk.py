@@ -8,7 +8,7 @@ import itertools
 import random
 from dataclasses import dataclass, field
 
-from cn.node import ComputeNode
+from cn.compute_node import ComputeNode
 
 
 @dataclass(slots=True)

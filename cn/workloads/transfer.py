@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from cn.node import ComputeNode
+from cn.compute_node import ComputeNode
 
 
 @dataclass(slots=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from dumper.ha import FencedError, ha_status
-from dumper.ha.node import STATE_FILE
+from dumper.ha.ha_node import STATE_FILE
 from dumper.pipeline import Leader
 from tests.dumper.ha.fakes import Cluster, Node
 from tests.dumper.pipeline.fakes import written_tsos

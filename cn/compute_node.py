@@ -14,7 +14,7 @@ import pymysql
 from cdc.cn_protocol.catalogue import Catalogue
 from cdc.cn_protocol.catalogue_store import CatalogueStore
 from cdc.cn_protocol.errors import TransactionAborted
-from cdc.cn_protocol.node import ProtocolNode
+from cdc.cn_protocol.protocol_node import ProtocolNode
 from cdc.config import Config
 from cn import ddl, markers, scale_out
 from cn.cluster_change import Progress, reload_catalogue
