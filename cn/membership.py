@@ -39,11 +39,10 @@ import pymysql
 
 from cdc.cn_protocol.dn_conn import DnConnection
 from cdc.cn_protocol.errors import CatalogueError
+from cdc.cn_protocol.gms import Statements, execute
 from cn.partition_gate import PartitionGate, PartitionKey
 
 log = logging.getLogger(__name__)
-
-Statements = list[tuple[str, tuple | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,12 +105,7 @@ class Membership:
             if self._conn is None or self._conn.closed:
                 self._conn = await self._connect()
             try:
-                out = []
-                async with self._conn.cursor() as cur:
-                    for sql, params in statements:
-                        count = await cur.execute(sql, params)
-                        out.append(list(await cur.fetchall()) if cur.description else [count])
-                return out
+                return await execute(self._conn, statements)
             except BaseException:
                 self._conn.close()
                 self._conn = None
