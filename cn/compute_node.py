@@ -41,7 +41,10 @@ class ComputeNode(ProtocolNode):
         return CatalogueStore(self._connect_gms, self.config.cn.catalog_database)
 
     async def _load_catalogue(self) -> Catalogue:
-        return await self.store.load()
+        # The protocol's start needs the storage DNs only (recovery runs on them); the whole
+        # catalogue is read once, by the membership's registration in `start` below, at the
+        # catalogue version this process registers with.
+        return Catalogue(dns=await self.store.storage_dns())
 
     def _make_context(self, **fields: Any) -> CnContext:
         return CnContext(**fields)
@@ -55,8 +58,8 @@ class ComputeNode(ProtocolNode):
         return self.ctx.catalogue
 
     async def start(self, *, recover: bool = True, recovery_grace_s: float = 1.0) -> None:
-        """The protocol's start, then join the CN processes (`membership.py`): from here on
-        this process follows the cluster's catalogue versions."""
+        """The protocol's start, then join the CN processes (`membership.py`): registering
+        loads the catalogue, and from here on this process follows the cluster's versions."""
         await super().start(recover=recover, recovery_grace_s=recovery_grace_s)
         await self.store.ensure_schema()  # a catalogue made by an older version: add tables
         cn = self.config.cn
