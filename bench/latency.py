@@ -52,10 +52,10 @@ def watch(host: str, port: int, user: str, password: str, conn, server_id: int =
 async def _watch(host: str, port: int, user: str, password: str, conn, server_id: int) -> None:
     from cdc.binlog.events import cts_mark_text, parse_cts
     from cdc.protocol import BinlogPosition, DumpClient, DumpSettings
-    from cdc.protocol.client import MySQLClient
+    from cdc.protocol.client import MysqlClient
 
     trace = stage_trace.start("client")  # noqa: F841 (kept alive)
-    probe = await MySQLClient.connect(host, port, user, password)
+    probe = await MysqlClient.connect(host, port, user, password)
     file, pos = (await probe.query("SHOW MASTER STATUS")).rows[0][:2]
     await probe.quit()
     settings = DumpSettings(host, port, user, password, server_id=server_id, name="dumper")

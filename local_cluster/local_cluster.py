@@ -26,7 +26,7 @@ from cdc.config import (
 from cdc.config import load as load_config
 from cdc.protocol.auth import caching_sha2_digest, native_hash
 from local_cluster.mariadb_server import (
-    MariaDBServer,
+    MariadbServer,
     NodeStatus,
     ServerError,
     install_datadir,
@@ -108,24 +108,24 @@ class LocalCluster:
         )
         tmp.replace(self.state_file)
 
-    def server(self, spec: NodeSpec) -> MariaDBServer:
-        return MariaDBServer(spec.name, spec.role, self.dir / spec.name, spec.port, spec.server_id)
+    def server(self, spec: NodeSpec) -> MariadbServer:
+        return MariadbServer(spec.name, spec.role, self.dir / spec.name, spec.port, spec.server_id)
 
     @property
-    def gms(self) -> MariaDBServer:
+    def gms(self) -> MariadbServer:
         return self.server(next(n for n in self.nodes if n.role == "gms"))
 
     @property
-    def dns(self) -> list[MariaDBServer]:
+    def dns(self) -> list[MariadbServer]:
         return [self.server(n) for n in self.nodes if n.role == "dn"]
 
-    def dn(self, dn_id: int) -> MariaDBServer:
+    def dn(self, dn_id: int) -> MariadbServer:
         for n in self.nodes:
             if n.role == "dn" and n.dn_id == dn_id:
                 return self.server(n)
         raise ClusterError(f"no DN {dn_id} in {self.dir}")
 
-    def servers(self) -> list[MariaDBServer]:
+    def servers(self) -> list[MariadbServer]:
         return [self.server(n) for n in self.nodes]
 
     # -- operations ---------------------------------------------------------------------------
@@ -178,10 +178,10 @@ class LocalCluster:
         return spec
 
     @property
-    def replicas(self) -> list[MariaDBServer]:
+    def replicas(self) -> list[MariadbServer]:
         return [self.server(n) for n in self.nodes if n.role == "replica"]
 
-    def add_replica(self) -> MariaDBServer:
+    def add_replica(self) -> MariadbServer:
         """A downstream MariaDB server (not part of the source cluster); started, not attached."""
         if not self.exists:
             raise ClusterError(f"no cluster in {self.dir}; run `cdc cluster up` first")

@@ -126,7 +126,7 @@ class NodeStatus:
 
 
 @dataclass(slots=True)
-class MariaDBServer:
+class MariadbServer:
     """A MariaDB server living in `home` (data, config, logs, binlogs, pid)."""
 
     name: str

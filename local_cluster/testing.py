@@ -59,9 +59,9 @@ def scratch_cluster(prefix: str, dns: int) -> Iterator[tuple[Path, LocalCluster]
 
 def throwaway_server(directory: Path, server_id: int = 500, name: str = "replica"):
     """One stand-alone MariaDB server (e.g. a replica of the dumper) on a free port."""
-    from local_cluster.mariadb_server import MariaDBServer, install_datadir
+    from local_cluster.mariadb_server import MariadbServer, install_datadir
 
-    server = MariaDBServer(name, "replica", Path(directory) / name, free_base_port(0), server_id)
+    server = MariadbServer(name, "replica", Path(directory) / name, free_base_port(0), server_id)
     server.write_config()
     if not server.datadir.exists():
         install_datadir(server.datadir, server.home / "install-db.log")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cdc.protocol.client import MySQLClient
+from cdc.protocol.client import MysqlClient
 from cdc.protocol.constants import Command
 from cn import ComputeNode
 from cn.workloads.runner import run_workload
@@ -67,8 +67,8 @@ class StalledConsumer:
         self.client = asyncio.run_coroutine_threadsafe(self._start(port, server_id), self.loop)
         self.client = self.client.result(30)
 
-    async def _start(self, port: int, server_id: int) -> MySQLClient:
-        c = await MySQLClient.connect("127.0.0.1", port, USER, PASSWORD)
+    async def _start(self, port: int, server_id: int) -> MysqlClient:
+        c = await MysqlClient.connect("127.0.0.1", port, USER, PASSWORD)
         await c.query("SET @master_binlog_checksum = 'CRC32'")
         await c.send_command(Command.BINLOG_DUMP, struct.pack("<IHI", 4, 0, server_id))
         await c.read_packet()
