@@ -22,7 +22,7 @@ class InitResult:
 
 async def init(config: Config) -> InitResult:
     """Idempotent: creates what is missing; writes CdcStart only the first time."""
-    store = CatalogueStore(lambda: connect(config.gms), config.cn.catalog_database)
+    store = CatalogueStore(lambda: connect(config.gms), config.cn.catalogue_database)
     await store.ensure_schema()
     await store.save_dns(config.dn)
     existing = await store.get_state(CDC_START_KEY)

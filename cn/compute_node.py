@@ -38,7 +38,7 @@ class ComputeNode(ProtocolNode):
     _ctx: CnContext | None
 
     def _make_store(self) -> CatalogueStore:
-        return CatalogueStore(self._connect_gms, self.config.cn.catalog_database)
+        return CatalogueStore(self._connect_gms, self.config.cn.catalogue_database)
 
     async def _load_catalogue(self) -> Catalogue:
         # The protocol's start needs the storage DNs only (recovery runs on them); the whole
@@ -65,7 +65,7 @@ class ComputeNode(ProtocolNode):
         cn = self.config.cn
         membership = Membership(
             self._connect_gms,
-            cn.catalog_database,
+            cn.catalogue_database,
             self.ctx.gate,
             self.reload_catalogue,
             lease_s=cn.lease_ms / 1000,

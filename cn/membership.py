@@ -71,7 +71,7 @@ class Membership:
     def __init__(
         self,
         connect_gms: Callable[[], Awaitable[DnConnection]],
-        catalog_db: str,
+        catalogue_db: str,
         gate: PartitionGate,
         reload: Callable[[], Awaitable[None]],
         *,
@@ -79,7 +79,7 @@ class Membership:
         interval_s: float,
     ):
         self._connect = connect_gms
-        self.db = catalog_db
+        self.db = catalogue_db
         self._gate = gate
         self._reload = reload
         self.lease_s = lease_s

@@ -34,9 +34,9 @@ async def execute(conn: DnConnection, statements: Statements) -> list[list]:
 class GmsStore:
     """Thin async DAO over one GMS connection (opened per call: these calls are rare)."""
 
-    def __init__(self, connect, catalog_db: str):
+    def __init__(self, connect, catalogue_db: str):
         self._connect = connect
-        self.db = catalog_db
+        self.db = catalogue_db
 
     async def _run(self, statements: Statements) -> list[list]:
         conn: DnConnection = await self._connect()

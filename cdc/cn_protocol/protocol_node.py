@@ -40,12 +40,12 @@ class ProtocolNode:
         self._crash = crash_points or CrashPoints()
         self.pools = DnPools(config.dn, maxsize=pool_size)
         self.store = self._make_store()
-        self.tso = TsoOracle(self._connect_gms, config.cn.catalog_database)
+        self.tso = TsoOracle(self._connect_gms, config.cn.catalogue_database)
         self._ctx: ProtocolContext | None = None
         self._heartbeat: heartbeat.Heartbeat | None = None
 
     def _make_store(self) -> GmsStore:
-        return GmsStore(self._connect_gms, self.config.cn.catalog_database)
+        return GmsStore(self._connect_gms, self.config.cn.catalogue_database)
 
     async def _load_catalogue(self) -> StorageView:
         return StorageDns(await self.store.storage_dns())

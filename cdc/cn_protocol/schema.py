@@ -56,9 +56,9 @@ PRIVATE_TABLES = (
 )
 
 
-def gms_tables(catalog_db: str) -> tuple[str, ...]:
+def gms_tables(catalogue_db: str) -> tuple[str, ...]:
     """The CN catalogue in GMS (`cn_catalog` by default)."""
-    c = f"`{catalog_db}`"
+    c = f"`{catalogue_db}`"
     return (
         f"CREATE DATABASE IF NOT EXISTS {c} CHARACTER SET utf8mb4",
         # The last TSO handed out by any CN (see docs/cn.md, "TSO").

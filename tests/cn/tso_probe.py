@@ -15,7 +15,7 @@ from cdc.config import load
 
 async def main(config_path: str, n: int, tasks: int) -> None:
     cfg = load(config_path)
-    oracle = TsoOracle(lambda: connect(cfg.gms), cfg.cn.catalog_database)
+    oracle = TsoOracle(lambda: connect(cfg.gms), cfg.cn.catalogue_database)
     out: list[tuple[int, int, int]] = []
 
     async def worker() -> None:
