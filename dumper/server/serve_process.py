@@ -42,7 +42,7 @@ from pathlib import Path
 from binlog_writer import file_number
 from cdc.config import Config
 from cdc.tasks import cancel_and_wait, wait_event
-from dumper.server.ack_gate import AckGate
+from dumper.server.dump.ack_gate import AckGate
 
 log = logging.getLogger(__name__)
 
@@ -374,8 +374,8 @@ class ReportPipe:
 
 
 async def _child(spec: dict) -> None:
-    from dumper.server.schema import InMemorySchemaProvider
     from dumper.server.server import serve
+    from dumper.server.sql.schema import InMemorySchemaProvider
 
     config: Config = spec["config"]
     loop = asyncio.get_running_loop()
@@ -427,7 +427,7 @@ async def _child(spec: dict) -> None:
             active=lambda: state.read().leading,
         )
     if spec["schema"] == "history":
-        from dumper.server.history_schema import HistorySchemaProvider
+        from dumper.server.sql.history_schema import HistorySchemaProvider
         from topology import gms
 
         schema = HistorySchemaProvider(

@@ -9,24 +9,23 @@ import os
 import struct
 import time
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from cdc.binlog.constants import HEADER_LEN, EventFlag, EventType
 from cdc.binlog.header import HEADER, OFF_FLAGS, OFF_LOG_POS, event_size
-from cdc.tasks import wait_event
-from dumper.server.ack_gate import AckGate
-from dumper.server.binlog_files import (
+from dumper.server.dump.ack_gate import AckGate
+from dumper.server.dump.binlog_files import (
     MAGIC,
     BinlogFileError,
     BinlogFiles,
     fde_checksum_alg,
 )
-from dumper.server.framing import frame_whole_events
-from dumper.server.gtid_skip import ExcludedGtids, GtidSkip
-from dumper.server.mariadb_until import GtidUntil
-from dumper.server.shared_reads import FramedBatch, SharedReads
+from dumper.server.dump.framing import frame_whole_events
+from dumper.server.dump.gtid_skip import ExcludedGtids, GtidSkip
+from dumper.server.dump.mariadb_until import GtidUntil
+from dumper.server.dump.notifiers import Notifier, PollNotifier
+from dumper.server.dump.shared_reads import FramedBatch, SharedReads
 
 ROTATE_EVENT = int(EventType.ROTATE)
 HEARTBEAT_EVENT = int(EventType.HEARTBEAT)
@@ -54,64 +53,6 @@ class DumpError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-
-
-class Notifier(Protocol):
-    """Wakes waiting dumps when the active file grows. `wait` may return early or on timeout;
-    the sender re-checks the file either way."""
-
-    async def wait(self, timeout: float) -> None: ...
-
-    def visible_end(self, name: str) -> int | None:
-        """Where a dump of file `name` must stop for now (a transaction being streamed into it
-        is not whole yet), or None: everything in it may be sent."""
-        ...
-
-
-class PollNotifier:
-    """No writer in the process: just sleep; the sender polls the file size."""
-
-    async def wait(self, timeout: float) -> None:
-        await asyncio.sleep(timeout)
-
-    def visible_end(self, name: str) -> int | None:
-        return None
-
-
-class EventNotifier:
-    """For an in-process writer: call `notify()` after each append (cheap, from the loop)."""
-
-    def __init__(self) -> None:
-        self._event = asyncio.Event()
-
-    def notify(self) -> None:
-        self._event.set()
-        self._event = asyncio.Event()  # waiters hold the old (set) event; new waits block again
-
-    async def wait(self, timeout: float) -> None:
-        await wait_event(self._event, timeout)
-
-    def visible_end(self, name: str) -> int | None:
-        return None
-
-
-class CurrentEventNotifier:
-    """For a writer that sets, then replaces, an asyncio.Event after each append (the Leader's
-    `notify` attribute): `CurrentEventNotifier(lambda: leader.notify)`."""
-
-    def __init__(
-        self,
-        current: Callable[[], asyncio.Event],
-        visible: Callable[[str], int | None] | None = None,
-    ) -> None:
-        self._current = current
-        self._visible = visible  # the writer's `visible_end`, when it streams huge transactions
-
-    def visible_end(self, name: str) -> int | None:
-        return self._visible(name) if self._visible is not None else None
-
-    async def wait(self, timeout: float) -> None:
-        await wait_event(self._current(), timeout)
 
 
 class PacketSink(Protocol):
