@@ -6,13 +6,14 @@ child process. It reads the binlog files; it never writes them."""
 
 from dumper.server.dump.ack_gate import AckGate, ack_packet, parse_ack
 from dumper.server.dump.binlog_files import BinlogFiles
-from dumper.server.dump.binlog_sender import BinlogSender, DumpError
+from dumper.server.dump.binlog_sender import BinlogSender
 from dumper.server.dump.notifiers import (
     CurrentEventNotifier,
     EventNotifier,
     Notifier,
     PollNotifier,
 )
+from dumper.server.dump.request import DumpError
 from dumper.server.serve_process import ServeProcess
 from dumper.server.server import Server, serve
 from dumper.server.sql.history_schema import HistorySchemaProvider

@@ -17,8 +17,9 @@ from cdc.config import Config
 from cdc.protocol.client import MySQLClient
 from cdc.protocol.constants import Command
 from dumper.server.dump.binlog_files import BinlogFiles
-from dumper.server.dump.binlog_sender import MIN_HEARTBEAT_PERIOD_S
-from dumper.server.serve_process import ServeProcess, ServeState, ServeView
+from dumper.server.dump.request import MIN_HEARTBEAT_PERIOD_S
+from dumper.server.serve_process import ServeProcess
+from dumper.server.serve_state import ServeState, ServeView
 from dumper.server.sql import answer_binlog
 from dumper.server.wire.session import ROWS_PER_TURN
 from tests.dumper.binlog_gen import T1, FileBuilder

@@ -12,14 +12,14 @@ import struct
 from cdc.protocol.packets import PacketBuffer, ProtocolError, eof_packet, err_packet, ok_packet
 from dumper.server.context import Registration, ServerContext, SessionState
 from dumper.server.dump.ack_gate import parse_ack
-from dumper.server.dump.binlog_sender import (
+from dumper.server.dump.binlog_sender import BinlogSender
+from dumper.server.dump.gtid_state import brief, parse_dump_gtid
+from dumper.server.dump.request import (
     MIN_HEARTBEAT_PERIOD_S,
-    BinlogSender,
     DumpError,
     DumpOptions,
     DumpRequest,
 )
-from dumper.server.dump.gtid_state import brief, parse_dump_gtid
 from dumper.server.handlers import DumpConnection, SqlError
 from dumper.server.users import require
 
