@@ -7,7 +7,6 @@ from collections.abc import Iterator
 
 from cdc.binlog.constants import EventType
 from cdc.protocol.resultset import Column
-from dumper.server.context import ServerContext, SessionState
 from dumper.server.dump import retention
 from dumper.server.dump.binlog_files import (
     START,
@@ -17,15 +16,13 @@ from dumper.server.dump.binlog_files import (
 )
 from dumper.server.handlers import OkResult, Result, RowsResult, SqlError
 from dumper.server.sql import statements as st
-from dumper.server.sql.columns import LONGLONG_U
+from dumper.server.sql.answers import LONGLONG_U, Answers
 from dumper.server.sql.event_info import event_info, event_type_name
 from dumper.server.users import denied, has_any, require
 
 
-class BinlogAnswers:
-    def __init__(self, ctx: ServerContext, state: SessionState) -> None:
-        self.ctx = ctx
-        self.state = state
+class BinlogAnswers(Answers):
+    """The served binlog's status and PURGE."""
 
     def show_master_status(self, stmt: st.ShowMasterStatus) -> Result:
         require(self.state.user, "SUPER", "REPLICATION CLIENT", "BINLOG MONITOR")

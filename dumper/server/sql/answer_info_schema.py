@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from cdc.protocol.constants import ColumnType
 from cdc.protocol.resultset import Column
-from dumper.server.context import ServerContext, SessionState
 from dumper.server.handlers import Result, RowsResult, SqlError
 from dumper.server.sql import statements as st
+from dumper.server.sql.answers import Answers
 from dumper.server.sql.schema import TableSchema
 from dumper.server.sql.variables import like_to_regex
 
@@ -17,10 +17,8 @@ _NUMERIC_INFO = frozenset(
 )
 
 
-class InfoSchemaAnswers:
-    def __init__(self, ctx: ServerContext, state: SessionState) -> None:
-        self.ctx = ctx
-        self.state = state
+class InfoSchemaAnswers(Answers):
+    """information_schema tables made from the SchemaProvider."""
 
     def select(self, stmt: st.InfoSchemaSelect) -> Result:
         records = self._info_schema_rows(stmt.table)

@@ -6,18 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cdc.protocol.resultset import Column
-from dumper.server.context import ServerContext, SessionState
 from dumper.server.handlers import Result, RowsResult, SqlError
 from dumper.server.sql import statements as st
-from dumper.server.sql.columns import LONGLONG_U, cols
+from dumper.server.sql.answers import LONGLONG_U, Answers, cols
 from dumper.server.sql.schema import TableSchema
 from dumper.server.sql.variables import like_to_regex
 
 
-class SchemaAnswers:
-    def __init__(self, ctx: ServerContext, state: SessionState) -> None:
-        self.ctx = ctx
-        self.state = state
+class SchemaAnswers(Answers):
+    """The logical schema, from the SchemaProvider."""
 
     def _db(self, db: str | None) -> str:
         db = db or self.state.db

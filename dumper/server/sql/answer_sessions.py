@@ -7,10 +7,9 @@ import time
 
 from cdc.protocol.constants import ColumnType
 from cdc.protocol.resultset import Column
-from dumper.server.context import ServerContext, SessionState
 from dumper.server.handlers import OkResult, Result, RowsResult, SqlError
 from dumper.server.sql import statements as st
-from dumper.server.sql.columns import LONGLONG_U, cols
+from dumper.server.sql.answers import LONGLONG_U, Answers, cols
 from dumper.server.users import grants, has_any, require
 
 
@@ -25,10 +24,8 @@ def account_change_refused() -> SqlError:
     )
 
 
-class SessionAnswers:
-    def __init__(self, ctx: ServerContext, state: SessionState) -> None:
-        self.ctx = ctx
-        self.state = state
+class SessionAnswers(Answers):
+    """Connections, replicas and accounts."""
 
     def show_replicas(self, stmt: st.ShowReplicas) -> Result:
         require(self.state.user, "REPLICATION SLAVE", "BINLOG MONITOR")  # MySQL: REPLICATION SLAVE

@@ -9,7 +9,7 @@ import uuid
 from dumper.server.context import ServerContext, SessionState
 from dumper.server.handlers import OkResult, Result, RowsResult, SqlError
 from dumper.server.sql import statements as st
-from dumper.server.sql.columns import cols, value_column
+from dumper.server.sql.answers import Answers, cols, value_column
 from dumper.server.sql.variables import LIVE_VARIABLES, VarValue, filter_names
 from dumper.server.users import denied
 
@@ -48,12 +48,11 @@ def _var_size(name: str, value: object) -> int:
     return len(name) + (len(value) if isinstance(value, str) else 8) + 64
 
 
-class VariableAnswers:
+class VariableAnswers(Answers):
     """One session's variables: what it SET, and the server's (`ctx.variables`, live ones)."""
 
     def __init__(self, ctx: ServerContext, state: SessionState) -> None:
-        self.ctx = ctx
-        self.state = state
+        super().__init__(ctx, state)
         # What SET has stored so far, an upper estimate (overwrites are not subtracted): a
         # recount happens only when it passes the budget, so each SET stays O(1) amortised.
         self._var_bytes = 0
