@@ -33,7 +33,7 @@ from pathlib import Path
 from bench.latency import start_pipeline
 from cdc.cluster.testing import free_base_port, scratch_cluster, stop_process
 from cdc.cn.workloads.steady import prepare, run_fast, steady_load
-from dumper.server.binlog_files import BinlogFiles
+from dumper.server.dump.binlog_files import BinlogFiles
 
 GOAL = 0.9
 XID_EVENT = 16

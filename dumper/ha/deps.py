@@ -9,7 +9,7 @@ import asyncio
 from typing import Protocol
 
 from cdc.config import Config, NodeConfig
-from dumper.pipeline import DnSourceFactory, GmsMetadata, Leader
+from dumper.pipeline import DnSourceFactory, GmsMetadata, Leader, Term
 from merge_source import ForkServer
 from topology import DumperLeaseStore, Lease, Member, TermStart, gms, migrate
 
@@ -83,11 +83,12 @@ class GmsLeaseStore:
 
 
 class LeaderBuilder(Protocol):
-    """Makes the `Leader` of each term this process wins; `standby` runs while it follows
-    (to make a later takeover faster), `close` once at the end."""
+    """Makes the `Leader` of each term this process wins (`term`: its number, fence and
+    takeover timeline); `standby` runs while it follows (to make a later takeover faster),
+    `close` once at the end."""
 
     async def standby(self) -> None: ...
-    def build(self, nodes: dict[int, NodeConfig]) -> Leader: ...
+    def build(self, nodes: dict[int, NodeConfig], term: Term) -> Leader: ...
     async def close(self) -> None: ...
 
 
@@ -107,7 +108,7 @@ class DnLeaders:
         if self._forks is not None:
             await self._forks.start()  # a no-op while it runs
 
-    def build(self, nodes: dict[int, NodeConfig]) -> Leader:
+    def build(self, nodes: dict[int, NodeConfig], term: Term) -> Leader:
         metadata = GmsMetadata(self.config)
         metadata.migrated = True  # by `HaNode.run` (`LeaseStore.migrate`: the same schema)
         factory = DnSourceFactory(self.config, metadata.names_at, self._forks)
@@ -117,6 +118,7 @@ class DnLeaders:
             metadata=metadata,
             nodes=nodes,
             server_uuid=self.server_uuid,
+            term=term,
         )
 
     async def close(self) -> None:

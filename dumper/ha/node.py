@@ -29,7 +29,7 @@ from cdc.protocol import BinlogPosition, DumpClient, DumpError, DumpSettings
 from cdc.tasks import cancel_and_wait
 from dumper.ha.deps import LeaderBuilder, LeaseStore
 from dumper.ha.takeover import TakeoverTimeline
-from dumper.pipeline import Leader, LeaderError
+from dumper.pipeline import Leader, LeaderError, Term
 from dumper.server import AckGate, ack_packet
 from topology import Lease, Member, TermStart
 
@@ -350,8 +350,7 @@ class HaNode:
         await self._align_with_terms(term - 1)
         if timeline is not None:
             timeline.mark("copy aligned with the terms")
-        leader = self._leaders.build(self.nodes)
-        leader.term, leader.fence, leader.timeline = term, self._fence, timeline
+        leader = self._leaders.build(self.nodes, Term(term, self._fence, timeline))
         if timeline is not None:
             timeline.mark("copy recovered")
         rec = leader.writer.recovery

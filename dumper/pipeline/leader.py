@@ -18,7 +18,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from binlog_writer import (
     BinlogWriter,
@@ -35,13 +35,11 @@ from cdc.keys import Checkpoint, GlobalKey, stream_name
 from cdc.tasks import cancel_and_wait
 from dumper.pipeline.metadata import CheckpointTooOld, GmsMetadata, PipelineMetadata
 from dumper.pipeline.sources import DnSourceFactory, Source, SourceFactory
+from dumper.pipeline.term import Takeover, Term
 from dumper.pipeline.txn_encoder import TransactionEncoder
 from merge_joint import MergeJoint, Transaction
 from merge_source import FragmentKind, NameMap, SourceProcessDied
 from topology import FileEntry, TopologyRecord
-
-if TYPE_CHECKING:  # HA's; imported at run time it would make dumper.ha and this a cycle
-    from dumper.ha import TakeoverTimeline
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +68,8 @@ class Leader:
     """The pipeline of one leader term. Its dependencies are passed in (defaults: the real
     ones from `config`): `factory` makes each DN's source, `metadata` is the GMS, `writer` the
     binlog files. It owns the set of DNs it merges (`nodes`: the configured ones and those a
-    StorageChange added); `service.py` asks it for their addresses."""
+    StorageChange added); `service.py` asks it for their addresses. `term`: HA's (its number,
+    fence and takeover observer); None for the plain leader."""
 
     def __init__(
         self,
@@ -81,6 +80,7 @@ class Leader:
         writer: BinlogWriter | None = None,
         nodes: dict[int, NodeConfig] | None = None,
         server_uuid: str | None = None,
+        term: Term | None = None,
     ):
         self.config = config
         p = config.pipeline
@@ -113,9 +113,9 @@ class Leader:
         self.notify = asyncio.Event()  # set after each batch reaches the file (dump server)
         # HA: raises if this process may no longer write (its lease ran out); called before
         # every batch. `term` is the lease term, for logs and status (0 = no HA).
-        self.fence: Callable[[], None] | None = None
-        self.term = 0
-        self.timeline: TakeoverTimeline | None = None  # HA: phases of the takeover, for the log
+        self.fence: Callable[[], None] | None = term.fence if term is not None else None
+        self.term = term.number if term is not None else 0
+        self.takeover: Takeover | None = term.takeover if term is not None else None
 
     def node(self, dn: int) -> NodeConfig | None:
         """The address of a DN this pipeline knows (configured, or added by StorageChange)."""
@@ -169,39 +169,8 @@ class Leader:
         return self.factory.make(node, cp, self.queue, self.written_key, resume_after, names)
 
     def _mark(self, phase: str) -> None:
-        if self.timeline is not None and not self.timeline.done:
-            self.timeline.mark(phase)
-
-    async def _watch_takeover(self, timeline: TakeoverTimeline) -> None:
-        """Mark when each source is connected and has read past the resume key (the old
-        leader's last transaction), and the first write; log slow takeovers meanwhile."""
-        start_key = self.written_key
-        started: set[int] = set()
-        connected: set[int] = set()
-        caught_up: set[int] = set()
-        while not timeline.done:
-            for dn, source in list(self.sources.items()):
-                status = source.status()
-                if dn not in started and status.get("pid") and status.get("state") != "starting":
-                    started.add(dn)  # the worker process runs and reported
-                    timeline.mark(f"{source.name} process up")
-                if dn not in connected and status.get("state") == "up":
-                    connected.add(dn)
-                    timeline.mark(f"{source.name} connected")
-                wm = self.joint.merger.watermark(dn) if self.joint is not None else None
-                if (
-                    dn not in caught_up
-                    and wm is not None
-                    and (start_key is None or wm >= start_key)
-                ):
-                    caught_up.add(dn)
-                    timeline.mark(
-                        f"{source.name} caught up ({status.get('events', 0)} events read)"
-                    )
-            if self.written_key != start_key:
-                timeline.finish()
-            timeline.check_slow()
-            await asyncio.sleep(0.02)
+        if self.takeover is not None and not self.takeover.done:
+            self.takeover.mark(phase)
 
     # -- the SourceSet of MergeJoint: what StorageChange and CdcStart markers change ----------
     async def add_source(self, dn: int, entry: dict[str, Any], tso: int) -> None:
@@ -277,8 +246,8 @@ class Leader:
         writer_task = asyncio.create_task(self._write_loop(), name="writer")
         cp_task = asyncio.create_task(self._checkpoint_loop(), name="checkpoints")
         watch = None
-        if self.timeline is not None and not self.timeline.done:
-            watch = asyncio.create_task(self._watch_takeover(self.timeline), name="takeover")
+        if self.takeover is not None and not self.takeover.done:
+            watch = asyncio.create_task(self.takeover.watch(self), name="takeover")
         try:
             while True:  # sources may be added (StorageChange): look at the current set each time
                 tasks = [writer_task, cp_task, *self._tasks.values()]
