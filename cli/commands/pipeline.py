@@ -145,7 +145,7 @@ def cmd_status(args) -> int:
 def status_lines(status: dict, now: float) -> list[str]:
     """What `cdc status` prints for one status file."""
     age = now - status["written_at"]
-    lines = []
+    lines = _pause_lines(status, now)
     ha = status.get("ha")
     if ha is not None:
         lines.append(_ha_line(ha))
@@ -168,6 +168,15 @@ def status_lines(status: dict, now: float) -> list[str]:
     lines.extend(f"! {problem}" for problem in status.get("problems", []))
     lines.extend(_served_lines(status))
     return lines
+
+
+def _pause_lines(status: dict, now: float) -> list[str]:
+    """What the pipeline waits for now (a dependency at fault, docs/faults.md), first."""
+    return [
+        f"PAUSED ({p['reason']}) since {time.strftime('%H:%M:%S', time.localtime(p['since']))} "
+        f"({now - p['since']:.0f}s): {p['detail']}"
+        for p in status.get("pauses", [])
+    ]
 
 
 def _served_lines(status: dict) -> list[str]:

@@ -1,0 +1,180 @@
+"""The pipeline rides through the faults of what it depends on (docs/faults.md), under `transfer`
++ `orders` load with a MariaDB replica following the dumper: the GMS SIGKILLed and started
+again, the GMS SIGSTOPped for longer than the HA lease, the binlog file system (a tmpfs of its
+own) full and then grown. Each time the pipeline process stays up, shows the pause in its
+status while it lasts, writes again by itself, and then: every binlog file passes
+`mariadb-binlog --verify-binlog-checksum`, `cdc verify-binlog` finds every transaction exactly
+once, `cdc check` finds the replica equal.
+
+Needs root (mount); CDC_FAULT_S scales how long each fault lasts (default 6 s)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.harness import WORKLOADS, Chaos
+
+FAULT_S = float(os.environ.get("CDC_FAULT_S", "6"))
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("mount") is None, reason="mounts a tmpfs: needs root"
+)
+
+
+def mount_tmpfs(path: Path, size_mb: float) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={int(size_mb * 1024)}k", "tmpfs", str(path)],
+        check=True,
+    )
+
+
+def resize_tmpfs(path: Path, size_kb: int) -> None:
+    subprocess.run(["mount", "-o", f"remount,size={size_kb}k", str(path)], check=True)
+
+
+def used_kb(path: Path) -> int:
+    usage = shutil.disk_usage(path)
+    return (usage.total - usage.free) // 1024
+
+
+@pytest.fixture(scope="module")
+def chaos(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("faults")
+    binlog = directory / "binlog"  # the harness's binlog_dir: a file system of its own here
+    mount_tmpfs(binlog, 256)
+    c = None
+    try:
+        c = Chaos(directory)
+        c.start_pipeline()
+        c.attach_replica()
+        yield c
+    finally:
+        if c is not None:
+            c.close()
+        subprocess.run(["umount", "-l", str(binlog)], check=False)
+
+
+def start_load(c: Chaos) -> None:
+    for name in WORKLOADS:
+        c.start_workload(name)
+
+
+def status(c: Chaos) -> dict:
+    try:
+        return json.loads((c.state_dir / "status.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+async def wait_written(c: Chaos, more: int = 100, timeout: float = 60) -> None:
+    """Until the load has written `more` transactions (the workload processes are up)."""
+    first = status(c).get("transactions", 0)
+    deadline = time.monotonic() + timeout
+    while status(c).get("transactions", 0) < first + more:
+        c.assert_pipeline_alive()
+        assert time.monotonic() < deadline, f"the load wrote nothing: {status(c)}"
+        await asyncio.sleep(0.2)
+
+
+async def wait_paused(c: Chaos, *reasons: str, timeout: float = 60) -> dict:
+    """Until the status names a pause for one of `reasons` (the process alive meanwhile)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        c.assert_pipeline_alive()
+        pauses = [p for p in status(c).get("pauses", []) if p["reason"] in reasons]
+        if pauses:
+            return pauses[0]
+        assert time.monotonic() < deadline, f"no {reasons} pause in {status(c)}"
+        await asyncio.sleep(0.2)
+
+
+async def wait_resumed(c: Chaos, timeout: float = 120) -> None:
+    """Until nothing is paused and a transaction was written after that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        c.assert_pipeline_alive()
+        st = status(c)
+        if st and not st.get("pauses") and st.get("last_commit_at", 0) > time.time() - 5:
+            return
+        assert time.monotonic() < deadline, f"still paused: {st}"
+        await asyncio.sleep(0.3)
+
+
+def verify_checksums(c: Chaos) -> int:
+    files = sorted(Path(c.cfg.dumper.binlog_dir).glob("binlog.[0-9]*"))
+    for f in files:
+        res = subprocess.run(
+            ["mariadb-binlog", "--no-defaults", "--verify-binlog-checksum", str(f)],
+            capture_output=True,
+            text=True,
+        )
+        assert res.returncode == 0, f"{f.name}: {res.stderr[-2000:]}"
+    return len(files)
+
+
+async def prove(c: Chaos, what: str) -> str:
+    proof = await c.prove(what)
+    files = await asyncio.to_thread(verify_checksums, c)
+    c.assert_pipeline_alive()
+    return f"{proof}; {files} files pass --verify-binlog-checksum"
+
+
+async def test_gms_killed_and_restarted(chaos):
+    c = chaos
+    start_load(c)
+    await wait_written(c)
+    await asyncio.to_thread(c.cluster.gms.kill)  # SIGKILL: a host crash of the metadata DB
+    # No CN commits without its TSO: the heartbeat shows it at once, checkpoints if due.
+    pause = await wait_paused(c, "gms", "heartbeat")
+    await asyncio.sleep(FAULT_S)
+    c.assert_pipeline_alive()
+    await asyncio.to_thread(c.cluster.gms.start)
+    await wait_resumed(c)
+    proof = await prove(c, "GMS restart")
+    print(f"\nFAULT GMS SIGKILL {FAULT_S:.0f}s: paused ({pause['detail'][:80]}); {proof}")
+
+
+async def test_gms_stopped_longer_than_the_lease(chaos):
+    c = chaos
+    start_load(c)
+    await wait_written(c)
+    gms = c.cluster.gms
+    await asyncio.to_thread(gms.kill, signal.SIGSTOP)
+    try:
+        stopped_s = max(FAULT_S, c.cfg.dumper.lease_ms / 1000 + 2)
+        pause = await wait_paused(c, "gms", "heartbeat", timeout=stopped_s + 30)
+        await asyncio.sleep(stopped_s)
+        c.assert_pipeline_alive()
+    finally:
+        gms.kill(signal.SIGCONT)
+    await wait_resumed(c)
+    proof = await prove(c, "GMS SIGSTOP")
+    print(f"\nFAULT GMS SIGSTOP {stopped_s:.0f}s: paused ({pause['detail'][:80]}); {proof}")
+
+
+async def test_binlog_file_system_full_then_grown(chaos):
+    c = chaos
+    binlog = Path(c.cfg.dumper.binlog_dir)
+    start_load(c)
+    await wait_written(c)
+    # Leave ~2 MB: the load fills it within seconds.
+    resize_tmpfs(binlog, used_kb(binlog) + 2048)
+    try:
+        pause = await wait_paused(c, "binlog_disk_full", timeout=90)
+        await asyncio.sleep(FAULT_S)
+        c.assert_pipeline_alive()
+    finally:
+        resize_tmpfs(binlog, 256 * 1024)
+    await wait_resumed(c)
+    proof = await prove(c, "binlog disk full")
+    print(f"\nFAULT binlog disk full {FAULT_S:.0f}s: paused ({pause['detail'][:80]}); {proof}")
