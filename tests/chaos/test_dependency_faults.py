@@ -1,7 +1,8 @@
 """The pipeline rides through the faults of what it depends on (docs/faults.md), under `transfer`
 + `orders` load with a MariaDB replica following the dumper: the GMS SIGKILLed and started
 again, the GMS SIGSTOPped for longer than the HA lease, the binlog file system (a tmpfs of its
-own) full and then grown. Each time the pipeline process stays up, shows the pause in its
+own) full and then grown, the spill directory (a tmpfs of 512 KB, `spill_mb = 1`) too small
+for a large transaction and then grown. Each time the pipeline process stays up, shows the pause in its
 status while it lasts, writes again by itself, and then: every binlog file passes
 `mariadb-binlog --verify-binlog-checksum`, `cdc verify-binlog` finds every transaction exactly
 once, `cdc check` finds the replica equal.
@@ -51,17 +52,23 @@ def used_kb(path: Path) -> int:
 def chaos(tmp_path_factory):
     directory = tmp_path_factory.mktemp("faults")
     binlog = directory / "binlog"  # the harness's binlog_dir: a file system of its own here
+    spill = directory / "spill"
     mount_tmpfs(binlog, 256)
+    mount_tmpfs(spill, 0.5)
     c = None
     try:
         c = Chaos(directory)
+        c.cfg.pipeline.spill_dir = str(spill)
+        c.cfg.pipeline.spill_mb = 1  # what the harness's workloads write stays below it
+        c.cfg.dump(c.config_path)
         c.start_pipeline()
         c.attach_replica()
         yield c
     finally:
         if c is not None:
             c.close()
-        subprocess.run(["umount", "-l", str(binlog)], check=False)
+        for path in (binlog, spill):
+            subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 def start_load(c: Chaos) -> None:
@@ -178,3 +185,26 @@ async def test_binlog_file_system_full_then_grown(chaos):
     await wait_resumed(c)
     proof = await prove(c, "binlog disk full")
     print(f"\nFAULT binlog disk full {FAULT_S:.0f}s: paused ({pause['detail'][:80]}); {proof}")
+
+
+async def test_spill_directory_full_then_grown(chaos):
+    c = chaos
+    spill = Path(c.cfg.pipeline.spill_dir)
+    start_load(c)
+    await wait_written(c)
+    # ~2 MB per DN in one transaction: spilled (spill_mb = 1), and 512 KB do not hold it.
+    big = ["workload", "orders", "--threads", "1", "--duration", "3600"]
+    c.spawn("big", [*big, "--db", "big", "--large-rows", "40000", "--large-every", "1"])
+    try:
+        pause = await wait_paused(c, "spill_disk_full", timeout=120)
+        await asyncio.sleep(FAULT_S)
+        c.assert_pipeline_alive()
+    finally:
+        resize_tmpfs(spill, 64 * 1024)
+    await wait_resumed(c)
+    spilled = status(c).get("spilled_bytes", 0)
+    proof = await prove(c, "spill disk full")
+    print(
+        f"\nFAULT spill disk full {FAULT_S:.0f}s: paused ({pause['detail'][:80]}); "
+        f"{spilled} bytes spilled after; {proof}"
+    )
