@@ -208,3 +208,51 @@ async def test_spill_directory_full_then_grown(chaos):
         f"\nFAULT spill disk full {FAULT_S:.0f}s: paused ({pause['detail'][:80]}); "
         f"{spilled} bytes spilled after; {proof}"
     )
+
+
+async def test_background_service_restarted_after_a_crash(chaos):
+    """`cdc start --background` under load: the service SIGKILLed is started again by its
+    supervisor, `cdc status` says so, and nothing is lost or repeated."""
+    c = chaos
+    await c.kill("pipeline")  # the harness's foreground one: the supervised one takes over
+    del c.procs["pipeline"]
+    await asyncio.to_thread(c.run_cdc, "start", "--background")
+    try:
+        pid_file = c.state_dir / "pipeline.pid"
+        first = int(pid_file.read_text())
+        start_load(c)
+        await asyncio.sleep(2)
+        os.kill(first, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while True:  # the supervisor starts it again (after 1 s) and it serves again
+            await asyncio.sleep(0.3)
+            try:
+                pid = int(pid_file.read_text())
+            except (OSError, ValueError):
+                pid = first
+            if pid != first and (c.state_dir / "status.json").exists():
+                break
+            assert time.monotonic() < deadline, c.log_tail()
+        shown = await asyncio.to_thread(c.run_cdc, "status")
+        assert "restarted 1 time(s) after crashing; last: killed by signal 9" in shown, shown
+        c.procs["pipeline"] = _Pid(pid)  # what the harness's proof watches
+        proof = await prove(c, "service SIGKILL")
+        print(f"\nFAULT service SIGKILL under `cdc start --background`: {proof}")
+    finally:
+        await asyncio.to_thread(c.run_cdc, "stop")
+        c.procs.pop("pipeline", None)
+
+
+class _Pid:
+    """A process the harness did not start, as far as `Chaos.assert_pipeline_alive` asks."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode = None
+
+    def poll(self) -> int | None:
+        try:
+            os.kill(self.pid, 0)
+        except OSError:
+            self.returncode = -1
+        return self.returncode
