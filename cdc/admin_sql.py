@@ -41,19 +41,21 @@ def connect(
     password: str,
     database: str | None = None,
     *,
+    autocommit: bool = True,
     connect_timeout: float = CONNECT_TIMEOUT_S,
     read_timeout: float | None = READ_TIMEOUT_S,
     **options,
 ) -> pymysql.Connection:
-    """A PyMySQL connection in autocommit, utf8mb4, with bounded waits; `options` go to
-    `pymysql.connect` (e.g. `init_command`)."""
+    """A PyMySQL connection, utf8mb4, in autocommit unless asked, with bounded waits (a
+    caller whose statements may run long, a backfill's reads and loads, passes
+    `read_timeout=None`); `options` go to `pymysql.connect` (e.g. `init_command`)."""
     return pymysql.connect(
         host=host,
         port=port,
         user=user,
         password=password,
         database=database,
-        autocommit=True,
+        autocommit=autocommit,
         charset="utf8mb4",
         connect_timeout=connect_timeout,
         read_timeout=read_timeout,

@@ -10,6 +10,8 @@ acquire). Here a round trip is one write and, usually, one read cut into packets
 typed row values by pymysql's decoders, and server errors raised as pymysql's exception
 classes (`pymysql.err.IntegrityError` for a duplicate key, ...), which the CN's error
 handling is written against. A connection that breaks raises `OperationalError(2013)`.
+Not the administrative client (`cdc.admin_sql`, PyMySQL) either: that one blocks a thread per
+statement, the commit path runs its round trips on the event loop.
 """
 
 from __future__ import annotations

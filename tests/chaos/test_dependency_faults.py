@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -136,77 +137,76 @@ async def prove(c: Chaos, what: str) -> str:
     return f"{proof}; {files} files pass --verify-binlog-checksum"
 
 
-async def test_gms_killed_and_restarted(chaos):
-    c = chaos
+async def ride_through(
+    c: Chaos,
+    what: str,
+    reasons: tuple[str, ...],
+    fault: Callable[[], object],
+    undo: Callable[[], object],
+    *,
+    lasts: float = FAULT_S,
+    timeout: float = 60,
+) -> None:
+    """Under load: `fault()`, a pause for one of `reasons` in the status (within `timeout`),
+    `lasts` seconds with the process alive, `undo()`; then it writes again by itself and the
+    proof passes; prints a summary line."""
     start_load(c)
     await wait_written(c)
-    await asyncio.to_thread(c.cluster.gms.kill)  # SIGKILL: a host crash of the metadata DB
-    # No CN commits without its TSO: the heartbeat shows it at once, checkpoints if due.
-    pause = await wait_paused(c, "gms", "heartbeat")
-    await asyncio.sleep(FAULT_S)
-    c.assert_pipeline_alive()
-    await asyncio.to_thread(c.cluster.gms.start)
+    await asyncio.to_thread(fault)
+    try:
+        pause = await wait_paused(c, *reasons, timeout=timeout)
+        await asyncio.sleep(lasts)
+        c.assert_pipeline_alive()
+    finally:
+        await asyncio.to_thread(undo)
     await wait_resumed(c)
-    proof = await prove(c, "GMS restart")
-    print(f"\nFAULT GMS SIGKILL {FAULT_S:.0f}s: paused ({pause['detail'][:80]}); {proof}")
+    proof = await prove(c, what)
+    print(f"\nFAULT {what} {lasts:.0f}s: paused ({pause['detail'][:80]}); {proof}")
+
+
+async def test_gms_killed_and_restarted(chaos):
+    gms = chaos.cluster.gms
+    # SIGKILL: a host crash of the metadata DB. No CN commits without its TSO: the heartbeat
+    # shows it at once, checkpoints when they are due.
+    await ride_through(chaos, "GMS SIGKILL", ("gms", "heartbeat"), gms.kill, gms.start)
 
 
 async def test_gms_stopped_longer_than_the_lease(chaos):
-    c = chaos
-    start_load(c)
-    await wait_written(c)
-    gms = c.cluster.gms
-    await asyncio.to_thread(gms.kill, signal.SIGSTOP)
-    try:
-        stopped_s = max(FAULT_S, c.cfg.dumper.lease_ms / 1000 + 2)
-        pause = await wait_paused(c, "gms", "heartbeat", timeout=stopped_s + 30)
-        await asyncio.sleep(stopped_s)
-        c.assert_pipeline_alive()
-    finally:
-        gms.kill(signal.SIGCONT)
-    await wait_resumed(c)
-    proof = await prove(c, "GMS SIGSTOP")
-    print(f"\nFAULT GMS SIGSTOP {stopped_s:.0f}s: paused ({pause['detail'][:80]}); {proof}")
+    gms = chaos.cluster.gms
+    await ride_through(
+        chaos,
+        "GMS SIGSTOP",
+        ("gms", "heartbeat"),
+        lambda: gms.kill(signal.SIGSTOP),
+        lambda: gms.kill(signal.SIGCONT),
+        lasts=max(FAULT_S, chaos.cfg.dumper.lease_ms / 1000 + 2),
+    )
 
 
 async def test_binlog_file_system_full_then_grown(chaos):
-    c = chaos
-    binlog = Path(c.cfg.dumper.binlog_dir)
-    start_load(c)
-    await wait_written(c)
-    # Leave ~2 MB: the load fills it within seconds.
-    resize_tmpfs(binlog, used_kb(binlog) + 2048)
-    try:
-        pause = await wait_paused(c, "binlog_disk_full", timeout=90)
-        await asyncio.sleep(FAULT_S)
-        c.assert_pipeline_alive()
-    finally:
-        resize_tmpfs(binlog, 256 * 1024)
-    await wait_resumed(c)
-    proof = await prove(c, "binlog disk full")
-    print(f"\nFAULT binlog disk full {FAULT_S:.0f}s: paused ({pause['detail'][:80]}); {proof}")
+    binlog = Path(chaos.cfg.dumper.binlog_dir)
+    await ride_through(
+        chaos,
+        "binlog disk full",
+        ("binlog_disk_full",),
+        lambda: resize_tmpfs(binlog, used_kb(binlog) + 2048),  # the load fills 2 MB in seconds
+        lambda: resize_tmpfs(binlog, 256 * 1024),
+        timeout=90,
+    )
 
 
 async def test_spill_directory_full_then_grown(chaos):
     c = chaos
     spill = Path(c.cfg.pipeline.spill_dir)
-    start_load(c)
-    await wait_written(c)
     # ~2 MB per DN in one transaction: spilled (spill_mb = 1), and 512 KB do not hold it.
-    big = ["workload", "orders", "--threads", "1", "--duration", "3600"]
-    c.spawn("big", [*big, "--db", "big", "--large-rows", "40000", "--large-every", "1"])
-    try:
-        pause = await wait_paused(c, "spill_disk_full", timeout=120)
-        await asyncio.sleep(FAULT_S)
-        c.assert_pipeline_alive()
-    finally:
-        resize_tmpfs(spill, 64 * 1024)
-    await wait_resumed(c)
-    spilled = status(c).get("spilled_bytes", 0)
-    proof = await prove(c, "spill disk full")
-    print(
-        f"\nFAULT spill disk full {FAULT_S:.0f}s: paused ({pause['detail'][:80]}); "
-        f"{spilled} bytes spilled after; {proof}"
+    big = ["workload", "orders", "--threads", "1", "--duration", "3600", "--db", "big"]
+    await ride_through(
+        c,
+        "spill disk full",
+        ("spill_disk_full",),
+        lambda: c.spawn("big", [*big, "--large-rows", "40000", "--large-every", "1"]),
+        lambda: resize_tmpfs(spill, 64 * 1024),
+        timeout=120,
     )
 
 
