@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from binlog_writer import BinlogWriter
 from cdc import stage_trace
+from cdc.admin_sql import retry
 from cdc.config import Config, NodeConfig
 from cdc.gc_tune import tune_gc
+from cdc.pauses import HEARTBEAT, Backoff, Pauses
 from cdc.tasks import cancel_and_wait
 from dumper.ha import DnLeaders, GmsLeaseStore, HaNode, ha_status
 from dumper.metrics import DumperMetrics
@@ -55,8 +57,11 @@ async def _status_loop(
     tmp = path.with_suffix(".tmp")
     while True:
         snapshot = status()
-        tmp.write_text(json.dumps(snapshot))
-        tmp.replace(path)
+        try:
+            tmp.write_text(json.dumps(snapshot))
+            tmp.replace(path)
+        except OSError as exc:  # a full disk: the metrics still have it, the next turn retries
+            log.debug("status file not written: %s", exc)
         if metrics is not None:
             metrics.update(snapshot)
             metrics.attach(writer())
@@ -68,9 +73,12 @@ def _served_status(
     server: Server | ServeProcess,
     binlog_dir: Callable[[], Path],
     base: str,
+    pauses: Pauses,
 ) -> dict:
-    """The pipeline's status plus what the server knows: its consumers, the binlog's size."""
+    """The pipeline's status plus what the server knows: its consumers, the binlog's size;
+    and what the process waits for (docs/faults.md)."""
     out = status()
+    out["pauses"] = pauses.snapshot()
     files = BinlogFiles(binlog_dir(), base).files()
     out["consumers"] = server.consumers()
     out["server_restarts"] = getattr(server, "restarts", 0)  # a ServeProcess restarts its child
@@ -89,16 +97,29 @@ def _ha_status(node: HaNode) -> dict:
     return status
 
 
-async def _heartbeats(config: Config, dn_address: Callable[[int], NodeConfig | None]) -> None:
+async def _heartbeats(
+    config: Config, dn_address: Callable[[int], NodeConfig | None], pauses: Pauses
+) -> None:
     """The global binlog only advances with heartbeats: run them here so that it stays live
     when no CN process is sending any. A writer of the CN protocol's own transactions
-    (`ProtocolNode`), not a whole CN."""
+    (`ProtocolNode`), not a whole CN. A GMS or DN away at start is waited for (a pause), and
+    beats that fail are the `heartbeat` pause until one succeeds."""
     from cdc.cn_protocol import ProtocolNode
 
-    node = ProtocolNode(config, pool_size=4)
-    # Settle branches orphaned by a crash (ours included: a heartbeat killed between PREPARE
-    # and XA COMMIT would otherwise hold the merge forever).
-    await node.start(recover=True)
+    backoff = Backoff()
+    while True:
+        node = ProtocolNode(config, pool_size=4)
+        try:
+            # Settle branches orphaned by a crash (ours included: a heartbeat killed between
+            # PREPARE and XA COMMIT would otherwise hold the merge forever).
+            await node.start(recover=True)
+            break
+        except Exception as exc:  # noqa: BLE001 - the GMS or a DN away: wait for it
+            pauses.begin(HEARTBEAT, f"CN heartbeat not started: {exc}")
+            await node.close()
+            await asyncio.sleep(backoff.next())
+    pauses.end(HEARTBEAT)
+    node.heartbeat.on_beat = functools.partial(_beat_pause, pauses)
     try:
         node.start_heartbeat()
         await _follow_storage(node, dn_address)  # until cancelled
@@ -140,14 +161,25 @@ async def _follow_storage(
         log.info("heartbeats touch dn%s too from now on", ", dn".join(map(str, added)))
 
 
-def _server_uuid(config: Config) -> str:
-    """The cluster's server_uuid from the GMS (made there on the first start)."""
-    conn = gms.connect(config.gms)
-    try:
-        migrate(conn, config.pipeline.meta_database)
-        return server_uuid(conn, config.pipeline.meta_database)
-    finally:
-        conn.close()
+def _beat_pause(pauses: Pauses, error: Exception | None) -> None:
+    if error is None:
+        pauses.end(HEARTBEAT)
+    else:
+        pauses.begin(HEARTBEAT, f"CN heartbeats fail: {error}")
+
+
+def _server_uuid(config: Config, pauses: Pauses) -> str:
+    """The cluster's server_uuid from the GMS (made there on the first start; waits for it)."""
+
+    def read() -> str:
+        conn = gms.connect(config.gms)
+        try:
+            migrate(conn, config.pipeline.meta_database)
+            return server_uuid(conn, config.pipeline.meta_database)
+        finally:
+            conn.close()
+
+    return retry(read, "reading server_uuid at start", pauses)
 
 
 def _writer_end(writer: BinlogWriter) -> tuple[str, int]:
@@ -182,11 +214,11 @@ class Role:
         return _writer_end(writer) if writer is not None else None
 
 
-def _plain_leader(config: Config, uuid: str, heartbeat: bool) -> Role:
-    leader = Leader(config, server_uuid=uuid)
+def _plain_leader(config: Config, uuid: str, heartbeat: bool, pauses: Pauses) -> Role:
+    leader = Leader(config, server_uuid=uuid, pauses=pauses)
     tasks = {"leader": leader.run}
     if heartbeat:
-        tasks["heartbeat"] = functools.partial(_heartbeats, config, leader.node)
+        tasks["heartbeat"] = functools.partial(_heartbeats, config, leader.node, pauses)
     return Role(
         tasks,
         status=functools.partial(leader_status, leader),
@@ -196,13 +228,14 @@ def _plain_leader(config: Config, uuid: str, heartbeat: bool) -> Role:
     )
 
 
-def _ha_node(config: Config, uuid: str, heartbeat: bool) -> Role:
+def _ha_node(config: Config, uuid: str, heartbeat: bool, pauses: Pauses) -> Role:
     """The CN heartbeat runs only while this node leads (`on_lead`)."""
     node = HaNode(
         config,
         GmsLeaseStore(config),
-        DnLeaders(config, uuid),
-        on_lead=(lambda: _heartbeats(config, node.nodes.get)) if heartbeat else None,
+        DnLeaders(config, uuid, pauses),
+        on_lead=(lambda: _heartbeats(config, node.nodes.get, pauses)) if heartbeat else None,
+        pauses=pauses,
     )
     return Role(
         {"ha": node.run},
@@ -261,15 +294,17 @@ async def serve(
         metrics = DumperMetrics()
         metrics.start(config.dumper.host, config.dumper.metrics_port)
     schema = HistorySchemaProvider(lambda: gms.connect(config.gms), config.pipeline.meta_database)
-    uuid = await asyncio.to_thread(_server_uuid, config)  # the sid of the GTIDs written/served
+    pauses = Pauses()  # what this process waits for now (docs/faults.md)
+    # the sid of the GTIDs written/served
+    uuid = await asyncio.to_thread(_server_uuid, config, pauses)
     # HA: lead or follow as the lease says; else the one leader. Either way one Role.
-    role = (_ha_node if config.dumper.peers else _plain_leader)(config, uuid, heartbeat)
+    role = (_ha_node if config.dumper.peers else _plain_leader)(config, uuid, heartbeat, pauses)
     tasks = [asyncio.create_task(run(), name=name) for name, run in role.tasks.items()]
     server = await _start_server(config, role, schema, uuid)
     # The status file only once the server listens: `cdc start --background` returns when it
     # appears, and what follows it (a consumer, a test) connects to the port at once.
     status = functools.partial(
-        _served_status, role.status, server, role.binlog_dir, config.dumper.binlog_base
+        _served_status, role.status, server, role.binlog_dir, config.dumper.binlog_base, pauses
     )
     tasks.append(
         asyncio.create_task(

@@ -11,8 +11,7 @@ import logging
 import time
 from pathlib import Path
 
-import pymysql
-
+from cdc import admin_sql
 from cdc.cluster import LocalCluster
 from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from cli.commands.cluster import print_table
@@ -35,7 +34,7 @@ def step(text: str) -> None:
 def query(
     host: str, port: int, sql: str, user: str = "root", password: str = ""
 ) -> tuple[list[str], list[tuple]]:
-    conn = pymysql.connect(host=host, port=port, user=user, password=password, connect_timeout=5)
+    conn = admin_sql.connect(host, port, user, password, autocommit=False)
     try:
         with conn.cursor() as cur:
             cur.execute(sql)

@@ -9,6 +9,7 @@ import asyncio
 from typing import Protocol
 
 from cdc.config import Config, NodeConfig
+from cdc.pauses import Pauses
 from dumper.pipeline import DnSourceFactory, GmsMetadata, Leader, Term
 from merge_source import ForkServer
 from topology import DumperLeaseStore, Lease, Member, TermStart, gms, migrate
@@ -99,9 +100,12 @@ class DnLeaders:
     machine (merge_source/fork_server.py). Idle workers forked ahead of time (`warm_sources`,
     removed) saved the takeover only the forks."""
 
-    def __init__(self, config: Config, server_uuid: str | None = None):
+    def __init__(
+        self, config: Config, server_uuid: str | None = None, pauses: Pauses | None = None
+    ):
         self.config = config
         self.server_uuid = server_uuid  # the GTIDs' sid (None: read from the GMS per build)
+        self.pauses = pauses or Pauses()  # every term's pipeline reports its waits here
         self._forks = ForkServer() if config.pipeline.source_processes else None
 
     async def standby(self) -> None:
@@ -109,7 +113,7 @@ class DnLeaders:
             await self._forks.start()  # a no-op while it runs
 
     def build(self, nodes: dict[int, NodeConfig], term: Term) -> Leader:
-        metadata = GmsMetadata(self.config)
+        metadata = GmsMetadata(self.config, self.pauses)
         metadata.migrated = True  # by `HaNode.run` (`LeaseStore.migrate`: the same schema)
         factory = DnSourceFactory(self.config, metadata.names_at, self._forks)
         return Leader(
@@ -119,6 +123,7 @@ class DnLeaders:
             nodes=nodes,
             server_uuid=self.server_uuid,
             term=term,
+            pauses=self.pauses,
         )
 
     async def close(self) -> None:
