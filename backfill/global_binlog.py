@@ -21,6 +21,7 @@ import pymysql
 from backfill.columns import key_value, row_converter
 from backfill.errors import BackfillError
 from backfill.tables import TableSpec
+from cdc import admin_sql
 from cdc.binlog.constants import EventType
 from cdc.binlog.events import cts_mark_text, decode_event, parse_cts
 from cdc.binlog.fde import FormatDescription
@@ -49,12 +50,8 @@ class Dumper:
 
     def query(self, sql: str) -> list[tuple]:
         try:
-            conn = pymysql.connect(
-                host=self.host,
-                port=self.port,
-                user=self.user,
-                password=self.password,
-                connect_timeout=5,
+            conn = admin_sql.connect(
+                self.host, self.port, self.user, self.password, autocommit=False
             )
         except pymysql.err.MySQLError as exc:
             raise BackfillError(
@@ -95,9 +92,7 @@ class RetainedFrom:
     def open(self) -> RetainedFrom:
         d = self.dumper
         try:
-            self._conn = pymysql.connect(
-                host=d.host, port=d.port, user=d.user, password=d.password, connect_timeout=5
-            )
+            self._conn = admin_sql.connect(d.host, d.port, d.user, d.password, autocommit=False)
             with self._conn.cursor() as cur:
                 cur.execute("SET @cdc_retain_from = %s", (self.file,))
         except pymysql.err.MySQLError as exc:

@@ -11,6 +11,7 @@ import pymysql
 from backfill.columns import ColumnSpec, arrow_schema
 from backfill.dataset import Manifest, read_part, table_dir
 from backfill.errors import BackfillError
+from cdc import admin_sql
 
 BATCH = 2000
 
@@ -42,10 +43,11 @@ def load(out: Path, url: str) -> dict[str, int]:
     target = parse_url(url)
     where = f"{target['host']}:{target['port']}"
     try:
-        conn = pymysql.connect(
+        conn = admin_sql.connect(
             **target,
-            charset="utf8mb4",
+            autocommit=False,  # one commit per table
             connect_timeout=10,
+            read_timeout=None,  # inserts of a large table may take long
             init_command="SET time_zone = '+00:00'",  # TIMESTAMPs were read in UTC
         )
     except pymysql.err.MySQLError as exc:

@@ -43,14 +43,15 @@ class Shard:
         return f"dn{self.dn} ({self.host}:{self.port}) {self.db}.{self.table}"
 
     def connect(self) -> pymysql.Connection:
-        return pymysql.connect(
-            host=self.host,
-            port=self.port,
-            user=self.user,
-            password=self.password,
-            charset="utf8mb4",
-            autocommit=True,
+        from cdc import admin_sql  # (here: a Spark task imports this module, not the cdc package)
+
+        return admin_sql.connect(
+            self.host,
+            self.port,
+            self.user,
+            self.password,
             connect_timeout=10,
+            read_timeout=None,  # a chunk's read may take long
             # TIMESTAMP values in UTC, as the binlog has them; loads use the same zone.
             init_command="SET time_zone = '+00:00'",
         )

@@ -5,6 +5,7 @@ the newest file on open. I/O is kept thin around `recovery.scan` and `fastpath.s
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import os
 import struct
@@ -117,6 +118,9 @@ class BinlogWriter:
         self._mark_at = self.mark.text_at
         self._mark_stop = self.mark.text_at + len(CTS_PREFIX)
         self._stream_gno: int | None = None  # gno before a streamed transaction, until it ends
+        # (file number, end) of the last whole transaction known to be in the file: where
+        # `abandon` leaves the writer after a failed write.
+        self._whole = (0, 0)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._point = RecoveryPoint(self.dir, base)  # where recovery may start scanning
         # Told each fsync's seconds (the dumper's fsync latency histogram, dumper/metrics.py).
@@ -215,6 +219,7 @@ class BinlogWriter:
                 self.gno = self._last_gno(names[:-1], None)
             self._set_number(number)
             self._create_file(path)
+            self._whole = (number, self._pos)
             return RecoveryReport(self.file, result, result.size, False)
         truncated = result.torn_bytes
         if truncated:
@@ -233,6 +238,7 @@ class BinlogWriter:
         self._set_number(number)
         self._pos = result.valid_end
         self._header_end = result.header_end
+        self._whole = (number, self._pos)
         return RecoveryReport(self.file, result, truncated, False)
 
     def _start_file(self, number: int) -> None:
@@ -242,6 +248,7 @@ class BinlogWriter:
         layout.append_index(self.dir, self.base, self.file, fsync=self._durable)
         if self._durable:
             layout.fsync_dir(self.dir)
+        self._whole = (number, self._pos)
 
     def _create_file(self, path: Path) -> None:
         header = layout.file_header(
@@ -471,6 +478,8 @@ class BinlogWriter:
             self.abort_stream()
             raise
         self._stream_start = self._stream_gno = None
+        if not self._pending:
+            self._whole = (self._number, self._pos)
         self._unsynced += 1
         if self.fsync.mode == FsyncMode.TXN or (
             self.fsync.mode != FsyncMode.NEVER and self._sync_due()
@@ -490,6 +499,22 @@ class BinlogWriter:
         self._pos, self._stream_start = start, None
         if self._stream_gno is not None:
             self.gno, self._stream_gno = self._stream_gno, None
+
+    def abandon(self) -> None:
+        """After a write failed (a full disk): close without writing anything more, as a crash
+        would, and go back to the end of the last whole transaction known to be in the file,
+        so that `position` never names bytes of the failed write. A new writer on the
+        directory then cuts the file there (recovery) and appends at that very byte."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._pending = bytearray()
+        self._stream_start = self._stream_gno = None
+        number, end = self._whole
+        if number:
+            self._set_number(number)
+            self._pos = end
 
     def _check_last(self, buf: bytes | bytearray | memoryview, last: int | None) -> None:
         """The last event must be the transaction's terminator (walks the headers if the
@@ -531,6 +556,7 @@ class BinlogWriter:
                     self.sync()
         else:
             self._write_all(self._fd, buf)  # type: ignore[arg-type]
+            self._whole = (self._number, end)
             self._unsynced += txns
             if self.fsync.mode == FsyncMode.TXN:
                 self.sync()
@@ -550,6 +576,8 @@ class BinlogWriter:
         if self._pending and self._fd is not None:
             self._write_all(self._fd, self._pending)
             self._pending = bytearray()
+            end = self._pos if self._stream_start is None else self._stream_start
+            self._whole = (self._number, end)
 
     def sync(self) -> None:
         """Flush and fsync now, whatever the policy (e.g. from an idle timer)."""

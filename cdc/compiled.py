@@ -33,7 +33,7 @@ COMPILED_MODULES = (
     "cdc.protocol.dump_stream",
     # The server's dump loop: the events of a batch framed as packets (one pass, no per-event
     # object), what a consumer costs the server process.
-    "dumper.server.framing",
+    "dumper.server.dump.framing",
 )
 # C libraries a compiled module calls directly (cdc/binlog/zcrc.pxd, which it cimports, declares
 # what it uses): zlib's crc32 from C costs a fraction of the Python call per event.

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import pymysql
 
+from cdc import admin_sql
 from cdc.cn_protocol.catalogue import LogicalTable
 from cdc.config import Config
 
@@ -137,15 +138,7 @@ def source_checksum(
 
 
 def _connect(host: str, port: int, user: str, password: str) -> pymysql.Connection:
-    return pymysql.connect(
-        host=host,
-        port=port,
-        user=user,
-        password=password,
-        autocommit=True,
-        charset="utf8mb4",
-        connect_timeout=5,
-    )
+    return admin_sql.connect(host, port, user, password, read_timeout=None)
 
 
 def run_check(

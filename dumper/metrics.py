@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 
 from binlog_writer import file_number
 from cdc.cn_protocol.tso import LOGICAL_BITS
+from cdc.pauses import REASONS
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,20 @@ def _file_number(name: str | None) -> int:
         return file_number(str(name))
     except ValueError:
         return 0  # not started yet
+
+
+def _pauses(pauses: list[dict], now: float) -> Metric:
+    """One series per reason a pipeline pauses for (`cdc.pauses.REASONS`), 0 while it does
+    not: how long it has waited for that dependency (docs/faults.md)."""
+    g = GaugeMetricFamily(
+        "cdc_paused_seconds",
+        "how long the pipeline has been waiting for a dependency at fault (0: not waiting)",
+        labels=["reason"],
+    )
+    since = {p["reason"]: p["since"] for p in pauses}
+    for reason in dict.fromkeys([*REASONS, *since]):
+        g.add_metric([reason], max(now - since[reason], 0.0) if reason in since else 0.0)
+    return g
 
 
 class _StatusCollector(Collector):
@@ -63,6 +78,7 @@ def _gauge(name: str, doc: str, value: float | None, labels: dict[str, str] | No
 
 def _from_status(st: dict[str, Any], now: float) -> Iterator[Metric]:
     """Metric families from one status snapshot (`cdc status --json`)."""
+    yield _pauses(st.get("pauses", []), now)
     ha = st.get("ha")
     if ha is not None:
         yield _gauge("cdc_ha_leader", "1 while this dumper leads (HA)", ha["role"] == "leader")

@@ -11,19 +11,23 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from binlog_writer import BinlogWriter
 from cdc import stage_trace
+from cdc.admin_sql import retry
 from cdc.config import Config, NodeConfig
 from cdc.gc_tune import tune_gc
+from cdc.pauses import HEARTBEAT, Backoff, Pauses
 from cdc.tasks import cancel_and_wait
 from dumper.ha import DnLeaders, GmsLeaseStore, HaNode, ha_status
 from dumper.metrics import DumperMetrics
 from dumper.pipeline import Leader, leader_status
 from dumper.server import (
+    AckGate,
     BinlogFiles,
     CurrentEventNotifier,
     HistorySchemaProvider,
@@ -53,8 +57,11 @@ async def _status_loop(
     tmp = path.with_suffix(".tmp")
     while True:
         snapshot = status()
-        tmp.write_text(json.dumps(snapshot))
-        tmp.replace(path)
+        try:
+            tmp.write_text(json.dumps(snapshot))
+            tmp.replace(path)
+        except OSError as exc:  # a full disk: the metrics still have it, the next turn retries
+            log.debug("status file not written: %s", exc)
         if metrics is not None:
             metrics.update(snapshot)
             metrics.attach(writer())
@@ -66,9 +73,12 @@ def _served_status(
     server: Server | ServeProcess,
     binlog_dir: Callable[[], Path],
     base: str,
+    pauses: Pauses,
 ) -> dict:
-    """The pipeline's status plus what the server knows: its consumers, the binlog's size."""
+    """The pipeline's status plus what the server knows: its consumers, the binlog's size;
+    and what the process waits for (docs/faults.md)."""
     out = status()
+    out["pauses"] = pauses.snapshot()
     files = BinlogFiles(binlog_dir(), base).files()
     out["consumers"] = server.consumers()
     out["server_restarts"] = getattr(server, "restarts", 0)  # a ServeProcess restarts its child
@@ -87,16 +97,29 @@ def _ha_status(node: HaNode) -> dict:
     return status
 
 
-async def _heartbeats(config: Config, dn_address: Callable[[int], NodeConfig | None]) -> None:
+async def _heartbeats(
+    config: Config, dn_address: Callable[[int], NodeConfig | None], pauses: Pauses
+) -> None:
     """The global binlog only advances with heartbeats: run them here so that it stays live
     when no CN process is sending any. A writer of the CN protocol's own transactions
-    (`ProtocolNode`), not a whole CN."""
+    (`ProtocolNode`), not a whole CN. A GMS or DN away at start is waited for (a pause), and
+    beats that fail are the `heartbeat` pause until one succeeds."""
     from cdc.cn_protocol import ProtocolNode
 
-    node = ProtocolNode(config, pool_size=4)
-    # Settle branches orphaned by a crash (ours included: a heartbeat killed between PREPARE
-    # and XA COMMIT would otherwise hold the merge forever).
-    await node.start(recover=True)
+    backoff = Backoff()
+    while True:
+        node = ProtocolNode(config, pool_size=4)
+        try:
+            # Settle branches orphaned by a crash (ours included: a heartbeat killed between
+            # PREPARE and XA COMMIT would otherwise hold the merge forever).
+            await node.start(recover=True)
+            break
+        except Exception as exc:  # noqa: BLE001 - the GMS or a DN away: wait for it
+            pauses.begin(HEARTBEAT, f"CN heartbeat not started: {exc}")
+            await node.close()
+            await asyncio.sleep(backoff.next())
+    pauses.end(HEARTBEAT)
+    node.heartbeat.on_beat = functools.partial(_beat_pause, pauses)
     try:
         node.start_heartbeat()
         await _follow_storage(node, dn_address)  # until cancelled
@@ -138,14 +161,25 @@ async def _follow_storage(
         log.info("heartbeats touch dn%s too from now on", ", dn".join(map(str, added)))
 
 
-def _server_uuid(config: Config) -> str:
-    """The cluster's server_uuid from the GMS (made there on the first start)."""
-    conn = gms.connect(config.gms)
-    try:
-        migrate(conn, config.pipeline.meta_database)
-        return server_uuid(conn, config.pipeline.meta_database)
-    finally:
-        conn.close()
+def _beat_pause(pauses: Pauses, error: Exception | None) -> None:
+    if error is None:
+        pauses.end(HEARTBEAT)
+    else:
+        pauses.begin(HEARTBEAT, f"CN heartbeats fail: {error}")
+
+
+def _server_uuid(config: Config, pauses: Pauses) -> str:
+    """The cluster's server_uuid from the GMS (made there on the first start; waits for it)."""
+
+    def read() -> str:
+        conn = gms.connect(config.gms)
+        try:
+            migrate(conn, config.pipeline.meta_database)
+            return server_uuid(conn, config.pipeline.meta_database)
+        finally:
+            conn.close()
+
+    return retry(read, "reading server_uuid at start", pauses)
 
 
 def _writer_end(writer: BinlogWriter) -> tuple[str, int]:
@@ -153,6 +187,95 @@ def _writer_end(writer: BinlogWriter) -> tuple[str, int]:
     transaction still being streamed into it."""
     end = writer.visible_end(writer.file)
     return writer.file, writer.position if end is None else end
+
+
+@dataclass(slots=True)
+class Role:
+    """What this process runs, a plain leader or an HA node, as the rest of `serve` sees it:
+    its tasks (by name), its status, where its binlog is, its writer (None while an HA node
+    follows), and what the protocol server reads of it. The defaults are the plain leader's."""
+
+    tasks: dict[str, Callable[[], Coroutine[Any, Any, None]]]
+    status: Callable[[], dict]
+    binlog_dir: Callable[[], Path]
+    writer: Callable[[], BinlogWriter | None]
+    current_notify: Callable[[], asyncio.Event]
+    leading: Callable[[], bool] = lambda: True
+    read_only: Callable[[], bool] = lambda: False
+    term: Callable[[], int] = lambda: 0
+    acks: AckGate | None = None
+
+    def visible_end(self, name: str) -> int | None:
+        writer = self.writer()
+        return writer.visible_end(name) if writer is not None else None
+
+    def writer_end(self) -> tuple[str, int] | None:
+        writer = self.writer()
+        return _writer_end(writer) if writer is not None else None
+
+
+def _plain_leader(config: Config, uuid: str, heartbeat: bool, pauses: Pauses) -> Role:
+    leader = Leader(config, server_uuid=uuid, pauses=pauses)
+    tasks = {"leader": leader.run}
+    if heartbeat:
+        tasks["heartbeat"] = functools.partial(_heartbeats, config, leader.node, pauses)
+    return Role(
+        tasks,
+        status=functools.partial(leader_status, leader),
+        binlog_dir=lambda: leader.writer.dir,
+        writer=lambda: leader.writer,
+        current_notify=lambda: leader.notify,
+    )
+
+
+def _ha_node(config: Config, uuid: str, heartbeat: bool, pauses: Pauses) -> Role:
+    """The CN heartbeat runs only while this node leads (`on_lead`)."""
+    node = HaNode(
+        config,
+        GmsLeaseStore(config),
+        DnLeaders(config, uuid, pauses),
+        on_lead=(lambda: _heartbeats(config, node.nodes.get, pauses)) if heartbeat else None,
+        pauses=pauses,
+    )
+    return Role(
+        {"ha": node.run},
+        status=functools.partial(_ha_status, node),
+        binlog_dir=lambda: node.dir,
+        writer=lambda: node.leader.writer if node.leader is not None else None,
+        current_notify=node.current_notify,
+        leading=lambda: node.role == "leader",
+        read_only=node.read_only,
+        term=lambda: node.term,
+        acks=node.acks,
+    )
+
+
+async def _start_server(
+    config: Config, role: Role, schema: HistorySchemaProvider, uuid: str
+) -> Server | ServeProcess:
+    """The protocol server of `role`'s binlog: in a child process (`[dumper] serve_process`,
+    the default) or in this one."""
+    if config.dumper.serve_process:
+        return await ServeProcess(
+            config,
+            role.binlog_dir(),
+            current_notify=role.current_notify,
+            writer_end=role.writer_end,
+            leading=role.leading,
+            read_only=role.read_only,
+            term=role.term,
+            acks=role.acks,
+            server_uuid=uuid,
+        ).start()
+    return await serve_binlog(
+        config.dumper,
+        role.binlog_dir(),
+        notifier=CurrentEventNotifier(role.current_notify, role.visible_end),
+        schema=schema,
+        read_only=role.read_only,
+        acks=role.acks,
+        server_uuid=uuid,
+    )
 
 
 async def serve(
@@ -171,73 +294,21 @@ async def serve(
         metrics = DumperMetrics()
         metrics.start(config.dumper.host, config.dumper.metrics_port)
     schema = HistorySchemaProvider(lambda: gms.connect(config.gms), config.pipeline.meta_database)
-    uuid = await asyncio.to_thread(_server_uuid, config)  # the sid of the GTIDs written/served
-    if config.dumper.peers:
-        # HA: lead or follow as the lease says; the CN heartbeat runs only while leading.
-        node = HaNode(
-            config,
-            GmsLeaseStore(config),
-            DnLeaders(config, uuid),
-            on_lead=(lambda: _heartbeats(config, node.nodes.get)) if heartbeat else None,
-        )
-        tasks = [asyncio.create_task(node.run(), name="ha")]
-        status = functools.partial(_ha_status, node)
-        binlog_dir = lambda: node.dir  # noqa: E731
-        writer = lambda: node.leader.writer if node.leader is not None else None  # noqa: E731
-        if config.dumper.serve_process:
-            server = await ServeProcess(
-                config,
-                node.dir,
-                current_notify=node.current_notify,
-                writer_end=lambda: _writer_end(node.leader.writer) if node.leader else None,
-                leading=lambda: node.role == "leader",
-                read_only=node.read_only,
-                term=lambda: node.term,
-                acks=node.acks,
-                server_uuid=uuid,
-            ).start()
-        else:
-            server = await serve_binlog(
-                config.dumper,
-                node.dir,
-                notifier=CurrentEventNotifier(node.current_notify, node.visible_end),
-                schema=schema,
-                read_only=node.read_only,
-                acks=node.acks,
-                server_uuid=uuid,
-            )
-    else:
-        leader = Leader(config, server_uuid=uuid)
-        tasks = [asyncio.create_task(leader.run(), name="leader")]
-        status = functools.partial(leader_status, leader)
-        binlog_dir = lambda: leader.writer.dir  # noqa: E731
-        writer = lambda: leader.writer  # noqa: E731
-        if config.dumper.serve_process:
-            server = await ServeProcess(
-                config,
-                leader.writer.dir,
-                current_notify=lambda: leader.notify,
-                writer_end=lambda: _writer_end(leader.writer),
-                server_uuid=uuid,
-            ).start()
-        else:
-            server = await serve_binlog(
-                config.dumper,
-                leader.writer.dir,
-                notifier=CurrentEventNotifier(lambda: leader.notify, leader.writer.visible_end),
-                schema=schema,
-                server_uuid=uuid,
-            )
-        if heartbeat:
-            tasks.append(asyncio.create_task(_heartbeats(config, leader.node), name="heartbeat"))
+    pauses = Pauses()  # what this process waits for now (docs/faults.md)
+    # the sid of the GTIDs written/served
+    uuid = await asyncio.to_thread(_server_uuid, config, pauses)
+    # HA: lead or follow as the lease says; else the one leader. Either way one Role.
+    role = (_ha_node if config.dumper.peers else _plain_leader)(config, uuid, heartbeat, pauses)
+    tasks = [asyncio.create_task(run(), name=name) for name, run in role.tasks.items()]
+    server = await _start_server(config, role, schema, uuid)
     # The status file only once the server listens: `cdc start --background` returns when it
     # appears, and what follows it (a consumer, a test) connects to the port at once.
     status = functools.partial(
-        _served_status, status, server, binlog_dir, config.dumper.binlog_base
+        _served_status, role.status, server, role.binlog_dir, config.dumper.binlog_base, pauses
     )
     tasks.append(
         asyncio.create_task(
-            _status_loop(status, state_dir / "status.json", metrics, writer), name="status"
+            _status_loop(status, state_dir / "status.json", metrics, role.writer), name="status"
         )
     )
     log.info("serving the global binlog on %s:%d", server.host, server.port)

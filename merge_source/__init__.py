@@ -8,7 +8,7 @@ from merge_source.fork_server import ForkServer
 from merge_source.fragment import Fragment, FragmentKind, Statement, Watermark
 from merge_source.renamer import NameMap
 from merge_source.source import Batch, MergeSource, SourceSpec
-from merge_source.source_process import SourceFailed, SourceProcess, SourceProcessDied
+from merge_source.source_process import SourceFailed, SourceProcess, SourceProcessDied, SpillFull
 from merge_source.spill import sweep_handoffs
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "SourceProcess",
     "SourceProcessDied",
     "SourceSpec",
+    "SpillFull",
     "Statement",
     "Watermark",
     "sweep_handoffs",

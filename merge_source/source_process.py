@@ -24,6 +24,10 @@ from merge_source.wire import FRAME, MAX_FRAME, FatalError, Status, decode_body
 log = logging.getLogger(__name__)
 
 STATUS_STALE_S = 5.0
+# The worker's exit code when its spill directory is full (merge_source/worker.py): the leader
+# waits for room and restarts the pipeline (a pause, docs/faults.md), where any other error of
+# the source stops it.
+EXIT_SPILL_FULL = 3
 
 
 class SourceFailed(RuntimeError):
@@ -32,6 +36,10 @@ class SourceFailed(RuntimeError):
 
 class SourceProcessDied(RuntimeError):
     """The MergeSource process ended without saying why (killed, crashed): restartable."""
+
+
+class SpillFull(SourceProcessDied):
+    """The MergeSource's spill directory is full: restartable once there is room."""
 
 
 class SourceProcess:
@@ -78,6 +86,12 @@ class SourceProcess:
             await self._read(proc.stdout)
             rc = await proc.wait()
             if self.error is not None:
+                raise self.error
+            if rc == EXIT_SPILL_FULL:
+                self.error = SpillFull(
+                    f"{self.name}: the spill directory {self.spec.spill_dir or '(temp dir)'} "
+                    "is full"
+                )
                 raise self.error
             self.error = SourceProcessDied(
                 f"{self.name}: MergeSource process {proc.pid} ended unexpectedly ({_exit(rc)})"

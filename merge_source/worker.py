@@ -22,8 +22,10 @@ import time
 
 from cdc import stage_trace
 from cdc.gc_tune import tune_gc
+from cdc.pauses import is_disk_full
 from cdc.tasks import cancel_and_wait
 from merge_source.source import Batch, MergeSource, SourceSpec
+from merge_source.source_process import EXIT_SPILL_FULL
 from merge_source.wire import FRAME, collapse_watermarks, encode_batch, encode_error, encode_status
 
 log = logging.getLogger(__name__)
@@ -91,6 +93,9 @@ async def serve(spec: SourceSpec) -> int:
             return 0
         failed = next(t for t in done)
         exc = failed.exception() or RuntimeError(f"{failed.get_name()} stopped")
+        if _disk_full(exc):
+            log.warning("spill directory %s full: %s", spec.spill_dir or "(temp dir)", exc)
+            return EXIT_SPILL_FULL
         if failed is run:
             out.write(encode_error(str(exc)))
             with contextlib.suppress(Exception):
@@ -99,6 +104,15 @@ async def serve(spec: SourceSpec) -> int:
         raise exc
     finally:
         await cancel_and_wait(tasks)
+
+
+def _disk_full(exc: BaseException | None) -> bool:
+    """`exc` or what it was raised from is a full disk (the spill's writes)."""
+    while exc is not None:
+        if is_disk_full(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def main(parent: int) -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
 
 from cdc.cn_protocol import schema
 from cdc.cn_protocol.context import ProtocolContext
@@ -40,6 +42,11 @@ class Heartbeat:
         self._stopping = asyncio.Event()
         self.last_tso: int | None = None
         self.count = 0
+        # Told each beat's outcome (None: it succeeded): the dumper shows failing beats as a
+        # pause. Beats that keep failing (the GMS or a DN away) are logged when they start
+        # failing and when they work again, not every interval.
+        self.on_beat: Callable[[Exception | None], None] | None = None
+        self.failing_since: float | None = None
 
     @property
     def running(self) -> bool:
@@ -76,13 +83,26 @@ class Heartbeat:
             try:
                 self.last_tso = await beat(self._ctx)
                 self.count += 1
+                if self.failing_since is not None:
+                    log.warning(
+                        "heartbeats work again after %.1fs", time.time() - self.failing_since
+                    )
+                    self.failing_since = None
+                if self.on_beat is not None:
+                    self.on_beat(None)
                 if loop.time() >= next_purge:
                     next_purge = loop.time() + cfg.purge_interval_s
                     await purge_commit_records(self._ctx, cfg.commit_record_retention_s)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a missed beat must not end the task
-                log.warning("heartbeat failed: %s", exc)
+                if self.failing_since is None:
+                    self.failing_since = time.time()
+                    log.warning("heartbeat failed (retried every interval): %s", exc)
+                else:
+                    log.debug("heartbeat failed: %s", exc)
+                if self.on_beat is not None:
+                    self.on_beat(exc)
             pause = max(0.0, interval - (loop.time() - started))
             # asyncio.timeout, not wait_for (invariant 8): on 3.11 wait_for can swallow a cancel
             # that lands as the wait ends, and a stopped heartbeat would beat on.

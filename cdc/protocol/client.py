@@ -2,6 +2,11 @@
 
 Just enough for the DN binlog dump client, the reference CN's connections (cdc/cn_protocol/dn_conn.py)
 and tests that talk to our own server; other SQL work uses pymysql. Reads go through `PacketBuffer` in large chunks.
+
+Why a second client beside the administrative one (`cdc.admin_sql`, PyMySQL): PyMySQL has no
+replication protocol (COM_BINLOG_DUMP, the dump's raw event stream, semi-sync replies), and it
+blocks a thread per round trip where these callers live on an event loop (the dump client, the
+CN's commit path, a MergeSource's `XA RECOVER` after a DN restart, beside its dump).
 """
 
 from __future__ import annotations

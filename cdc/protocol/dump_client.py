@@ -126,29 +126,38 @@ class DumpClient:
         batch in that one file; an event's position is `event_pos(data)`. The MergeSource's
         hot path."""
         backoff = 0.05
+        lost_at: float | None = None  # a DN away: logged when lost and when back, not per try
         while True:
             try:
                 self._client = await self._open()
                 self.connected = True
                 backoff = 0.05
+                if lost_at is not None:
+                    log.warning(
+                        "%s: reconnected after %.1fs", self.where(), time.monotonic() - lost_at
+                    )
+                    lost_at = None
                 async for batch in self._read(self._client):
                     yield batch
                 return  # server sent EOF: only happens for a non-blocking dump
             except ServerError as exc:
                 if exc.code in FATAL_CODES or not self.settings.reconnect:
                     raise DumpError(f"{self.where()}: DN refused the binlog dump: {exc}") from None
-                log.warning("%s: %s; reconnecting", self.where(), exc)
+                lost = f"{exc}"
             except (ConnectionError, OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
                 if not self.settings.reconnect:
                     raise DumpError(f"{self.where()}: connection lost: {exc!r}") from None
-                log.warning(
-                    "%s: connection lost (%r); reconnecting in %.2fs", self.where(), exc, backoff
-                )
+                lost = f"connection lost ({exc!r})"
             finally:
                 self.connected = False
                 if self._client is not None:
                     self._client.close()
                     self._client = None
+            if lost_at is None:
+                lost_at = time.monotonic()
+                log.warning("%s: %s; reconnecting (retried with backoff)", self.where(), lost)
+            else:
+                log.debug("%s: %s; reconnecting in %.2fs", self.where(), lost, backoff)
             self.reconnects += 1
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, self.settings.max_backoff)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import time
 from pathlib import Path
 
-import pymysql
-
+from cdc import admin_sql
 from cli.commands.cluster import print_table
 from local_cluster import LocalCluster
 from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
@@ -34,7 +34,7 @@ def step(text: str) -> None:
 def query(
     host: str, port: int, sql: str, user: str = "root", password: str = ""
 ) -> tuple[list[str], list[tuple]]:
-    conn = pymysql.connect(host=host, port=port, user=user, password=password, connect_timeout=5)
+    conn = admin_sql.connect(host, port, user, password, autocommit=False)
     try:
         with conn.cursor() as cur:
             cur.execute(sql)
@@ -99,10 +99,20 @@ def shown_path(path: Path) -> str:
         return str(path)
 
 
+def quiet_reference_cn() -> None:
+    """The reference CN logs each step of every cluster change at INFO (the demo's table
+    creation and `cdc check`'s token table: five lines a table). That is progress for `cdc cn
+    ddl`, noise here: the demo shows what the CN wrote, not how. Warnings and errors still show."""
+    import cn
+
+    logging.getLogger(cn.__name__).setLevel(logging.WARNING)
+
+
 def cmd_demo(args) -> int:
     from cli.commands.pipeline import start, state_dir
     from cn import init
 
+    quiet_reference_cn()
     started = time.monotonic()
     step(f"cluster: GMS + {args.dns} DNs in {args.dir}")
     cluster = LocalCluster(args.dir)
@@ -116,7 +126,11 @@ def cmd_demo(args) -> int:
     print(f"config: {config_path}")
 
     step("reference CN: catalogue, private tables, CdcStart marker")
-    print(asyncio.run(init(cfg)))
+    result = asyncio.run(init(cfg))
+    if result.created:
+        print(f"initialised; CdcStart written at TSO {result.cdc_start_tso}")
+    else:
+        print(f"already initialised (CdcStart at TSO {result.cdc_start_tso})")
 
     step("pipeline + dumper (background)")
     start(config_path, background=True)

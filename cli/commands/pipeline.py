@@ -1,8 +1,8 @@
 """`cdc start|stop|status`: the pipeline (MergeSources → MergeJoint → Dumper leader + server).
 
-`start` runs in the foreground, or with `--background` as a detached process whose pid and
-log live next to the binlog directory; `status` reads the status file the running leader
-rewrites every second.
+`start` runs in the foreground, or with `--background` as a detached supervisor
+(`cli/supervise.py`) that runs it and starts it again after a crash; pids and the log live next
+to the binlog directory; `status` reads the status file the running leader rewrites every second.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 
 from cdc.config import Config, ConfigError, load
+from cli.supervise import PID_FILE as SUPERVISOR_PID
+from cli.supervise import read_state
 
 DEFAULT_CONFIG = "cdc.toml"
 
@@ -28,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     start.add_argument(
         "--background", action="store_true", help="detach; log to <state dir>/pipeline.log"
     )
+    # (what --background runs: the supervisor of the foreground service)
+    start.add_argument("--supervise", action="store_true", help=argparse.SUPPRESS)
     start.set_defaults(func=cmd_start)
     stop = sub.add_parser("stop", help="stop a pipeline started with --background")
     stop.set_defaults(func=cmd_stop)
@@ -64,25 +68,37 @@ def state_dir(config_path: str, dumper_id: int = 0) -> Path:
 
 
 def cmd_start(args) -> int:
-    return start(args.config, background=args.background, dumper_id=args.dumper_id)
+    return start(
+        args.config, background=args.background, dumper_id=args.dumper_id, supervise=args.supervise
+    )
 
 
-def start(config_path: str, background: bool = False, dumper_id: int = 0) -> int:
-    """`cdc start`: the pipeline in this process, or detached with `background`."""
+def start(
+    config_path: str, background: bool = False, dumper_id: int = 0, supervise: bool = False
+) -> int:
+    """`cdc start`: the pipeline in this process, or detached and supervised with
+    `background` (`supervise`: be that supervisor)."""
     directory = state_dir(config_path, dumper_id)
     directory.mkdir(parents=True, exist_ok=True)
     pid_file = directory / "pipeline.pid"
-    if _running(pid_file):
-        print(f"already running (pid {pid_file.read_text().strip()})")
-        return 0
+    service = [sys.executable, "-m", "cli.main", "start", "--config", config_path] + (
+        ["--dumper-id", str(dumper_id)] if dumper_id else []
+    )
+    if supervise:
+        from cli.supervise import supervise as run_supervisor
+
+        return run_supervisor(service, directory)
+    for running in (directory / SUPERVISOR_PID, pid_file):
+        if _running(running) and int(running.read_text()) != os.getppid():  # (ours: we run)
+            print(f"already running (pid {running.read_text().strip()})")
+            return 0
     if background:
         # Started once the new process writes its status (it does once it serves): never
         # mistake the file of an earlier run for it.
         (directory / "status.json").unlink(missing_ok=True)
         with open(directory / "pipeline.log", "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "cli.main", "start", "--config", config_path]
-                + (["--dumper-id", str(dumper_id)] if dumper_id else []),
+                [*service, "--supervise"],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -95,7 +111,10 @@ def start(config_path: str, background: bool = False, dumper_id: int = 0) -> int
                     f"the pipeline exited with code {proc.returncode}; see {directory / 'pipeline.log'}"
                 )
             if (directory / "status.json").exists() and _running(pid_file):
-                print(f"started (pid {proc.pid}); log: {directory / 'pipeline.log'}")
+                print(
+                    f"started (pid {pid_file.read_text().strip()}, supervised by pid {proc.pid}: "
+                    f"restarted after a crash); log: {directory / 'pipeline.log'}"
+                )
                 return 0
             time.sleep(0.1)
         raise TimeoutError(
@@ -111,29 +130,41 @@ def start(config_path: str, background: bool = False, dumper_id: int = 0) -> int
 
 
 def cmd_stop(args) -> int:
-    pid_file = state_dir(args.config, args.dumper_id) / "pipeline.pid"
-    if not _running(pid_file):
+    directory = state_dir(args.config, args.dumper_id)
+    # The supervisor first (it stops the service and restarts nothing), else the service.
+    files = [f for f in (directory / SUPERVISOR_PID, directory / "pipeline.pid") if _running(f)]
+    if not files:
         print("not running")
         return 0
-    pid = int(pid_file.read_text())
-    os.kill(pid, signal.SIGTERM)
+    pids = [int(f.read_text()) for f in files]
+    os.kill(pids[0], signal.SIGTERM)
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and _alive(pid):
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
         time.sleep(0.1)
-    if _alive(pid):
-        os.kill(pid, signal.SIGKILL)
-    pid_file.unlink(missing_ok=True)
-    print(f"stopped (pid {pid})")
+    for pid in pids:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    for f in files:
+        f.unlink(missing_ok=True)
+    print(f"stopped (pid {pids[-1]})")
     return 0
 
 
 def cmd_status(args) -> int:
     directory = state_dir(args.config, args.dumper_id)
     status_file = directory / "status.json"
+    supervisor = read_state(directory)
     if not status_file.exists() or not _running(directory / "pipeline.pid"):
-        print("not running")
+        if supervisor is None:
+            print("not running")
+        elif args.json:
+            print(json.dumps({"supervisor": supervisor}, indent=2))
+        else:
+            print(*_supervisor_lines(supervisor, time.time()) or ["starting"], sep="\n")
         return 1
     status = json.loads(status_file.read_text())
+    if supervisor is not None:
+        status["supervisor"] = supervisor
     if args.json:
         print(json.dumps(status, indent=2))
         return 0
@@ -145,7 +176,7 @@ def cmd_status(args) -> int:
 def status_lines(status: dict, now: float) -> list[str]:
     """What `cdc status` prints for one status file."""
     age = now - status["written_at"]
-    lines = []
+    lines = [*_supervisor_lines(status.get("supervisor"), now), *_pause_lines(status, now)]
     ha = status.get("ha")
     if ha is not None:
         lines.append(_ha_line(ha))
@@ -168,6 +199,32 @@ def status_lines(status: dict, now: float) -> list[str]:
     lines.extend(f"! {problem}" for problem in status.get("problems", []))
     lines.extend(_served_lines(status))
     return lines
+
+
+def _supervisor_lines(sup: dict | None, now: float) -> list[str]:
+    """Crashes of the service the supervisor restarted (nothing while there were none)."""
+    if not sup or not sup.get("restarts"):
+        return []
+    last = sup["last_exit"]
+    at = time.strftime("%H:%M:%S", time.localtime(last["at"]))
+    head = "CRASH LOOP: " if sup.get("crash_loop") else ""
+    line = (
+        f"{head}the service was restarted {sup['restarts']} time(s) after crashing; last: "
+        f"{last['how']} at {at} after {last['ran_s']}s (see pipeline.log)"
+    )
+    nxt = sup.get("next_start_at")
+    if nxt and nxt > now:
+        line += f"; next start in {nxt - now:.0f}s"
+    return [line]
+
+
+def _pause_lines(status: dict, now: float) -> list[str]:
+    """What the pipeline waits for now (a dependency at fault, docs/faults.md), first."""
+    return [
+        f"PAUSED ({p['reason']}) since {time.strftime('%H:%M:%S', time.localtime(p['since']))} "
+        f"({now - p['since']:.0f}s): {p['detail']}"
+        for p in status.get("pauses", [])
+    ]
 
 
 def _served_lines(status: dict) -> list[str]:

@@ -9,7 +9,8 @@ import asyncio
 from typing import Protocol
 
 from cdc.config import Config, NodeConfig
-from dumper.pipeline import DnSourceFactory, GmsMetadata, Leader
+from cdc.pauses import Pauses
+from dumper.pipeline import DnSourceFactory, GmsMetadata, Leader, Term
 from merge_source import ForkServer
 from topology import DumperLeaseStore, Lease, Member, TermStart, gms, migrate
 
@@ -83,11 +84,12 @@ class GmsLeaseStore:
 
 
 class LeaderBuilder(Protocol):
-    """Makes the `Leader` of each term this process wins; `standby` runs while it follows
-    (to make a later takeover faster), `close` once at the end."""
+    """Makes the `Leader` of each term this process wins (`term`: its number, fence and
+    takeover timeline); `standby` runs while it follows (to make a later takeover faster),
+    `close` once at the end."""
 
     async def standby(self) -> None: ...
-    def build(self, nodes: dict[int, NodeConfig]) -> Leader: ...
+    def build(self, nodes: dict[int, NodeConfig], term: Term) -> Leader: ...
     async def close(self) -> None: ...
 
 
@@ -98,17 +100,20 @@ class DnLeaders:
     machine (merge_source/fork_server.py). Idle workers forked ahead of time (`warm_sources`,
     removed) saved the takeover only the forks."""
 
-    def __init__(self, config: Config, server_uuid: str | None = None):
+    def __init__(
+        self, config: Config, server_uuid: str | None = None, pauses: Pauses | None = None
+    ):
         self.config = config
         self.server_uuid = server_uuid  # the GTIDs' sid (None: read from the GMS per build)
+        self.pauses = pauses or Pauses()  # every term's pipeline reports its waits here
         self._forks = ForkServer() if config.pipeline.source_processes else None
 
     async def standby(self) -> None:
         if self._forks is not None:
             await self._forks.start()  # a no-op while it runs
 
-    def build(self, nodes: dict[int, NodeConfig]) -> Leader:
-        metadata = GmsMetadata(self.config)
+    def build(self, nodes: dict[int, NodeConfig], term: Term) -> Leader:
+        metadata = GmsMetadata(self.config, self.pauses)
         metadata.migrated = True  # by `HaNode.run` (`LeaseStore.migrate`: the same schema)
         factory = DnSourceFactory(self.config, metadata.names_at, self._forks)
         return Leader(
@@ -117,6 +122,8 @@ class DnLeaders:
             metadata=metadata,
             nodes=nodes,
             server_uuid=self.server_uuid,
+            term=term,
+            pauses=self.pauses,
         )
 
     async def close(self) -> None:

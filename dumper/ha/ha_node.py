@@ -25,13 +25,14 @@ from pathlib import Path
 
 from binlog_writer import BinlogCopier, CopyError, layout, truncate_copy
 from cdc.config import Config
+from cdc.pauses import GMS, Backoff, Pauses
 from cdc.protocol import BinlogPosition, DumpClient, DumpError, DumpSettings
 from cdc.tasks import cancel_and_wait
 from dumper.ha.deps import LeaderBuilder, LeaseStore
 from dumper.ha.takeover import TakeoverTimeline
-from dumper.pipeline import Leader, LeaderError
+from dumper.pipeline import Leader, LeaderError, Term
 from dumper.server import AckGate, ack_packet
-from topology import Lease, Member, TermStart
+from topology import Lease, Member, TermStart, gms
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +72,10 @@ class HaNode:
         *,
         copy: Callable[[Lease], Awaitable[None]] | None = None,
         on_lead: Callable[[], Awaitable[None]] | None = None,
+        pauses: Pauses | None = None,
     ):
         self.config = config
+        self.pauses = pauses or Pauses()
         self.store = store
         self._leaders = leaders
         self._copy_from = copy or self._copy
@@ -119,34 +122,55 @@ class HaNode:
 
     # -- main loop ----------------------------------------------------------------------------
     async def run(self) -> None:
-        await self.store.migrate()
+        backoff = Backoff()
+        while True:  # a GMS away at start is waited for
+            try:
+                await self.store.migrate()
+                break
+            except gms.UNREACHABLE as exc:
+                self.pauses.begin(GMS, f"HA: migrating the GMS: {exc}")
+                await asyncio.sleep(backoff.next())
+        self.pauses.end(GMS)
         reporter = asyncio.create_task(self._report_loop(), name="ha-report")
         try:
             while True:
-                lease = await self.store.current()
-                if lease is not None and lease.live and lease.holder != self.id:
-                    await self._follow(lease)
+                try:
+                    await self._turn()
+                except gms.UNREACHABLE as exc:
+                    # Not leading (a leader's term ends by fencing): wait for the GMS, then
+                    # look at the lease again.
+                    self.pauses.begin(GMS, f"HA: reading the lease: {exc}")
+                    self.leader, self.role = None, "candidate"  # a term that failed to start
+                    await asyncio.sleep(backoff.next())
                     continue
-                if lease is None or not lease.live:
-                    self._lease_free_at = self._lease_free_at or time.monotonic()
-                if (lease is None or not lease.live) and await self._may_take_over():
-                    term = await self.store.try_acquire(
-                        self.id, self.address, self.config.dumper.lease_ms
-                    )
-                    if term is not None:
-                        try:
-                            await self._lead(term, self._timeline(term))  # only ends by raising
-                        except FencedError as exc:
-                            # Its writer is closed; whoever leads now cuts our copy back to
-                            # where their term began before we follow (`_follow`).
-                            log.error("%s; following again", exc)
-                            self.leader, self.role = None, "candidate"
-                await asyncio.sleep(self.config.dumper.lease_renew_ms / 1000 / 4)
+                if self.pauses.active(GMS) and self.role != "leader":
+                    self.pauses.end(GMS)
+                backoff.reset()
         finally:
             reporter.cancel()
             with contextlib.suppress(BaseException):
                 await reporter
             await self._leaders.close()
+
+    async def _turn(self) -> None:
+        """One look at the lease: follow its holder, take it over, or wait a little."""
+        lease = await self.store.current()
+        if lease is not None and lease.live and lease.holder != self.id:
+            await self._follow(lease)
+            return
+        if lease is None or not lease.live:
+            self._lease_free_at = self._lease_free_at or time.monotonic()
+        if (lease is None or not lease.live) and await self._may_take_over():
+            term = await self.store.try_acquire(self.id, self.address, self.config.dumper.lease_ms)
+            if term is not None:
+                try:
+                    await self._lead(term, self._timeline(term))  # only ends by raising
+                except FencedError as exc:
+                    # Its writer is closed; whoever leads now cuts our copy back to
+                    # where their term began before we follow (`_follow`).
+                    log.error("%s; following again", exc)
+                    self.leader, self.role = None, "candidate"
+        await asyncio.sleep(self.config.dumper.lease_renew_ms / 1000 / 4)
 
     def _timeline(self, term: int) -> TakeoverTimeline:
         """Counted from when the old leader was last heard, if this process was copying from
@@ -350,8 +374,7 @@ class HaNode:
         await self._align_with_terms(term - 1)
         if timeline is not None:
             timeline.mark("copy aligned with the terms")
-        leader = self._leaders.build(self.nodes)
-        leader.term, leader.fence, leader.timeline = term, self._fence, timeline
+        leader = self._leaders.build(self.nodes, Term(term, self._fence, timeline))
         if timeline is not None:
             timeline.mark("copy recovered")
         rec = leader.writer.recovery

@@ -1,11 +1,15 @@
 """The phases of one HA takeover, with their times, for the log: when a takeover is slow, the
-line says where the time went (the lease, recovering the copy, reading the DNs again, ...)."""
+line says where the time went (the lease, recovering the copy, reading the DNs again, ...).
+The new term's Leader is given it as its `Takeover` (dumper/pipeline/term.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
+
+from dumper.pipeline import Leader
 
 log = logging.getLogger(__name__)
 
@@ -54,3 +58,32 @@ class TakeoverTimeline:
             if time.monotonic() - self.origin > SLOW_TAKEOVER_S:
                 self._slow_logged = True
                 log.info("%s; no transaction written yet", self.render())
+
+    async def watch(self, leader: Leader) -> None:
+        """Mark when each source is connected and has read past the resume key (the old
+        leader's last transaction), and the first write; log slow takeovers meanwhile."""
+        start_key = leader.written_key
+        started: set[int] = set()
+        connected: set[int] = set()
+        caught_up: set[int] = set()
+        while not self.done:
+            for dn, source in list(leader.sources.items()):
+                status = source.status()
+                if dn not in started and status.get("pid") and status.get("state") != "starting":
+                    started.add(dn)  # the worker process runs and reported
+                    self.mark(f"{source.name} process up")
+                if dn not in connected and status.get("state") == "up":
+                    connected.add(dn)
+                    self.mark(f"{source.name} connected")
+                wm = leader.joint.merger.watermark(dn) if leader.joint is not None else None
+                if (
+                    dn not in caught_up
+                    and wm is not None
+                    and (start_key is None or wm >= start_key)
+                ):
+                    caught_up.add(dn)
+                    self.mark(f"{source.name} caught up ({status.get('events', 0)} events read)")
+            if leader.written_key != start_key:
+                self.finish()
+            self.check_slow()
+            await asyncio.sleep(0.02)

@@ -6,6 +6,7 @@ its own."""
 from dumper.pipeline.leader import Leader, LeaderError, LeaderStats, leader_status
 from dumper.pipeline.metadata import CheckpointTooOld, GmsMetadata, PipelineMetadata
 from dumper.pipeline.sources import DnSourceFactory, Source, SourceError, SourceFactory
+from dumper.pipeline.term import Takeover, Term
 
 __all__ = [
     "CheckpointTooOld",
@@ -18,5 +19,7 @@ __all__ = [
     "Source",
     "SourceError",
     "SourceFactory",
+    "Takeover",
+    "Term",
     "leader_status",
 ]

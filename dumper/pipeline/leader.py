@@ -7,6 +7,12 @@ Restart protocol (exactly once across crashes):
    branch not yet durably written) and drops fragments at or below that key.
 3. Checkpoints are persisted only after the writer has fsynced every transaction up to the
    watermark they were taken at, so a checkpoint never skips an unwritten branch.
+
+Faults of what it depends on pause it, never end it (docs/faults.md): a GMS that went away
+holds back the checkpoints (the newest per DN is kept for the next try) and whatever reads or
+records metadata (`GmsMetadata` waits), while writing goes on; a full binlog file system stops
+the writer at the last whole transaction (`BinlogWriter.abandon`), and once there is room again
+the pipeline restarts in place by the protocol above, so the file continues at the same byte.
 """
 
 from __future__ import annotations
@@ -14,11 +20,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
+import tempfile
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 from binlog_writer import (
     BinlogWriter,
@@ -32,26 +41,35 @@ from cdc import stage_trace
 from cdc.binlog.gtid import sid_of
 from cdc.config import Config, NodeConfig
 from cdc.keys import Checkpoint, GlobalKey, stream_name
+from cdc.pauses import BINLOG_DISK_FULL, GMS, SPILL_DISK_FULL, Backoff, Pauses, is_disk_full
 from cdc.tasks import cancel_and_wait
 from dumper.pipeline.metadata import CheckpointTooOld, GmsMetadata, PipelineMetadata
 from dumper.pipeline.sources import DnSourceFactory, Source, SourceFactory
+from dumper.pipeline.term import Takeover, Term
 from dumper.pipeline.txn_encoder import TransactionEncoder
 from merge_joint import MergeJoint, Transaction
-from merge_source import FragmentKind, NameMap, SourceProcessDied
-from topology import FileEntry, TopologyRecord
-
-if TYPE_CHECKING:  # HA's; imported at run time it would make dumper.ha and this a cycle
-    from dumper.ha import TakeoverTimeline
+from merge_source import FragmentKind, NameMap, SourceProcessDied, SpillFull
+from topology import FileEntry, TopologyRecord, gms
 
 log = logging.getLogger(__name__)
 
 # A streamed (spilled) transaction goes to the writer in parts of about this many bytes, with
 # the event loop free in between (dump clients, lease renewal, status).
 STREAM_PART_BYTES = 4 << 20
+# A full binlog file system: writing resumes once this much is free (one streamed part: a
+# pipeline restart for a few bytes would only fill it again at once).
+DISK_FREE_TO_RESUME = STREAM_PART_BYTES
+# A checkpoint save slower than this is shown as a GMS pause while it waits (a GMS that stopped
+# answering holds it until `cdc.admin_sql.READ_TIMEOUT_S`).
+SLOW_SAVE_S = 2.0
 
 
 class LeaderError(RuntimeError):
     """The pipeline cannot continue; the message names the stage and what to do."""
+
+
+class DiskFull(RuntimeError):
+    """The binlog file system is full: the writer stopped at its last whole transaction."""
 
 
 @dataclass(slots=True)
@@ -70,7 +88,8 @@ class Leader:
     """The pipeline of one leader term. Its dependencies are passed in (defaults: the real
     ones from `config`): `factory` makes each DN's source, `metadata` is the GMS, `writer` the
     binlog files. It owns the set of DNs it merges (`nodes`: the configured ones and those a
-    StorageChange added); `service.py` asks it for their addresses."""
+    StorageChange added); `service.py` asks it for their addresses. `term`: HA's (its number,
+    fence and takeover observer); None for the plain leader."""
 
     def __init__(
         self,
@@ -81,19 +100,17 @@ class Leader:
         writer: BinlogWriter | None = None,
         nodes: dict[int, NodeConfig] | None = None,
         server_uuid: str | None = None,
+        term: Term | None = None,
+        pauses: Pauses | None = None,
     ):
         self.config = config
-        p = config.pipeline
-        self.metadata: PipelineMetadata = metadata or GmsMetadata(config)
-        self.writer = writer or BinlogWriter(
-            config.dumper.binlog_dir,
-            base=config.dumper.binlog_base,
-            max_file_size=p.max_file_size_mb * 1024 * 1024,
-            fsync=FsyncPolicy.parse(p.fsync),
-            server_id=config.dumper.server_id,
-            server_version=config.dumper.version,
-            gtids=self._gtid_layout(server_uuid),
-        )
+        self.pauses = pauses or Pauses()  # what it waits for now (`cdc status`, the metrics)
+        self.metadata: PipelineMetadata = metadata or GmsMetadata(config, self.pauses)
+        # A writer of our own can be opened again after a full disk (recovery cuts the torn
+        # tail); one passed in (tests) cannot.
+        self._own_writer = writer is None
+        self._gtids = None if writer is not None else self._gtid_layout(server_uuid)
+        self.writer = writer or self._open_writer()
         self.factory: SourceFactory = factory or DnSourceFactory(config, self.metadata.names_at)
         # DN id -> its address; HA passes one dict to every term's Leader, so that a DN added
         # by StorageChange (not in cdc.toml) is known to the next term of this process too.
@@ -103,7 +120,7 @@ class Leader:
             gtids=self.writer.gtids is not None,
             flavor=self.writer.gtids.flavor if self.writer.gtids else "mysql",
         )
-        self.queue: asyncio.Queue = asyncio.Queue(maxsize=p.queue_batches)
+        self.queue: asyncio.Queue = asyncio.Queue(maxsize=config.pipeline.queue_batches)
         self.sources: dict[int, Source] = {}
         self._tasks: dict[int, asyncio.Task] = {}
         self.joint: MergeJoint | None = None
@@ -113,9 +130,23 @@ class Leader:
         self.notify = asyncio.Event()  # set after each batch reaches the file (dump server)
         # HA: raises if this process may no longer write (its lease ran out); called before
         # every batch. `term` is the lease term, for logs and status (0 = no HA).
-        self.fence: Callable[[], None] | None = None
-        self.term = 0
-        self.timeline: TakeoverTimeline | None = None  # HA: phases of the takeover, for the log
+        self.fence: Callable[[], None] | None = term.fence if term is not None else None
+        self.term = term.number if term is not None else 0
+        self.takeover: Takeover | None = term.takeover if term is not None else None
+        # Checkpoints ready but not saved yet (the GMS away): the newest per DN, a bounded queue.
+        self._unsaved: dict[int, tuple[GlobalKey, Checkpoint]] = {}
+
+    def _open_writer(self) -> BinlogWriter:
+        p, d = self.config.pipeline, self.config.dumper
+        return BinlogWriter(
+            d.binlog_dir,
+            base=d.binlog_base,
+            max_file_size=p.max_file_size_mb * 1024 * 1024,
+            fsync=FsyncPolicy.parse(p.fsync),
+            server_id=d.server_id,
+            server_version=d.version,
+            gtids=self._gtids,
+        )
 
     def node(self, dn: int) -> NodeConfig | None:
         """The address of a DN this pipeline knows (configured, or added by StorageChange)."""
@@ -169,39 +200,8 @@ class Leader:
         return self.factory.make(node, cp, self.queue, self.written_key, resume_after, names)
 
     def _mark(self, phase: str) -> None:
-        if self.timeline is not None and not self.timeline.done:
-            self.timeline.mark(phase)
-
-    async def _watch_takeover(self, timeline: TakeoverTimeline) -> None:
-        """Mark when each source is connected and has read past the resume key (the old
-        leader's last transaction), and the first write; log slow takeovers meanwhile."""
-        start_key = self.written_key
-        started: set[int] = set()
-        connected: set[int] = set()
-        caught_up: set[int] = set()
-        while not timeline.done:
-            for dn, source in list(self.sources.items()):
-                status = source.status()
-                if dn not in started and status.get("pid") and status.get("state") != "starting":
-                    started.add(dn)  # the worker process runs and reported
-                    timeline.mark(f"{source.name} process up")
-                if dn not in connected and status.get("state") == "up":
-                    connected.add(dn)
-                    timeline.mark(f"{source.name} connected")
-                wm = self.joint.merger.watermark(dn) if self.joint is not None else None
-                if (
-                    dn not in caught_up
-                    and wm is not None
-                    and (start_key is None or wm >= start_key)
-                ):
-                    caught_up.add(dn)
-                    timeline.mark(
-                        f"{source.name} caught up ({status.get('events', 0)} events read)"
-                    )
-            if self.written_key != start_key:
-                timeline.finish()
-            timeline.check_slow()
-            await asyncio.sleep(0.02)
+        if self.takeover is not None and not self.takeover.done:
+            self.takeover.mark(phase)
 
     # -- the SourceSet of MergeJoint: what StorageChange and CdcStart markers change ----------
     async def add_source(self, dn: int, entry: dict[str, Any], tso: int) -> None:
@@ -250,6 +250,16 @@ class Leader:
             while True:
                 try:
                     await self._run_pipeline()
+                except DiskFull as exc:
+                    if not self._own_writer:
+                        raise LeaderError(str(exc)) from exc
+                    await self._wait_for_space(str(exc))
+                    log.info("restarting the pipeline from the global binlog")
+                except (SpillFull, OSError) as exc:
+                    if isinstance(exc, OSError) and not is_disk_full(exc):
+                        raise  # (a MergeSource in this process: its spill directory is full)
+                    await self._wait_for_spill_space(str(exc))
+                    log.info("restarting the pipeline from the global binlog")
                 except SourceProcessDied as exc:
                     now = time.monotonic()
                     restarts.append(now)
@@ -266,8 +276,34 @@ class Leader:
             await self.factory.aclose()
             self.close()
 
+    async def _wait_for_space(self, error: str) -> None:
+        """Until the binlog's file system has room and the writer opens again (recovery cuts
+        what the failed write left after the last whole transaction)."""
+        directory = self.writer.dir
+        self.pauses.begin(BINLOG_DISK_FULL, f"{directory}: {error}")
+        backoff = Backoff()
+        while True:
+            await _room(directory, BINLOG_DISK_FULL, error, self.pauses, backoff)
+            try:
+                self.writer = await asyncio.to_thread(self._open_writer)
+            except OSError as exc:
+                if not is_disk_full(exc):
+                    raise
+                continue
+            self.pauses.end(BINLOG_DISK_FULL)
+            return
+
+    async def _wait_for_spill_space(self, error: str) -> None:
+        """Until the spill directory has room again; the pipeline then restarts (the huge
+        transaction is read and spilled again)."""
+        directory = Path(self.config.pipeline.spill_dir or tempfile.gettempdir())
+        self.pauses.begin(SPILL_DISK_FULL, f"{directory}: {error}")
+        await asyncio.sleep(0.2)
+        await _room(directory, SPILL_DISK_FULL, error, self.pauses, Backoff())
+        self.pauses.end(SPILL_DISK_FULL)
+
     async def _run_pipeline(self) -> None:
-        self.sources, self._tasks = {}, {}
+        self.sources, self._tasks, self._unsaved = {}, {}, {}
         self.queue = asyncio.Queue(maxsize=self.config.pipeline.queue_batches)
         await self.factory.start()  # e.g. a fork server: overlaps the reads of the GMS below
         await asyncio.to_thread(self.start)
@@ -277,8 +313,8 @@ class Leader:
         writer_task = asyncio.create_task(self._write_loop(), name="writer")
         cp_task = asyncio.create_task(self._checkpoint_loop(), name="checkpoints")
         watch = None
-        if self.timeline is not None and not self.timeline.done:
-            watch = asyncio.create_task(self._watch_takeover(self.timeline), name="takeover")
+        if self.takeover is not None and not self.takeover.done:
+            watch = asyncio.create_task(self.takeover.watch(self), name="takeover")
         try:
             while True:  # sources may be added (StorageChange): look at the current set each time
                 tasks = [writer_task, cp_task, *self._tasks.values()]
@@ -294,6 +330,19 @@ class Leader:
             await cancel_and_wait(tasks + ([watch] if watch is not None else []))
 
     async def _write_loop(self) -> None:
+        try:
+            await self._write_all()
+        except OSError as exc:
+            if not is_disk_full(exc):
+                raise
+            # At once, before the loop turns: nobody may be told an end inside the torn tail.
+            self.writer.abandon()
+            raise DiskFull(
+                f"writing {self.writer.dir / self.writer.file} failed: {exc}; stopped at "
+                f"position {self.writer.position}"
+            ) from exc
+
+    async def _write_all(self) -> None:
         assert self.joint is not None
         writer, stats = self.writer, self.stats
         fence = self.fence
@@ -375,35 +424,82 @@ class Leader:
         self.stats.spilled_bytes += txn.size
 
     async def _checkpoint_loop(self) -> None:
+        """Checkpoints every interval; while the GMS is away they are retried with backoff
+        (writing goes on: a restart would only resume from an older checkpoint)."""
         interval = self.config.pipeline.checkpoint_interval_ms / 1000
+        backoff = Backoff(first=interval, cap=max(interval, 5.0))
+        retry_at = 0.0
         while True:
             await asyncio.sleep(interval)
-            await self.persist_checkpoints()
+            if time.monotonic() < retry_at:
+                self._collect_checkpoints()  # keeps MergeJoint's lists short meanwhile
+                continue
+            try:
+                await self.persist_checkpoints()
+            except gms.UNREACHABLE as exc:
+                self.pauses.begin(GMS, f"checkpoints not saved: {exc}")
+                retry_at = time.monotonic() + backoff.next()
+                continue
+            except OSError as exc:  # the fsync before the save
+                if not is_disk_full(exc):
+                    raise
+                self.writer.abandon()
+                raise DiskFull(f"syncing {self.writer.dir / self.writer.file}: {exc}") from exc
+            if retry_at:
+                retry_at = 0.0
+                backoff.reset()
+            self.pauses.end(GMS)  # (a no-op unless a save failed or was slow)
+
+    def _collect_checkpoints(self) -> None:
+        written = self.written_key
+        if written is not None and self.joint is not None:
+            self._unsaved.update(self.joint.checkpoints_upto(written))
 
     async def persist_checkpoints(self) -> None:
         """Fsync, then save for each DN the newest checkpoint whose watermark is written.
 
         The writer is only ever touched from the event loop thread (it is not thread-safe);
-        the GMS round trips go to a worker thread.
+        the GMS round trips go to a worker thread. A save that fails leaves them for the next
+        one (newer ones replace them).
         """
-        written = self.written_key
-        if written is None or self.joint is None:
-            return
-        ready = self.joint.checkpoints_upto(written)
-        if not ready:
+        self._collect_checkpoints()
+        if not self._unsaved:
             return
         self.writer.sync()
         file = self.writer.file
         entry = FileEntry(
             file, self._file_first_tso.get(file), self.stats.last_tso or None, self.writer.position
         )
-        await asyncio.to_thread(self.metadata.save_checkpoints, list(ready.values()), entry)
+        ready = dict(self._unsaved)
+        save = asyncio.ensure_future(
+            asyncio.to_thread(self.metadata.save_checkpoints, list(ready.values()), entry)
+        )
+        done, _ = await asyncio.wait([save], timeout=SLOW_SAVE_S)
+        if not done:
+            self.pauses.begin(GMS, f"saving checkpoints: no answer for {SLOW_SAVE_S:.0f}s")
+        await save
+        for dn, item in ready.items():
+            if self._unsaved.get(dn) is item:
+                del self._unsaved[dn]
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.writer.close()
         with contextlib.suppress(Exception):
             self.metadata.close()
+
+
+async def _room(directory: Path, reason: str, error: str, pauses: Pauses, backoff: Backoff) -> None:
+    """Until `directory`'s file system has `DISK_FREE_TO_RESUME` bytes free."""
+    while True:
+        await asyncio.sleep(backoff.next())
+        free = shutil.disk_usage(directory).free
+        if free >= DISK_FREE_TO_RESUME:
+            return
+        pauses.begin(
+            reason,
+            f"{directory}: {free} bytes free, resumes at {DISK_FREE_TO_RESUME} ({error})",
+        )
 
 
 class _Batch:

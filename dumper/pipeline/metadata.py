@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 import pymysql
 
+from cdc.admin_sql import retry
 from cdc.config import Config
 from cdc.keys import Checkpoint, GlobalKey
+from cdc.pauses import Pauses
 from merge_source import NameMap
 from topology import (
     CheckpointHistory,
@@ -29,6 +33,7 @@ from topology import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 PRUNE_INTERVAL_S = 60.0
 
@@ -69,42 +74,72 @@ class PipelineMetadata(Protocol):
 
 
 class GmsMetadata:
-    """`PipelineMetadata` in the GMS database `[pipeline] meta_database`."""
+    """`PipelineMetadata` in the GMS database `[pipeline] meta_database`.
 
-    def __init__(self, config: Config):
+    A GMS that went away (restarted, unreachable, stopped) is waited for: each read and each
+    marker record is retried with backoff until it succeeds (a pause named in `pauses`), so
+    what needs it waits and nothing ends (docs/faults.md). They are idempotent: records are
+    `INSERT IGNORE` by TSO. `save_checkpoints` is the exception: it raises, and the pipeline
+    keeps the newest checkpoint per DN for the next round (`Leader._checkpoint_loop`)."""
+
+    def __init__(self, config: Config, pauses: Pauses | None = None):
         self.config = config
         self.database = config.pipeline.meta_database
         self.migrated = False  # HA: the node migrated the GMS already
+        self.pauses = pauses or Pauses()
         self._conn: pymysql.Connection | None = None
         self._cp_conn: pymysql.Connection | None = None
         self._last_prune = 0.0
+        self._closed = threading.Event()  # ends the waits of a stopping pipeline
 
     def _meta(self) -> pymysql.Connection:
         if self._conn is None or not self._conn.open:
             self._conn = gms.connect(self.config.gms)
         return self._conn
 
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def _retry(self, what: str, call: Callable[[], T]) -> T:
+        return retry(call, what, self.pauses, stop=self._closed, on_error=self._drop)
+
     def prepare(self) -> None:
         if not self.migrated:
-            migrate(self._meta(), self.database)
+            self._retry("migrating the GMS", lambda: migrate(self._meta(), self.database))
             self.migrated = True
 
     def server_uuid(self) -> str:
         self.prepare()
-        return server_uuid(self._meta(), self.database)
+        return self._retry("reading server_uuid", lambda: server_uuid(self._meta(), self.database))
 
     def topology(self) -> list[TopologyRecord]:
-        return TopologyHistory(self._meta(), self.database).all()
+        return self._retry(
+            "reading the topology", lambda: TopologyHistory(self._meta(), self.database).all()
+        )
 
     def record_topology(self, record: TopologyRecord) -> object:
-        return TopologyHistory(self._meta(), self.database).record(record)
+        return self._retry(
+            f"recording the {record.kind} marker at TSO {record.tso}",
+            lambda: TopologyHistory(self._meta(), self.database).record(record),
+        )
 
     def record_schema(self, record: SchemaRecord) -> object:
-        return SchemaHistory(self._meta(), self.database).record(record)
+        return self._retry(
+            f"recording the DDL of {record.db}.{record.table} at TSO {record.tso}",
+            lambda: SchemaHistory(self._meta(), self.database).record(record),
+        )
 
     def resume_checkpoint(self, stream: str, written: GlobalKey | None) -> Checkpoint | None:
         """The newest checkpoint taken at a watermark at or below the last written key. The
         single-row table is only a fallback for GMS data written before the history existed."""
+        return self._retry(
+            f"reading the checkpoint of {stream}", lambda: self._resume_checkpoint(stream, written)
+        )
+
+    def _resume_checkpoint(self, stream: str, written: GlobalKey | None) -> Checkpoint | None:
         meta = self._meta()
         history = CheckpointHistory(meta, self.database)
         if not history.has(stream):
@@ -124,6 +159,11 @@ class GmsMetadata:
     def names_at(self, dn_id: int, tso: int) -> NameMap | None:
         """The last topology snapshot that holds the table map (a StorageChange only lists
         DNs), then every logical DDL recorded after it."""
+        return self._retry(
+            f"reading the table names of dn{dn_id}", lambda: self._names_at(dn_id, tso)
+        )
+
+    def _names_at(self, dn_id: int, tso: int) -> NameMap | None:
         records = [r for r in self.topology() if r.tso <= tso]
         for record in reversed(records):
             content = record.content.get("after", record.content)
@@ -161,6 +201,7 @@ class GmsMetadata:
             raise
 
     def close(self) -> None:
+        self._closed.set()
         for conn in (self._conn, self._cp_conn):
             if conn is not None:
                 with contextlib.suppress(Exception):

@@ -10,8 +10,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import pymysql
-
+from cdc import admin_sql
 from cdc.config import Config, NodeConfig
 from cdc.keys import ZERO_KEY, Checkpoint, GlobalKey
 from cdc.protocol import BinlogPosition, DumpSettings
@@ -100,13 +99,7 @@ class DnSourceFactory:
     ) -> tuple[BinlogPosition, int, bool]:
         if cp is not None:
             return BinlogPosition(cp.file, cp.position), cp.max_tso_seen, False
-        conn = pymysql.connect(
-            host=node.host,
-            port=node.port,
-            user=node.user,
-            password=node.password,
-            connect_timeout=5,
-        )
+        conn = admin_sql.connect(node.host, node.port, node.user, node.password)
         try:
             with conn.cursor() as cur:
                 cur.execute("SHOW BINARY LOGS")

@@ -1,21 +1,28 @@
-"""The MySQL protocol server of the global binlog: sessions, the SQL a replica or a client
-sends, binlog dump (`BinlogSender`), the ack gate of HA followers, and the child process it
-runs in (`ServeProcess`). It reads the binlog files; it never writes them."""
+"""The MySQL protocol server of the global binlog, in three parts (go-mysql's server split):
+`wire/` (accept loop, connection, handshake, command switch, prepared statements), `sql/`
+(parser and answers by subject) and `dump/` (binlog dump, ack gate, retention), joined by the
+handler interfaces of `handlers.py`; `server.serve` assembles them, `ServeProcess` runs them in a
+child process. It reads the binlog files; it never writes them."""
 
-from dumper.server.ack_gate import AckGate, ack_packet, parse_ack
-from dumper.server.binlog_files import BinlogFiles
-from dumper.server.binlog_sender import (
-    BinlogSender,
+from dumper.server.dump.ack_gate import AckGate, ack_packet, parse_ack
+from dumper.server.dump.binlog_files import BinlogFiles
+from dumper.server.dump.binlog_sender import BinlogSender
+from dumper.server.dump.notifiers import (
     CurrentEventNotifier,
-    DumpError,
     EventNotifier,
     Notifier,
     PollNotifier,
 )
-from dumper.server.history_schema import HistorySchemaProvider
-from dumper.server.schema import ColumnSchema, InMemorySchemaProvider, SchemaProvider, TableSchema
+from dumper.server.dump.request import DumpError
 from dumper.server.serve_process import ServeProcess
 from dumper.server.server import Server, serve
+from dumper.server.sql.history_schema import HistorySchemaProvider
+from dumper.server.sql.schema import (
+    ColumnSchema,
+    InMemorySchemaProvider,
+    SchemaProvider,
+    TableSchema,
+)
 
 __all__ = [
     "AckGate",

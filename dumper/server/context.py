@@ -11,14 +11,15 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from cdc.config import ConfigError, DumperConfig, DumperUser
-from dumper.server.ack_gate import AckGate
-from dumper.server.binlog_files import BinlogFiles
-from dumper.server.binlog_sender import BinlogSender, Notifier
-from dumper.server.gtid_state import GtidState
-from dumper.server.mariadb_gtid_state import MariadbGtidState
-from dumper.server.schema import SchemaProvider
-from dumper.server.shared_reads import SharedReads
-from dumper.server.variables import LIVE_VARIABLES, VarValue, server_variables
+from dumper.server.dump.ack_gate import AckGate
+from dumper.server.dump.binlog_files import BinlogFiles
+from dumper.server.dump.binlog_sender import BinlogSender
+from dumper.server.dump.gtid_state import GtidState
+from dumper.server.dump.mariadb_gtid_state import MariadbGtidState
+from dumper.server.dump.notifiers import Notifier
+from dumper.server.dump.shared_reads import SharedReads
+from dumper.server.sql.schema import SchemaProvider
+from dumper.server.sql.variables import LIVE_VARIABLES, VarValue, server_variables
 
 
 @dataclass(slots=True)

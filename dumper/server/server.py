@@ -1,24 +1,26 @@
-"""The asyncio accept loop: one Session task per connection (a client's failure stays in its
-task), shutdown that closes every session, and `serve()`, the entry point the CLI wires up."""
+"""The server assembled: the wire's accept loop (`wire.Listener`) with the handlers of each
+session (`sql.QueryExecutor`, `dump.ReplicationAnswers`), retention, and `serve()`, the entry
+point the CLI wires up."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 from cdc.config import DumperConfig
-from dumper.server.ack_gate import AckGate
-from dumper.server.binlog_files import BinlogFiles
-from dumper.server.binlog_sender import Notifier, PollNotifier
-from dumper.server.consumers import consumers
-from dumper.server.context import ServerContext
-from dumper.server.retention import Retention, RetentionPolicy
-from dumper.server.schema import InMemorySchemaProvider, SchemaProvider
-from dumper.server.session import Session
+from dumper.server.context import ServerContext, SessionState
+from dumper.server.dump.ack_gate import AckGate
+from dumper.server.dump.binlog_files import BinlogFiles
+from dumper.server.dump.consumers import consumers
+from dumper.server.dump.handler import ReplicationAnswers
+from dumper.server.dump.notifiers import Notifier, PollNotifier
+from dumper.server.dump.retention import Retention, RetentionPolicy
+from dumper.server.handlers import Handlers
+from dumper.server.sql.executor import QueryExecutor
+from dumper.server.sql.schema import InMemorySchemaProvider, SchemaProvider
+from dumper.server.wire.listener import Listener
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +30,14 @@ class Server:
 
     def __init__(self, ctx: ServerContext) -> None:
         self.ctx = ctx
-        self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task] = set()
+        self.listener = Listener(ctx, self._handlers)
         cfg = ctx.config
         self.retention = Retention(
             ctx, RetentionPolicy(cfg.expire_logs_seconds, cfg.max_binlog_total_size)
         )
+
+    def _handlers(self, state: SessionState) -> Handlers:
+        return Handlers(QueryExecutor(self.ctx, state), ReplicationAnswers(self.ctx, state))
 
     @property
     def host(self) -> str:
@@ -41,12 +45,10 @@ class Server:
 
     @property
     def port(self) -> int:
-        if self._server is None or not self._server.sockets:
-            return self.ctx.config.port
-        return self._server.sockets[0].getsockname()[1]
+        return self.listener.port
 
     def consumers(self) -> list[dict]:
-        """The running dumps (`dumper/server/consumers.py`)."""
+        """The running dumps (`dumper/server/dump/consumers.py`)."""
         return consumers(self.ctx)
 
     @property
@@ -55,48 +57,23 @@ class Server:
         return self.retention.purged
 
     async def start(self) -> Server:
-        self._server = await asyncio.start_server(
-            self._on_client, self.ctx.config.host, self.ctx.config.port, reuse_address=True
-        )
+        await self.listener.start()
         log.info("dumper serving %s on %s:%d", self.ctx.files.dir, self.ctx.config.host, self.port)
         self.retention.start()
         return self
 
-    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._tasks.add(task)
-        try:
-            await Session(self.ctx, reader, writer).run()
-        finally:
-            if task is not None:
-                self._tasks.discard(task)
-
     async def serve_forever(self) -> None:
-        if self._server is None:
+        if not self.listener.listening:
             await self.start()
-        assert self._server is not None
-        await self._server.serve_forever()
+        await self.listener.serve_forever()
 
     async def close(self) -> None:
         """Stop accepting, end every session (dumps included) and wait for them."""
         await self.retention.close()
-        if self._server is not None:
-            self._server.close()
-        for session in list(self.ctx.sessions.values()):
-            session.kill()
-        tasks = list(self._tasks)
-        for t in tasks:
-            t.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=5)
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 5)
-        self._server = None
+        await self.listener.close()
 
     async def __aenter__(self) -> Server:
-        return self if self._server is not None else await self.start()
+        return self if self.listener.listening else await self.start()
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()

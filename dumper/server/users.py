@@ -1,6 +1,6 @@
 """Password checks of the two auth plugins we accept, against the stored forms in DumperConfig
 (`*HEX` native hash; hex SHA256(SHA256(pw)) for caching_sha2 fast auth), the privileges a
-user's flags mean, and grant texts."""
+user's flags mean, the refusal of a missing one, and grant texts."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import hmac
 
 from cdc.config import DumperUser
 from cdc.protocol import auth
+from dumper.server.handlers import SqlError
 
 sha2_digest = auth.caching_sha2_digest
+ER_ACCESS_DENIED = 1227
 
 
 def verify_native(user: DumperUser, salt: bytes, response: bytes) -> bool:
@@ -32,7 +34,8 @@ def verify_caching_sha2(user: DumperUser, salt: bytes, response: bytes) -> bool:
 
 
 # The one mapping of a [[dumper.users]] entry's flags to MySQL/MariaDB privileges; every check
-# (queries.py, session.py) and SHOW GRANTS read it from here (docs/dumper.md "Privileges").
+# (sql/answer_*.py, wire/handshake.py, dump/handler.py) and SHOW GRANTS read it from here
+# (docs/dumper.md "Privileges").
 # Everyone: SELECT and SHOW DATABASES (variables, schema queries).
 BASE = ("SELECT", "SHOW DATABASES")
 # `replication`: dump and register (REPLICATION SLAVE), the binlog status statements (REPLICATION
@@ -67,6 +70,21 @@ def privileges(user: DumperUser | None) -> frozenset[str]:
 
 def has_any(user: DumperUser | None, *wanted: str) -> bool:
     return not privileges(user).isdisjoint(wanted)
+
+
+def denied(*privileges: str) -> SqlError:
+    return SqlError(
+        "Access denied; you need (at least one of) the "
+        f"{', '.join(privileges)} privilege(s) for this operation",
+        ER_ACCESS_DENIED,
+        "42000",
+    )
+
+
+def require(user: DumperUser | None, *privileges: str) -> None:
+    """`denied` unless `user` has one of `privileges`."""
+    if not has_any(user, *privileges):
+        raise denied(*privileges)
 
 
 def grants(user: DumperUser) -> list[str]:

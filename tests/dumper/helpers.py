@@ -12,7 +12,7 @@ from pathlib import Path
 from cdc.config import DumperConfig, DumperUser
 from cdc.protocol.auth import native_hash
 from dumper.server import EventNotifier, InMemorySchemaProvider, Server, serve
-from dumper.server.schema import ColumnSchema, TableSchema
+from dumper.server.sql.schema import ColumnSchema, TableSchema
 from dumper.server.users import sha2_digest
 
 USER, PASSWORD = "repl", "secret"

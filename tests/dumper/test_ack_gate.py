@@ -11,7 +11,7 @@ import pytest
 
 from cdc.protocol import BinlogPosition, DumpClient, DumpSettings
 from dumper.server import EventNotifier, serve
-from dumper.server.ack_gate import AckGate, ack_packet, parse_ack
+from dumper.server.dump.ack_gate import AckGate, ack_packet, parse_ack
 from tests.dumper.binlog_gen import T1
 from tests.dumper.helpers import PASSWORD, USER, make_config, schema
 

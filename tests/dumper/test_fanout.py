@@ -17,8 +17,8 @@ from cdc.binlog.query import QueryEvent
 from cdc.config import Config
 from cdc.protocol.client import MysqlClient
 from cdc.protocol.constants import Command
+from dumper.server.dump.shared_reads import DEFAULT_MAX_BYTES
 from dumper.server.serve_process import ServeProcess
-from dumper.server.shared_reads import DEFAULT_MAX_BYTES
 from tests.dumper.helpers import PASSWORD, USER, make_config
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
@@ -118,7 +118,7 @@ async def test_stalled_consumers_stall_neither_the_writer_nor_the_others(tmp_pat
         assert not any(c.closed for c in stalled)
         # What waits for 16 stalled clients that each missed ~16 MB: bounded per client (a
         # send batch of 256 KiB plus the transport's high-water mark), not what they missed;
-        # plus the batches dumps share, bounded in all (dumper/server/shared_reads.py).
+        # plus the batches dumps share, bounded in all (dumper/server/dump/shared_reads.py).
         grown_mb = (rss_kb(proc.pid) - rss_before) / 1024
         print(f"server process RSS grew {grown_mb:.1f} MB")
         assert grown_mb < STALLED * 1 + (DEFAULT_MAX_BYTES >> 20), (grown_mb, rss_before)

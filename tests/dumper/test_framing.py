@@ -8,7 +8,7 @@ import struct
 
 from cdc.binlog.events import QueryEvent, encode_event
 from cdc.protocol.packets import MAX_CHUNK
-from dumper.server.framing import frame_whole_events
+from dumper.server.dump.framing import frame_whole_events
 
 
 def packets(events: list[bytes], seq: int) -> bytes:

@@ -1,4 +1,4 @@
-"""Fuzz the SQL splitter, tokenizer and parser (dumper/server/sql.py) with long inputs: literals,
+"""Fuzz the SQL splitter, tokenizer and parser (dumper/server/sql/) with long inputs: literals,
 unquoted identifiers, runs of quotes, escapes and comments of up to megabytes (issue 19: a 1 MB
 literal once took 220 MB in sql.parse). Every input must end in a statement or a SqlError —
 never another exception — using memory linear in its size. `make test` runs a few examples of

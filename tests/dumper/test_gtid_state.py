@@ -14,9 +14,10 @@ from binlog_writer.gtids import MysqlGtids
 from cdc.binlog.constants import EventType
 from cdc.binlog.gtid import GtidSet
 from cdc.binlog.header import OFF_TYPE
-from dumper.server.binlog_files import BinlogFiles
-from dumper.server.binlog_sender import BinlogSender, DumpError, DumpOptions, DumpRequest
-from dumper.server.gtid_state import GtidState, parse_dump_gtid
+from dumper.server.dump.binlog_files import BinlogFiles
+from dumper.server.dump.binlog_sender import BinlogSender
+from dumper.server.dump.gtid_state import GtidState, parse_dump_gtid
+from dumper.server.dump.request import DumpError, DumpOptions, DumpRequest
 from tests.binlog_writer.test_gtids import SID, txn
 from tests.dumper.helpers import Packets
 

@@ -13,9 +13,10 @@ from binlog_writer.mariadb_gtids import MariadbGtids
 from cdc.binlog.constants import EventType, GtidListFlag
 from cdc.binlog.events import DomainGtid, GtidListEvent
 from cdc.binlog.header import OFF_TYPE
-from dumper.server.binlog_files import START, BinlogFiles
-from dumper.server.binlog_sender import BinlogSender, DumpError, DumpOptions, DumpRequest
-from dumper.server.mariadb_gtid_state import MariadbGtidState
+from dumper.server.dump.binlog_files import START, BinlogFiles
+from dumper.server.dump.binlog_sender import BinlogSender
+from dumper.server.dump.mariadb_gtid_state import MariadbGtidState
+from dumper.server.dump.request import DumpError, DumpOptions, DumpRequest
 from tests.binlog_writer.test_mariadb_gtids import (
     DOMAIN,
     PLACEHOLDER,

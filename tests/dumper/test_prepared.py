@@ -1,4 +1,4 @@
-"""Prepared statements (dumper/server/prepared.py): placeholders outside quotes, parameters bound
+"""Prepared statements (dumper/server/wire/prepared.py): placeholders outside quotes, parameters bound
 as literals from COM_STMT_EXECUTE bodies, binary rows; malformed bodies give a clean error."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from cdc.protocol.constants import ColumnType
 from cdc.protocol.packets import lenenc_str
 from cdc.protocol.resultset import UNSIGNED_FLAG, Column, binary_row
-from dumper.server import prepared, sql
+from dumper.server import sql
+from dumper.server.wire import prepared
 
 
 def test_placeholders_outside_quotes_only():
@@ -21,16 +22,24 @@ def test_placeholders_outside_quotes_only():
     assert prepared.placeholders("SELECT 'it''s ?' , ?") == [19]
 
 
+class PARSER:
+    """What PREPARE asks of the session's query handler (`sql.QueryExecutor` splits and
+    parses with these)."""
+
+    split = staticmethod(sql.split_statements)
+    check = staticmethod(sql.parse)
+
+
 def test_prepare_checks_the_statement_and_counts_parameters():
     stmt = prepared.prepare(
-        "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_NAME = ?"
+        "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_NAME = ?", PARSER
     )
     assert stmt.params == 1
-    assert prepared.prepare("SHOW DATABASES").params == 0
+    assert prepared.prepare("SHOW DATABASES", PARSER).params == 0
     with pytest.raises(sql.SqlError):
-        prepared.prepare("DROP TABLE x")
+        prepared.prepare("DROP TABLE x", PARSER)
     with pytest.raises(sql.SqlError):
-        prepared.prepare("SELECT 1; SELECT 2")
+        prepared.prepare("SELECT 1; SELECT 2", PARSER)
 
 
 def execute_body(types: list[int], values: bytes, nulls: int = 0) -> bytes:
@@ -42,7 +51,8 @@ def execute_body(types: list[int], values: bytes, nulls: int = 0) -> bytes:
 def test_parameters_become_literals():
     stmt = prepared.prepare(
         "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? "
-        "AND TABLE_NAME = ? LIMIT ?"
+        "AND TABLE_NAME = ? LIMIT ?",
+        PARSER,
     )
     body = execute_body(
         [ColumnType.VAR_STRING, ColumnType.VAR_STRING, ColumnType.LONGLONG],
@@ -69,7 +79,7 @@ def test_binary_rows():
 @given(st.binary(max_size=64))
 def test_malformed_execute_bodies_give_a_clean_error(body):
     stmt = prepared.prepare(
-        "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?"
+        "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?", PARSER
     )
     try:
         prepared.execute_text(stmt, body)

@@ -19,11 +19,11 @@ from cdc.binlog.query import QueryEvent
 from cdc.config import DumperConfig
 from cdc.protocol.client import MysqlClient
 from cdc.protocol.constants import Command
-from dumper.server.ack_gate import AckGate
-from dumper.server.binlog_files import BinlogFiles
 from dumper.server.context import ServerContext
-from dumper.server.retention import Holder, allowed, holders
-from dumper.server.schema import InMemorySchemaProvider
+from dumper.server.dump.ack_gate import AckGate
+from dumper.server.dump.binlog_files import BinlogFiles
+from dumper.server.dump.retention import Holder, allowed, holders
+from dumper.server.sql.schema import InMemorySchemaProvider
 from tests.dumper.helpers import PASSWORD, USER, ServerThread, wait_for
 
 FILES = 5
@@ -74,7 +74,7 @@ def test_expired_files_go_but_not_the_active_one(tmp_path):
 
 
 def test_a_consumer_holds_its_file_until_it_passes_it(tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="dumper.server.retention")
+    caplog.set_level(logging.INFO, logger="dumper.server.dump.retention")
     writer = write_files(tmp_path, size=BIG)
     all_files = names(tmp_path)
     with ServerThread(tmp_path) as s:
@@ -119,7 +119,7 @@ def _admin(port: int):
 
 
 def test_purge_statement_stops_at_a_file_a_consumer_reads(tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="dumper.server.retention")
+    caplog.set_level(logging.INFO, logger="dumper.server.dump.retention")
     writer = write_files(tmp_path, size=BIG)
     all_files = names(tmp_path)
     with ServerThread(tmp_path) as s:

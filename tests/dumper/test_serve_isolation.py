@@ -16,11 +16,12 @@ import pytest
 from cdc.config import Config
 from cdc.protocol.client import MysqlClient
 from cdc.protocol.constants import Command
-from dumper.server import queries
-from dumper.server.binlog_files import BinlogFiles
-from dumper.server.binlog_sender import MIN_HEARTBEAT_PERIOD_S
-from dumper.server.serve_process import ServeProcess, ServeState, ServeView
-from dumper.server.session import ROWS_PER_TURN
+from dumper.server.dump.binlog_files import BinlogFiles
+from dumper.server.dump.request import MIN_HEARTBEAT_PERIOD_S
+from dumper.server.serve_process import ServeProcess
+from dumper.server.serve_state import ServeState, ServeView
+from dumper.server.sql import answer_binlog
+from dumper.server.wire.session import ROWS_PER_TURN
 from tests.dumper.binlog_gen import T1, FileBuilder
 from tests.dumper.helpers import PASSWORD, USER, ServerThread, await_for, make_config
 
@@ -124,13 +125,13 @@ class Ticker:
 async def test_show_binlog_events_is_streamed_in_bounded_turns(tmp_path, monkeypatch):
     events = big_file(tmp_path / "binlog", 8000)
     made = [0]
-    real = queries.event_info
+    real = answer_binlog.event_info
 
     def counting(*args):
         made[0] += 1
         return real(*args)
 
-    monkeypatch.setattr(queries, "event_info", counting)
+    monkeypatch.setattr(answer_binlog, "event_info", counting)
     with ServerThread(tmp_path / "binlog") as s:
         ticker = Ticker(s.loop, lambda: made[0])
         a = await client(s.port)
@@ -159,7 +160,7 @@ async def test_show_binlog_events_to_a_client_that_does_not_read_holds_bounded_m
         async def buffered() -> int:
             return max(
                 (
-                    h.writer.transport.get_write_buffer_size()
+                    h.conn.writer.transport.get_write_buffer_size()
                     for h in s.server.ctx.sessions.values()
                 ),
                 default=0,

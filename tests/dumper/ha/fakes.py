@@ -13,7 +13,7 @@ from pathlib import Path
 
 from cdc.config import Config, NodeConfig
 from dumper.ha import HaNode
-from dumper.pipeline import Leader
+from dumper.pipeline import Leader, Term
 from tests.dumper.pipeline.fakes import FakeFactory, FakeMetadata, config
 from tests.dumper.pipeline.test_leader import two_dn_scripts
 from topology import Lease, Member, TermStart
@@ -135,9 +135,13 @@ class FakeLeaders:
     async def standby(self) -> None:
         self.standbys += 1
 
-    def build(self, nodes: dict[int, NodeConfig]) -> Leader:
+    def build(self, nodes: dict[int, NodeConfig], term: Term) -> Leader:
         leader = Leader(
-            self.config, factory=FakeFactory(two_dn_scripts()), metadata=self.metadata, nodes=nodes
+            self.config,
+            factory=FakeFactory(two_dn_scripts()),
+            metadata=self.metadata,
+            nodes=nodes,
+            term=term,
         )
         self.built.append(leader)
         return leader

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+import pymysql
+
 from cdc.keys import GlobalKey
 from dumper.pipeline import Leader
 from tests.dumper.pipeline.fakes import (
@@ -130,3 +132,34 @@ async def test_checkpoints_are_saved_only_up_to_the_written_key(tmp_path):
     assert written_tsos(tmp_path) == [100, 120]
     assert meta.history and all(wm <= leader.written_key for wm, _ in meta.history)
     assert {cp.stream for _, cp in meta.history} == {"dn1", "dn2"}
+
+
+class _GmsAway(FakeMetadata):
+    """Checkpoint saves fail (a GMS away) until `back` is set."""
+
+    back = False
+    failed = 0
+
+    def save_checkpoints(self, ready, entry) -> None:
+        if not self.back:
+            self.failed += 1
+            raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server")
+        super().save_checkpoints(ready, entry)
+
+
+async def test_checkpoints_wait_for_the_gms_while_writing_goes_on(tmp_path):
+    meta = _GmsAway()
+    leader = Leader(config(tmp_path), factory=FakeFactory(two_dn_scripts()), metadata=meta)
+    task = asyncio.create_task(leader.run())
+    try:
+        await until(lambda: leader.stats.last_tso == 300 and meta.failed >= 2)
+        assert written_tsos(tmp_path) == [100, 200, 300]  # written though nothing was saved
+        assert [p["reason"] for p in leader.pauses.snapshot()] == ["gms"]
+        assert len(leader._unsaved) <= 2  # noqa: SLF001 - the newest per DN only
+        meta.back = True
+        await until(lambda: meta.history and not leader.pauses.snapshot())
+        assert {cp.stream for _, cp in meta.history} == {"dn1", "dn2"}
+        assert not task.done()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -15,7 +15,7 @@ from cdc.binlog.constants import (
     EventType,
 )
 from cdc.binlog.flavor import FL_STANDALONE
-from dumper.server.binlog_files import RawEvent, fde_server_version
+from dumper.server.dump.binlog_files import RawEvent, fde_server_version
 
 E = EventType
 

@@ -1,8 +1,9 @@
 """Server-side prepared statements (COM_STMT_PREPARE / EXECUTE / CLOSE / RESET /
 SEND_LONG_DATA) over the same statements as COM_QUERY: the text is kept with its `?`
 placeholders, and each EXECUTE binds the parameters as SQL literals and runs the statement
-(clients such as zongji and Connector/J with `useServerPrepStmts` send schema queries this way).
-Results go back in the binary protocol (`cdc.protocol.resultset.binary_result_set_packets`)."""
+through the session's query handler (clients such as zongji and Connector/J with
+`useServerPrepStmts` send schema queries this way). Results go back in the binary protocol
+(`cdc.protocol.resultset.result_set_packets(binary=True)`)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import re
 import struct
 from dataclasses import dataclass, field
 
-from cdc.protocol.constants import ColumnType
-from cdc.protocol.packets import ProtocolError, read_lenenc_str
-from cdc.protocol.resultset import BINARY_FIXED
-from dumper.server import sql
+from cdc.protocol.constants import ColumnType, Status
+from cdc.protocol.packets import ProtocolError, eof_packet, ok_packet, read_lenenc_str
+from cdc.protocol.resultset import BINARY_FIXED, Column, result_set_packets
+from dumper.server.context import SessionState
+from dumper.server.handlers import OkResult, QueryHandler, SqlError
+from dumper.server.wire.conn import Conn
 
 # Per session, as MySQL's max_prepared_stmt_count bounds them per server: memory stays bounded.
 MAX_STATEMENTS = 256
@@ -62,21 +65,21 @@ class Prepared:
         return "".join(out) + self.text[last:]
 
 
-def prepare(text: str) -> Prepared:
+def prepare(text: str, queries: QueryHandler) -> Prepared:
     """Check the statement (as MySQL does at PREPARE) and keep it."""
-    statements = sql.split_statements(text)
+    statements = queries.split(text)
     if len(statements) != 1:
-        raise sql.SqlError("Query was empty" if not statements else "One statement at a time")
+        raise SqlError("Query was empty" if not statements else "One statement at a time")
     stmt = Prepared(statements[0], placeholders(statements[0]))
     # A syntax error shows now, as in MySQL, not at EXECUTE: parsed with the parameters as a
     # string, a number and NULL in turn (the grammar wants a string in `WHERE c = ?`, a number
     # in `LIMIT ?`); a statement none of them suits is left for EXECUTE to judge.
-    first: sql.SqlError | None = None
+    first: SqlError | None = None
     for value in ("", 0, None):
         try:
-            sql.parse(stmt.bind([value] * stmt.params))
+            queries.check(stmt.bind([value] * stmt.params))
             return stmt
-        except sql.SqlError as exc:
+        except SqlError as exc:
             first = first or exc
             if not stmt.params:
                 break
@@ -138,7 +141,7 @@ def execute_text(stmt: Prepared, body: bytes) -> str:
         else:
             pos += 1
         if len(stmt.types) != n:
-            raise sql.SqlError(
+            raise SqlError(
                 "Incorrect arguments to mysqld_stmt_execute: no parameter types bound",
                 ER_WRONG_ARGUMENTS,
             )
@@ -152,9 +155,103 @@ def execute_text(stmt: Prepared, body: bytes) -> str:
                 value, pos = _value(body, pos, type_, unsigned)
                 values.append(value)
     except (IndexError, struct.error, ProtocolError) as exc:
-        raise sql.SqlError(
+        raise SqlError(
             f"Incorrect arguments to mysqld_stmt_execute ({exc})", ER_WRONG_ARGUMENTS
         ) from None
     finally:
         stmt.long_data.clear()
     return stmt.bind(values)
+
+
+def _u32(body: bytes) -> int:
+    return int.from_bytes(body[:4], "little")
+
+
+class PreparedStatements:
+    """One session's prepared statements and its COM_STMT_* commands; replies go to `conn`."""
+
+    def __init__(self, conn: Conn, queries: QueryHandler, state: SessionState) -> None:
+        self.conn = conn
+        self.queries = queries
+        self.state = state
+        self._prepared: dict[int, Prepared] = {}
+        self._next_id = 1
+
+    def prepare(self, body: bytes) -> None:
+        text = body.decode("utf-8", "replace")
+        self.state.info = text[:200]
+        try:
+            if len(self._prepared) >= MAX_STATEMENTS:
+                raise SqlError(
+                    "Can't create more than max_prepared_stmt_count statements "
+                    f"(current value: {MAX_STATEMENTS})",
+                    ER_MAX_PREPARED_STMT_COUNT_REACHED,
+                    "42000",
+                )
+            stmt = prepare(text, self.queries)
+        except SqlError as exc:
+            self.conn.send_error(exc.code, exc.message, exc.sql_state)
+            return
+        stmt_id = self._next_id
+        self._next_id += 1
+        self._prepared[stmt_id] = stmt
+        # No result columns announced: they come with each EXECUTE's result set.
+        self.conn.send(struct.pack("<BIHHBH", 0, stmt_id, 0, stmt.params, 0, 0))
+        if stmt.params:
+            for _ in range(stmt.params):
+                self.conn.send(Column("?").encode())
+            if not self.conn.deprecate_eof:
+                self.conn.send(eof_packet())
+
+    def execute(self, body: bytes) -> None:
+        stmt = self._prepared.get(_u32(body)) if len(body) >= 9 else None
+        if stmt is None:
+            self.conn.send_error(
+                ER_UNKNOWN_STMT_HANDLER,
+                "Unknown prepared statement handler given to mysqld_stmt_execute",
+            )
+            return
+        try:
+            text = execute_text(stmt, body)
+            self.state.info = text[:200]
+            result = self.queries.execute(text)
+            if not isinstance(result, OkResult) and not isinstance(result.rows, list):
+                raise SqlError(
+                    "This command is not supported in the prepared statement protocol yet "
+                    "(send it as a plain query)",
+                    1295,
+                )
+        except SqlError as exc:
+            self.conn.send_error(exc.code, exc.message, exc.sql_state)
+            return
+        finally:
+            self.state.info = None
+        if isinstance(result, OkResult):
+            self.conn.send(ok_packet(affected=result.affected, status=Status.AUTOCOMMIT))
+            return
+        for payload in result_set_packets(
+            result.columns, result.rows, deprecate_eof=self.conn.deprecate_eof, binary=True
+        ):
+            self.conn.send(payload)
+
+    def send_long_data(self, body: bytes) -> None:
+        """A parameter's bytes in parts; no reply, as in MySQL."""
+        if len(body) >= 6 and (stmt := self._prepared.get(_u32(body))) is not None:
+            param = int.from_bytes(body[4:6], "little")
+            if param < stmt.params:
+                stmt.long_data.setdefault(param, bytearray()).extend(body[6:])
+
+    def close(self, body: bytes) -> None:
+        """No reply."""
+        if len(body) >= 4:
+            self._prepared.pop(_u32(body), None)
+
+    def reset(self, body: bytes) -> None:
+        if len(body) >= 4 and (stmt := self._prepared.get(_u32(body))) is not None:
+            stmt.long_data.clear()
+            self.conn.send(ok_packet(status=Status.AUTOCOMMIT))
+        else:
+            self.conn.send_error(
+                ER_UNKNOWN_STMT_HANDLER,
+                "Unknown prepared statement handler given to mysqld_stmt_reset",
+            )

@@ -5,8 +5,10 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
-from dumper.server.context import ServerContext
+if TYPE_CHECKING:  # the context is built on this package's modules
+    from dumper.server.context import ServerContext
 
 
 def consumers(ctx: ServerContext) -> list[dict]:

@@ -17,9 +17,12 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from binlog_writer import file_number
-from dumper.server.context import ServerContext
+
+if TYPE_CHECKING:  # the context is built on this package's modules
+    from dumper.server.context import ServerContext
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ import struct
 from binlog_writer import gtids
 from cdc.binlog.errors import CodecError
 from cdc.binlog.gtid import GtidSet, sid_of
-from dumper.server.binlog_files import START, BinlogFiles
-from dumper.server.binlog_sender import DumpError, DumpRequest
-from dumper.server.gtid_skip import ExcludedGtids
+from dumper.server.dump.binlog_files import START, BinlogFiles
+from dumper.server.dump.gtid_skip import ExcludedGtids
+from dumper.server.dump.request import DumpError, DumpRequest
 
 # MySQL 8.0's texts for ER_SOURCE_HAS_PURGED_REQUIRED_GTIDS / ER_REPLICA_HAS_MORE_GTIDS_THAN_SOURCE,
 # sent as error 1236 (clients and operators match on them).

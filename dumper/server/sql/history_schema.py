@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pymysql
 
-from dumper.server.schema import ColumnSchema, TableSchema
+from dumper.server.sql.schema import ColumnSchema, TableSchema
 from topology import SchemaHistory
 
 REFRESH_S = 2.0

@@ -9,31 +9,33 @@ import os
 import struct
 import time
 import zlib
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 from cdc.binlog.constants import HEADER_LEN, EventFlag, EventType
 from cdc.binlog.header import HEADER, OFF_FLAGS, OFF_LOG_POS, event_size
-from cdc.tasks import wait_event
-from dumper.server.ack_gate import AckGate
-from dumper.server.binlog_files import (
+from dumper.server.dump.ack_gate import AckGate
+from dumper.server.dump.binlog_files import (
     MAGIC,
     BinlogFileError,
     BinlogFiles,
     fde_checksum_alg,
 )
-from dumper.server.framing import frame_whole_events
-from dumper.server.gtid_skip import ExcludedGtids, GtidSkip
-from dumper.server.mariadb_until import GtidUntil
-from dumper.server.shared_reads import FramedBatch, SharedReads
+from dumper.server.dump.framing import frame_whole_events
+from dumper.server.dump.gtid_skip import GtidSkip
+from dumper.server.dump.mariadb_until import GtidUntil
+from dumper.server.dump.notifiers import Notifier, PollNotifier
+from dumper.server.dump.request import (
+    ER_MASTER_FATAL_ERROR_READING_BINLOG,
+    DumpError,
+    DumpOptions,
+    DumpRequest,
+)
+from dumper.server.dump.shared_reads import FramedBatch, SharedReads
 
 ROTATE_EVENT = int(EventType.ROTATE)
 HEARTBEAT_EVENT = int(EventType.HEARTBEAT)
 LOG_EVENT_ARTIFICIAL_F = int(EventFlag.ARTIFICIAL)
 LOG_EVENT_BINLOG_IN_USE_F = int(EventFlag.BINLOG_IN_USE)
-BINLOG_DUMP_NON_BLOCK = 0x01
-ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236
 START = len(MAGIC)
 
 # MySQL's texts (clients such as Canal match on them).
@@ -47,73 +49,6 @@ MSG_TRUNCATED = "binlog truncated in the middle of event; consider out of disk s
 MSG_BOGUS = "bogus data in log event"
 
 
-class DumpError(Exception):
-    """Ends a dump with ERR 1236 (`message` is what the client shows)."""
-
-    def __init__(self, message: str, code: int = ER_MASTER_FATAL_ERROR_READING_BINLOG) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-class Notifier(Protocol):
-    """Wakes waiting dumps when the active file grows. `wait` may return early or on timeout;
-    the sender re-checks the file either way."""
-
-    async def wait(self, timeout: float) -> None: ...
-
-    def visible_end(self, name: str) -> int | None:
-        """Where a dump of file `name` must stop for now (a transaction being streamed into it
-        is not whole yet), or None: everything in it may be sent."""
-        ...
-
-
-class PollNotifier:
-    """No writer in the process: just sleep; the sender polls the file size."""
-
-    async def wait(self, timeout: float) -> None:
-        await asyncio.sleep(timeout)
-
-    def visible_end(self, name: str) -> int | None:
-        return None
-
-
-class EventNotifier:
-    """For an in-process writer: call `notify()` after each append (cheap, from the loop)."""
-
-    def __init__(self) -> None:
-        self._event = asyncio.Event()
-
-    def notify(self) -> None:
-        self._event.set()
-        self._event = asyncio.Event()  # waiters hold the old (set) event; new waits block again
-
-    async def wait(self, timeout: float) -> None:
-        await wait_event(self._event, timeout)
-
-    def visible_end(self, name: str) -> int | None:
-        return None
-
-
-class CurrentEventNotifier:
-    """For a writer that sets, then replaces, an asyncio.Event after each append (the Leader's
-    `notify` attribute): `CurrentEventNotifier(lambda: leader.notify)`."""
-
-    def __init__(
-        self,
-        current: Callable[[], asyncio.Event],
-        visible: Callable[[str], int | None] | None = None,
-    ) -> None:
-        self._current = current
-        self._visible = visible  # the writer's `visible_end`, when it streams huge transactions
-
-    def visible_end(self, name: str) -> int | None:
-        return self._visible(name) if self._visible is not None else None
-
-    async def wait(self, timeout: float) -> None:
-        await wait_event(self._current(), timeout)
-
-
 class PacketSink(Protocol):
     """Where the sender's packets go (the session frames them with consecutive seq ids)."""
 
@@ -125,42 +60,6 @@ class PacketSink(Protocol):
     def send_framed(self, data: bytes | bytearray, seq: int) -> None: ...
 
     async def flush(self) -> None: ...
-
-
-@dataclass(slots=True, frozen=True)
-class DumpRequest:
-    file: str  # "" = first file of the index
-    pos: int
-    flags: int = 0
-    server_id: int = 0
-    exclude: ExcludedGtids | None = None  # a GTID dump's: what the client holds after a gap
-    until: GtidUntil | None = None  # a MariaDB replica's START SLAVE UNTIL master_gtid_pos
-
-    @property
-    def blocking(self) -> bool:
-        # MySQL: server_id 0 also means "do not wait for new events".
-        return not (self.flags & BINLOG_DUMP_NON_BLOCK or self.server_id == 0)
-
-    @classmethod
-    def parse(cls, body: bytes) -> DumpRequest:
-        """Body of COM_BINLOG_DUMP after the command byte."""
-        if len(body) < 10:
-            raise DumpError(f"malformed COM_BINLOG_DUMP packet ({len(body)} bytes)", 1105)
-        pos, flags, server_id = struct.unpack_from("<IHI", body, 0)
-        name = body[10:].split(b"\0", 1)[0].decode("utf-8", "replace")
-        return cls(name, pos, flags, server_id)
-
-
-# The smallest heartbeat period a dump gets (seconds): MySQL's and MariaDB's replicas refuse
-# MASTER_HEARTBEAT_PERIOD below 1 ms, and a client that sets @master_heartbeat_period = 1 (ns)
-# must not get a heartbeat per loop turn (docs/dumper.md, "Serving cannot stall writing").
-MIN_HEARTBEAT_PERIOD_S = 0.001
-
-
-@dataclass(slots=True, frozen=True)
-class DumpOptions:
-    checksum: bool | None  # the client's @master_binlog_checksum: CRC32, NONE, or never set
-    heartbeat_period: float = 0.0  # seconds; 0 = no heartbeats
 
 
 def _min(a: int | None, b: int | None) -> int | None:

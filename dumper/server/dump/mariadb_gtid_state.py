@@ -21,9 +21,9 @@ from cdc.binlog.errors import CodecError
 from cdc.binlog.events import DomainGtid
 from cdc.binlog.header import server_id
 from cdc.binlog.mariadb_gtid import gtid_text, parse_position, position_text
-from dumper.server.binlog_files import START, BinlogFiles
-from dumper.server.binlog_sender import DumpError
-from dumper.server.mariadb_until import GtidUntil
+from dumper.server.dump.binlog_files import START, BinlogFiles
+from dumper.server.dump.mariadb_until import GtidUntil
+from dumper.server.dump.request import DumpError
 
 # MariaDB 10.11's texts (sql/sql_repl.cc), sent as error 1236 except the malformed one (1105).
 MSG_MALFORMED = (

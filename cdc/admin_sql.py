@@ -1,0 +1,100 @@
+"""Administrative SQL connections: the one client stack (PyMySQL) every stage and tool uses to
+run plain statements on the GMS, a DN or a dumper (metadata, `SHOW BINARY LOGS`, a backfill's
+reads, the demo), with bounded waits and the retry policy for a dependency that went away
+(docs/faults.md).
+
+Two other MySQL clients exist, each for what this one cannot do: `cdc.protocol`'s dump client
+speaks COM_BINLOG_DUMP (PyMySQL has no replication protocol), and the CN protocol's
+`DnConnection` (`cdc/cn_protocol/dn_conn.py`) is asyncio-native for the commit path's XA
+round trips (PyMySQL blocks a thread per statement)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+import pymysql
+
+from cdc.pauses import GMS, Backoff, Pauses
+
+T = TypeVar("T")
+
+CONNECT_TIMEOUT_S = 5
+# A server that stopped answering (SIGSTOP, a network partition) ends a statement after this
+# long instead of holding its thread for ever; every administrative statement is short.
+READ_TIMEOUT_S = 30
+
+# What a server that is away (down, restarting, unreachable, stopped) raises: a retry may cure it.
+UNREACHABLE = (
+    pymysql.err.OperationalError,
+    pymysql.err.InterfaceError,
+    ConnectionError,
+    TimeoutError,
+)
+
+
+def connect(
+    host: str,
+    port: int,
+    user: str,
+    password: str,
+    database: str | None = None,
+    *,
+    autocommit: bool = True,
+    connect_timeout: float = CONNECT_TIMEOUT_S,
+    read_timeout: float | None = READ_TIMEOUT_S,
+    **options,
+) -> pymysql.Connection:
+    """A PyMySQL connection, utf8mb4, in autocommit unless asked, with bounded waits (a
+    caller whose statements may run long, a backfill's reads and loads, passes
+    `read_timeout=None`); `options` go to `pymysql.connect` (e.g. `init_command`)."""
+    return pymysql.connect(
+        host=host,
+        port=port,
+        user=user,
+        password=password,
+        database=database,
+        autocommit=autocommit,
+        charset="utf8mb4",
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        write_timeout=read_timeout,
+        **options,
+    )
+
+
+def retry(
+    call: Callable[[], T],
+    what: str,
+    pauses: Pauses,
+    *,
+    reason: str = GMS,
+    stop: threading.Event | None = None,
+    on_error: Callable[[], None] | None = None,
+) -> T:
+    """`call()` until it does not fail for an unreachable server (blocking: run it in a worker
+    thread). Meanwhile `reason` is paused in `pauses` with `what` and the error; `on_error`
+    runs after each failure (drop a broken connection); a set `stop` ends the wait by raising
+    the last error."""
+    backoff = Backoff()
+    waited = False
+    while True:
+        try:
+            result = call()
+        except UNREACHABLE as exc:
+            if on_error is not None:
+                on_error()
+            if stop is not None and stop.is_set():
+                raise
+            pauses.begin(reason, f"{what}: {exc}")
+            waited = True
+            delay = backoff.next()
+            if stop is not None:
+                stop.wait(delay)
+            else:
+                threading.Event().wait(delay)
+            continue
+        if waited:
+            pauses.end(reason)
+        return result

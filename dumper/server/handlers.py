@@ -1,0 +1,102 @@
+"""What a session answers through (go-mysql's `Handler` / `ReplicationHandler`): the wire part
+(`wire/`) reads packets and runs the command switch, knowing nothing of what it answers;
+`sql/` answers queries (`QueryHandler`), `dump/` registrations and binlog dumps
+(`ReplicationHandler`). Also the values that cross: results, the error an ERR packet carries,
+and the connection a dump writes its packets to."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from cdc.protocol.resultset import Column
+
+if TYPE_CHECKING:
+    from dumper.server.context import SessionState
+
+
+class SqlError(Exception):
+    """A statement we cannot parse, do not support or refuse: an ERR packet (1064 by default)."""
+
+    def __init__(self, message: str, code: int = 1064, sql_state: str = "42000") -> None:
+        super().__init__(message)
+        self.code = code
+        self.sql_state = sql_state
+        self.message = message
+
+
+@dataclass(slots=True)
+class OkResult:
+    affected: int = 0
+
+
+@dataclass(slots=True)
+class RowsResult:
+    columns: list[Column]
+    # A list, or an iterator read while sending: it may raise SqlError part way through and
+    # yield None for work that makes no row (the session skips it, counting it as work).
+    rows: Iterable[Sequence[object] | None] = field(default_factory=list)
+
+
+Result = OkResult | RowsResult
+
+
+class QueryHandler(Protocol):
+    """COM_QUERY and the prepared statements' text (one per session: it keeps its variables)."""
+
+    def split(self, text: str) -> list[str]:
+        """The statements of one query text (comments stripped; maybe none)."""
+        ...
+
+    def check(self, statement: str) -> None:
+        """SqlError if `statement` does not parse (COM_STMT_PREPARE reports it at once)."""
+        ...
+
+    def execute(self, statement: str) -> Result:
+        """Parse and answer one statement; SqlError is the client's ERR."""
+        ...
+
+
+class DumpConnection(Protocol):
+    """The connection as a dump uses it: packets out (framed with consecutive sequence ids, or
+    framed already by a batch shared by several dumps), raw bytes in (acknowledgements)."""
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def deprecate_eof(self) -> bool: ...
+
+    def send(self, payload: bytes) -> None: ...
+
+    def send_framed(self, data: bytes | bytearray, seq: int) -> None: ...
+
+    async def flush(self) -> None: ...
+
+    async def read_some(self, n: int) -> bytes:
+        """What the client sent, up to `n` bytes; b"" when it closed the connection."""
+        ...
+
+
+class ReplicationHandler(Protocol):
+    """COM_REGISTER_SLAVE and COM_BINLOG_DUMP(_GTID) (one per session)."""
+
+    def register_replica(self, body: bytes) -> None:
+        """Record a replica's registration; SqlError when refused or malformed."""
+        ...
+
+    async def dump(self, body: bytes, conn: DumpConnection, *, by_gtid: bool) -> None:
+        """Serve a binlog dump until it ends (its errors are sent on `conn`); SqlError when it
+        is refused before it starts."""
+        ...
+
+
+@dataclass(slots=True, frozen=True)
+class Handlers:
+    queries: QueryHandler
+    replication: ReplicationHandler
+
+
+# Builds a new session's handlers (the wire calls it once per connection).
+HandlerFactory = Callable[["SessionState"], Handlers]

@@ -1,0 +1,146 @@
+"""A client connection's packets: reads that check sequence ids, size and timeouts (MySQL's
+my_net_read), writes collected and flushed with back-pressure, and the errors that end a
+connection. Knows nothing of commands (`session.py`) or what answers them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from cdc.protocol.constants import Capability as Cap
+from cdc.protocol.packets import MAX_CHUNK, err_packet, frame
+
+ER_NET_PACKET_TOO_LARGE = 1153
+ER_NET_PACKETS_OUT_OF_ORDER = 1156
+ER_NET_READ_INTERRUPTED = 1159
+
+
+class Closed(Exception):
+    """The peer went away (or sent something that ends the connection)."""
+
+
+class Idle(Exception):
+    """No command came within the session's wait_timeout."""
+
+
+class Fatal(Exception):
+    """A framing error MySQL answers with an ERR and then closes the connection."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+class Conn:
+    """The packet layer of one connection; `reader`/`writer` become a TlsStream after an SSL
+    request. `read_timeout` gives the session's net_read_timeout at each read."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        max_allowed_packet: int,
+        read_timeout: Callable[[], float],
+    ) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.max_allowed_packet = max_allowed_packet
+        self._read_timeout = read_timeout
+        self.client_caps = 0
+        self._seq = 0
+        self._out: list[bytes] = []
+
+    async def read_packet(self, limit: int | None = None, idle: float | None = None) -> bytes:
+        """One (possibly multi-packet) client payload, reading not a byte beyond it (after an SSL
+        request the next bytes are the TLS handshake, which must stay in the stream). Like
+        MySQL's my_net_read: each packet must carry the expected sequence id (ER 1156), and a
+        payload longer than `limit` (default the session's max_allowed_packet) is refused (ER
+        1153) from its header, before its bytes are read. The first byte may take `idle`
+        seconds (Idle after that; None = no bound); once a command has begun, each further
+        read gets net_read_timeout (ER 1159), so a half-sent packet cannot hold a connection."""
+        if limit is None:
+            limit = self.max_allowed_packet
+        parts: list[bytes] = []
+        total = 0
+        while True:
+            if not parts and idle is not None:
+                try:
+                    async with asyncio.timeout(idle):
+                        header = await self.reader.readexactly(1)
+                except TimeoutError:
+                    raise Idle() from None
+                except asyncio.IncompleteReadError:
+                    raise Closed() from None
+                header += await self._read_more(3)
+            else:
+                header = await self._read_more(4)
+            length = int.from_bytes(header[:3], "little")
+            if header[3] != self._seq:
+                raise Fatal(ER_NET_PACKETS_OUT_OF_ORDER, "Got packets out of order")
+            self._seq = (self._seq + 1) & 0xFF
+            total += length
+            if total > limit:
+                raise Fatal(
+                    ER_NET_PACKET_TOO_LARGE, "Got a packet bigger than 'max_allowed_packet' bytes"
+                )
+            parts.append(await self._read_more(length))
+            if length < MAX_CHUNK:
+                return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    async def _read_more(self, n: int) -> bytes:
+        """`n` bytes of a command already begun, within the session's net_read_timeout."""
+        try:
+            async with asyncio.timeout(self._read_timeout()):  # no task per read (wait_for)
+                return await self.reader.readexactly(n)
+        except TimeoutError:
+            raise Fatal(
+                ER_NET_READ_INTERRUPTED, "Got timeout reading communication packets"
+            ) from None
+        except asyncio.IncompleteReadError:
+            raise Closed() from None
+
+    async def read_some(self, n: int) -> bytes:
+        """Whatever the client sent, up to `n` bytes (b"" at its end): a dump's input."""
+        return await self.reader.read(n)
+
+    def new_command(self) -> None:
+        """Every command starts a new sequence."""
+        self._seq = 0
+
+    def send(self, payload: bytes) -> None:
+        data, self._seq = frame(payload, self._seq)
+        self._out.append(data)
+
+    def send_error(self, code: int, message: str, state: str = "HY000") -> None:
+        self.send(err_packet(code, message, state))
+
+    @property
+    def seq(self) -> int:
+        """The sequence id of the next packet."""
+        return self._seq
+
+    @property
+    def pending(self) -> int:
+        """Packets sent but not flushed yet."""
+        return len(self._out)
+
+    def discard(self) -> None:
+        """Drop what is not flushed yet (a fatal error replaces it)."""
+        self._out.clear()
+
+    def send_framed(self, data: bytes | bytearray, seq: int) -> None:
+        """Packets framed already (a batch shared by several dumps), `seq` the id after them."""
+        self._out.append(data)
+        self._seq = seq
+
+    async def flush(self) -> None:
+        out = self._out
+        if out:
+            # A shared batch alone is written as it is: no copy per consumer.
+            self.writer.write(out[0] if len(out) == 1 else b"".join(out))
+            out.clear()
+        await self.writer.drain()
+
+    @property
+    def deprecate_eof(self) -> bool:
+        return bool(self.client_caps & Cap.DEPRECATE_EOF)

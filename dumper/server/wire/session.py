@@ -1,0 +1,258 @@
+"""One client connection (go-mysql's `Conn`): login (`handshake.py`), then the command switch.
+It knows nothing of what it answers: statements go to the session's `QueryHandler` (`sql/`),
+registrations and dumps to its `ReplicationHandler` (`dump/`), prepared statements to
+`prepared.py`; this module encodes their results and errors as packets."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from cdc.protocol.constants import Capability as Cap
+from cdc.protocol.constants import Command, Status
+from cdc.protocol.packets import eof_packet, err_packet, ok_packet
+from cdc.protocol.resultset import result_set_packets, text_row
+from dumper.server.context import ServerContext, SessionState
+from dumper.server.handlers import HandlerFactory, OkResult, RowsResult, SqlError
+from dumper.server.wire.conn import Closed, Conn, Fatal, Idle
+from dumper.server.wire.handshake import handshake
+from dumper.server.wire.prepared import PreparedStatements
+
+log = logging.getLogger(__name__)
+# Rows (or skipped events) of a streamed result set per loop turn: ~1 ms of work.
+ROWS_PER_TURN = 64
+COM_STATISTICS = 0x09
+COM_RESET_CONNECTION = 0x1F
+
+
+class Session:
+    """Lives as long as its connection; `run` never raises."""
+
+    def __init__(
+        self,
+        ctx: ServerContext,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        handlers: HandlerFactory,
+    ) -> None:
+        self.ctx = ctx
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        self.state = SessionState(ctx.next_connection_id(), str(peer[0]), int(peer[1]))
+        self.conn = Conn(
+            reader,
+            writer,
+            ctx.config.max_allowed_packet,
+            lambda: self._timeout("net_read_timeout"),
+        )
+        answers = handlers(self.state)
+        self.queries = answers.queries
+        self.replication = answers.replication
+        self.prepared = PreparedStatements(self.conn, self.queries, self.state)
+        self._task: asyncio.Task | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def run(self) -> None:
+        self._task = asyncio.current_task()
+        cid = self.state.conn_id
+        cfg = self.ctx.config
+        conn = self.conn
+        try:
+            # max_connections + 1 at accept: the spare slot is an admin's, checked after login
+            waiting = sum(1 for s in self.ctx.sessions.values() if s.state.user is None)
+            if (
+                len(self.ctx.sessions) > cfg.max_connections
+                or waiting >= cfg.max_unauthenticated_connections
+            ):
+                conn.new_command()
+                conn.send(err_packet(1040, "Too many connections", "08004"))
+                await conn.flush()
+                return
+            self.ctx.sessions[cid] = self
+            if await asyncio.wait_for(handshake(conn, self.ctx, self.state), cfg.connect_timeout):
+                await self._command_loop()
+        except Fatal as exc:
+            log.info("connection %d from %s closed: %s", cid, self.state.host, exc.message)
+            conn.discard()
+            conn.send(err_packet(exc.code, exc.message, "08S01"))
+            with contextlib.suppress(ConnectionError, OSError):
+                await asyncio.wait_for(conn.flush(), 5)
+        except (Closed, ConnectionError, TimeoutError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass  # KILL or server shutdown
+        except Exception:
+            log.exception("connection %d from %s: internal error", cid, self.state.host)
+        finally:
+            self.ctx.sessions.pop(cid, None)
+            self.ctx.replicas.pop(cid, None)
+            conn.writer.close()
+
+    def kill(self) -> None:
+        self.conn.writer.close()
+        if self._task is not None and self._task is not asyncio.current_task():
+            self._task.cancel()
+
+    def _timeout(self, name: str) -> float:
+        """A session timeout variable (SET wait_timeout = n, ...; else the reported default) in
+        MySQL's range of 1 s to a year."""
+        value = self.state.session_vars.get(name, self.ctx.variables.get(name))
+        try:
+            seconds = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            seconds = float(self.ctx.variables.get(name) or 30)  # type: ignore[arg-type]
+        return min(max(seconds, 1.0), 31536000.0)
+
+    # -- the command switch --------------------------------------------------------------------
+    async def _command_loop(self) -> None:
+        conn, state = self.conn, self.state
+        while True:
+            state.command = "Sleep"
+            conn.new_command()
+            try:
+                payload = await conn.read_packet(idle=self._timeout("wait_timeout"))
+            except Idle:
+                log.info(
+                    "connection %d from %s: idle for wait_timeout (%.0f s), closed",
+                    state.conn_id,
+                    state.host,
+                    self._timeout("wait_timeout"),
+                )
+                return
+            if not payload:
+                conn.send_error(1047, "Unknown command (empty packet)", "08S01")
+                await conn.flush()
+                continue
+            cmd, body = payload[0], payload[1:]
+            state.since = time.time()
+            if cmd == Command.QUIT:
+                return
+            if cmd == Command.QUERY:
+                state.command = "Query"
+                await self._query(body)
+            elif cmd == Command.PING:
+                self._send_ok()
+            elif cmd == Command.INIT_DB:
+                state.db = body.decode("utf-8", "replace")
+                self._send_ok()
+            elif cmd == COM_RESET_CONNECTION:
+                state.user_vars.clear()
+                state.session_vars.clear()
+                self._send_ok()
+            elif cmd == Command.FIELD_LIST:
+                conn.send(ok_packet(header=0xFE) if conn.deprecate_eof else eof_packet())
+            elif cmd == COM_STATISTICS:
+                conn.send(f"Uptime: {int(time.time() - self.ctx.started)}".encode())
+            elif cmd == Command.STMT_PREPARE:
+                state.command = "Prepare"
+                self.prepared.prepare(body)
+            elif cmd == Command.STMT_EXECUTE:
+                state.command = "Execute"
+                self.prepared.execute(body)
+            elif cmd == Command.STMT_SEND_LONG_DATA:  # no reply, as in MySQL
+                self.prepared.send_long_data(body)
+                continue
+            elif cmd == Command.STMT_CLOSE:  # no reply
+                self.prepared.close(body)
+                continue
+            elif cmd == Command.STMT_RESET:
+                self.prepared.reset(body)
+            elif cmd == Command.REGISTER_SLAVE:
+                self._register_replica(body)
+            elif cmd == Command.BINLOG_DUMP or cmd == Command.BINLOG_DUMP_GTID:
+                await self._binlog_dump(body, by_gtid=cmd == Command.BINLOG_DUMP_GTID)
+                return  # like MySQL: a dump ends its connection
+            else:
+                conn.send_error(1047, f"Unknown command 0x{cmd:02x}", "08S01")
+            await conn.flush()
+
+    def _send_ok(self) -> None:
+        self.conn.send(ok_packet(status=Status.AUTOCOMMIT))
+
+    def _send_sql_error(self, exc: SqlError) -> None:
+        self.conn.send_error(exc.code, exc.message, exc.sql_state)
+
+    # -- COM_QUERY -----------------------------------------------------------------------------
+    async def _query(self, body: bytes) -> None:
+        conn = self.conn
+        text = body.decode("utf-8", "replace")
+        self.state.info = text[:200]
+        try:
+            statements = self.queries.split(text)
+            if not statements:
+                raise SqlError("Query was empty", 1065)
+            if len(statements) > 1 and not conn.client_caps & Cap.MULTI_STATEMENTS:
+                raise SqlError(
+                    "You have an error in your SQL syntax: several statements in one query need "
+                    "CLIENT_MULTI_STATEMENTS"
+                )
+        except SqlError as exc:
+            self._send_sql_error(exc)
+            return
+        for i, stmt in enumerate(statements):
+            status = Status.AUTOCOMMIT | (
+                Status.MORE_RESULTS_EXISTS if i + 1 < len(statements) else 0
+            )
+            try:
+                result = self.queries.execute(stmt)
+            except SqlError as exc:
+                self._send_sql_error(exc)
+                break  # MySQL stops a multi-statement at the first error
+            if isinstance(result, OkResult):
+                conn.send(ok_packet(affected=result.affected, status=status))
+            elif isinstance(result.rows, list):
+                for payload in result_set_packets(
+                    result.columns, result.rows, deprecate_eof=conn.deprecate_eof, status=status
+                ):
+                    conn.send(payload)
+            elif not await self._stream_rows(result, status):
+                break
+            if conn.pending > 64:
+                await conn.flush()
+            if i % 64 == 63:
+                await asyncio.sleep(0)  # thousands of statements in one query: let others run
+        self.state.info = None
+
+    async def _stream_rows(self, result: RowsResult, status: int) -> bool:
+        """A result set whose rows are read while sending (SHOW BINLOG EVENTS of a file of any
+        size): at most ROWS_PER_TURN rows per loop turn, flushed with back-pressure, so neither
+        memory nor the loop's other sessions depend on its size. An error part way through ends
+        it with ERR, as MySQL does; False then (a multi-statement stops)."""
+        conn = self.conn
+        head = result_set_packets(
+            result.columns, [], deprecate_eof=conn.deprecate_eof, status=status
+        )
+        for payload in head[:-1]:
+            conn.send(payload)
+        budget = ROWS_PER_TURN
+        try:
+            for row in result.rows:
+                if row is not None:
+                    conn.send(text_row(row))
+                budget -= 1
+                if budget <= 0:
+                    await conn.flush()  # waits while the client does not read
+                    await asyncio.sleep(0)
+                    budget = ROWS_PER_TURN
+        except SqlError as exc:
+            self._send_sql_error(exc)
+            return False
+        conn.send(head[-1])
+        return True
+
+    # -- replication ---------------------------------------------------------------------------
+    def _register_replica(self, body: bytes) -> None:
+        try:
+            self.replication.register_replica(body)
+        except SqlError as exc:
+            self._send_sql_error(exc)
+            return
+        self._send_ok()
+
+    async def _binlog_dump(self, body: bytes, *, by_gtid: bool) -> None:
+        try:
+            await self.replication.dump(body, self.conn, by_gtid=by_gtid)
+        except SqlError as exc:  # refused before it began
+            self._send_sql_error(exc)
+            await self.conn.flush()
