@@ -8,7 +8,9 @@ one, add a row; `forbids` gets the imported module's dotted name and the importi
 
 Beyond the rows: no import circle between modules (`test_no_import_circle`, on the module graph
 of every package, lazy imports included: they are few, and a circle closed lazily is still a
-circle a reader must untangle).
+circle a reader must untangle). Imports under `if TYPE_CHECKING:` are left out of that graph
+(the rows still count them): they never run, and a protocol naming the type it is handed
+(dumper/pipeline/term.py's `Takeover.watch(leader: Leader)`) declares, it does not depend.
 """
 
 from __future__ import annotations
@@ -138,6 +140,24 @@ class Import:
     path: Path
     line: int
     module: str
+    type_only: bool = False  # under `if TYPE_CHECKING:`: for annotations, never run
+
+
+def _type_checking_lines(tree: ast.Module) -> set[int]:
+    """The lines of the statements under `if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`)."""
+    lines = set()
+    for node in ast.walk(tree):
+        test = getattr(node, "test", None)
+        if isinstance(node, ast.If) and (
+            isinstance(test, ast.Name)
+            and test.id == "TYPE_CHECKING"
+            or isinstance(test, ast.Attribute)
+            and test.attr == "TYPE_CHECKING"
+        ):
+            lines |= {
+                n.lineno for stmt in node.body for n in ast.walk(stmt) if hasattr(n, "lineno")
+            }
+    return lines
 
 
 @functools.cache
@@ -147,6 +167,7 @@ def imports_of(path: Path, root: Path = ROOT) -> list[Import]:
     tree = ast.parse(path.read_text(), filename=str(path))
     package = path.relative_to(root).parent.parts
     found = []
+    type_only = _type_checking_lines(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [Import(path, node.lineno, alias.name) for alias in node.names]
@@ -168,7 +189,7 @@ def imports_of(path: Path, root: Path = ROOT) -> list[Import]:
             and not node.args[0].value.startswith(".")
         ):
             found.append(Import(path, node.lineno, node.args[0].value))
-    return found
+    return [Import(i.path, i.line, i.module, i.line in type_only) for i in found]
 
 
 def violations(rule: Rule) -> list[str]:
@@ -238,7 +259,8 @@ def module_graph(root: Path = ROOT) -> dict[str, set[str]]:
     for module, path in modules.items():
         by_statement: dict[int, list[str]] = {}
         for imp in imports_of(path, root):
-            by_statement.setdefault(imp.line, []).append(imp.module)
+            if not imp.type_only:
+                by_statement.setdefault(imp.line, []).append(imp.module)
         edges = set()
         for names in by_statement.values():
             for name in names:
@@ -292,24 +314,9 @@ def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return circles
 
 
-# KNOWN EXCEPTION, to remove once branch `server-split` is merged (it breaks this circle):
-# dumper/pipeline/leader.py imports dumper.ha (TakeoverTimeline, _watch_takeover) while dumper/ha
-# builds the pipeline's Leader. A circle whose modules all lie in these two packages is excused;
-# the test fails once no such circle is left, so that this constant goes.
-KNOWN_CIRCLE_LEADER_HA = ("dumper.pipeline", "dumper.ha")
-
-
-def _in_known_circle(circle: list[str]) -> bool:
-    return all(within(*KNOWN_CIRCLE_LEADER_HA)(m, "") for m in circle)
-
-
 def test_no_import_circle():
     circles = import_circles(module_graph())
-    found = [c for c in circles if not _in_known_circle(c)]
-    assert not found, "import circles:\n" + "\n".join(" <-> ".join(c) for c in found)
-    assert any(_in_known_circle(c) for c in circles), (
-        "the dumper.pipeline <-> dumper.ha circle is gone: remove KNOWN_CIRCLE_LEADER_HA"
-    )
+    assert not circles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
 
 
 def test_import_circles_are_found(tmp_path):
@@ -323,7 +330,11 @@ def test_import_circles_are_found(tmp_path):
     (pkg / "sub" / "__init__.py").write_text("")
     (pkg / "sub" / "c.py").write_text("import pkg.b\n")
     (pkg / "d.py").write_text("from pkg import A\n")  # a name of pkg: an edge to its __init__
+    (pkg / "e.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.d import X\n"
+    )
     graph = module_graph(tmp_path)
     assert graph["pkg.a"] == {"pkg.b"}
     assert graph["pkg.d"] == {"pkg"}
+    assert graph["pkg.e"] == set()  # an annotation's import is not an edge
     assert import_circles(graph) == [["pkg.b", "pkg.sub.c"]]
