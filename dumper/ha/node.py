@@ -233,15 +233,18 @@ class HaNode:
             return 0
 
     def _save_state_term(self, term: int) -> None:
-        tmp = self.dir / (STATE_FILE + ".tmp")
-        tmp.write_text(json.dumps({"term": term}))
-        tmp.replace(self.dir / STATE_FILE)
+        save_state_term(self.dir, term)
 
     async def _align_with_terms(self, upto: int) -> bool:
         """Cut the copy back to the start of every recorded term after the one it was copied
         from, up to `upto`. Returns whether term `upto` has recorded its start (a term that
         never did wrote nothing)."""
-        terms = await self.store.terms_after(self._state_term())
+        state = self._state_term()
+        if state >= upto:
+            # Already a prefix of that term's stream: a follower restarted (or re-seeded, or
+            # whose dump broke) within the term copies on (terms_after(state) lacks `upto`).
+            return True
+        terms = await self.store.terms_after(state)
         terms = [t for t in terms if t.term <= upto]
         if terms:
             first = min(terms, key=lambda t: _order(t.file, t.position))
@@ -444,6 +447,13 @@ class HaNode:
             elif ok is False:
                 self._valid_until = 0
             self._fence()
+
+
+def save_state_term(directory: Path, term: int) -> None:
+    """Record that the copy in `directory` is a prefix of term `term`'s stream."""
+    tmp = directory / (STATE_FILE + ".tmp")
+    tmp.write_text(json.dumps({"term": term}))
+    tmp.replace(directory / STATE_FILE)
 
 
 def _order(file: str, pos: int) -> tuple[int, int]:
