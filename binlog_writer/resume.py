@@ -4,6 +4,8 @@ key is read back from the files themselves, never from a side record that could 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from binlog_writer.recovery_point import RecoveryPoint, scan_file
 from binlog_writer.writer import BinlogWriter
 from cdc.binlog.events import parse_cts
@@ -24,9 +26,22 @@ def key_from_mark(mark: bytes) -> GlobalKey:
 
 def last_written_key(writer: BinlogWriter) -> GlobalKey | None:
     """The global key of the last complete transaction in the binlog, newest file first."""
-    point = RecoveryPoint(writer.dir, writer.base)  # scan only after it (not whole files)
-    for name in reversed(writer.files()):
-        mark = scan_file(writer.dir / name, point.load(name)).last_mark
+    found = _last_mark(writer.dir, writer.base, writer.files())
+    return key_from_mark(found[1]) if found is not None else None
+
+
+def resume_file(directory: Path, base: str, names: list[str]) -> str | None:
+    """The newest of `names` (index order) holding a whole transaction: where a restart (or an
+    HA takeover) reads the key it resumes after. Retention keeps it: without it the key would
+    be lost and the pipeline would read every DN again from its first binlog."""
+    found = _last_mark(directory, base, names)
+    return found[0] if found is not None else None
+
+
+def _last_mark(directory: Path, base: str, names: list[str]) -> tuple[str, bytes] | None:
+    point = RecoveryPoint(directory, base)  # scan only after it (not whole files)
+    for name in reversed(names):
+        mark = scan_file(directory / name, point.load(name)).last_mark
         if mark is not None:
-            return key_from_mark(mark)
+            return name, mark
     return None
