@@ -127,23 +127,28 @@ class RetentionPolicy:
         return victims
 
 
-def purgeable(ctx: ServerContext, victims: list[str]) -> tuple[list[str], Holder | None]:
+def purgeable(
+    ctx: ServerContext, victims: list[str], known: dict[tuple, bool] | None = None
+) -> tuple[list[str], Holder | None]:
     """`allowed` among the current holders, and never the newest file holding a whole
     transaction (nor any after it): a restart or a takeover of these files reads the key it
-    resumes after there (`binlog_writer.resume_file`). The files are read only when something
-    would go."""
+    resumes after there (`binlog_writer.resume_file`, `known` its memo). The files are read
+    only when something would go: the active one (from its recovery point) and, right after a
+    rotation, the files before it until one holds a transaction."""
     ok, holder = allowed(victims, holders(ctx))
     if not ok:
         return ok, holder
     files = ctx.files
     names = files.names()
     try:
-        # The files after the last victim first: the active one usually holds a transaction.
-        keep = resume_file(files.dir, files.base, names[names.index(ok[-1]) + 1 :])
+        keep = resume_file(files.dir, files.base, names[names.index(ok[-1]) + 1 :], known)
         if keep is None:
-            keep = resume_file(files.dir, files.base, ok)
+            keep = resume_file(files.dir, files.base, ok, known)
     except (OSError, ValueError):  # a file gone underneath us: purge nothing this time
         return [], None
+    if known is not None:
+        for key in [k for k in known if k[0] not in names]:
+            del known[key]
     if keep is not None and keep in ok:
         cut = ok.index(keep)
         return ok[:cut], Holder(
@@ -175,6 +180,7 @@ class Retention:
         self.policy = policy
         self.purged = 0
         self._logged: tuple[str, str] | None = None
+        self._known: dict[tuple, bool] = {}  # which files hold a transaction (resume_file)
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -192,7 +198,7 @@ class Retention:
         victims = self.policy.due(self.ctx, time.time() if now is None else now)
         if not victims:
             return []
-        ok, holder = purgeable(self.ctx, victims)
+        ok, holder = purgeable(self.ctx, victims, self._known)
         if holder is not None and self._logged != (victims[len(ok)], holder.who):
             self._logged = (victims[len(ok)], holder.who)
             log.info(
