@@ -40,7 +40,7 @@ def cmd_reseed(args) -> int:
         print(asyncio.run(reseed(config, GmsLeaseStore(config))))
     except ReseedError as exc:
         raise ConfigError(str(exc)) from None
-    except pymysql.MySQLError as exc:
+    except (pymysql.MySQLError, ConnectionError) as exc:
         raise ConfigError(
             f"the GMS at {config.gms.host}:{config.gms.port} (who leads?): {exc}"
         ) from None
