@@ -8,7 +8,8 @@ with the follower's server_id into a `BinlogCopier`), non-blocking: it ends at t
 when it started. The copy is made beside the old one (`<binlog_dir>/.reseed/`) and replaces it
 only when whole, so an interrupted re-seed leaves the old copy as it was. The follower must
 not run meanwhile (its dump has the same server_id, and its copy is being replaced): the
-GMS's member reports say whether it does.
+GMS's member reports say whether it does (right after `cdc stop`, it waits for a lease
+without reports).
 
 While it copies, the dump holds the leader's files as any connected dump does (retention
 never purges a file a dump reads or an earlier one), so it is safe while the leader serves.
@@ -16,6 +17,7 @@ never purges a file a dump reads or an earlier one), so it is safe while the lea
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
@@ -27,6 +29,7 @@ from cdc.config import Config
 from cdc.protocol import BinlogPosition, DumpClient, DumpError
 from dumper.ha.deps import LeaseStore
 from dumper.ha.node import STATE_FILE, leader_dump_settings, save_state_term
+from topology import Lease
 
 log = logging.getLogger(__name__)
 
@@ -61,24 +64,9 @@ async def reseed(config: Config, store: LeaseStore) -> Reseeded:
     """Replace follower `config.dumper.id`'s copy (`config` as that peer runs it:
     `Config.for_dumper`) with the leader's current files."""
     d = config.dumper
-    lease = await store.current()
-    if lease is None or not lease.live:
-        raise ReseedError(
-            "no dumper leads now (no live lease in the GMS): start one, then re-seed "
-            f"dumper {d.id} from it"
-        )
-    if lease.holder == d.id:
-        raise ReseedError(
-            f"dumper {d.id} leads (term {lease.term}): its files are the global binlog, "
-            "there is nothing to re-seed it from"
-        )
-    for m in await store.members():
-        if m.dumper_id == d.id and m.age_s <= d.lease_ms / 1000:
-            raise ReseedError(
-                f"dumper {d.id} reported {m.age_s:.1f}s ago (as {m.role} at {m.address}): "
-                f"stop it first (cdc stop --dumper-id {d.id}); once stopped, re-seed it after "
-                f"lease_ms ({d.lease_ms} ms) without reports"
-            )
+    await _leader(store, d.id)
+    await _stopped(store, d.id, d.lease_ms / 1000)
+    lease = await _leader(store, d.id)  # again: a takeover may have happened meanwhile
     target = Path(d.binlog_dir)
     staging = target / STAGING
     shutil.rmtree(staging, ignore_errors=True)  # what an interrupted re-seed left
@@ -111,6 +99,42 @@ async def reseed(config: Config, store: LeaseStore) -> Reseeded:
     save_state_term(staging, lease.term)
     done.removed = _replace_copy(target, staging, d.binlog_base)
     return done
+
+
+async def _leader(store: LeaseStore, dumper_id: int) -> Lease:
+    lease = await store.current()
+    if lease is None or not lease.live:
+        raise ReseedError(
+            "no dumper leads now (no live lease in the GMS): start one, then re-seed "
+            f"dumper {dumper_id} from it"
+        )
+    if lease.holder == dumper_id:
+        raise ReseedError(
+            f"dumper {dumper_id} leads (term {lease.term}): its files are the global binlog, "
+            "there is nothing to re-seed it from"
+        )
+    return lease
+
+
+async def _stopped(store: LeaseStore, dumper_id: int, lease_s: float) -> None:
+    """Returns once `dumper_id` has not reported to the GMS for a lease (it reports every
+    renew interval while it runs): right after `cdc stop` that is a short wait; a report
+    meanwhile means it runs."""
+    waited = False
+    while True:
+        me = next((m for m in await store.members() if m.dumper_id == dumper_id), None)
+        if me is None or me.age_s > lease_s:
+            return
+        if waited:
+            raise ReseedError(
+                f"dumper {dumper_id} is running (it reported {me.age_s:.1f}s ago as {me.role} "
+                f"at {me.address}): stop it first (cdc stop --dumper-id {dumper_id})"
+            )
+        log.info(
+            "dumper %d reported %.1fs ago: waiting for a lease without reports", dumper_id, me.age_s
+        )
+        await asyncio.sleep(lease_s - me.age_s + 0.2)
+        waited = True
 
 
 def _replace_copy(target: Path, staging: Path, base: str) -> list[str]:
