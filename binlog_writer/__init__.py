@@ -1,6 +1,6 @@
 """binlog_writer: append-only writer of MySQL binlog files (binlog.NNNNNN + binlog.index),
 with rotation, fsync policy and crash recovery of a partial tail; the key a restart resumes
-after (`last_written_key`); GTID numbering and look-ups in the files (`gtids`: MySQL's layout; `mariadb_gtids`:
+after (`last_written_key`, in `resume_file`); GTID numbering and look-ups in the files (`gtids`: MySQL's layout; `mariadb_gtids`:
 MariaDB's); an HA
 follower's copier. Other packages import only from here."""
 
@@ -12,7 +12,7 @@ from .layout import file_name, file_number
 from .mariadb_gtids import MariadbGtids
 from .recovery import Boundary, TailScan, scan
 from .recovery_point import RecoveryPoint, scan_file
-from .resume import key_from_mark, last_written_key
+from .resume import key_from_mark, last_written_key, resume_file
 from .writer import BinlogWriter, RecoveryReport, TxnPosition
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "last_written_key",
     "layout",
     "locate",
+    "resume_file",
     "scan",
     "scan_file",
     "truncate_copy",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from cdc.binlog.constants import BINLOG_MAGIC, HEADER_LEN, EventType
 from cdc.binlog.errors import CodecError
-from cdc.binlog.header import log_pos
+from cdc.binlog.header import log_pos, timestamp
 
 from . import layout, recovery_point
 from .recovery import HEADER_GTID_EVENTS, is_cts_mark
@@ -117,7 +117,7 @@ class BinlogCopier:
         self._pending += data
         if code in _FILE_END_EVENTS:
             self._write_pending()
-            self._finish_file()
+            self._finish_file(timestamp(data))
         elif code in HEADER_GTID_EVENTS:
             self._write_pending()
         elif is_cts_mark(data):
@@ -160,10 +160,16 @@ class BinlogCopier:
         self._pending = bytearray()
         self._unsynced = True
 
-    def _finish_file(self) -> None:
+    def _finish_file(self, ended_at: int) -> None:
         self.sync()
         self._close_fd()
-        _set_in_use(self.dir / self.file, False)
+        path = self.dir / self.file
+        _set_in_use(path, False)
+        if ended_at > 0:
+            # Dated as the leader's file is (its last write is the ROTATE/STOP), not by when
+            # it was copied: `expire_logs_seconds` purges a copy's file when it purges the
+            # leader's, however late the copy was made (a re-seed copies them all at once).
+            os.utime(path, (ended_at, ended_at))
         self._finished = True
 
     def maybe_sync(self) -> None:
@@ -212,11 +218,15 @@ def truncate_copy(directory: Path, base: str, file: str, pos: int) -> bool:
     cut = False
     recovery_point.cut(directory, base, keep, file, pos)
     if keep != names:
-        tmp = layout.index_path(directory, base).with_suffix(".index.tmp")
-        tmp.write_text("".join(f"./{n}\n" for n in keep))
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        tmp.replace(layout.index_path(directory, base))
+        # Under the index lock: the server process's retention may rewrite the index (a purge
+        # of the copy's oldest files) at the same time; neither rewrite may undo the other.
+        with layout.index_lock(directory):
+            keep = [n for n in layout.read_index(directory, base) if n in keep]
+            tmp = layout.index_path(directory, base).with_suffix(".index.tmp")
+            tmp.write_text("".join(f"./{n}\n" for n in keep))
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+            tmp.replace(layout.index_path(directory, base))
         for n in names:
             if n not in keep:
                 (directory / n).unlink(missing_ok=True)

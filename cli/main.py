@@ -22,6 +22,7 @@ from cli.commands import check as check_cmd
 from cli.commands import cluster as cluster_cmd
 from cli.commands import cn as cn_cmd
 from cli.commands import demo as demo_cmd
+from cli.commands import ha as ha_cmd
 from cli.commands import locate as locate_cmd
 from cli.commands import pipeline as pipeline_cmd
 from cli.commands import verify as verify_cmd
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         cn_cmd,
         workload_cmd,
         pipeline_cmd,
+        ha_cmd,
         check_cmd,
         verify_cmd,
         locate_cmd,

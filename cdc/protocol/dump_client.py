@@ -22,7 +22,7 @@ from cdc.binlog.constants import CRC32_RESIDUE, HEADER_LEN, EventFlag, EventType
 from cdc.binlog.flavor import MARIADB, MariadbFlavor
 from cdc.binlog.header import log_pos as header_log_pos
 from cdc.protocol.client import READ_SIZE, MysqlClient
-from cdc.protocol.constants import Command
+from cdc.protocol.constants import BINLOG_DUMP_NON_BLOCK, Command
 from cdc.protocol.dump_stream import split_events
 from cdc.protocol.packets import ERR, MAX_CHUNK, ServerError, is_eof, parse_err
 
@@ -86,6 +86,9 @@ class DumpSettings:
     verify_checksum: bool = True
     # Hand out the real ROTATE at the end of each file too (a byte-for-byte copy needs it).
     keep_rotate: bool = False
+    # End at the server's current end (BINLOG_DUMP_NON_BLOCK: it sends EOF there) instead of
+    # waiting for more: a one-off copy (`cdc ha reseed`).
+    non_blocking: bool = False
     # The server's dialect of the dump handshake.
     flavor: MariadbFlavor = field(default=MARIADB)
 
@@ -109,7 +112,8 @@ class DumpClient:
         try:
             for statement in s.flavor.dump_session_statements(s.heartbeat_period):
                 await client.query(statement)
-            body = struct.pack("<IHI", self.position.pos, s.flavor.dump_flags, s.server_id)
+            flags = s.flavor.dump_flags | (BINLOG_DUMP_NON_BLOCK if s.non_blocking else 0)
+            body = struct.pack("<IHI", self.position.pos, flags, s.server_id)
             await client.send_command(Command.BINLOG_DUMP, body + self.position.file.encode())
         except BaseException:
             client.close()

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from binlog_writer import BinlogCopier, CopyError, layout, truncate_copy
-from cdc.config import Config
+from cdc.config import Config, DumperConfig
 from cdc.pauses import GMS, Backoff, Pauses
 from cdc.protocol import BinlogPosition, DumpClient, DumpError, DumpSettings
 from cdc.tasks import cancel_and_wait
@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 LEASE_MARGIN_S = 1.0
 STATE_FILE = "ha-state.json"  # the term whose stream this copy is a prefix of
 FOLLOWER_SERVER_ID_BASE = 9900  # dump clients of followers register as base + dumper id
+# The leader's 1236 for a file it does not list (binlog_sender.MSG_UNKNOWN_FILE, MySQL's text).
+MSG_PURGED = "Could not find first log file name"
 
 
 class FencedError(LeaderError):
@@ -96,6 +98,7 @@ class HaNode:
         self._stop_lead = asyncio.Event()
         self._copied_at = 0.0  # monotonic: the leader was last heard (copy data or heartbeat)
         self._lease_free_at: float | None = None  # monotonic: first saw the lease expired
+        self._purged_hint = 0  # the term whose leader was found without our next file
         d = config.dumper
         # Followers acknowledge what they copied; as leader this process serves its other
         # consumers only that (docs/dumper.md, "The leader-consumer gap").
@@ -233,15 +236,18 @@ class HaNode:
             return 0
 
     def _save_state_term(self, term: int) -> None:
-        tmp = self.dir / (STATE_FILE + ".tmp")
-        tmp.write_text(json.dumps({"term": term}))
-        tmp.replace(self.dir / STATE_FILE)
+        save_state_term(self.dir, term)
 
     async def _align_with_terms(self, upto: int) -> bool:
         """Cut the copy back to the start of every recorded term after the one it was copied
         from, up to `upto`. Returns whether term `upto` has recorded its start (a term that
         never did wrote nothing)."""
-        terms = await self.store.terms_after(self._state_term())
+        state = self._state_term()
+        if state >= upto:
+            # Already a prefix of that term's stream: a follower restarted (or re-seeded, or
+            # whose dump broke) within the term copies on (terms_after(state) lacks `upto`).
+            return True
+        terms = await self.store.terms_after(state)
         terms = [t for t in terms if t.term <= upto]
         if terms:
             first = min(terms, key=lambda t: _order(t.file, t.position))
@@ -297,8 +303,23 @@ class HaNode:
                     return
             copy.result()
         except (DumpError, CopyError, ConnectionError, OSError) as exc:
-            log.warning("dumper %d: copy from %s stopped: %s", self.id, lease.address, exc)
-            await asyncio.sleep(0.2)
+            if MSG_PURGED in str(exc):
+                # Retried, but in vain until the copy is seeded again: said once per term.
+                if self._purged_hint != lease.term:
+                    self._purged_hint = lease.term
+                    log.error(
+                        "dumper %d: dumper %d at %s no longer has the file this copy continues "
+                        "in (%s:%d; purged while this dumper was away): stop this dumper, run "
+                        "`cdc ha reseed --dumper-id %d` and start it again",
+                        self.id,
+                        lease.holder,
+                        lease.address,
+                        *self._copy_end(),
+                        self.id,
+                    )
+            else:
+                log.warning("dumper %d: copy from %s stopped: %s", self.id, lease.address, exc)
+            await asyncio.sleep(1.0 if MSG_PURGED in str(exc) else 0.2)
         finally:
             copy.cancel()
             with contextlib.suppress(BaseException):
@@ -307,21 +328,8 @@ class HaNode:
     async def _copy(self, lease: Lease) -> None:
         d = self.config.dumper
         copier = BinlogCopier(self.dir, base=d.binlog_base)
-        host, _, port = lease.address.rpartition(":")
         file, pos = copier.resume_point()
-        settings = DumpSettings(
-            host,
-            int(port),
-            d.peer_user,
-            d.peer_password,
-            server_id=FOLLOWER_SERVER_ID_BASE + self.id,
-            name=f"leader dumper {lease.holder}",
-            heartbeat_period=0.5,
-            idle_timeout=max(2.0, d.lease_ms / 1000),
-            reconnect=False,
-            keep_rotate=True,
-        )
-        client = DumpClient(settings, BinlogPosition(file, pos))
+        client = DumpClient(leader_dump_settings(d, lease), BinlogPosition(file, pos))
         acker = (
             asyncio.create_task(self._ack_loop(client, copier), name="ha-ack")
             if self.acks_on
@@ -444,6 +452,34 @@ class HaNode:
             elif ok is False:
                 self._valid_until = 0
             self._fence()
+
+
+def save_state_term(directory: Path, term: int) -> None:
+    """Record that the copy in `directory` is a prefix of term `term`'s stream."""
+    tmp = directory / (STATE_FILE + ".tmp")
+    tmp.write_text(json.dumps({"term": term}))
+    tmp.replace(directory / STATE_FILE)
+
+
+def leader_dump_settings(
+    d: DumperConfig, lease: Lease, *, non_blocking: bool = False
+) -> DumpSettings:
+    """The dump of the leader's files by follower `d.id` (its copy, or a re-seed of it): a
+    follower's server_id, so the leader's ack gate never holds it back."""
+    host, _, port = lease.address.rpartition(":")
+    return DumpSettings(
+        host,
+        int(port),
+        d.peer_user,
+        d.peer_password,
+        server_id=FOLLOWER_SERVER_ID_BASE + d.id,
+        name=f"leader dumper {lease.holder}",
+        heartbeat_period=0.5,
+        idle_timeout=max(2.0, d.lease_ms / 1000),
+        reconnect=False,
+        keep_rotate=True,
+        non_blocking=non_blocking,
+    )
 
 
 def _order(file: str, pos: int) -> tuple[int, int]:

@@ -1,7 +1,8 @@
 """Retention (issue 23, item 3): `expire_logs_seconds` and `max_binlog_total_size` purge files
 automatically, never the active one, never one a connected consumer, a live HA follower or a
 `@cdc_retain_from` mark still needs (held until they pass it, with a log line); PURGE BINARY
-LOGS obeys the same rule. A real server with real clients and files of a real BinlogWriter."""
+LOGS obeys the same rule; an HA follower's server purges its copy by the same rules (issue 33).
+A real server with real clients and files of a real BinlogWriter."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ import time
 
 import pymysql
 
-from binlog_writer import BinlogWriter, FsyncPolicy
+from binlog_writer import BinlogCopier, BinlogWriter, FsyncPolicy
 from cdc.binlog.events import XidEvent, cts_mark
+from cdc.binlog.header import timestamp
 from cdc.binlog.query import QueryEvent
 from cdc.config import DumperConfig
 from cdc.protocol.client import MysqlClient
 from cdc.protocol.constants import Command
+from cdc.protocol.dump_client import BinlogPosition, DumpClient, DumpSettings
 from dumper.server.context import ServerContext
 from dumper.server.dump.ack_gate import AckGate
 from dumper.server.dump.binlog_files import BinlogFiles
@@ -73,6 +76,24 @@ def test_expired_files_go_but_not_the_active_one(tmp_path):
     writer.close()
 
 
+def test_the_newest_file_with_a_transaction_stays(tmp_path):
+    """Its last transaction is where a restart (or an HA takeover of a copy) resumes: purging
+    it behind a new file that holds none yet would send the pipeline back to every DN's first
+    binlog."""
+    writer = write_files(tmp_path)
+    writer.rotate()  # a FlushLogs: the new active file holds no transaction yet
+    writer.flush()
+    old = time.time() - 3600
+    for name in writer.files()[:-1]:
+        os.utime(tmp_path / name, (old, old))
+    last_two = writer.files()[-2:]
+    with ServerThread(tmp_path, expire_logs_seconds=600):
+        wait_for(lambda: names(tmp_path) == last_two, 10, "all but the last two purged")
+        time.sleep(1.5)
+        assert names(tmp_path) == last_two
+    writer.close()
+
+
 def test_a_consumer_holds_its_file_until_it_passes_it(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="dumper.server.dump.retention")
     writer = write_files(tmp_path, size=BIG)
@@ -94,8 +115,9 @@ def test_total_size_limit_purges_the_oldest_files(tmp_path):
     writer = write_files(tmp_path)
     sizes = [f.size for f in BinlogFiles(tmp_path).files()]
     limit = sum(sizes[-2:])  # room for the last two files
+    last_two = writer.files()[-2:]  # (the writer reads the index that the purge rewrites)
     with ServerThread(tmp_path, max_binlog_total_size=limit):
-        wait_for(lambda: names(tmp_path) == writer.files()[-2:], 10, "the oldest files purged")
+        wait_for(lambda: names(tmp_path) == last_two, 10, "the oldest files purged")
     writer.close()
 
 
@@ -192,3 +214,82 @@ def test_the_holding_dump_reads_on_to_the_end_while_files_behind_it_go(tmp_path)
         assert s.call(read_all()) > 4 * FILES
         wait_for(lambda: names(tmp_path) == [writer.file], 10, "the files behind it purged")
     writer.close()
+
+
+async def copy_from(port: int, copier: BinlogCopier) -> None:
+    """What an HA follower's copy does (`HaNode._copy`), up to the server's current end."""
+    settings = DumpSettings(
+        "127.0.0.1",
+        port,
+        USER,
+        PASSWORD,
+        server_id=9902,
+        name="leader",
+        reconnect=False,
+        keep_rotate=True,
+        non_blocking=True,
+    )
+    client = DumpClient(settings, BinlogPosition(*copier.resume_point()))
+    try:
+        async for batch in client.batches():
+            for ev in batch:
+                copier.add(ev.file, ev.pos, ev.data)
+    finally:
+        copier.sync()
+        await client.close()
+
+
+def test_a_follower_purges_its_copy_by_the_same_rules(tmp_path):
+    """A follower's server (read-only) purges its copy as the leader's purges its files: the
+    oldest ones over `max_binlog_total_size`, never one a reader of its own holds; the copy goes
+    on into the purged directory and stays byte-identical to the leader's files."""
+    leader_dir, copy_dir = tmp_path / "leader", tmp_path / "copy"
+    leader_dir.mkdir()
+    writer = write_files(leader_dir)
+    copier = BinlogCopier(copy_dir)
+    with ServerThread(leader_dir) as leader:
+        leader.call(copy_from(leader.port, copier))
+        all_files = names(copy_dir)
+        assert all_files == names(leader_dir)
+        # A finished file of the copy is dated by its ROTATE, as the leader's was when it
+        # wrote it, not by when it was copied (`expire_logs_seconds` of a late copy).
+        for name in all_files[:-1]:
+            rotate = list(BinlogFiles(copy_dir).events(name))[-1].data
+            assert int((copy_dir / name).stat().st_mtime) == timestamp(rotate)
+        with ServerThread(copy_dir) as follower:
+            follower.server.ctx.read_only = lambda: True  # as an HA follower's server is
+            # Its own reader holds a file (a mark: what a dump's file does, for small files).
+            reader = pymysql.connect(
+                host="127.0.0.1", port=follower.port, user=USER, password=PASSWORD
+            )
+            with reader.cursor() as cur:
+                cur.execute(f"SET @cdc_retain_from = '{all_files[2]}'")
+            sizes = [f.size for f in BinlogFiles(copy_dir).files()]
+            follower.server.retention.policy.max_total = sum(sizes[-2:])
+            follower.call(_start(follower.server.retention))
+            wait_for(
+                lambda: names(copy_dir) == all_files[2:], 10, "the copy purged to the held file"
+            )
+            # The leader goes on (two more files); so does the copy, after the purge.
+            i = 1000
+            while len(writer.files()) < FILES + 2:
+                i += 1
+                pad = QueryEvent(b"x" * 512)
+                writer.append_transaction([QueryEvent(b"BEGIN"), pad, XidEvent(i), cts_mark(i)])
+            writer.flush()
+            leader.call(copy_from(leader.port, copier))
+            assert names(copy_dir) == all_files[2:] + writer.files()[FILES:]
+            sizes = [f.size for f in BinlogFiles(copy_dir).files()]
+            follower.server.retention.policy.max_total = sum(sizes[-2:])
+            reader.close()
+            wait_for(
+                lambda: names(copy_dir) == writer.files()[-2:], 10, "purged once the reader left"
+            )
+    for name in names(copy_dir):
+        assert (copy_dir / name).read_bytes() == (leader_dir / name).read_bytes(), name
+    copier.close()
+    writer.close()
+
+
+async def _start(retention) -> None:
+    retention.start()

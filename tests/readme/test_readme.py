@@ -279,7 +279,7 @@ def test_local_cluster():
 
 
 def test_dumper_ha():
-    up, init, start1, start2, follower, stop1, leader, stop2, down = shown("Dumper HA")
+    up, init, start1, start2, follower, stop1, leader, reseed, stop2, down = shown("Dumper HA")
     try:
         run(up, timeout=120)
         run(init)
@@ -288,6 +288,7 @@ def test_dumper_ha():
         until(follower, "follower")
         run(stop1)
         until(leader, "leader, term")
+        assert "dumper 1: re-seeded from dumper 2" in run(reseed, timeout=120)
         run(stop2)
     finally:
         run(down)

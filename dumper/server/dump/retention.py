@@ -8,6 +8,11 @@ acknowledged copy ends in it or earlier (its dump may be reconnecting), or a con
 stop at the first such file; the others wait until their readers pass it. It runs in the server
 process, which owns the sessions, on their event loop: a dump's file is set in the same loop
 turn as its validation, so no purge slips between the two.
+
+An HA follower's server purges its copy by the same rules (its own dumps and marks hold its
+files): copies are byte-identical and a purge removes a prefix of the index, never the last
+file, so whichever copy purged more, each one's index, `@@gtid_purged` (its first file's
+PREVIOUS_GTIDS) and the copy's resume point stay right (docs/dumper.md, "Retention").
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from binlog_writer import file_number
+from binlog_writer import file_number, resume_file
 
 if TYPE_CHECKING:  # the context is built on this package's modules
     from dumper.server.context import ServerContext
@@ -122,9 +127,39 @@ class RetentionPolicy:
         return victims
 
 
+def purgeable(
+    ctx: ServerContext, victims: list[str], known: dict[tuple, bool] | None = None
+) -> tuple[list[str], Holder | None]:
+    """`allowed` among the current holders, and never the newest file holding a whole
+    transaction (nor any after it): a restart or a takeover of these files reads the key it
+    resumes after there (`binlog_writer.resume_file`, `known` its memo). The files are read
+    only when something would go: the active one (from its recovery point) and, right after a
+    rotation, the files before it until one holds a transaction."""
+    ok, holder = allowed(victims, holders(ctx))
+    if not ok:
+        return ok, holder
+    files = ctx.files
+    names = files.names()
+    try:
+        keep = resume_file(files.dir, files.base, names[names.index(ok[-1]) + 1 :], known)
+        if keep is None:
+            keep = resume_file(files.dir, files.base, ok, known)
+    except (OSError, ValueError):  # a file gone underneath us: purge nothing this time
+        return [], None
+    if known is not None:
+        for key in [k for k in known if k[0] not in names]:
+            del known[key]
+    if keep is not None and keep in ok:
+        cut = ok.index(keep)
+        return ok[:cut], Holder(
+            keep, "the newest file with a whole transaction (a restart resumes from it)"
+        )
+    return ok, holder
+
+
 def purge_held(ctx: ServerContext, victims: list[str], why: str) -> list[str]:
     """Purge `victims` up to the first file someone holds (logged); the purged names."""
-    ok, holder = allowed(victims, holders(ctx))
+    ok, holder = purgeable(ctx, victims)
     if holder is not None:
         log.info(
             "%s: %s not purged (nor anything after it) while %s",
@@ -136,15 +171,16 @@ def purge_held(ctx: ServerContext, victims: list[str], why: str) -> list[str]:
 
 
 class Retention:
-    """The task that applies the policy every CHECK_S seconds (not on a read-only HA follower:
-    its copy changes only by copying the leader). A file held by a reader is logged once per
-    file and holder, not every check."""
+    """The task that applies the policy every CHECK_S seconds, on a leader's files and on an HA
+    follower's copy alike. A file held by a reader is logged once per file and holder, not
+    every check."""
 
     def __init__(self, ctx: ServerContext, policy: RetentionPolicy) -> None:
         self.ctx = ctx
         self.policy = policy
         self.purged = 0
         self._logged: tuple[str, str] | None = None
+        self._known: dict[tuple, bool] = {}  # which files hold a transaction (resume_file)
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -159,12 +195,10 @@ class Retention:
             self._task = None
 
     def check(self, now: float | None = None) -> list[str]:
-        if self.ctx.read_only():
-            return []
         victims = self.policy.due(self.ctx, time.time() if now is None else now)
         if not victims:
             return []
-        ok, holder = allowed(victims, holders(self.ctx))
+        ok, holder = purgeable(self.ctx, victims, self._known)
         if holder is not None and self._logged != (victims[len(ok)], holder.who):
             self._logged = (victims[len(ok)], holder.who)
             log.info(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from dumper.ha import FencedError, ha_status
-from dumper.ha.ha_node import STATE_FILE
+from dumper.ha.ha_node import STATE_FILE, save_state_term
 from dumper.pipeline import Leader
 from tests.dumper.ha.fakes import Cluster, Node
 from tests.dumper.pipeline.fakes import written_tsos
@@ -134,6 +134,19 @@ async def test_a_follower_copies_a_term_only_once_it_recorded_its_start(tmp_path
         c.gms.terms.append(TermStart(1, 3, "binlog.000001", 4))
         await c.until(lambda: b.copy.leases)
         assert state_term(b) == 1
+
+
+async def test_a_follower_copies_on_within_the_term_its_copy_belongs_to(tmp_path):
+    """Restarted (or re-seeded, or after its dump broke) during the term whose stream its copy
+    is a prefix of, a follower copies on: no new term needed."""
+    async with Cluster(tmp_path) as c:
+        c.gms.hold(3, "127.0.0.1:3303", lease_ms=60_000)
+        c.gms.terms.append(TermStart(1, 3, "binlog.000001", 4))
+        b = c.node(2, start=False)
+        save_state_term(b.ha.dir, 1)  # as an earlier run of it in term 1 left it
+        c.start(b)
+        await c.until(lambda: b.copy.leases)
+        assert (b.ha.role, b.copy.leases[-1].term, state_term(b)) == ("follower", 1, 1)
 
 
 async def test_of_equal_copies_the_lowest_id_takes_over(tmp_path):

@@ -1,0 +1,79 @@
+"""The dumper processes of an HA test (`cdc start --dumper-id N` each): start, kill, status,
+and whether two copies are byte-identical."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+class Dumpers:
+    """The dumper processes of the test, by id: start, kill, read their status."""
+
+    def __init__(self, config_path: str, root: Path):
+        self.config_path, self.root = config_path, root
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.log = open(root / "dumpers.log", "ab")
+
+    def start(self, i: int) -> None:
+        self.procs[i] = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "start", "--config", self.config_path]
+            + ["--dumper-id", str(i)],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def kill(self, i: int) -> None:
+        proc = self.procs.pop(i)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    def status(self, i: int) -> dict:
+        try:
+            status = json.loads((self.root / f"d{i}" / f"pipeline-{i}" / "status.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return status if status.get("written_at", 0) > time.time() - 3 else {}
+
+    def role(self, i: int) -> str:
+        return self.status(i).get("ha", {}).get("role", "")
+
+    def binlog(self, i: int) -> Path:
+        return self.root / f"d{i}" / "binlog"
+
+    async def wait(self, what, timeout: float, message: str):
+        deadline = time.monotonic() + timeout
+        while not (result := what()):
+            for i, p in self.procs.items():
+                assert p.poll() is None, f"dumper {i} exited: {self.tail()}"
+            assert time.monotonic() < deadline, f"{message}: {self.tail()}"
+            await asyncio.sleep(0.1)
+        return result
+
+    def tail(self) -> str:
+        self.log.flush()
+        return (self.root / "dumpers.log").read_text()[-4000:]
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs.values():
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self.log.close()
+
+
+def copies_identical(a: Path, b: Path) -> bool:
+    names = sorted(p.name for p in a.iterdir() if p.name.startswith("binlog."))
+    other = sorted(p.name for p in b.iterdir() if p.name.startswith("binlog."))
+    return names == other and all((a / n).read_bytes() == (b / n).read_bytes() for n in names)
