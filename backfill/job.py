@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import sys
 import threading
@@ -35,6 +34,7 @@ from backfill.global_binlog import Dumper
 from backfill.native import Chunk, plan, read_task, warm_up
 from backfill.reconcile import reconcile_table
 from backfill.spark_io import TASKS_PER_CORE, run_tasks
+from backfill.spark_session import spark_session
 from backfill.tables import TableSpec, check_dns_up, load_catalogue, resolve
 from cdc.cn_protocol.client import CnConnector
 from cdc.config import Config
@@ -54,38 +54,6 @@ class Options:
     chunk_rows: int = 200_000  # rows per read (a Spark task) and per part
     timeout: float = 120.0  # waiting for the global binlog to reach a watermark
     progress: bool = True
-
-
-# The JVM only schedules Python tasks (no row passes through it): C1 alone compiles what it runs
-# at half the CPU of the tiered JIT's start (measured: 4.5-4.9 s instead of 8.2 s to start a
-# session and its Python workers), and its heap stays small.
-DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-
-
-def spark_session(master: str, java_options: str | None = None):
-    """A lean Spark session for Python tasks: ConnectorX and pyarrow do the rows. Its JVM maps
-    the class archive `make setup` built (`spark_cds`) unless `java_options` says otherwise."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    from backfill import spark_cds
-
-    extra = spark_cds.java_options() if java_options is None else java_options
-
-    builder = (
-        SparkSession.builder.master(master)
-        .appName("cdc-backfill")
-        .config("spark.driver.extraJavaOptions", f"{DRIVER_JAVA_OPTIONS} {extra}".strip())
-        .config("spark.sql.catalogImplementation", "in-memory")  # no Hive
-        .config("spark.ui.enabled", "false")  # no UI port to clash with other jobs
-        .config("spark.ui.showConsoleProgress", "false")  # our progress line says more
-        .config("spark.task.maxFailures", "1")  # a failed read must be re-planned, not retried
-    )
-    if master.startswith("local"):
-        builder = builder.config("spark.driver.host", "127.0.0.1")
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    return session
 
 
 class SparkStarter:
@@ -233,7 +201,7 @@ def check_retained(dumper: Dumper, tso: int, files: list[str]) -> None:
 
 def run(config: Config, opts: Options, cn: CnConnector, *, spark=None) -> Manifest:
     """The snapshot `opts` asks for; the watermarks are committed through `cn` (the
-    deployment's CN: `functools.partial(cdc.cn.connect, config)` for the reference CN)."""
+    deployment's CN: `functools.partial(cn.connect, config)` for the reference CN)."""
     if opts.fmt not in FORMATS:
         raise BackfillError(f"--format must be one of {FORMATS}, got {opts.fmt!r}")
     if opts.out.exists() and any(opts.out.iterdir()):

@@ -13,20 +13,13 @@ Java upgrade: `-Xshare:auto`) Spark starts as before, only slower.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
-ARCHIVE = Path(sys.prefix) / "share" / "cdc" / "spark-driver.jsa"  # one per venv, like pyspark
-
-
-def java_options() -> str:
-    """Driver JVM options that use the archive when there is one."""
-    return f"-XX:SharedArchiveFile={ARCHIVE} -Xshare:auto" if ARCHIVE.is_file() else ""
+from backfill.spark_session import ARCHIVE, spark_session
 
 
 def build(timeout: float = 180.0) -> Path | None:
     """Dump the archive (in this process: its Spark session must be the first); → its path."""
-    from backfill.job import spark_session
     from backfill.native import warm_up
 
     ARCHIVE.parent.mkdir(parents=True, exist_ok=True)

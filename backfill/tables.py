@@ -84,7 +84,7 @@ def load_catalogue(config: Config) -> Catalogue:
     from cdc.cn_protocol.catalogue_store import CatalogueStore
     from cdc.cn_protocol.dn_pool import connect
 
-    store = CatalogueStore(lambda: connect(config.gms), config.cn.catalog_database)
+    store = CatalogueStore(lambda: connect(config.gms), config.cn.catalogue_database)
     return asyncio.run(store.load())
 
 

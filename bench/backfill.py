@@ -26,8 +26,8 @@ import time
 from functools import partial
 from pathlib import Path
 
-from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from cdc.cluster.testing import free_base_port, throwaway_cluster
+from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from local_cluster.testing import free_base_port, throwaway_cluster
 
 DB, TABLE, PARTITIONS = "bench", "items", 8
 CREATE = (
@@ -37,7 +37,7 @@ CREATE = (
 
 
 async def create_table(cfg) -> list[tuple[int, int]]:
-    from cdc.cn import ComputeNode, init
+    from cn import ComputeNode, init
 
     await init(cfg)
     cn = ComputeNode(cfg)
@@ -145,7 +145,7 @@ def cdc(*args: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     from backfill import Options, run
     from backfill.global_binlog import Dumper
-    from cdc.cn import connect
+    from cn import connect
 
     p = argparse.ArgumentParser(prog="cdc bench backfill", description=__doc__)
     p.add_argument("--rows", type=int, default=10_000_000)

@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from cdc.cluster.testing import free_base_port, throwaway_cluster
+from local_cluster.testing import free_base_port, throwaway_cluster
 
 ROW_BYTES = 1 << 20
 WRITE_ROWS_V2 = 30
@@ -97,7 +97,7 @@ def rows_bytes_in_binlog(directory: Path) -> tuple[int, int]:
 
 
 async def big_transaction(cfg, mb: int) -> int:
-    from cdc.cn import ComputeNode
+    from cn import ComputeNode
 
     cn = ComputeNode(cfg)
     await cn.start()
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     cluster = throwaway_cluster(work / "cluster", dns=args.dns)
     proc = None
     try:
-        from cdc.cn import init
+        from cn import init
 
         cfg = cluster.config()
         cfg.dumper.binlog_dir = str(work / "binlog")

@@ -12,8 +12,8 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from cdc.cluster.testing import scratch_cluster
-from cdc.cn.workloads.steady import prepare, process_cpu_s, run_fast, steady_load
+from cn.workloads.steady import prepare, process_cpu_s, run_fast, steady_load
+from local_cluster.testing import scratch_cluster
 
 
 @dataclass(slots=True)

@@ -17,9 +17,9 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from cdc.cluster.testing import scratch_cluster
-from cdc.cn import ComputeNode, init
-from cdc.cn.workloads.transfer import TransferWorkload
+from cn import ComputeNode, init
+from cn.workloads.transfer import TransferWorkload
+from local_cluster.testing import scratch_cluster
 
 DDL = (
     "ALTER TABLE bank.accounts ADD COLUMN note VARCHAR(20) NULL",
@@ -117,6 +117,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline", type=float, default=5.0, help="seconds of load without change")
     p.add_argument("--rounds", type=int, default=3, help="ADD + DROP COLUMN pairs")
     args = p.parse_args(argv)
-    logging.getLogger("cdc.cn").setLevel(logging.WARNING)  # no progress lines in the table
+    logging.getLogger("cn").setLevel(logging.WARNING)  # no progress lines in the table
     with scratch_cluster("cdc-bench-cn-change-", 3) as (_, cluster):
         return asyncio.run(run(cluster, args.accounts, args.workers, args.baseline, args.rounds))

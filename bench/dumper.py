@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.raw_dump import raw_dump
-from cdc.cluster.testing import throwaway_server
 from cdc.config import DumperConfig, DumperUser
 from cdc.protocol.auth import native_hash
 from dumper.server import serve
+from local_cluster.testing import throwaway_server
 
 USER, PASSWORD = "bench", "bench"
 

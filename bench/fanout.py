@@ -31,10 +31,10 @@ from pathlib import Path
 
 from bench.dumper import PASSWORD, USER, served_copy
 from bench.raw_dump import raw_dump_command
-from cdc.cluster.testing import throwaway_server
 from cdc.config import Config, DumperConfig, DumperUser
 from cdc.protocol.auth import native_hash
 from dumper.server import ServeProcess
+from local_cluster.testing import throwaway_server
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.latency import start_pipeline
-from cdc.cluster.testing import free_base_port, scratch_cluster, stop_process
-from cdc.cn.workloads.steady import prepare, run_fast, steady_load
+from cn.workloads.steady import prepare, run_fast, steady_load
 from dumper.server.dump.binlog_files import BinlogFiles
+from local_cluster.testing import free_base_port, scratch_cluster, stop_process
 
 GOAL = 0.9
 XID_EVENT = 16
@@ -58,7 +58,7 @@ def hostile(host: str, port: int, user: str, password: str, spec: HostileSet, co
 
 
 async def _hostile(host, port, user, password, spec: HostileSet, conn) -> None:
-    from cdc.protocol.client import MySQLClient
+    from cdc.protocol.client import MysqlClient
     from cdc.protocol.constants import Command
 
     counts: dict[str, int] = {}
@@ -66,10 +66,10 @@ async def _hostile(host, port, user, password, spec: HostileSet, conn) -> None:
     def count(what: str) -> None:
         counts[what] = counts.get(what, 0) + 1
 
-    async def login() -> MySQLClient:
-        return await MySQLClient.connect(host, port, user, password)
+    async def login() -> MysqlClient:
+        return await MysqlClient.connect(host, port, user, password)
 
-    async def dump(server_id: int, heartbeat: bool, start_at_end: bool) -> MySQLClient:
+    async def dump(server_id: int, heartbeat: bool, start_at_end: bool) -> MysqlClient:
         c = await login()
         await c.query("SET @master_binlog_checksum = 'CRC32'")
         if heartbeat:
@@ -107,7 +107,7 @@ async def _hostile(host, port, user, password, spec: HostileSet, conn) -> None:
             rows = (await c.query("SHOW BINLOG EVENTS")).rows
             counts["SHOW BINLOG EVENTS rows"] = counts.get("SHOW BINLOG EVENTS rows", 0) + len(rows)
 
-    async def stalled_binlog_events() -> MySQLClient:
+    async def stalled_binlog_events() -> MysqlClient:
         c = await login()
         await c.send_command(Command.QUERY, b"SHOW BINLOG EVENTS")
         return c  # and never read
@@ -238,8 +238,8 @@ def measure(
     in_process: bool = False,
 ) -> tuple[Phase, Phase]:
     """(without, with) hostile clients, on one throw-away cluster and pipeline."""
-    from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
     from cdc.config import load
+    from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 
     spec = spec or HostileSet()
     with scratch_cluster("cdc-bench-hostile-", dns) as (work, cluster):

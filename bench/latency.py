@@ -29,8 +29,7 @@ from pathlib import Path
 
 from bench import latency_stages
 from cdc import stage_trace
-from cdc.cluster.testing import free_base_port, scratch_cluster, stop_process
-from cdc.cn.workloads.steady import (
+from cn.workloads.steady import (
     multi_cn_load,
     prepare,
     process_cpu_s,
@@ -38,6 +37,7 @@ from cdc.cn.workloads.steady import (
     steady_load,
     tree_cpu_s,
 )
+from local_cluster.testing import free_base_port, scratch_cluster, stop_process
 
 WARMUP_S = 1.0  # commits in the load's first second are not counted (caches, pipes filling)
 
@@ -52,10 +52,10 @@ def watch(host: str, port: int, user: str, password: str, conn, server_id: int =
 async def _watch(host: str, port: int, user: str, password: str, conn, server_id: int) -> None:
     from cdc.binlog.events import cts_mark_text, parse_cts
     from cdc.protocol import BinlogPosition, DumpClient, DumpSettings
-    from cdc.protocol.client import MySQLClient
+    from cdc.protocol.client import MysqlClient
 
     trace = stage_trace.start("client")  # noqa: F841 (kept alive)
-    probe = await MySQLClient.connect(host, port, user, password)
+    probe = await MysqlClient.connect(host, port, user, password)
     file, pos = (await probe.query("SHOW MASTER STATUS")).rows[0][:2]
     await probe.quit()
     settings = DumpSettings(host, port, user, password, server_id=server_id, name="dumper")
@@ -165,9 +165,9 @@ def measure(
 ) -> dict[str, Latency]:
     """One Latency per dump client: "consumer" (and, with `ha`, "unheld": a reader with the
     follower's server_id, never held back for acknowledgements)."""
-    from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
     from cdc.config import DumperPeer, load
-    from dumper.ha.node import FOLLOWER_SERVER_ID_BASE
+    from dumper.ha.ha_node import FOLLOWER_SERVER_ID_BASE
+    from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 
     with scratch_cluster("cdc-bench-latency-", dns) as (work, cluster):
         pipelines: list[subprocess.Popen] = []

@@ -20,10 +20,10 @@ import pymysql
 from pymysql.constants import CLIENT
 
 from bench.raw_dump import raw_dump
-from cdc.cluster.testing import throwaway_server
 from cdc.cn_protocol.schema import PRIVATE_TABLES
 from cdc.gc_tune import tune_gc
 from cdc.protocol import BinlogPosition, DumpClient, DumpSettings
+from local_cluster.testing import throwaway_server
 from merge_source.fragment import Fragment
 from merge_source.processor import SourceProcessor
 

@@ -1,6 +1,8 @@
-"""Shared foundation of the global binlog server: configuration, codec, protocol helpers, the
-local MariaDB cluster tooling and the reference compute node. Imports no stage package, nor
-bench/ or cli/ (tests/test_layout.py)."""
+"""The foundation the stages share: configuration, keys, the binlog codec (`binlog`), the MySQL
+protocol client (`protocol`) and the CN protocol the dumper runs (`cn_protocol`).
+
+Imports no stage package, nor cn/, local_cluster/, checks/, bench/ or cli/ (tests/test_layout.py).
+"""
 
 __version__ = "0.1.0"
 

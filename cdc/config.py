@@ -58,8 +58,9 @@ class CnConfig:
     meta_database: str = "cdc_meta"
     # Where the CN writes its ground-truth commit log (tests only); empty: off.
     ground_truth_log: str = ""
-    # GMS database of the CN catalogue and TSO row (docs/cn.md).
-    catalog_database: str = "cn_catalog"
+    # GMS database of the CN catalogue and TSO row (docs/cn.md). Was `catalog_database`, which
+    # is still read (RENAMED_KEYS).
+    catalogue_database: str = "cn_catalog"
     # Commit records (and recovery tombstones) older than this are purged from the DNs.
     commit_record_retention_s: int = 600
     # How often the heartbeat task purges old commit records.
@@ -356,6 +357,14 @@ REMOVED_KEYS: dict[str, tuple[Any, str]] = {
 }
 
 
+# Keys an earlier version spelt otherwise: "section.old_key" -> the key's name now. A cdc.toml
+# with the old name means the same (`cluster up` rewrites it with the new one); both at once is
+# an error.
+RENAMED_KEYS: dict[str, str] = {
+    "cn.catalog_database": "catalogue_database",
+}
+
+
 def from_dict(cls: type[T], data: Any, where: str = "") -> T:
     """Build dataclass `cls` from plain TOML data, checking keys and types recursively."""
     if not isinstance(data, dict):
@@ -379,6 +388,12 @@ def _without_removed_keys(data: dict, where: str) -> dict:
     kept = {}
     for name, value in data.items():
         key = f"{where}.{name}" if where else name
+        if key in RENAMED_KEYS:
+            new = RENAMED_KEYS[key]
+            if new in data:
+                raise ConfigError(f"{key} and its new name {new} are both set: keep {new}")
+            kept[new] = value
+            continue
         if key not in REMOVED_KEYS:
             kept[name] = value
             continue

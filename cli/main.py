@@ -14,7 +14,6 @@ import warnings
 
 import pymysql
 
-from cdc.cluster import ClusterError, ServerError
 from cdc.cn_protocol.errors import CnError
 from cdc.config import ConfigError
 from cli.commands import backfill as backfill_cmd
@@ -28,6 +27,7 @@ from cli.commands import locate as locate_cmd
 from cli.commands import pipeline as pipeline_cmd
 from cli.commands import verify as verify_cmd
 from cli.commands import workload as workload_cmd
+from local_cluster import ClusterError, ServerError
 
 # User-facing failures: printed as one line, exit code 1. Anything else is a bug: traceback.
 USER_ERRORS: tuple[type[BaseException], ...] = (

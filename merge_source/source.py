@@ -19,7 +19,7 @@ from typing import Any
 from cdc import stage_trace
 from cdc.keys import Checkpoint, GlobalKey
 from cdc.protocol import BinlogPosition, DumpClient, DumpSettings
-from cdc.protocol.client import MySQLClient
+from cdc.protocol.client import MysqlClient
 from cdc.protocol.packets import ProtocolError, ServerError
 from merge_source.classifier import cn_txn_id
 from merge_source.fragment import Fragment, Watermark
@@ -135,7 +135,7 @@ class MergeSource:
             s = self.settings
             client = None
             try:
-                client = await MySQLClient.connect(s.host, s.port, s.user, s.password)
+                client = await MysqlClient.connect(s.host, s.port, s.user, s.password)
                 xa = await client.query("XA RECOVER")
                 status = await client.query("SHOW MASTER STATUS")
             except (OSError, ProtocolError, ServerError, TimeoutError) as exc:

@@ -20,14 +20,11 @@ from merge_source.fork_server import ForkedWorker, ForkServer
 from merge_source.fragment import Watermark
 from merge_source.source import Batch, SourceSpec
 from merge_source.wire import FRAME, MAX_FRAME, FatalError, Status, decode_body
+from merge_source.worker import EXIT_SPILL_FULL
 
 log = logging.getLogger(__name__)
 
 STATUS_STALE_S = 5.0
-# The worker's exit code when its spill directory is full (merge_source/worker.py): the leader
-# waits for room and restarts the pipeline (a pause, docs/faults.md), where any other error of
-# the source stops it.
-EXIT_SPILL_FULL = 3
 
 
 class SourceFailed(RuntimeError):

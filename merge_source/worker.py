@@ -25,7 +25,6 @@ from cdc.gc_tune import tune_gc
 from cdc.pauses import is_disk_full
 from cdc.tasks import cancel_and_wait
 from merge_source.source import Batch, MergeSource, SourceSpec
-from merge_source.source_process import EXIT_SPILL_FULL
 from merge_source.wire import FRAME, collapse_watermarks, encode_batch, encode_error, encode_status
 
 log = logging.getLogger(__name__)
@@ -34,6 +33,10 @@ STATUS_INTERVAL_S = 0.5
 FRAME_BATCHES = 16  # source batches waiting in the queue that go out as one frame
 PR_SET_PDEATHSIG = 1
 EXIT_SOURCE_FAILED = 2
+# The exit code when the spill directory is full: the leader (source_process.py) waits for room
+# and restarts the pipeline (a pause, docs/faults.md), where any other error of the source stops
+# it.
+EXIT_SPILL_FULL = 3
 
 
 def die_with_parent(parent: int) -> None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from cdc.cluster import LocalCluster
-from cdc.cluster.testing import throwaway_cluster
+from local_cluster import LocalCluster
+from local_cluster.testing import throwaway_cluster
 
 
 @pytest.fixture(scope="session")

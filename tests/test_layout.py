@@ -1,10 +1,16 @@
-"""The package layout's import rules (docs/ARCHITECTURE.md, "Package map"), checked on the
-source: every .py of the repository's packages is parsed with `ast` (nothing is imported, no
-cluster), and every import counts, lazy ones inside functions included, as do
-`importlib.import_module("...")` calls with a literal name.
+"""The package layout's import rules (docs/ARCHITECTURE.md, section "Package map"), checked on
+the source: every .py of the repository's packages is parsed with `ast` (nothing is imported, no
+cluster), and every import counts, lazy ones inside functions and those under `TYPE_CHECKING`
+included, as do `importlib.import_module("...")` calls with a literal name.
 
 A rule is a row of RULES: which packages it applies to, and which imports it forbids them. To add
 one, add a row; `forbids` gets the imported module's dotted name and the importing package.
+
+Beyond the rows: no import circle between modules (`test_no_import_circle`, on the module graph
+of every package, lazy imports included: they are few, and a circle closed lazily is still a
+circle a reader must untangle). Imports under `if TYPE_CHECKING:` are left out of that graph
+(the rows still count them): they never run, and a protocol naming the type it is handed
+(dumper/pipeline/term.py's `Takeover.watch(leader: Leader)`) declares, it does not depend.
 """
 
 from __future__ import annotations
@@ -19,9 +25,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-STAGES = ("merge_source", "merge_joint", "topology", "binlog_writer", "dumper", "backfill")
+# The stages in the order data flows through them: a stage imports no later one (a rule below).
+# DN -> merge_source -> merge_joint -> dumper is the pipeline; the others sit where their
+# imports put them: topology (the GMS history of topology and schema) after merge_source, which
+# needs none of it, and before merge_joint and the dumper, which read it; binlog_writer (writes
+# what the merge released) before the dumper, which drives it and serves its files; backfill
+# last: it reads the dumper's output over the wire (no import) and topology.
+STAGES = ("merge_source", "topology", "merge_joint", "binlog_writer", "dumper", "backfill")
 # What runs in production: the foundation and the stages. bench/ and cli/ are outside it.
 RUNTIME = ("cdc", *STAGES)
+# Equipment for tests, the demo and operators, outside the runtime: the reference CN, the local
+# MariaDB cluster, the checks of `cdc check` and `cdc verify-binlog`.
+EQUIPMENT = ("cn", "local_cluster", "checks")
 
 
 def packages() -> tuple[str, ...]:
@@ -64,11 +79,18 @@ class Rule:
     forbids: Callable[[str, str], bool]  # (imported module, importing package) -> forbidden?
 
 
+def later_stage(module: str, importer: str) -> bool:
+    """A stage after the importing one in STAGES (data flows one way)."""
+    top = module.partition(".")[0]
+    return top in STAGES and STAGES.index(top) > STAGES.index(importer)
+
+
 RULES = [
     Rule(
-        "the foundation (cdc/) imports no stage package, no bench, no cli",
+        "the foundation (cdc/) imports no stage package, no cn, local_cluster or checks, "
+        "no bench, no cli",
         lambda: ("cdc",),
-        within(*STAGES, "bench", "cli"),
+        within(*STAGES, *EQUIPMENT, "bench", "cli"),
     ),
     Rule(
         "nothing but cli/ and the tests imports cli",
@@ -81,9 +103,35 @@ RULES = [
         lambda: STAGES,
         submodule_of_another_stage,
     ),
+    Rule(
+        "no stage imports a later one (" + " -> ".join(STAGES) + ")",
+        lambda: STAGES,
+        later_stage,
+    ),
     # The pipeline speaks the CN protocol through cdc.cn_protocol; the backfill writes its
     # watermarks through the CnConnector its caller passes.
-    Rule("no runtime stage imports the reference CN (cdc.cn)", lambda: STAGES, within("cdc.cn")),
+    Rule(
+        "no runtime stage imports the reference CN, the local cluster or the checks",
+        lambda: STAGES,
+        within(*EQUIPMENT),
+    ),
+    Rule(
+        "the local cluster (local_cluster/) imports only the foundation: it starts MariaDB, "
+        "nothing of the pipeline or the CN",
+        lambda: ("local_cluster",),
+        within(*STAGES, "cn", "checks", "bench", "cli"),
+    ),
+    Rule(
+        "the reference CN (cn/) imports no stage, no local cluster, no checks: it writes to the "
+        "DNs by the CN protocol alone",
+        lambda: ("cn",),
+        within(*STAGES, "local_cluster", "checks", "bench", "cli"),
+    ),
+    Rule(
+        "the checks (checks/) import no stage: they judge the pipeline's output from outside it",
+        lambda: ("checks",),
+        within(*STAGES, "local_cluster", "bench", "cli"),
+    ),
 ]
 
 
@@ -92,14 +140,34 @@ class Import:
     path: Path
     line: int
     module: str
+    type_only: bool = False  # under `if TYPE_CHECKING:`: for annotations, never run
 
 
+def _type_checking_lines(tree: ast.Module) -> set[int]:
+    """The lines of the statements under `if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`)."""
+    lines = set()
+    for node in ast.walk(tree):
+        test = getattr(node, "test", None)
+        if isinstance(node, ast.If) and (
+            isinstance(test, ast.Name)
+            and test.id == "TYPE_CHECKING"
+            or isinstance(test, ast.Attribute)
+            and test.attr == "TYPE_CHECKING"
+        ):
+            lines |= {
+                n.lineno for stmt in node.body for n in ast.walk(stmt) if hasattr(n, "lineno")
+            }
+    return lines
+
+
+@functools.cache
 def imports_of(path: Path, root: Path = ROOT) -> list[Import]:
     """Every module `path` imports, as a dotted name: `from a import b` yields both `a` and
     `a.b` (b may be a module); relative imports are resolved against the file's package."""
     tree = ast.parse(path.read_text(), filename=str(path))
     package = path.relative_to(root).parent.parts
     found = []
+    type_only = _type_checking_lines(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [Import(path, node.lineno, alias.name) for alias in node.names]
@@ -121,7 +189,7 @@ def imports_of(path: Path, root: Path = ROOT) -> list[Import]:
             and not node.args[0].value.startswith(".")
         ):
             found.append(Import(path, node.lineno, node.args[0].value))
-    return found
+    return [Import(i.path, i.line, i.module, i.line in type_only) for i in found]
 
 
 def violations(rule: Rule) -> list[str]:
@@ -143,11 +211,15 @@ def test_import_rule(rule: Rule):
 
 def test_the_rules_see_the_packages():
     """A rule over packages that are not there would pass for nothing."""
-    assert set(RUNTIME) | {"bench", "cli", "tests"} <= set(packages())
+    assert set(RUNTIME) | set(EQUIPMENT) | {"bench", "cli", "tests"} <= set(packages())
     assert any(i.module == "cdc.config" for i in imports_of(ROOT / "cli" / "main.py"))
     # Lazy imports count: cli/commands/bench.py imports every bench inside its functions.
     lazy = {i.module for i in imports_of(ROOT / "cli" / "commands" / "bench.py")}
     assert "bench.pipeline" in lazy
+    # The direction: merge_source imports neither merge_joint nor dumper, merge_joint no dumper.
+    assert later_stage("merge_joint.merger", "merge_source")
+    assert later_stage("dumper", "merge_joint")
+    assert not later_stage("merge_source.scan", "dumper")
 
 
 def test_relative_and_lazy_imports_resolve(tmp_path):
@@ -159,3 +231,110 @@ def test_relative_and_lazy_imports_resolve(tmp_path):
     )
     modules = {i.module for i in imports_of(pkg / "m.py", root=tmp_path)}
     assert {"pkg.sub", "pkg.sub.a", "pkg.b", "pkg.b.c", "importlib", "x.y"} <= modules
+
+
+def module_names(root: Path = ROOT) -> dict[str, Path]:
+    """Every module of the repository's packages by dotted name (a package by its __init__)."""
+    found = {}
+    for init in root.glob("*/__init__.py"):
+        for path in init.parent.rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def module_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """module -> the modules of the repository it imports. `from a import b` is an edge to `a.b`
+    when b is a module, else to `a` (b is a name of a); the parent packages Python initialises
+    on the way are not edges (every submodule would otherwise close a circle with an __init__
+    that re-exports it)."""
+    modules = module_names(root)
+
+    def owner(name: str) -> str:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph = {}
+    for module, path in modules.items():
+        by_statement: dict[int, list[str]] = {}
+        for imp in imports_of(path, root):
+            if not imp.type_only:
+                by_statement.setdefault(imp.line, []).append(imp.module)
+        edges = set()
+        for names in by_statement.values():
+            for name in names:
+                members = [n for n in names if n.startswith(name + ".")]
+                if members and all(n in modules for n in members):
+                    continue  # `from a import b, c` of modules: only a.b and a.c are imported
+                edges.add(owner(name))
+        graph[module] = edges - {"", module}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph.get(nxt, ())))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        circles.append(sorted(component))
+    return circles
+
+
+def test_no_import_circle():
+    circles = import_circles(module_graph())
+    assert not circles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_import_circles_are_found(tmp_path):
+    """The graph and the circle finder on a made-up tree: a lazy import closes a circle, a
+    submodule importing its sibling through the package does not."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from pkg.a import A\n")
+    (pkg / "a.py").write_text("from pkg import b\nA = 1\n")
+    (pkg / "b.py").write_text("def f():\n    from pkg.sub import c\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "c.py").write_text("import pkg.b\n")
+    (pkg / "d.py").write_text("from pkg import A\n")  # a name of pkg: an edge to its __init__
+    (pkg / "e.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.d import X\n"
+    )
+    graph = module_graph(tmp_path)
+    assert graph["pkg.a"] == {"pkg.b"}
+    assert graph["pkg.d"] == {"pkg"}
+    assert graph["pkg.e"] == set()  # an annotation's import is not an edge
+    assert import_circles(graph) == [["pkg.b", "pkg.sub.c"]]

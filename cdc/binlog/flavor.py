@@ -13,7 +13,7 @@ The rest of the codec follows the v4 binlog format every server shares. A MariaD
 And its dump handshake: `@mariadb_slave_capability`, without which MariaDB aborts a dump at an
 XA GTID event (research/env.md §4), and the ANNOTATE_ROWS dump flag.
 
-`MariaDBFlavor` holds the operations callers need; a MySQL 8 flavour would sit beside it with
+`MariadbFlavor` holds the operations callers need; a MySQL 8 flavour would sit beside it with
 the same names (its GTID event, XA_PREPARE_LOG_EVENT, no ANNOTATE_ROWS, ...). The per-event
 loops compiled by Cython read the same numbers as C constants (`constants.pxd`).
 """
@@ -37,7 +37,7 @@ SLAVE_CAPABILITY = 4
 _XID_HEAD = struct.Struct("<iBB")  # formatID, gtrid length, bqual length
 
 
-class MariaDBFlavor:
+class MariadbFlavor:
     """The MariaDB dialect of the binlog and of the dump handshake."""
 
     name = "mariadb"
@@ -85,4 +85,4 @@ class MariaDBFlavor:
         return table_map.columns(mariadb=self.geometry_has_charset)
 
 
-MARIADB = MariaDBFlavor()
+MARIADB = MariadbFlavor()

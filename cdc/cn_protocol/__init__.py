@@ -39,9 +39,9 @@ the placement of each partition on a DN, physical names (`bank.accounts` partiti
 A tool that writes through a CN (the backfill's watermarks) gets one as a `CnConnector`
 (`client.py`).
 
-`ProtocolNode` (`node.py`) writes heartbeats and markers and runs recovery on the storage DNs the
-GMS lists (`gms.py`): the Dumper runs one. The reference CN (`cdc/cn`) builds user transactions,
-routing and DDL on top of this package; no runtime stage imports `cdc.cn`.
+`ProtocolNode` (`protocol_node.py`) writes heartbeats and markers and runs recovery on the storage DNs the
+GMS lists (`gms.py`): the Dumper runs one. The reference CN (`cn/`) builds user transactions,
+routing and DDL on top of this package; no runtime stage imports `cn`.
 
 Names are imported on first use: MergeSource processes read only `schema` and `xid`, and the
 rest imports the DN client libraries.
@@ -69,7 +69,7 @@ __all__ = [
 if TYPE_CHECKING:
     from cdc.cn_protocol.context import ProtocolContext, StorageDns
     from cdc.cn_protocol.errors import CnError, CommitOutcomeUnknown, TransactionAborted, TsoError
-    from cdc.cn_protocol.node import ProtocolNode
+    from cdc.cn_protocol.protocol_node import ProtocolNode
     from cdc.cn_protocol.recovery import RecoveryReport
     from cdc.cn_protocol.transaction import PrivateTransaction, trace_hint
     from cdc.cn_protocol.xid import Xid
@@ -79,7 +79,7 @@ _EXPORTS = {
     "CommitOutcomeUnknown": "cdc.cn_protocol.errors",
     "PrivateTransaction": "cdc.cn_protocol.transaction",
     "ProtocolContext": "cdc.cn_protocol.context",
-    "ProtocolNode": "cdc.cn_protocol.node",
+    "ProtocolNode": "cdc.cn_protocol.protocol_node",
     "RecoveryReport": "cdc.cn_protocol.recovery",
     "StorageDns": "cdc.cn_protocol.context",
     "TransactionAborted": "cdc.cn_protocol.errors",

@@ -1,6 +1,6 @@
 """What a tool needs from a compute node to write through it, as an interface: the backfill
 commits its watermark rows through whichever CN the deployment runs (the reference CN's
-`cdc.cn.connect` in this project), so no runtime stage depends on a particular CN."""
+`cn.connect` in this project), so no runtime stage depends on a particular CN."""
 
 from __future__ import annotations
 

@@ -44,10 +44,6 @@ class ProtocolContext:
     def server_id(self) -> int:
         return self.config.cn.server_id
 
-    @property
-    def catalog_db(self) -> str:
-        return self.config.cn.catalog_database
-
     def next_txn_id(self) -> int:
         """Unique across CN processes and restarts: the GMS-assigned instance id, then a counter."""
         return (self.instance_id << 32) | next(self._txn_seq)

@@ -28,7 +28,7 @@ from pymysql.constants import FIELD_TYPE
 from pymysql.converters import decoders, through
 from pymysql.protocol import FieldDescriptorPacket
 
-from cdc.protocol.client import MySQLClient
+from cdc.protocol.client import MysqlClient
 from cdc.protocol.constants import Capability, Command
 from cdc.protocol.packets import ERR, OK, ProtocolError, read_lenenc_int, read_lenenc_str
 
@@ -97,7 +97,7 @@ class DnConnection:
 
     __slots__ = ("_client", "_broken")
 
-    def __init__(self, client: MySQLClient):
+    def __init__(self, client: MysqlClient):
         self._client = client
         self._broken = False
 
@@ -106,7 +106,7 @@ class DnConnection:
         cls, host: str, port: int, user: str, password: str, multi_statements: bool, timeout: float
     ) -> DnConnection:
         try:
-            client = await MySQLClient.connect(
+            client = await MysqlClient.connect(
                 host,
                 port,
                 user,

@@ -56,9 +56,9 @@ PRIVATE_TABLES = (
 )
 
 
-def gms_tables(catalog_db: str) -> tuple[str, ...]:
+def gms_tables(catalogue_db: str) -> tuple[str, ...]:
     """The CN catalogue in GMS (`cn_catalog` by default)."""
-    c = f"`{catalog_db}`"
+    c = f"`{catalogue_db}`"
     return (
         f"CREATE DATABASE IF NOT EXISTS {c} CHARACTER SET utf8mb4",
         # The last TSO handed out by any CN (see docs/cn.md, "TSO").
@@ -86,7 +86,7 @@ def gms_tables(catalog_db: str) -> tuple[str, ...]:
         "host VARCHAR(255) NOT NULL, port INT UNSIGNED NOT NULL, user VARCHAR(128) NOT NULL, "
         "password VARCHAR(255) NOT NULL, server_id INT UNSIGNED NOT NULL, name VARCHAR(64) "
         "NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
-        # Several CN processes (cdc/cn/membership.py): each one's lease and applied catalogue
+        # Several CN processes (cn/membership.py): each one's lease and applied catalogue
         # version; the catalogue version, the frozen partitions and the change lock.
         f"CREATE TABLE IF NOT EXISTS {c}.cn_member (instance_id BIGINT UNSIGNED NOT NULL "
         "PRIMARY KEY, server_id INT UNSIGNED NOT NULL, host VARCHAR(255) NOT NULL, "

@@ -34,10 +34,10 @@ def logical(tso: int) -> int:
     return tso & LOGICAL_MASK
 
 
-def advance_sql(catalog_db: str) -> str:
+def advance_sql(catalogue_db: str) -> str:
     """One statement: take max(last + n, now) under the row lock and return it via insert_id."""
     return (
-        f"UPDATE `{catalog_db}`.`cn_tso` SET tso = LAST_INSERT_ID(GREATEST(tso + %s, "
+        f"UPDATE `{catalogue_db}`.`cn_tso` SET tso = LAST_INSERT_ID(GREATEST(tso + %s, "
         f"CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS UNSIGNED) << {LOGICAL_BITS})) WHERE id = 1"
     )
 
@@ -45,9 +45,9 @@ def advance_sql(catalog_db: str) -> str:
 class TsoOracle:
     """Hands out strictly increasing TSOs; one GMS connection, requests batched per round trip."""
 
-    def __init__(self, connect: Callable[[], Awaitable[DnConnection]], catalog_db: str):
+    def __init__(self, connect: Callable[[], Awaitable[DnConnection]], catalogue_db: str):
         self._connect = connect
-        self._sql = advance_sql(catalog_db)
+        self._sql = advance_sql(catalogue_db)
         self._conn: DnConnection | None = None
         self._pending: list[asyncio.Future[int]] = []
         self._runner: asyncio.Task | None = None

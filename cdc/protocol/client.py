@@ -97,7 +97,7 @@ class ResultSet:
     affected_rows: int = 0
 
 
-class MySQLClient:
+class MysqlClient:
     """One connection. Not safe for concurrent use by several tasks."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
@@ -118,7 +118,7 @@ class MySQLClient:
         database: str | None = None,
         timeout: float = 10.0,
         flags: int = 0,
-    ) -> MySQLClient:
+    ) -> MysqlClient:
         """`flags`: capabilities asked for beyond the default ones (MULTI_STATEMENTS)."""
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
         client = cls(reader, writer)
@@ -292,4 +292,4 @@ class MySQLClient:
         self.close()
 
 
-__all__ = ["Handshake", "MySQLClient", "ResultSet", "ServerError", "parse_handshake"]
+__all__ = ["Handshake", "MysqlClient", "ResultSet", "ServerError", "parse_handshake"]

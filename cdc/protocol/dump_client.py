@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 from cdc.binlog.checksum import event_crc, stored_crc
 from cdc.binlog.constants import CRC32_RESIDUE, HEADER_LEN, EventFlag, EventType
-from cdc.binlog.flavor import MARIADB, MariaDBFlavor
+from cdc.binlog.flavor import MARIADB, MariadbFlavor
 from cdc.binlog.header import log_pos as header_log_pos
-from cdc.protocol.client import READ_SIZE, MySQLClient
+from cdc.protocol.client import READ_SIZE, MysqlClient
 from cdc.protocol.constants import BINLOG_DUMP_NON_BLOCK, Command
 from cdc.protocol.dump_stream import split_events
 from cdc.protocol.packets import ERR, MAX_CHUNK, ServerError, is_eof, parse_err
@@ -90,7 +90,7 @@ class DumpSettings:
     # waiting for more: a one-off copy (`cdc ha reseed`).
     non_blocking: bool = False
     # The server's dialect of the dump handshake.
-    flavor: MariaDBFlavor = field(default=MARIADB)
+    flavor: MariadbFlavor = field(default=MARIADB)
 
 
 class DumpClient:
@@ -100,15 +100,15 @@ class DumpClient:
         self.last_packet_at = 0.0
         self.connected = False
         self.reconnects = 0
-        self._client: MySQLClient | None = None
+        self._client: MysqlClient | None = None
 
     def where(self, at: BinlogPosition | None = None) -> str:
         s = self.settings
         return f"{s.name} ({s.host}:{s.port}) at {at or self.position}"
 
-    async def _open(self) -> MySQLClient:
+    async def _open(self) -> MysqlClient:
         s = self.settings
-        client = await MySQLClient.connect(s.host, s.port, s.user, s.password)
+        client = await MysqlClient.connect(s.host, s.port, s.user, s.password)
         try:
             for statement in s.flavor.dump_session_statements(s.heartbeat_period):
                 await client.query(statement)
@@ -166,7 +166,7 @@ class DumpClient:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, self.settings.max_backoff)
 
-    async def _receive(self, client: MySQLClient, data: bytes, need: int) -> bytes:
+    async def _receive(self, client: MysqlClient, data: bytes, need: int) -> bytes:
         """`data` followed by what arrives next: at least one read, and at least `need` bytes
         (a packet known to be that long is read whole before anyone walks it again)."""
         parts, have = [data], len(data)
@@ -181,7 +181,7 @@ class DumpClient:
             if have >= need:
                 return b"".join(parts) if len(parts) > 2 or data else chunk
 
-    async def _read(self, client: MySQLClient) -> AsyncIterator[tuple[str, list[bytes]]]:
+    async def _read(self, client: MysqlClient) -> AsyncIterator[tuple[str, list[bytes]]]:
         s = self.settings
         file = self.position.file
         verify = s.verify_checksum

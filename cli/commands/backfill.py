@@ -45,9 +45,9 @@ def cmd_backfill(args) -> int:
     from backfill.global_binlog import Dumper
     from backfill.load import change_master
     from backfill.load import load as load_into
-    from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-    from cdc.cn import connect
     from cli.commands.check import parse_address
+    from cn import connect
+    from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 
     config = load(args.config)
     host, port = parse_address(args.dumper or f"{config.dumper.host}:{config.dumper.port}")

@@ -30,7 +30,7 @@ def parse_address(text: str) -> tuple[str, int]:
 
 
 def cmd_check(args) -> int:
-    from cdc.check import run_check
+    from checks.downstream import run_check
 
     host, port = parse_address(args.downstream)
     report = run_check(load(args.config), host, port, args.user, args.password, args.timeout)

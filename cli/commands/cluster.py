@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from cdc.cluster import LocalCluster
-from cdc.cluster.local_cluster import DEFAULT_BASE_PORT
+from local_cluster import LocalCluster
+from local_cluster.local_cluster import DEFAULT_BASE_PORT
 
 DEFAULT_DIR = "var/cluster"
 

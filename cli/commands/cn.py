@@ -44,13 +44,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _cn(args):
-    from cdc.cn import ComputeNode
+    from cn import ComputeNode
 
     return ComputeNode(load(args.config))
 
 
 def cmd_init(args) -> int:
-    from cdc.cn import init
+    from cn import init
 
     result = asyncio.run(init(load(args.config)))
     if result.created:
@@ -75,7 +75,7 @@ def cmd_recover(args) -> int:
 
 
 def cmd_add_dn(args) -> int:
-    from cdc.cn import CatalogueError
+    from cn import CatalogueError
 
     async def run():
         async with _cn(args) as cn:

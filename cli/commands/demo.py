@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 from cdc import admin_sql
-from cdc.cluster import LocalCluster
-from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from cli.commands.cluster import print_table
+from local_cluster import LocalCluster
+from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,9 +50,9 @@ def show(columns: list[str], rows: list[tuple]) -> None:
 
 
 async def run_workloads(config, duration: float) -> None:
-    from cdc.cn import ComputeNode
-    from cdc.cn.workloads.runner import run_workload
-    from cdc.cn.workloads.transfer import TransferWorkload
+    from cn import ComputeNode
+    from cn.workloads.runner import run_workload
+    from cn.workloads.transfer import TransferWorkload
 
     cn = ComputeNode(config)
     await cn.start()
@@ -61,7 +61,7 @@ async def run_workloads(config, duration: float) -> None:
         await transfer.setup()
         steps = [transfer.step]
         try:
-            from cdc.cn.workloads.orders import OrdersWorkload
+            from cn.workloads.orders import OrdersWorkload
 
             orders = OrdersWorkload(cn)
             await orders.setup()
@@ -103,14 +103,14 @@ def quiet_reference_cn() -> None:
     """The reference CN logs each step of every cluster change at INFO (the demo's table
     creation and `cdc check`'s token table: five lines a table). That is progress for `cdc cn
     ddl`, noise here: the demo shows what the CN wrote, not how. Warnings and errors still show."""
-    from cdc import cn
+    import cn
 
     logging.getLogger(cn.__name__).setLevel(logging.WARNING)
 
 
 def cmd_demo(args) -> int:
-    from cdc.cn import init
     from cli.commands.pipeline import start, state_dir
+    from cn import init
 
     quiet_reference_cn()
     started = time.monotonic()
@@ -164,7 +164,7 @@ def cmd_demo(args) -> int:
     show(*query(host, port, "SHOW BINLOG EVENTS LIMIT 12", DEFAULT_USER, DEFAULT_PASSWORD))
 
     step("cdc check (token through the CN, then per-table checksums)")
-    from cdc.check import run_check
+    from checks.downstream import run_check
 
     report = run_check(cfg, replica.host, replica.port)
     print(report.render())

@@ -1,5 +1,5 @@
 """`cdc verify-binlog`: read the global binlog with python-mysql-replication and check it against
-the CN's ground-truth log (cdc/verify_binlog.py); exit 1 on any violation.
+the CN's ground-truth log (checks/verify_binlog.py); exit 1 on any violation.
 
 The binlog comes from a running dumper (`--server`, default the `[dumper]` of cdc.toml) or from a
 directory of files (`--from-files`), which this command serves itself on a private port for the
@@ -44,9 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_verify(args) -> int:
-    from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
     from cdc.cn_protocol.ground_truth import read as read_ground_truth
-    from cdc.verify_binlog import VerifyError, check, check_checksums, read_server
+    from checks.verify_binlog import VerifyError, check, check_checksums, read_server
+    from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 
     config = load(args.config)
     truth_path = args.ground_truth or config.cn.ground_truth_log

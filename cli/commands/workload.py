@@ -49,9 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_workload(args) -> int:
-    from cdc.cn import ComputeNode, init
-    from cdc.cn.workloads import run_workload
     from cdc.cn_protocol.crash_points import CrashPoints
+    from cn import ComputeNode, init
+    from cn.workloads import run_workload
 
     config = load(args.config)
 
@@ -72,22 +72,22 @@ def cmd_workload(args) -> int:
         finally:
             await cn.close()
 
-    logging.getLogger("cdc.cn").setLevel(logging.WARNING)
+    logging.getLogger("cn").setLevel(logging.WARNING)
     print(asyncio.run(run()))
     return 0
 
 
 def _workload(args, cn):
     if args.workload == "transfer":
-        from cdc.cn.workloads.transfer import TransferWorkload
+        from cn.workloads.transfer import TransferWorkload
 
         return TransferWorkload(cn, db=args.db or "bank", accounts=args.accounts)
     if args.workload == "orders":
-        from cdc.cn.workloads.orders import OrdersWorkload
+        from cn.workloads.orders import OrdersWorkload
 
         return OrdersWorkload(
             cn, db=args.db or "shop", large_rows=args.large_rows, large_every=args.large_every
         )
-    from cdc.cn.workloads.ddl_mix import DdlMixWorkload
+    from cn.workloads.ddl_mix import DdlMixWorkload
 
     return DdlMixWorkload(cn, db=args.db or "mix")

@@ -28,7 +28,7 @@ from binlog_writer import BinlogCopier, CopyError, RecoveryPoint, layout
 from cdc.config import Config
 from cdc.protocol import BinlogPosition, DumpClient, DumpError
 from dumper.ha.deps import LeaseStore
-from dumper.ha.node import STATE_FILE, leader_dump_settings, save_state_term
+from dumper.ha.ha_node import STATE_FILE, leader_dump_settings, save_state_term
 from topology import Lease
 
 log = logging.getLogger(__name__)

@@ -24,14 +24,14 @@ from backfill import BackfillError, Options, run
 from backfill.columns import ColumnSpec, arrow_schema, key_value
 from backfill.dataset import Manifest, read_part, table_dir
 from backfill.global_binlog import Dumper
-from backfill.job import spark_session
 from backfill.load import change_master, load
-from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from cdc.cluster.testing import free_base_port, throwaway_cluster, throwaway_server
-from cdc.cn import ComputeNode, connect, init
-from cdc.cn.workloads.orders import OrdersWorkload
-from cdc.cn.workloads.runner import run_workload
+from backfill.spark_session import spark_session
+from cn import ComputeNode, connect, init
+from cn.workloads.orders import OrdersWorkload
+from cn.workloads.runner import run_workload
 from dumper.service import serve
+from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from local_cluster.testing import free_base_port, throwaway_cluster, throwaway_server
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -198,7 +198,7 @@ async def test_snapshot_at_a_past_tso_equals_a_replica_stopped_there(env, spark)
 
 
 async def test_loaded_snapshot_continues_from_the_printed_position(env, spark):
-    from cdc.check import run_check
+    from checks.downstream import run_check
 
     cfg, directory, (_, r2) = env
     cn = ComputeNode(cfg)

@@ -30,6 +30,10 @@ def test_round_trip(tmp_path):
         ("[gms\n", "not valid TOML"),
         ("[pipeline]\nfork_server = false\n", "pipeline.fork_server = False is no longer supp"),
         ('[cn]\ndn_client = "aiomysql"\n', "cn.dn_client = 'aiomysql' is no longer supported"),
+        (
+            '[cn]\ncatalog_database = "a"\ncatalogue_database = "b"\n',
+            "cn.catalog_database and its new name catalogue_database are both set",
+        ),
     ],
 )
 def test_bad_config(tmp_path, text, message):
@@ -48,6 +52,17 @@ def test_removed_keys_with_todays_behaviour_are_dropped(tmp_path):
     )
     assert load(path).cn.batch_round_trips is False
     assert load(path).pipeline == Config().pipeline
+
+
+def test_renamed_keys_are_read_under_their_old_name(tmp_path):
+    """`[cn] catalog_database` (before the name agreed with "catalogue") still works."""
+    path = tmp_path / "cdc.toml"
+    path.write_text('[cn]\ncatalog_database = "my_catalogue"\n')
+    cfg = load(path)
+    assert cfg.cn.catalogue_database == "my_catalogue"
+    cfg.dump(path)  # `cluster up` rewrites it under the new name
+    assert 'catalogue_database = "my_catalogue"' in path.read_text()
+    assert load(path) == cfg
 
 
 def test_missing_file(tmp_path):

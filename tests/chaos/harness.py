@@ -20,10 +20,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from cdc.cluster.testing import free_base_port, throwaway_cluster, throwaway_server
 from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.config import load
+from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from local_cluster.testing import free_base_port, throwaway_cluster, throwaway_server
 
 KILLS = int(os.environ.get("CDC_CHAOS_KILLS", "5"))
 ROOT = Path(__file__).parents[2]
@@ -223,7 +223,7 @@ class Chaos:
         assert res.returncode == 0, f"verify-binlog after {what}:\n{res.stdout}{res.stderr}"
         checked = "no replica"
         if self.replica is not None:
-            from cdc.check import run_check
+            from checks.downstream import run_check
 
             report = await asyncio.to_thread(
                 run_check, self.cfg, self.replica.host, self.replica.port, "root", "", 120

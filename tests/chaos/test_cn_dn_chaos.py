@@ -224,7 +224,7 @@ async def test_scale_out_and_ddl_while_cn_processes_write(chaos):
     assert "(unchanged;" in last_transfer, last_transfer
     proof = await c.prove("scale-out and DDL under many CNs")
     with c.cluster.gms.connect() as conn, conn.cursor() as cur:
-        cur.execute(f"SELECT COUNT(*) FROM `{c.cfg.cn.catalog_database}`.cn_storage")
+        cur.execute(f"SELECT COUNT(*) FROM `{c.cfg.cn.catalogue_database}`.cn_storage")
         (dns,) = cur.fetchone()
     print(
         f"\nCHAOS SCALE: {len(MANY)} CN processes, {dns} storage DNs after "

@@ -23,11 +23,11 @@ import pymysql
 import pytest
 
 from binlog_writer import layout
-from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from cdc.cluster.testing import free_base_port, throwaway_cluster
-from cdc.cn.workloads.runner import run_workload
 from cdc.config import DumperPeer, load
 from cdc.tasks import cancel_and_wait
+from cn.workloads.runner import run_workload
+from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from local_cluster.testing import free_base_port, throwaway_cluster
 from tests.chaos.dumpers import Dumpers, copies_identical
 from tests.chaos.transfer_setup import transfer_cn
 from tests.e2e.global_binlog import read_global_binlog

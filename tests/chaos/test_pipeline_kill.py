@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from cdc.cluster.testing import free_base_port, throwaway_cluster
-from cdc.cn.workloads.runner import run_workload
 from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.config import load
+from cn.workloads.runner import run_workload
+from local_cluster.testing import free_base_port, throwaway_cluster
 from tests.chaos.harness import in_doubt
 from tests.chaos.transfer_setup import chaos_rng, transfer_cn
 from tests.e2e.global_binlog import read_global_binlog

@@ -25,15 +25,15 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from cdc.cluster.testing import free_base_port, stop_process, throwaway_cluster
-from cdc.cn import ComputeNode, init
-from cdc.cn.workloads.orders import OrdersWorkload
-from cdc.cn.workloads.runner import WorkloadStats, run_workload
-from cdc.cn.workloads.transfer import TransferWorkload
 from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.config import Config
 from cli.commands.demo import wait_until_merging
+from cn import ComputeNode, init
+from cn.workloads.orders import OrdersWorkload
+from cn.workloads.runner import WorkloadStats, run_workload
+from cn.workloads.transfer import TransferWorkload
+from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from local_cluster.testing import free_base_port, stop_process, throwaway_cluster
 
 ACCOUNTS = 100
 BALANCE = 1000

@@ -18,7 +18,7 @@ from cdc.binlog.constants import EventType
 from cdc.binlog.events import cts_mark_text, decode_event, parse_cts
 from cdc.binlog.fde import FormatDescription
 from cdc.protocol import client as client_module
-from cdc.protocol.client import MySQLClient, ResultSet
+from cdc.protocol.client import MysqlClient, ResultSet
 from cdc.protocol.constants import Capability as Cap
 from cdc.protocol.constants import Command, Status
 from cdc.protocol.packets import is_eof, parse_err, read_lenenc_int, read_lenenc_str
@@ -42,12 +42,12 @@ ARTIFICIAL = 0x0020
 
 @pytest.fixture
 def canal_caps(monkeypatch):
-    """MySQLClient announces Canal's capability set instead of its own."""
+    """MysqlClient announces Canal's capability set instead of its own."""
     monkeypatch.setattr(client_module, "CLIENT_CAPABILITIES", CANAL_CAPABILITIES)
 
 
-async def connect(pipeline) -> MySQLClient:
-    client = await MySQLClient.connect(
+async def connect(pipeline) -> MysqlClient:
+    client = await MysqlClient.connect(
         pipeline.host, pipeline.port, pipeline.user, pipeline.password
     )
     assert client.handshake is not None
@@ -55,7 +55,7 @@ async def connect(pipeline) -> MySQLClient:
     return client
 
 
-async def read_result_set(client: MySQLClient) -> tuple[ResultSet, int]:
+async def read_result_set(client: MysqlClient) -> tuple[ResultSet, int]:
     """One result set of a multi-statement answer, with the server status of its final EOF."""
     first = await client.read_packet()
     if first[0] == 0xFF:
@@ -81,7 +81,7 @@ async def read_result_set(client: MySQLClient) -> tuple[ResultSet, int]:
         result.rows.append(tuple(values))
 
 
-async def query_multi(client: MySQLClient, sql: str) -> list[ResultSet]:
+async def query_multi(client: MysqlClient, sql: str) -> list[ResultSet]:
     await client.send_command(Command.QUERY, sql.encode())
     out = []
     while True:
@@ -136,7 +136,7 @@ def register_slave_body(host: str, user: str, password: str, port: int) -> bytes
     return out + struct.pack("<HII", port, 0, 0)
 
 
-async def start_dump(pipeline) -> MySQLClient:
+async def start_dump(pipeline) -> MysqlClient:
     """MysqlConnection.dump(): updateSettings, loadBinlogChecksum, loadVersionComment,
     sendRegisterSlave, sendBinlogDump."""
     dump = await connect(pipeline)
@@ -165,7 +165,7 @@ async def start_dump(pipeline) -> MySQLClient:
     return dump
 
 
-async def read_stream(dump: MySQLClient, last_tso: int) -> tuple[list[bytes], list]:
+async def read_stream(dump: MysqlClient, last_tso: int) -> tuple[list[bytes], list]:
     """Raw events until the CTS mark of `last_tso`; and the transactions decoded on the way."""
     events: list[bytes] = []
     txns: list = []

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc.cn import ComputeNode
+from cn import ComputeNode
 
 JARS = Path(sys.prefix) / "share" / "cdc" / "jars"  # the venv's: `make setup` puts them there
 SOURCE = Path(__file__).parent / "java" / "DebeziumDump.java"

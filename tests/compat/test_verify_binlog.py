@@ -9,7 +9,7 @@ import json
 import pytest
 
 from cdc.cn_protocol.ground_truth import read as read_ground_truth
-from cdc.verify_binlog import BinlogRead, check, read_server
+from checks.verify_binlog import BinlogRead, check, read_server
 from cli.main import main
 
 

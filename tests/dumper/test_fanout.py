@@ -15,7 +15,7 @@ from binlog_writer import BinlogWriter, FsyncPolicy
 from cdc.binlog.events import XidEvent, cts_mark
 from cdc.binlog.query import QueryEvent
 from cdc.config import Config
-from cdc.protocol.client import MySQLClient
+from cdc.protocol.client import MysqlClient
 from cdc.protocol.constants import Command
 from dumper.server.dump.shared_reads import DEFAULT_MAX_BYTES
 from dumper.server.serve_process import ServeProcess
@@ -39,8 +39,8 @@ def rss_kb(pid: int) -> int:
     raise AssertionError(f"no VmRSS for {pid}")
 
 
-async def start_dump(port: int, server_id: int) -> MySQLClient:
-    c = await MySQLClient.connect("127.0.0.1", port, USER, PASSWORD)
+async def start_dump(port: int, server_id: int) -> MysqlClient:
+    c = await MysqlClient.connect("127.0.0.1", port, USER, PASSWORD)
     await c.query("SET @master_binlog_checksum = 'CRC32'")
     body = struct.pack("<IHI", 4, 0, server_id) + b"binlog.000001"
     await c.send_command(Command.BINLOG_DUMP, body)
@@ -50,7 +50,7 @@ async def start_dump(port: int, server_id: int) -> MySQLClient:
 class Reader:
     """A consumer that reads everything and remembers where it is (file, end of the last event)."""
 
-    def __init__(self, client: MySQLClient) -> None:
+    def __init__(self, client: MysqlClient) -> None:
         self.client = client
         self.file = ""
         self.pos = 0

@@ -19,7 +19,7 @@ from cdc.binlog.events import XidEvent, cts_mark
 from cdc.binlog.header import timestamp
 from cdc.binlog.query import QueryEvent
 from cdc.config import DumperConfig
-from cdc.protocol.client import MySQLClient
+from cdc.protocol.client import MysqlClient
 from cdc.protocol.constants import Command
 from cdc.protocol.dump_client import BinlogPosition, DumpClient, DumpSettings
 from dumper.server.context import ServerContext
@@ -55,11 +55,11 @@ def names(directory) -> list[str]:
     return BinlogFiles(directory).names()
 
 
-def dump(port: int, name: str) -> MySQLClient:
+def dump(port: int, name: str) -> MysqlClient:
     """A blocking dump of `name` that reads nothing more than its first packets."""
 
-    async def start() -> MySQLClient:
-        c = await MySQLClient.connect("127.0.0.1", port, USER, PASSWORD)
+    async def start() -> MysqlClient:
+        c = await MysqlClient.connect("127.0.0.1", port, USER, PASSWORD)
         await c.query("SET @master_binlog_checksum = 'CRC32'")
         await c.send_command(Command.BINLOG_DUMP, struct.pack("<IHI", 4, 0, 4242) + name.encode())
         await c.read_packet()  # the fake ROTATE: the dump has begun
@@ -197,7 +197,7 @@ def test_the_holding_dump_reads_on_to_the_end_while_files_behind_it_go(tmp_path)
     with ServerThread(tmp_path) as s:
 
         async def read_all() -> int:
-            c = await MySQLClient.connect("127.0.0.1", s.port, USER, PASSWORD)
+            c = await MysqlClient.connect("127.0.0.1", s.port, USER, PASSWORD)
             await c.query("SET @master_binlog_checksum = 'CRC32'")
             body = struct.pack("<IHI", 4, 1, 4243) + all_files[0].encode()  # non-blocking
             await c.send_command(Command.BINLOG_DUMP, body)

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from cdc.config import Config
-from cdc.protocol.client import MySQLClient
+from cdc.protocol.client import MysqlClient
 from cdc.protocol.constants import Command
 from dumper.server.dump.binlog_files import BinlogFiles
 from dumper.server.dump.request import MIN_HEARTBEAT_PERIOD_S
@@ -30,8 +30,8 @@ pytestmark = pytest.mark.asyncio(loop_scope="function")
 HEARTBEAT, XID = 27, 16
 
 
-async def client(port: int) -> MySQLClient:
-    return await MySQLClient.connect("127.0.0.1", port, USER, PASSWORD)
+async def client(port: int) -> MysqlClient:
+    return await MysqlClient.connect("127.0.0.1", port, USER, PASSWORD)
 
 
 async def start_dump(port: int, name: str, pos: int, *, flags: int = 0, heartbeat_ns: int = 0):
@@ -43,7 +43,7 @@ async def start_dump(port: int, name: str, pos: int, *, flags: int = 0, heartbea
     return c
 
 
-async def read_events(c: MySQLClient, until_eof: bool = True, timeout: float = 10) -> list[bytes]:
+async def read_events(c: MysqlClient, until_eof: bool = True, timeout: float = 10) -> list[bytes]:
     out = []
     while True:
         payload = await asyncio.wait_for(c.read_packet(), timeout)

@@ -11,7 +11,7 @@ import zlib
 import pytest
 
 from cdc.protocol import auth
-from cdc.protocol.client import MySQLClient
+from cdc.protocol.client import MysqlClient
 from cdc.protocol.constants import Capability as Cap
 from cdc.protocol.constants import Command
 from cdc.protocol.packets import MAX_CHUNK, ServerError, frame, parse_err
@@ -25,8 +25,8 @@ def dump_body(name: str, pos: int, flags: int = 0, server_id: int = 9) -> bytes:
     return struct.pack("<IHI", pos, flags, server_id) + name.encode()
 
 
-async def client(port: int, user: str = USER, password: str = PASSWORD) -> MySQLClient:
-    return await MySQLClient.connect("127.0.0.1", port, user, password)
+async def client(port: int, user: str = USER, password: str = PASSWORD) -> MysqlClient:
+    return await MysqlClient.connect("127.0.0.1", port, user, password)
 
 
 async def start_dump(port: int, name: str, pos: int, checksum: str | None = "CRC32", **kw):
@@ -39,7 +39,7 @@ async def start_dump(port: int, name: str, pos: int, checksum: str | None = "CRC
     return c
 
 
-async def read_event(c: MySQLClient, timeout: float = 5) -> bytes:
+async def read_event(c: MysqlClient, timeout: float = 5) -> bytes:
     payload = await asyncio.wait_for(c.read_packet(), timeout)
     if payload[0] == 0xFF:
         raise parse_err(payload)

@@ -4,7 +4,7 @@
 
 Starts a throw-away MariaDB with the cluster's binlog settings, runs every case of the CN commit
 protocol by hand, statement by statement (the branch on its own connection, commit records on a
-second one, exactly as `cdc/cn` does), dumps the binlog with our dump client and writes:
+second one, exactly as `cn/` does), dumps the binlog with our dump client and writes:
 
 - `fixtures/dn1.events`: the dumped events, one record each: `<u32 data length, u8 file-name
   length, u32 position>`, the file name, the raw event (header + body + CRC32);
@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cdc.cluster.testing import throwaway_server
 from cdc.cn_protocol.heartbeat import HEARTBEAT_SQL
 from cdc.cn_protocol.schema import (
     INSERT_PRIMARY_RECORD,
@@ -39,6 +38,7 @@ from cdc.cn_protocol.schema import (
 )
 from cdc.cn_protocol.xid import Xid
 from cdc.protocol import BinlogPosition, DumpClient, DumpSettings
+from local_cluster.testing import throwaway_server
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EVENTS_FILE = FIXTURES / "dn1.events"

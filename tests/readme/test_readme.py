@@ -3,7 +3,7 @@
 The commands run from the checkout's directory against what `make demo` starts there (var/demo
 on the default ports 23400-23462, started afresh: a demo left there is stopped and removed,
 as are var/cluster, var/ha and var/snap), so this module owns those ports while it runs; throw-away
-clusters of other tests never take them (`cdc.cluster.testing.DEFAULT_CLUSTER_PORTS`). It ends
+clusters of other tests never take them (`local_cluster.testing.DEFAULT_CLUSTER_PORTS`). It ends
 with `make stop`, checking that nothing of the demo is left running.
 
 Long jobs are printed at small sizes (`--duration 10`, `FUZZ_EXAMPLES=20`,
@@ -26,10 +26,10 @@ import time
 
 import pytest
 
-from cdc.check import run_check
-from cdc.cluster.leftovers import leftover_processes
-from cdc.cluster.testing import throwaway_server
 from cdc.config import load
+from checks.downstream import run_check
+from local_cluster.leftovers import leftover_processes
+from local_cluster.testing import throwaway_server
 from tests.readme.readme import ROOT, commands
 
 # Slow (a demo twice, a backfill, HA takeover): minutes, not seconds, for the module.

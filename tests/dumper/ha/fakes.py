@@ -22,7 +22,7 @@ from topology import Lease, Member, TermStart
 # not fence a healthy leader (it may write for LEASE_MS - MARGIN after each renewal).
 LEASE_MS = 700
 RENEW_MS = 50
-# Over `dumper.ha.node.LEASE_MARGIN_S` (1 s, for clock drift between a dumper and the GMS):
+# Over `dumper.ha.ha_node.LEASE_MARGIN_S` (1 s, for clock drift between a dumper and the GMS):
 # the fake GMS's clock is ours.
 MARGIN_S = 0.2
 

@@ -23,12 +23,12 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from cdc.cluster.testing import free_base_port, throwaway_cluster
-from cdc.cn import ComputeNode
-from cdc.cn.workloads.runner import run_workload
-from cdc.cn.workloads.transfer import TransferWorkload
 from cdc.config import Config, DumperUser
 from cdc.protocol import auth
+from cn import ComputeNode
+from cn.workloads.runner import run_workload
+from cn.workloads.transfer import TransferWorkload
+from local_cluster.testing import free_base_port, throwaway_cluster
 from tests.compat.conftest import cdc_start, tail
 
 ADMIN = ("repl", "repl")  # replication + admin (the cluster's default account)

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cdc.cluster.testing import free_base_port, throwaway_cluster
-from cdc.cn import ComputeNode
-from cdc.cn.workloads.runner import run_workload
-from cdc.cn.workloads.transfer import TransferWorkload
-from cdc.protocol.client import MySQLClient
+from cdc.protocol.client import MysqlClient
 from cdc.protocol.constants import Command
+from cn import ComputeNode
+from cn.workloads.runner import run_workload
+from cn.workloads.transfer import TransferWorkload
+from local_cluster.testing import free_base_port, throwaway_cluster
 from tests.compat.conftest import cdc_start, tail
 
 USER, PASSWORD = "repl", "repl"  # the cluster's default account
@@ -67,8 +67,8 @@ class StalledConsumer:
         self.client = asyncio.run_coroutine_threadsafe(self._start(port, server_id), self.loop)
         self.client = self.client.result(30)
 
-    async def _start(self, port: int, server_id: int) -> MySQLClient:
-        c = await MySQLClient.connect("127.0.0.1", port, USER, PASSWORD)
+    async def _start(self, port: int, server_id: int) -> MysqlClient:
+        c = await MysqlClient.connect("127.0.0.1", port, USER, PASSWORD)
         await c.query("SET @master_binlog_checksum = 'CRC32'")
         await c.send_command(Command.BINLOG_DUMP, struct.pack("<IHI", 4, 0, server_id))
         await c.read_packet()

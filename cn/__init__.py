@@ -1,0 +1,75 @@
+"""The reference compute node (CN): a sharding layer that writes to the DNs by the CN protocol
+(`cdc.cn_protocol`), equipment for tests, the demo and benches; no runtime stage imports it.
+
+The protocol itself (private tables, xid and commit-record formats, heartbeats, markers, XA
+recovery) is `cdc.cn_protocol`, which the pipeline uses; this package adds the reference CN's
+catalogue, routing, user transactions, DDL, scale-out, several CN processes (`membership.py`)
+and the workloads (`workloads/`).
+
+Exports `ComputeNode` (built from `Config`), `connect` (a short-lived CN for a tool), `Transaction`,
+`init` (`cdc cn init`) and errors, imported on first use (importing the whole CN: pymysql, the
+router, ... costs ~0.2-0.4 s of CPU).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cdc.cn_protocol.errors import (
+        CatalogueError,
+        CnError,
+        CommitOutcomeUnknown,
+        NotInitialisedError,
+        RoutingError,
+        TransactionAborted,
+        TsoError,
+    )
+    from cdc.cn_protocol.recovery import RecoveryReport
+    from cn.bootstrap import InitResult, init
+    from cn.compute_node import ComputeNode, connect
+    from cn.transaction import Result, Transaction
+
+_EXPORTS = {
+    "CatalogueError": "cdc.cn_protocol.errors",
+    "CnError": "cdc.cn_protocol.errors",
+    "CommitOutcomeUnknown": "cdc.cn_protocol.errors",
+    "ComputeNode": "cn.compute_node",
+    "InitResult": "cn.bootstrap",
+    "NotInitialisedError": "cdc.cn_protocol.errors",
+    "RecoveryReport": "cdc.cn_protocol.recovery",
+    "Result": "cn.transaction",
+    "RoutingError": "cdc.cn_protocol.errors",
+    "Transaction": "cn.transaction",
+    "TransactionAborted": "cdc.cn_protocol.errors",
+    "TsoError": "cdc.cn_protocol.errors",
+    "connect": "cn.compute_node",
+    "init": "cn.bootstrap",
+}
+
+__all__ = [
+    "CatalogueError",
+    "CnError",
+    "CommitOutcomeUnknown",
+    "ComputeNode",
+    "InitResult",
+    "NotInitialisedError",
+    "RecoveryReport",
+    "Result",
+    "RoutingError",
+    "Transaction",
+    "TransactionAborted",
+    "TsoError",
+    "connect",
+    "init",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cn' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # next time a plain attribute
+    return value

@@ -1,0 +1,11 @@
+"""Local cluster tooling: MariaDB server processes (GMS + DNs) on loopback ports, used by the
+CLI (`cdc cluster`), the demo, benches and the test fixtures alike; no runtime stage imports it.
+
+Exports `LocalCluster`, `MariadbServer`, `NodeStatus` and their errors; `testing` holds the
+throw-away clusters of tests and benches, `leftovers` the check that a checkout left no process.
+"""
+
+from local_cluster.local_cluster import ClusterError, LocalCluster
+from local_cluster.mariadb_server import MariadbServer, NodeStatus, ServerError
+
+__all__ = ["ClusterError", "LocalCluster", "MariadbServer", "NodeStatus", "ServerError"]

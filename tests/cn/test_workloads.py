@@ -1,0 +1,42 @@
+"""The orders and ddl-mix workloads run cleanly (short runs, small large transactions), and the
+`cdc workload transfer` CLI reports its TPS."""
+
+from __future__ import annotations
+
+from cn import ComputeNode
+from cn.workloads import run_workload
+from cn.workloads.ddl_mix import DdlMixWorkload
+from cn.workloads.orders import OrdersWorkload
+from tests.cn.conftest import cli, xa_prepared
+
+
+async def test_orders_and_ddl_mix(cn_config):
+    cn = ComputeNode(cn_config)
+    await cn.start()
+    try:
+        orders = OrdersWorkload(
+            cn, db="orders_test", customers=200, large_rows=3000, large_every=40
+        )
+        await orders.setup()
+        stats = await run_workload(orders.step, threads=4, duration_s=4, seed=3)
+        assert stats.committed > 20 and stats.failed == 0, stats.summary("orders")
+        assert "orders" in await orders.report()
+
+        mix = DdlMixWorkload(cn, db="mix_test", keys=100, ddl_every_s=0.3)
+        await mix.setup()
+        stats = await run_workload(mix.step, threads=4, duration_s=4, seed=4)
+        await mix.report()
+        assert stats.committed > 20 and stats.failed == 0, stats.summary("ddl-mix")
+        assert mix.ddl_done >= 5
+    finally:
+        await cn.close()
+    assert xa_prepared(cn_config) == {1: [], 2: [], 3: []}
+
+
+def test_workload_cli_reports_tps(cn_config_file):
+    res = cli(
+        "workload", "transfer", "--threads", "4", "--duration", "2", "--db", "cli_test",
+        "--accounts", "50", "--config", str(cn_config_file),
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert " TPS " in res.stdout and "(unchanged;" in res.stdout, res.stdout
