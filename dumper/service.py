@@ -31,6 +31,7 @@ from dumper.server import (
     HistorySchemaProvider,
     ServeProcess,
     Server,
+    SnapshotSource,
 )
 from dumper.server import serve as serve_binlog
 from topology import gms, migrate, server_uuid
@@ -242,6 +243,7 @@ async def _start_server(
         read_only=role.read_only,
         acks=role.acks,
         server_uuid=uuid,
+        snapshot=SnapshotSource(config),
     )
 
 

@@ -340,6 +340,11 @@ async def _child(spec: dict) -> None:
         )
     else:
         schema = InMemorySchemaProvider()
+    snapshot = None
+    if spec["schema"] == "history":  # a cluster behind: rows of logical tables can be read
+        from dumper.server.snapshot import SnapshotSource
+
+        snapshot = SnapshotSource(config)
     config.dumper.port = spec["port"]
     server = await serve(
         config.dumper,
@@ -349,6 +354,7 @@ async def _child(spec: dict) -> None:
         read_only=lambda: state.read().read_only,
         acks=acks,
         server_uuid=spec["server_uuid"],
+        snapshot=snapshot,
     )
     out = sys.stdout.buffer
     out.write(json.dumps({"port": server.port}).encode() + b"\n")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dumper.server.handlers import SqlError
 from dumper.server.sql.cursor import LiteralError
 from dumper.server.sql.lexer import MAX_NAME_CHARS
+from dumper.server.sql.parse_select import parse_table_select, reads_table
 from dumper.server.sql.parse_show import ShowParser
 from dumper.server.sql.statements import (
     AccountChange,
@@ -36,6 +37,8 @@ class _Parser(ShowParser):
         return parse_rest(self)
 
     def _stmt_select(self) -> Statement:
+        if reads_table(self):
+            return parse_table_select(self)
         items: list[SelectItem] = []
         start_i = self.i
         while True:

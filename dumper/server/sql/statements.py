@@ -4,6 +4,7 @@ dataclass per statement form (`Statement` is their union)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 
 # -- expressions ----------------------------------------------------------------------------------
@@ -183,9 +184,81 @@ class Noop:
     """Accepted and ignored (transaction control, session settings we do not model)."""
 
 
+# -- SELECT over a logical table (sql/parse_select.py, docs/snapshot-reads.md) --------------------
+# A WHERE literal: int, Decimal (exact, for numbers with a point), float (with an exponent), str
+# or None. Written back as SQL for the DN by snapshot/where.py.
+WhereValue = int | Decimal | float | str | None
+
+
+@dataclass(slots=True, frozen=True)
+class Compare:
+    column: str  # lower case
+    op: str  # = <> < <= > >= (`!=` is read as <>; `value op column` is turned around)
+    value: WhereValue
+
+
+@dataclass(slots=True, frozen=True)
+class Between:
+    column: str
+    low: WhereValue
+    high: WhereValue
+    negated: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class InList:
+    column: str
+    values: tuple[WhereValue, ...]
+    negated: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class IsNull:
+    column: str
+    negated: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class BoolOp:
+    op: str  # AND or OR
+    parts: tuple[Where, ...]
+
+
+@dataclass(slots=True, frozen=True)
+class Not:
+    part: Where
+
+
+Where = Compare | Between | InList | IsNull | BoolOp | Not
+
+
+@dataclass(slots=True, frozen=True)
+class TableItem:
+    kind: str  # "*", "column", "COUNT", "MIN" or "MAX" (COUNT is COUNT(*))
+    column: str | None  # lower case; None for * and COUNT(*)
+    name: str  # the result column's name: its alias, or the item as written
+
+
+@dataclass(slots=True)
+class TableSelect:
+    db: str | None  # None: the session's database
+    table: str
+    alias: str | None
+    items: list[TableItem]
+    where: Where | None = None
+    order_by: list[tuple[str, bool]] = field(default_factory=list)  # (column, descending)
+    limit: int | None = None
+    offset: int = 0
+
+    @property
+    def aggregate(self) -> bool:
+        return any(i.kind in ("COUNT", "MIN", "MAX") for i in self.items)
+
+
 Statement = (
     Select
     | InfoSchemaSelect
+    | TableSelect
     | SetVars
     | ShowVariables
     | ShowMasterStatus
