@@ -4,7 +4,7 @@ it starts (docs/snapshot-reads.md) after its privilege check; the rows are read 
 
 from __future__ import annotations
 
-from dumper.server.handlers import Result, SqlError, StreamedRows
+from dumper.server.handlers import OkResult, Result, SqlError, StreamedRows
 from dumper.server.snapshot.read import SnapshotRead
 from dumper.server.sql import statements as st
 from dumper.server.sql.answers import Answers
@@ -27,12 +27,31 @@ class TableAnswers(Answers):
                 self.ctx.notifier,
                 stmt,
                 db,
-                self._binlog_end(),
+                self.read_position(),
                 page_rows=self.ctx.config.snapshot_page_rows,
             )
         )
 
-    def _binlog_end(self) -> tuple[str, int]:
+    def transaction(self, stmt: st.Transaction) -> Result:
+        """BEGIN pins at the first read (REPEATABLE READ); WITH CONSISTENT SNAPSHOT at once;
+        COMMIT/ROLLBACK unpin. Nothing is held on the DNs meanwhile: a pinned position is a
+        number, and each read reconciles from it."""
+        state = self.state
+        state.in_transaction = stmt.action != "end"
+        state.pinned = self.binlog_end() if stmt.action == "snapshot" else None
+        return OkResult()
+
+    def read_position(self) -> tuple[str, int]:
+        """Where this session reads now: its transaction's pinned position (pinned by this
+        read if not yet), else the binlog's end."""
+        state = self.state
+        if not state.in_transaction:
+            return self.binlog_end()
+        if state.pinned is None:
+            state.pinned = self.binlog_end()
+        return state.pinned
+
+    def binlog_end(self) -> tuple[str, int]:
         """P: the end of the global binlog this server serves now (whole transactions: the
         leader's published end when there is one), as SHOW MASTER STATUS says it."""
         files = self.ctx.files

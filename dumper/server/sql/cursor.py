@@ -146,6 +146,8 @@ class Cursor:
             col = self.name()
         col = col.lower()
         if self.accept("="):
+            if self.accept("DATABASE", "(", ")"):  # mariadb-dump: table_schema = DATABASE()
+                return Condition(col, "=DATABASE()", [])
             return Condition(col, "=", [self._literal_text()])
         if self.accept("LIKE"):
             return Condition(col, "LIKE", [self.string()])

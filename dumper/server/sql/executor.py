@@ -30,6 +30,7 @@ class QueryExecutor:
         binlog = BinlogAnswers(ctx, state)
         schema = SchemaAnswers(ctx, state)
         sessions = SessionAnswers(ctx, state)
+        tables = TableAnswers(ctx, state)
         # Every statement type the parser makes, and who answers it.
         self._answers: dict[type, Callable[[Any], Result]] = {
             st.Select: variables.select,
@@ -41,12 +42,14 @@ class QueryExecutor:
             st.Purge: binlog.purge,
             st.ShowDatabases: schema.show_databases,
             st.ShowTables: schema.show_tables,
+            st.ShowCreateDatabase: schema.show_create_database,
             st.ShowCreateTable: schema.show_create_table,
             st.ShowColumns: schema.show_columns,
             st.ShowIndex: schema.show_index,
             st.ShowTableStatus: schema.show_table_status,
             st.InfoSchemaSelect: InfoSchemaAnswers(ctx, state).select,
-            st.TableSelect: TableAnswers(ctx, state).select,
+            st.TableSelect: tables.select,
+            st.Transaction: tables.transaction,
             st.ShowReplicas: sessions.show_replicas,
             st.ShowProcesslist: sessions.show_processlist,
             st.Kill: sessions.kill,

@@ -27,14 +27,22 @@ _AGGREGATES = ("COUNT", "MIN", "MAX")
 _COMPARISONS = {"=": "=", "<>": "<>", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _FLIPPED = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 # Words that end the select list's item or the FROM clause's table (an alias is any other name).
+_MODIFIERS = (
+    "SQL_NO_CACHE",
+    "SQL_CACHE",
+    "HIGH_PRIORITY",
+    "SQL_SMALL_RESULT",
+    "SQL_BIG_RESULT",
+    "SQL_BUFFER_RESULT",
+)
 _CLAUSES = ("FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "FOR", "LOCK", "UNION", "INTO")
 
 
-def unsupported(construct: str) -> SqlError:
+def unsupported(construct: str, where: str = " in a SELECT over a logical table") -> SqlError:
     """MySQL's ER_NOT_SUPPORTED_YET, naming what the statement used."""
     return SqlError(
-        f"This version of the binlog server doesn't yet support '{construct} in a SELECT over a "
-        "logical table' (see docs/snapshot-reads.md)",
+        f"This version of the binlog server doesn't yet support '{construct}{where}' (see "
+        "docs/snapshot-reads.md)",
         ER_NOT_SUPPORTED_YET,
         "42000",
     )
@@ -66,6 +74,8 @@ def reads_table(cur: Cursor) -> bool:
 
 def parse_table_select(cur: Cursor) -> TableSelect:
     """The rest of a SELECT after its keyword, for which `reads_table` said yes."""
+    while any(cur.accept(w) for w in _MODIFIERS):
+        pass  # hints about caches and buffers (mariadb-dump's SQL_NO_CACHE): nothing to do
     if cur.accept("DISTINCT") or cur.accept("DISTINCTROW"):
         raise unsupported("DISTINCT")
     cur.accept("ALL")

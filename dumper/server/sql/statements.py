@@ -48,7 +48,7 @@ class Select:
 @dataclass(slots=True)
 class Condition:
     column: str  # lower case
-    op: str  # "=", "IN" or "LIKE"
+    op: str  # "=", "IN", "LIKE" or "=DATABASE()" (the session's database; no values)
     values: list[str]
 
 
@@ -181,7 +181,23 @@ class AccountChange:
 
 @dataclass(slots=True)
 class Noop:
-    """Accepted and ignored (transaction control, session settings we do not model)."""
+    """Accepted and ignored (session settings we do not model; FLUSH TABLES, LOCK TABLES … READ,
+    UNLOCK TABLES and savepoints: nothing can change under a snapshot, so a read lock costs
+    nothing and holds nothing)."""
+
+
+@dataclass(slots=True)
+class Transaction:
+    """BEGIN / START TRANSACTION [WITH CONSISTENT SNAPSHOT] / COMMIT / ROLLBACK: where the
+    session's reads are pinned (docs/snapshot-reads.md, "Transactions")."""
+
+    action: str  # "begin", "snapshot" (pins at once), "end"
+
+
+@dataclass(slots=True)
+class ShowCreateDatabase:
+    db: str
+    if_not_exists: bool = False
 
 
 # -- SELECT over a logical table (sql/parse_select.py, docs/snapshot-reads.md) --------------------
@@ -279,4 +295,6 @@ Statement = (
     | Use
     | AccountChange
     | Noop
+    | Transaction
+    | ShowCreateDatabase
 )

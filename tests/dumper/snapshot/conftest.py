@@ -36,8 +36,28 @@ NO_ROWS = ("norows", "npw")  # no select
 class Snap:
     config: Config
     directory: Path
-    stop_traffic: threading.Event = field(default_factory=threading.Event)
     traffic_errors: list[BaseException] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start_traffic(self) -> None:
+        self._stop = threading.Event()
+
+        def run() -> None:
+            try:
+                asyncio.run(_transfers(self.config, self._stop))
+            except BaseException as exc:
+                self.traffic_errors.append(exc)
+
+        self._thread = threading.Thread(target=run, name="snapshot-transfers", daemon=True)
+        self._thread.start()
+
+    def stop_traffic(self) -> None:
+        """Until the transfers under way are committed."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(60)
+            self._thread = None
 
     def connect(self, user: tuple[str, str] = READER, **kwargs) -> pymysql.Connection:
         return pymysql.connect(
@@ -100,6 +120,8 @@ def snap(tmp_path_factory) -> Snap:
         d.binlog_dir = str(directory / "binlog")
         d.port = free_base_port(0)
         d.snapshot_page_rows = PAGE_ROWS
+        for user in d.users:  # the cluster's `repl`, as an operator runs mariadb-dump
+            user.select = True
         d.users = [
             *d.users,
             DumperUser(READER[0], auth.native_hash(READER[1]), select=True),
@@ -110,19 +132,10 @@ def snap(tmp_path_factory) -> Snap:
         with cdc_start(cfg, directory):
             asyncio.run(asyncio.wait_for(_setup(cfg), 180))
             snap = Snap(cfg, directory)
-
-            def run() -> None:
-                try:
-                    asyncio.run(_transfers(cfg, snap.stop_traffic))
-                except BaseException as exc:
-                    snap.traffic_errors.append(exc)
-
-            traffic = threading.Thread(target=run, name="snapshot-transfers", daemon=True)
-            traffic.start()
+            snap.start_traffic()
             try:
                 yield snap
             finally:
-                snap.stop_traffic.set()
-                traffic.join(60)
+                snap.stop_traffic()
     finally:
         cluster.down()

@@ -5,6 +5,7 @@ the DN shards' own, privileges, and errors that name what is not supported."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pymysql
 import pytest
@@ -161,3 +162,52 @@ def test_streamed_with_unbuffered_cursor(snap):
         conn.close()
     got, _ = rows(snap, "SELECT COUNT(*) FROM bank.accounts")
     assert got == [(ACCOUNTS,)]
+
+
+def test_consistent_snapshot_pins_a_position(snap):
+    """Inside START TRANSACTION WITH CONSISTENT SNAPSHOT: SHOW MASTER STATUS and @@gtid_executed
+    stay at P while transfers go on, every read is the tables at P (twice the same rows), the
+    lock and savepoint statements mariadb-dump and Debezium send are answered; COMMIT unpins."""
+    conn = snap.connect()
+    try:
+        with conn.cursor() as cur:
+            for sql in (
+                "FLUSH /*!40101 LOCAL */ TABLES",
+                "FLUSH TABLES WITH READ LOCK",
+                "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+                "START TRANSACTION /*!40100 WITH CONSISTENT SNAPSHOT */",
+            ):
+                cur.execute(sql)
+            cur.execute("SHOW MASTER STATUS")
+            pinned = cur.fetchone()
+            cur.execute("SELECT @@gtid_executed")
+            gtids = cur.fetchone()
+            cur.execute("UNLOCK TABLES")
+            cur.execute("LOCK TABLES bank.accounts READ LOCAL")
+            cur.execute("SAVEPOINT sp")
+            cur.execute("SELECT * FROM bank.accounts")
+            first = cur.fetchall()
+            cur.execute("ROLLBACK TO SAVEPOINT sp")
+            cur.execute("RELEASE SAVEPOINT sp")
+            cur.execute("SELECT * FROM bank.accounts")
+            second = cur.fetchall()
+            cur.execute("SHOW MASTER STATUS")
+            assert cur.fetchone() == pinned
+            cur.execute("SELECT @@gtid_executed")
+            assert cur.fetchone() == gtids
+            assert first == second
+            assert sum(r[1] for r in first) == ACCOUNTS * BALANCE
+            cur.execute("COMMIT")
+            deadline = 60
+            while deadline:
+                cur.execute("SHOW MASTER STATUS")
+                if cur.fetchone() != pinned:
+                    break
+                deadline -= 1
+                time.sleep(0.5)
+            assert deadline, "SHOW MASTER STATUS stayed pinned after COMMIT"
+            with pytest.raises(pymysql.err.MySQLError) as err:
+                cur.execute("LOCK TABLES bank.accounts WRITE")
+            assert err.value.args[0] == 1235
+    finally:
+        conn.close()
