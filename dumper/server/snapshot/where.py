@@ -9,6 +9,7 @@ without trailing spaces unless the column is binary or under a `_bin` collation.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 
@@ -27,6 +28,7 @@ from dumper.server.sql.statements import (
 # Collation ids of the binary and `_bin` collations of the usual charsets (binary, latin1,
 # utf8mb3, utf8mb4, ascii): these compare bytes.
 _BYTE_COLLATIONS = frozenset({63, 47, 83, 46, 65, 84})
+_NUMERIC_PREFIX = re.compile(r"\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 
 
 def to_sql(where: Where) -> str:
@@ -135,9 +137,16 @@ def _compare(col: ColumnDef, text: bytes, value: WhereValue) -> int | None:
 
 
 def _number(value: object) -> Decimal | None:
+    """A value as MySQL reads it in a numeric comparison: a string by its longest numeric
+    prefix ('12abc' is 12, 'abc' is 0)."""
+    if isinstance(value, int | Decimal):
+        return Decimal(value)
+    if isinstance(value, float):
+        return Decimal(repr(value)) if value == value and abs(value) != float("inf") else None
     if isinstance(value, bytes):
         value = value.decode("ascii", "replace")
+    m = _NUMERIC_PREFIX.match(str(value))
     try:
-        return Decimal(str(value).strip() or "0")
+        return Decimal(m.group(0)) if m else Decimal(0)
     except InvalidOperation:
-        return Decimal(0) if isinstance(value, str) else None
+        return Decimal(0)

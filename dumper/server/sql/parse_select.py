@@ -23,6 +23,8 @@ from dumper.server.sql.statements import (
 )
 
 ER_NOT_SUPPORTED_YET = 1235
+# WHERE's nesting (NOT, parentheses): the evaluators recurse as deep as the tree.
+MAX_NESTING = 64
 _AGGREGATES = ("COUNT", "MIN", "MAX")
 _COMPARISONS = {"=": "=", "<>": "<>", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _FLIPPED = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
@@ -232,27 +234,37 @@ def _order_item(cur: Cursor) -> tuple[str, bool]:
 
 
 # -- WHERE ----------------------------------------------------------------------------------------
-def _or(cur: Cursor) -> Where:
-    parts = [_and(cur)]
+def _or(cur: Cursor, depth: int = 0) -> Where:
+    parts = [_and(cur, depth)]
     while cur.accept("OR") or cur.accept("||"):
-        parts.append(_and(cur))
+        parts.append(_and(cur, depth))
     return parts[0] if len(parts) == 1 else BoolOp("OR", tuple(parts))
 
 
-def _and(cur: Cursor) -> Where:
-    parts = [_not(cur)]
+def _and(cur: Cursor, depth: int) -> Where:
+    parts = [_not(cur, depth)]
     while cur.accept("AND") or cur.accept("&&"):
-        parts.append(_not(cur))
+        parts.append(_not(cur, depth))
     return parts[0] if len(parts) == 1 else BoolOp("AND", tuple(parts))
 
 
-def _not(cur: Cursor) -> Where:
+def _not(cur: Cursor, depth: int = 0) -> Where:
     if cur.accept("NOT") or cur.accept("!"):
-        return Not(_not(cur))
-    return _predicate(cur)
+        return Not(_nested(cur, depth, _not))
+    return _predicate(cur, depth)
 
 
-def _predicate(cur: Cursor) -> Where:
+def _nested(cur: Cursor, depth: int, parse) -> Where:
+    """Recursion with a bound: a WHERE of thousands of NOTs or parentheses is an error, never
+    a RecursionError that would end the connection."""
+    if depth >= MAX_NESTING:
+        raise SqlError(
+            f"WHERE nested more than {MAX_NESTING} levels deep (NOT or parentheses)", 1064
+        )
+    return parse(cur, depth + 1)
+
+
+def _predicate(cur: Cursor, depth: int) -> Where:
     tok = cur.peek()
     if tok is None:
         raise cur.error()
@@ -261,7 +273,7 @@ def _predicate(cur: Cursor) -> Where:
         if nxt is not None and nxt.word() == "SELECT":
             raise unsupported("a subquery in WHERE")
         cur.i += 1
-        inner = _or(cur)
+        inner = _nested(cur, depth, _or)
         cur.expect(")")
         return inner
     if tok.kind in ("str", "num") or (tok.kind == "op" and tok.text == "-"):

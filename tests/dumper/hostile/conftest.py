@@ -31,7 +31,7 @@ from cdc.config import Config, DumperUser
 from cdc.protocol import auth
 from tests.compat.conftest import cdc_start, tail
 
-ADMIN = ("repl", "repl")  # replication + admin (the cluster's default account)
+ADMIN = ("repl", "repl")  # replication + admin + rows (the cluster's default account)
 SLAVE = ("slave", "s1")  # replication only
 READER = ("reader", "r1")  # neither
 MAX_PACKET = 1 << 20
@@ -127,7 +127,9 @@ def live(tmp_path_factory) -> Live:
         d.binlog_dir = str(directory / "binlog")
         d.port = free_base_port(0)
         d.users = [
-            DumperUser(ADMIN[0], auth.native_hash(ADMIN[1]), replication=True, admin=True),
+            DumperUser(
+                ADMIN[0], auth.native_hash(ADMIN[1]), replication=True, admin=True, select=True
+            ),
             DumperUser(SLAVE[0], auth.native_hash(SLAVE[1]), auth.caching_sha2_digest(SLAVE[1])),
             DumperUser(READER[0], auth.native_hash(READER[1]), replication=False),
         ]

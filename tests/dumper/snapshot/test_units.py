@@ -214,3 +214,12 @@ def test_refusals_name_the_construct(sql, named):
         parse(sql)
     assert err.value.code == 1235
     assert named in err.value.message
+
+
+def test_numeric_comparison_reads_a_string_as_mysql_does():
+    stmt = parse("SELECT * FROM t WHERE id = '1'' OR 1=1 -- '")
+    column = col(T.LONG)
+    assert matches(stmt.where, lambda c: (column, b"1"))
+    assert not matches(stmt.where, lambda c: (column, b"0"))
+    assert matches(parse("SELECT * FROM t WHERE id = 'abc'").where, lambda c: (column, b"0"))
+    assert matches(parse("SELECT * FROM t WHERE id < ' 2.5e1x'").where, lambda c: (column, b"24"))
