@@ -16,7 +16,6 @@ import struct
 import subprocess
 import threading
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,12 +23,9 @@ import pymysql
 import pytest
 
 from cdc.cluster.testing import free_base_port, throwaway_cluster
-from cdc.cn import ComputeNode
-from cdc.cn.workloads.runner import run_workload
-from cdc.cn.workloads.transfer import TransferWorkload
 from cdc.config import Config, DumperUser
 from cdc.protocol import auth
-from tests.compat.conftest import cdc_start, tail
+from tests.compat.conftest import cdc_start, tail, transfers_until
 
 ADMIN = ("repl", "repl")  # replication + admin + rows (the cluster's default account)
 SLAVE = ("slave", "s1")  # replication only
@@ -97,24 +93,7 @@ class Live:
 
 
 async def _traffic(cfg: Config, stop: threading.Event) -> None:
-    cn = ComputeNode(cfg)
-    await cn.start()
-    warnings.simplefilter("ignore", pymysql.Warning)
-    try:
-        transfer = TransferWorkload(cn, accounts=20, initial_balance=1000, partitions=2)
-        await transfer.setup()
-        done = asyncio.Event()
-
-        async def watch() -> None:
-            while not stop.is_set():
-                await asyncio.sleep(0.1)
-            done.set()
-
-        watcher = asyncio.create_task(watch())
-        await run_workload(transfer.step, threads=1, duration_s=3600, tps=20, stop=done)
-        await watcher
-    finally:
-        await cn.close()
+    await transfers_until(cfg, stop, accounts=20, partitions=2)
 
 
 @pytest.fixture(scope="package")

@@ -22,7 +22,7 @@ from cdc.cn.workloads.runner import run_workload
 from cdc.cn.workloads.transfer import TransferWorkload
 from cdc.config import Config, DumperUser
 from cdc.protocol import auth
-from tests.compat.conftest import cdc_start
+from tests.compat.conftest import cdc_start, transfers_until
 
 ACCOUNTS = 300
 BALANCE = 1000
@@ -91,23 +91,7 @@ async def _setup(cfg: Config) -> None:
 
 
 async def _transfers(cfg: Config, stop: threading.Event) -> None:
-    cn = ComputeNode(cfg)
-    await cn.start()
-    warnings.simplefilter("ignore", pymysql.Warning)
-    try:
-        transfer = TransferWorkload(cn, accounts=ACCOUNTS, initial_balance=BALANCE, partitions=4)
-        done = asyncio.Event()
-
-        async def watch() -> None:
-            while not stop.is_set():
-                await asyncio.sleep(0.1)
-            done.set()
-
-        watcher = asyncio.create_task(watch())
-        await run_workload(transfer.step, threads=2, duration_s=3600, tps=100, stop=done)
-        await watcher
-    finally:
-        await cn.close()
+    await transfers_until(cfg, stop, accounts=ACCOUNTS, partitions=4, threads=2, tps=100)
 
 
 @pytest.fixture(scope="package")

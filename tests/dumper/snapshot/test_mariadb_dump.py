@@ -10,13 +10,13 @@ import re
 import shutil
 import subprocess
 
-import pymysql
 import pytest
 
 from cdc.check import run_check
 from cdc.cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from cdc.cluster.testing import throwaway_cluster
 from tests.dumper.snapshot.conftest import ACCOUNTS, BALANCE
+from tests.dumper.test_replica import _query, _slave_status
 
 pytestmark = [
     pytest.mark.timeout(600),
@@ -31,18 +31,6 @@ def empty_mariadb(tmp_path):
         yield cluster.dn(1)
     finally:
         cluster.down()
-
-
-def _query(conn, sql: str):
-    with conn.cursor() as cur:
-        cur.execute(sql)
-        return cur.fetchall()
-
-
-def _slave_status(conn) -> dict:
-    with conn.cursor(pymysql.cursors.DictCursor) as cur:
-        cur.execute("SHOW SLAVE STATUS")
-        return cur.fetchone() or {}
 
 
 def test_mariadb_dump_seeds_a_replica_at_its_position(snap, empty_mariadb, tmp_path):
