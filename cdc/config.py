@@ -174,7 +174,7 @@ class DumperConfig:
     # SELECT over a logical table reads each shard in pages of this many rows (docs/
     # snapshot-reads.md): a statement holds at most one page per shard; larger pages mean fewer
     # watermark waits (one per chunk).
-    snapshot_page_rows: int = 1000
+    snapshot_page_rows: int = 10000
     # HA: every dumper process of the cluster; empty = a single dumper without a lease.
     # `cdc start --dumper-id N` runs peer N (its host, port and binlog_dir replace the above).
     peers: list[DumperPeer] = field(default_factory=list)

@@ -117,6 +117,11 @@ class Leader:
         self.term = term.number if term is not None else 0
         self.takeover: Takeover | None = term.takeover if term is not None else None
 
+    def merged_tso(self) -> int:
+        """Every transaction with a smaller TSO is written (`MergeJoint.merged_tso`; 0 before
+        the merge runs): snapshot reads wait for it to pass their high watermark."""
+        return self.joint.merged_tso if self.joint is not None else 0
+
     def node(self, dn: int) -> NodeConfig | None:
         """The address of a DN this pipeline knows (configured, or added by StorageChange)."""
         return self.nodes.get(dn)

@@ -9,6 +9,7 @@ unchanged, and its before-image is that same state at P."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from cdc.binlog.constants import EventType
@@ -25,6 +26,7 @@ TABLE_MAP = int(EventType.TABLE_MAP)
 QUERY = int(EventType.QUERY)
 ROWS = frozenset({23, 24, 25, 30, 31, 32})
 ER_UNKNOWN = 1105
+EVENTS_PER_TURN = 256  # ~1 ms of decoding between the loop's turns
 _DDL_WORDS = ("CREATE", "DROP", "ALTER", "TRUNCATE", "RENAME")
 
 Key = tuple
@@ -49,8 +51,11 @@ class ChangedKeys:
         self._fde: FormatDescription | None = None
         self._maps: dict[int, list] = {}  # table id → columns, for the table's TABLE_MAPs
 
-    def advance(self) -> None:
-        """Read every whole event written since the last call."""
+    async def advance(self) -> None:
+        """Read every whole event written since the last call, letting the loop's other
+        sessions and dumps run every EVENTS_PER_TURN events (a transaction pinned long ago
+        rescans from its P with each statement)."""
+        budget = EVENTS_PER_TURN
         while True:
             names = self.files.names()
             if self.file not in names:
@@ -66,6 +71,10 @@ class ChangedKeys:
             for ev in self.files.events(self.file, self.pos):
                 self._event(ev.data, f"{self.file}:{ev.pos}")
                 self.pos = ev.pos + len(ev.data)
+                budget -= 1
+                if budget <= 0:
+                    await asyncio.sleep(0)
+                    budget = EVENTS_PER_TURN
             if not later:
                 return
             # A later file existed before this one was read: this one was finished.

@@ -34,7 +34,7 @@ from dumper.server.sql.parse_select import unsupported
 from dumper.server.sql.statements import TableSelect
 
 log = logging.getLogger(__name__)
-PAGE_ROWS = 1000  # per shard and chunk: the memory bound is shards × this many rows
+PAGE_ROWS = 10_000  # per shard and chunk: the memory bound is shards × this many rows
 # The global binlog reaches a fresh TSO within one heartbeat plus the pipeline's latency; this
 # long means the pipeline is not merging.
 WATERMARK_WAIT_S = 30.0
@@ -339,8 +339,12 @@ class SnapshotRead:
         high = await self.source.tso()
         deadline = time.monotonic() + WATERMARK_WAIT_S
         while True:
-            changes.advance()
-            if changes.max_mark >= high:
+            # The leader's merged TSO, read before the scan: once past H, every transaction
+            # below H is in the files this scan reads (heartbeats move it, though they are
+            # never written: an idle binlog gets no CTS mark past H).
+            merged = self.notifier.merged_tso()
+            await changes.advance()
+            if changes.max_mark >= high or (merged is not None and merged >= high):
                 return
             if time.monotonic() > deadline:
                 raise SqlError(
