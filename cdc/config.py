@@ -92,6 +92,18 @@ class DumperUser:
     replication: bool = True
     # PURGE BINARY LOGS and KILL of other users' connections allowed.
     admin: bool = False
+    # Reading rows of logical tables (docs/snapshot-reads.md): true = every database, or a list
+    # of databases; default none.
+    select: bool | list[str] = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.select, bool) and not (
+            isinstance(self.select, list) and all(isinstance(d, str) for d in self.select)
+        ):
+            raise ConfigError(
+                f"[[dumper.users]] {self.name!r}: select = true, false or a list of database "
+                f"names, got {self.select!r}"
+            )
 
 
 @dataclass(slots=True)
@@ -160,6 +172,10 @@ class DumperConfig:
     tls_cert: str = ""
     tls_key: str = ""
     users: list[DumperUser] = field(default_factory=list)
+    # SELECT over a logical table reads each shard in pages of this many rows (docs/
+    # snapshot-reads.md): a statement holds at most one page per shard; larger pages mean fewer
+    # watermark waits (one per chunk).
+    snapshot_page_rows: int = 10000
     # HA: every dumper process of the cluster; empty = a single dumper without a lease.
     # `cdc start --dumper-id N` runs peer N (its host, port and binlog_dir replace the above).
     peers: list[DumperPeer] = field(default_factory=list)

@@ -33,6 +33,7 @@ from dumper.server import (
     HistorySchemaProvider,
     ServeProcess,
     Server,
+    SnapshotSource,
 )
 from dumper.server import serve as serve_binlog
 from topology import gms, migrate, server_uuid
@@ -204,6 +205,7 @@ class Role:
     read_only: Callable[[], bool] = lambda: False
     term: Callable[[], int] = lambda: 0
     acks: AckGate | None = None
+    merged_tso: Callable[[], int] = lambda: 0
 
     def visible_end(self, name: str) -> int | None:
         writer = self.writer()
@@ -225,6 +227,7 @@ def _plain_leader(config: Config, uuid: str, heartbeat: bool, pauses: Pauses) ->
         binlog_dir=lambda: leader.writer.dir,
         writer=lambda: leader.writer,
         current_notify=lambda: leader.notify,
+        merged_tso=leader.merged_tso,
     )
 
 
@@ -247,6 +250,7 @@ def _ha_node(config: Config, uuid: str, heartbeat: bool, pauses: Pauses) -> Role
         read_only=node.read_only,
         term=lambda: node.term,
         acks=node.acks,
+        merged_tso=lambda: node.leader.merged_tso() if node.leader is not None else 0,
     )
 
 
@@ -264,17 +268,19 @@ async def _start_server(
             leading=role.leading,
             read_only=role.read_only,
             term=role.term,
+            merged_tso=role.merged_tso,
             acks=role.acks,
             server_uuid=uuid,
         ).start()
     return await serve_binlog(
         config.dumper,
         role.binlog_dir(),
-        notifier=CurrentEventNotifier(role.current_notify, role.visible_end),
+        notifier=CurrentEventNotifier(role.current_notify, role.visible_end, role.merged_tso),
         schema=schema,
         read_only=role.read_only,
         acks=role.acks,
         server_uuid=uuid,
+        snapshot=SnapshotSource(config),
     )
 
 

@@ -59,6 +59,10 @@ class MergeJoint:
         self.transactions_out = 0
         # Per DN: (lifted watermark, source checkpoint) not yet handed out, oldest first.
         self._checkpoints: dict[int, deque[tuple[GlobalKey, Checkpoint]]] = {}
+        # Every transaction with a smaller TSO has been handed out and consumed (written, for
+        # the dumper): set each time the consumer asks for more and nothing is left to pop.
+        # Heartbeats move it while no transaction comes (snapshot reads' high watermark).
+        self.merged_tso = 0
 
     def checkpoints_upto(self, written: GlobalKey) -> dict[int, tuple[GlobalKey, Checkpoint]]:
         """For each DN, the newest checkpoint whose watermark is at or below `written`, with
@@ -78,6 +82,9 @@ class MergeJoint:
         queue = self.queue
         push_fragment = merger.push_fragment
         while True:
+            low = merger.low_watermark()  # all it released was consumed: see merged_tso
+            if low is not None:
+                self.merged_tso = low[0]
             batch = await queue.get()
             # Nothing is popped while batches are pushed, so of each DN's watermarks only the
             # last one matters to the merge, and of its checkpoints only the last one is kept

@@ -148,6 +148,11 @@ class Leader:
             gtids=self._gtids,
         )
 
+    def merged_tso(self) -> int:
+        """Every transaction with a smaller TSO is written (`MergeJoint.merged_tso`; 0 before
+        the merge runs): snapshot reads wait for it to pass their high watermark."""
+        return self.joint.merged_tso if self.joint is not None else 0
+
     def node(self, dn: int) -> NodeConfig | None:
         """The address of a DN this pipeline knows (configured, or added by StorageChange)."""
         return self.nodes.get(dn)

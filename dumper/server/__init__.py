@@ -1,6 +1,7 @@
-"""The MySQL protocol server of the global binlog, in three parts (go-mysql's server split):
+"""The MySQL protocol server of the global binlog, in four parts (go-mysql's server split):
 `wire/` (accept loop, connection, handshake, command switch, prepared statements), `sql/`
-(parser and answers by subject) and `dump/` (binlog dump, ack gate, retention), joined by the
+(parser and answers by subject), `dump/` (binlog dump, ack gate, retention) and `snapshot/`
+(rows of logical tables as of a binlog position, read from the DNs), joined by the
 handler interfaces of `handlers.py`; `server.serve` assembles them, `ServeProcess` runs them in a
 child process. It reads the binlog files; it never writes them."""
 
@@ -16,6 +17,7 @@ from dumper.server.dump.notifiers import (
 from dumper.server.dump.request import DumpError
 from dumper.server.serve_process import ServeProcess
 from dumper.server.server import Server, serve
+from dumper.server.snapshot import SnapshotSource
 from dumper.server.sql.history_schema import HistorySchemaProvider
 from dumper.server.sql.schema import (
     ColumnSchema,
@@ -39,6 +41,7 @@ __all__ = [
     "SchemaProvider",
     "ServeProcess",
     "Server",
+    "SnapshotSource",
     "TableSchema",
     "ack_packet",
     "parse_ack",

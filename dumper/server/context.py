@@ -18,6 +18,7 @@ from dumper.server.dump.gtid_state import GtidState
 from dumper.server.dump.mariadb_gtid_state import MariadbGtidState
 from dumper.server.dump.notifiers import Notifier
 from dumper.server.dump.shared_reads import SharedReads
+from dumper.server.snapshot.source import SnapshotSource
 from dumper.server.sql.schema import SchemaProvider
 from dumper.server.sql.variables import LIVE_VARIABLES, VarValue, server_variables
 
@@ -48,6 +49,11 @@ class SessionState:
     since: float = field(default_factory=time.time)
     info: str | None = None
     dump: BinlogSender | None = None  # while a COM_BINLOG_DUMP runs (consumers, retention)
+    # Snapshot reads (docs/snapshot-reads.md): inside BEGIN / START TRANSACTION, the global
+    # binlog position the transaction reads at, once pinned (WITH CONSISTENT SNAPSHOT or the
+    # first read); None outside a transaction (each statement reads at the binlog's end).
+    in_transaction: bool = False
+    pinned: tuple[str, int] | None = None
 
 
 class SessionHandle(Protocol):
@@ -91,6 +97,9 @@ class ServerContext:
     gtid_state: GtidState | None = None
     # The mariadb flavour's GTIDs (`[dumper] flavor = "mariadb"`; then gtid_state is None).
     mariadb_gtids: MariadbGtidState | None = None
+    # The cluster's GMS and DNs, for SELECTs over logical tables (docs/snapshot-reads.md);
+    # None: a dumper serving files only (rows are refused).
+    snapshot: SnapshotSource | None = None
 
     def __post_init__(self) -> None:
         if not self.variables:
@@ -114,15 +123,19 @@ class ServerContext:
                 return u
         return None
 
-    def live_variables(self, names: Collection[str] = LIVE_VARIABLES) -> dict[str, VarValue]:
+    def live_variables(
+        self, names: Collection[str] = LIVE_VARIABLES, upto: tuple[str, int] | None = None
+    ) -> dict[str, VarValue]:
         """The variables read from the files at each ask (what GTIDs they hold); of `names`
-        only what they need is read (SHOW MASTER STATUS wants gtid_executed alone)."""
+        only what they need is read (SHOW MASTER STATUS wants gtid_executed alone). `upto`: a
+        session's pinned position (a snapshot transaction): gtid_executed as of there (the
+        mariadb flavour's variables are the files' end for now)."""
         if self.mariadb_gtids is not None:
             return dict(self.mariadb_gtids.variables())  # one read gives all three
         out: dict[str, VarValue] = {}
         if self.gtid_state is not None:
             if "gtid_executed" in names:
-                out["gtid_executed"] = str(self.gtid_state.executed())
+                out["gtid_executed"] = str(self.gtid_state.executed(upto))
             if "gtid_purged" in names:
                 out["gtid_purged"] = str(self.gtid_state.purged())
         return out

@@ -6,7 +6,7 @@ and the connection a dump writes its packets to."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -39,7 +39,30 @@ class RowsResult:
     rows: Iterable[Sequence[object] | None] = field(default_factory=list)
 
 
-Result = OkResult | RowsResult
+class RowStream(Protocol):
+    """A result read from elsewhere while it is sent (snapshot reads from the DNs): `open()`
+    gives the column definitions (objects with `encode()`), `rows()` the text rows, encoded.
+    Both may raise SqlError; `rows()` cleans up when closed early."""
+
+    async def open(self) -> Sequence[ColumnPacket]: ...
+
+    def rows(self) -> AsyncIterator[bytes]: ...
+
+    def close(self) -> None:
+        """Release what `open()` took, when the rows are never read (an error, a kill)."""
+        ...
+
+
+class ColumnPacket(Protocol):
+    def encode(self) -> bytes: ...
+
+
+@dataclass(slots=True)
+class StreamedRows:
+    stream: RowStream
+
+
+Result = OkResult | RowsResult | StreamedRows
 
 
 class QueryHandler(Protocol):

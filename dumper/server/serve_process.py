@@ -69,6 +69,7 @@ class ServeProcess:
         leading: Callable[[], bool] = lambda: True,
         read_only: Callable[[], bool] = lambda: False,
         term: Callable[[], int] = lambda: 0,
+        merged_tso: Callable[[], int] = lambda: 0,
         acks: AckGate | None = None,
         schema: str = "history",
         server_uuid: str = "",
@@ -78,6 +79,7 @@ class ServeProcess:
         self.dir = Path(binlog_dir)
         self._current = current_notify
         self._writer_end = writer_end
+        self._merged_tso = merged_tso
         self._leading = leading
         self._read_only = read_only
         self._term = term
@@ -101,12 +103,13 @@ class ServeProcess:
         return self._consumers
 
     def _view(self) -> ServeView:
+        merged = self._merged_tso()  # before the end: what it covers is written by then
         end = self._writer_end()
         limit = None
         if end is not None:
             with contextlib.suppress(ValueError):
                 limit = (file_number(end[0]), end[1])
-        return ServeView(limit, self._leading(), self._read_only(), self._term())
+        return ServeView(limit, self._leading(), self._read_only(), self._term(), merged)
 
     def publish(self) -> None:
         """Tell the server how far it may serve now, and wake its waiting dumps."""
@@ -340,6 +343,11 @@ async def _child(spec: dict) -> None:
         )
     else:
         schema = InMemorySchemaProvider()
+    snapshot = None
+    if spec["schema"] == "history":  # a cluster behind: rows of logical tables can be read
+        from dumper.server.snapshot import SnapshotSource
+
+        snapshot = SnapshotSource(config)
     config.dumper.port = spec["port"]
     server = await serve(
         config.dumper,
@@ -349,6 +357,7 @@ async def _child(spec: dict) -> None:
         read_only=lambda: state.read().read_only,
         acks=acks,
         server_uuid=spec["server_uuid"],
+        snapshot=snapshot,
     )
     out = sys.stdout.buffer
     out.write(json.dumps({"port": server.port}).encode() + b"\n")

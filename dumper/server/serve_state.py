@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from binlog_writer import file_number
 from cdc.tasks import wait_event
 
-_STATE = struct.Struct("<QBxxxIQQ")  # seq, flags, file number, end, term
+_STATE = struct.Struct("<QBxxxIQQQ")  # seq, flags, file number, end, term, merged TSO
 _HAS_LIMIT, _LEADING, _READ_ONLY = 1, 2, 4
 _READ_TRIES = 100_000  # a write takes well under a microsecond
 
@@ -26,6 +26,8 @@ class ServeView:
     leading: bool
     read_only: bool
     term: int
+    # Every transaction with a smaller TSO is in the files (`Leader.merged_tso`; 0: unknown)
+    merged_tso: int = 0
 
 
 class ServeState:
@@ -57,14 +59,16 @@ class ServeState:
         m = self._map
         self._seq += 1
         m[0:8] = struct.pack("<Q", self._seq)  # odd: being written
-        m[8 : _STATE.size] = _STATE.pack(self._seq, flags, number, end, view.term)[8:]
+        m[8 : _STATE.size] = _STATE.pack(self._seq, flags, number, end, view.term, view.merged_tso)[
+            8:
+        ]
         self._seq += 1
         m[0:8] = struct.pack("<Q", self._seq)
 
     def read(self) -> ServeView:
         m = self._map
         for _ in range(_READ_TRIES):
-            seq, flags, number, end, term = _STATE.unpack(m[: _STATE.size])
+            seq, flags, number, end, term, merged = _STATE.unpack(m[: _STATE.size])
             if seq & 1 or struct.unpack("<Q", m[0:8])[0] != seq:
                 continue  # the leader is writing it this instant
             return ServeView(
@@ -72,6 +76,7 @@ class ServeState:
                 bool(flags & _LEADING),
                 bool(flags & _READ_ONLY),
                 term,
+                merged,
             )
         # Odd for good: the leader died in the middle of a write (its stdin EOF ends us soon).
         # Serve nothing meanwhile: no file number is 0.
@@ -95,6 +100,9 @@ class SharedStateNotifier:
 
     async def wait(self, timeout: float) -> None:
         await wait_event(self._event, timeout)
+
+    def merged_tso(self) -> int | None:
+        return self.state.read().merged_tso or None
 
     def visible_end(self, name: str) -> int | None:
         limit = self.state.read().limit

@@ -18,6 +18,7 @@ from dumper.server.dump.handler import ReplicationAnswers
 from dumper.server.dump.notifiers import Notifier, PollNotifier
 from dumper.server.dump.retention import Retention, RetentionPolicy
 from dumper.server.handlers import Handlers
+from dumper.server.snapshot.source import SnapshotSource
 from dumper.server.sql.executor import QueryExecutor
 from dumper.server.sql.schema import InMemorySchemaProvider, SchemaProvider
 from dumper.server.wire.listener import Listener
@@ -87,6 +88,7 @@ async def serve(
     read_only: Callable[[], bool] | None = None,
     acks: AckGate | None = None,
     server_uuid: str = "",
+    snapshot: SnapshotSource | None = None,
 ) -> Server:
     """Start serving `binlog_dir` (default `config.binlog_dir`) and return the running Server.
     `server_uuid`: the global binlog's (the sid of the GTIDs in its files); "" for files
@@ -99,6 +101,7 @@ async def serve(
         notifier=notifier or PollNotifier(),
         acks=acks,
         server_uuid=server_uuid,
+        snapshot=snapshot,
     )
     if read_only is not None:
         ctx.read_only = read_only

@@ -87,7 +87,36 @@ def require(user: DumperUser | None, *privileges: str) -> None:
         raise denied(*privileges)
 
 
+ER_TABLEACCESS_DENIED = 1142
+
+
+def may_read_rows(user: DumperUser | None, db: str) -> bool:
+    """Rows of logical tables (`select` in [[dumper.users]]): the base SELECT covers only the
+    variables and the schema, never rows."""
+    if user is None or user.select is False:
+        return False
+    return user.select is True or db.lower() in (d.lower() for d in user.select)
+
+
+def require_read_rows(user: DumperUser | None, host: str, db: str, table: str) -> None:
+    """MySQL's ER_TABLEACCESS_DENIED_ERROR unless `user` may read rows of `db`."""
+    if not may_read_rows(user, db):
+        name = user.name if user is not None else ""
+        raise SqlError(
+            f"SELECT command denied to user '{name}'@'{host}' for table `{db}`.`{table}` "
+            "(rows need `select` in its [[dumper.users]] entry)",
+            ER_TABLEACCESS_DENIED,
+            "42000",
+        )
+
+
 def grants(user: DumperUser) -> list[str]:
     have = privileges(user)
-    privs = [p for p in _GRANT_ORDER if p in have]
-    return [f"GRANT {', '.join(privs)} ON *.* TO '{user.name}'@'%'"]
+    # SELECT on *.* is shown only when it reads rows of every database (`select = true`): the
+    # base SELECT (variables, schema) reads no row, and a tool deciding from SHOW GRANTS whether
+    # it may snapshot a table must not be told it can.
+    privs = [p for p in _GRANT_ORDER if p in have and (p != "SELECT" or user.select is True)]
+    out = [f"GRANT {', '.join(privs)} ON *.* TO '{user.name}'@'%'"]
+    if isinstance(user.select, list):
+        out += [f"GRANT SELECT ON `{db}`.* TO '{user.name}'@'%'" for db in user.select]
+    return out

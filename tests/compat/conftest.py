@@ -16,6 +16,7 @@ import random
 import socket
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -82,6 +83,39 @@ async def drive_traffic(cfg: Config) -> tuple[WorkloadStats, WorkloadStats, tupl
         large = OrdersWorkload(cn, customers=50, large_rows=LARGE_ROWS, large_every=1)
         await large.step(random.Random(0))
         return transfers, order_stats, await transfer.totals()
+    finally:
+        await cn.close()
+
+
+async def transfers_until(
+    cfg: Config,
+    stop: threading.Event,
+    *,
+    accounts: int,
+    partitions: int,
+    threads: int = 1,
+    tps: float = 20.0,
+) -> None:
+    """Transfers through a CN of `cfg` until `stop` is set (a thread's event: tests stop it
+    from outside the loop); the transfers under way finish."""
+    cn = ComputeNode(cfg)
+    await cn.start()
+    warnings.simplefilter("ignore", pymysql.Warning)
+    try:
+        transfer = TransferWorkload(
+            cn, accounts=accounts, initial_balance=BALANCE, partitions=partitions
+        )
+        await transfer.setup()
+        done = asyncio.Event()
+
+        async def watch() -> None:
+            while not stop.is_set():
+                await asyncio.sleep(0.1)
+            done.set()
+
+        watcher = asyncio.create_task(watch())
+        await run_workload(transfer.step, threads=threads, duration_s=3600, tps=tps, stop=done)
+        await watcher
     finally:
         await cn.close()
 

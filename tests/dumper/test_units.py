@@ -54,7 +54,7 @@ def test_parse_shapes():
     assert p("SHOW TABLE STATUS FROM d LIKE 'a%'") == sql.ShowTableStatus("d", "a%")
     assert isinstance(p("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"), sql.Noop)
     assert isinstance(p("SET character_set_results = NULL"), sql.SetVars)
-    for bad in ("DROP TABLE x", "SELECT * FROM t", "SHOW FOO", "SELECT 1 +"):
+    for bad in ("DROP TABLE x", "SELECT * FROM t JOIN u", "SHOW FOO", "SELECT 1 +"):
         with pytest.raises(sql.SqlError):
             p(bad)
 

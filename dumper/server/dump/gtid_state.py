@@ -42,13 +42,19 @@ class GtidState:
         self.files = files
         self.sid = sid_of(server_uuid)
 
-    def executed(self) -> GtidSet:
-        """Every GTID in the files, the purged ones included (MySQL's gtid_executed)."""
+    def executed(self, upto: tuple[str, int] | None = None) -> GtidSet:
+        """Every GTID in the files, the purged ones included (MySQL's gtid_executed); with
+        `upto` (file, position), those before it (a snapshot transaction's position)."""
         names = self.files.names()
+        if upto is not None and upto[0] in names:
+            names = names[: names.index(upto[0]) + 1]
         for name in reversed(names):
             path = self.files.path(name)
             if path.exists():
-                gno = gtids.last_gno(path, path.stat().st_size, self.sid)
+                size = path.stat().st_size
+                if upto is not None and name == upto[0]:
+                    size = min(size, upto[1])
+                gno = gtids.last_gno(path, size, self.sid)
                 if gno is not None:
                     return GtidSet.upto(self.sid, gno)
         return GtidSet()

@@ -21,6 +21,11 @@ class Notifier(Protocol):
         is not whole yet), or None: everything in it may be sent."""
         ...
 
+    def merged_tso(self) -> int | None:
+        """Every transaction with a smaller TSO is in the files already; None: not known here
+        (no merge in this process's reach). Snapshot reads wait for it past their watermark."""
+        ...
+
 
 class PollNotifier:
     """No writer in the process: just sleep; the sender polls the file size."""
@@ -29,6 +34,9 @@ class PollNotifier:
         await asyncio.sleep(timeout)
 
     def visible_end(self, name: str) -> int | None:
+        return None
+
+    def merged_tso(self) -> int | None:
         return None
 
 
@@ -48,6 +56,9 @@ class EventNotifier:
     def visible_end(self, name: str) -> int | None:
         return None
 
+    def merged_tso(self) -> int | None:
+        return None
+
 
 class CurrentEventNotifier:
     """For a writer that sets, then replaces, an asyncio.Event after each append (the Leader's
@@ -57,12 +68,17 @@ class CurrentEventNotifier:
         self,
         current: Callable[[], asyncio.Event],
         visible: Callable[[str], int | None] | None = None,
+        merged: Callable[[], int] | None = None,
     ) -> None:
         self._current = current
         self._visible = visible  # the writer's `visible_end`, when it streams huge transactions
+        self._merged = merged  # the leader's `merged_tso`
 
     def visible_end(self, name: str) -> int | None:
         return self._visible(name) if self._visible is not None else None
+
+    def merged_tso(self) -> int | None:
+        return (self._merged() or None) if self._merged is not None else None
 
     async def wait(self, timeout: float) -> None:
         await wait_event(self._current(), timeout)

@@ -33,12 +33,13 @@ class BinlogAnswers(Answers):
             Column("Binlog_Ignore_DB"),
             Column("Executed_Gtid_Set"),
         ]
+        pinned = self.state.pinned  # inside a snapshot transaction: where it reads
         names = self.ctx.files.names()
         if not names:
             return RowsResult(columns)
-        last = names[-1]
-        executed = self.ctx.live_variables(("gtid_executed",)).get("gtid_executed", "")
-        return RowsResult(columns, [(last, self.ctx.files.complete_end(last), "", "", executed)])
+        last, end = pinned or (names[-1], self.ctx.files.complete_end(names[-1]))
+        live = self.ctx.live_variables(("gtid_executed",), upto=pinned)
+        return RowsResult(columns, [(last, end, "", "", live.get("gtid_executed", ""))])
 
     def show_binary_logs(self, stmt: st.ShowBinaryLogs) -> Result:
         require(self.state.user, "SUPER", "REPLICATION CLIENT", "BINLOG MONITOR")

@@ -47,6 +47,9 @@ class InfoSchemaAnswers(Answers):
                 if cond.op == "LIKE":
                     if not like_to_regex(cond.values[0]).fullmatch(value):
                         return False
+                elif cond.op == "=DATABASE()":
+                    if value != (self.state.db or ""):
+                        return False
                 elif value not in cond.values:
                     return False
             return True
@@ -79,6 +82,7 @@ class InfoSchemaAnswers(Answers):
                 "extra",
                 "privileges",
                 "column_comment",
+                "generation_expression",  # mariadb-dump asks; no generated columns: NULL
             ),
             "tables": (
                 "table_catalog",
@@ -182,6 +186,7 @@ class InfoSchemaAnswers(Answers):
                         c.extra,
                         "select",
                         c.comment,
+                        None,
                     )
                     out.append(dict(zip(self._info_schema_columns(table), values, strict=True)))
         return out

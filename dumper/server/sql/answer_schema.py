@@ -50,6 +50,16 @@ class SchemaAnswers(Answers):
             )
         return RowsResult(cols(f"Tables_in_{db}"), [(n,) for n in names])
 
+    def show_create_database(self, stmt: st.ShowCreateDatabase) -> Result:
+        if stmt.db not in self.ctx.schema.databases():
+            raise SqlError(f"Unknown database '{stmt.db}'", 1049, "42000")
+        if_not_exists = "/*!32312 IF NOT EXISTS*/ " if stmt.if_not_exists else ""
+        # The CN creates logical databases with the DNs' defaults (utf8mb4).
+        text = (
+            f"CREATE DATABASE {if_not_exists}`{stmt.db}` /*!40100 DEFAULT CHARACTER SET utf8mb4 */"
+        )
+        return RowsResult(cols("Database", "Create Database"), [(stmt.db, text)])
+
     def show_create_table(self, stmt: st.ShowCreateTable) -> Result:
         table = self._table(stmt.db, stmt.table)
         return RowsResult(cols("Table", "Create Table"), [(table.name, table.create_statement())])

@@ -70,7 +70,7 @@ class VariableAnswers(Answers):
         if scope != "global" and name in self.state.session_vars:
             return self.state.session_vars[name]
         if name in LIVE_VARIABLES:
-            live = self.ctx.live_variables((name,))
+            live = self.ctx.live_variables((name,), upto=self.state.pinned)
             if name in live:
                 return live[name]
         if name in self.ctx.variables:
@@ -177,7 +177,7 @@ class VariableAnswers(Answers):
                 ),
             }
         else:
-            values = {**self.ctx.variables, **self.ctx.live_variables()}
+            values = {**self.ctx.variables, **self.ctx.live_variables(upto=self.state.pinned)}
             if stmt.scope != "global":
                 values.update(self.state.session_vars)
         conds = [(c.op, c.values) for c in stmt.conditions]

@@ -104,7 +104,7 @@ class Cursor:
                 value += self.next().value
             return Literal(value)
         if tok.kind == "num":
-            return Literal(_number(tok.text))
+            return Literal(number_value(tok.text))
         if tok.kind == "op" and tok.text == "-":
             inner = self.expr()
             if isinstance(inner, Literal) and isinstance(inner.value, int | float):
@@ -146,6 +146,8 @@ class Cursor:
             col = self.name()
         col = col.lower()
         if self.accept("="):
+            if self.accept("DATABASE", "(", ")"):  # mariadb-dump: table_schema = DATABASE()
+                return Condition(col, "=DATABASE()", [])
             return Condition(col, "=", [self._literal_text()])
         if self.accept("LIKE"):
             return Condition(col, "LIKE", [self.string()])
@@ -165,7 +167,7 @@ class Cursor:
         return str(expr.value)
 
 
-def _number(text: str) -> int | float:
+def number_value(text: str) -> int | float:
     """A number literal's value, or SqlError 1064 — never Python's own errors (int() refuses
     more than 4300 digits with ValueError; float() overflows to inf)."""
     if text.isdigit():

@@ -1,5 +1,5 @@
 """A session's query handler: each statement to the answer of its subject, by an explicit table
-(variables, binlog status, schema, information_schema, sessions). Results are values; the
+(variables, binlog status, schema, information_schema, sessions, rows of logical tables). Results are values; the
 session encodes them."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dumper.server.sql.answer_binlog import BinlogAnswers
 from dumper.server.sql.answer_info_schema import InfoSchemaAnswers
 from dumper.server.sql.answer_schema import SchemaAnswers
 from dumper.server.sql.answer_sessions import SessionAnswers
+from dumper.server.sql.answer_tables import TableAnswers
 from dumper.server.sql.answer_variables import VariableAnswers
 from dumper.server.sql.lexer import split_statements
 from dumper.server.sql.parser import parse
@@ -29,6 +30,7 @@ class QueryExecutor:
         binlog = BinlogAnswers(ctx, state)
         schema = SchemaAnswers(ctx, state)
         sessions = SessionAnswers(ctx, state)
+        tables = TableAnswers(ctx, state)
         # Every statement type the parser makes, and who answers it.
         self._answers: dict[type, Callable[[Any], Result]] = {
             st.Select: variables.select,
@@ -40,11 +42,14 @@ class QueryExecutor:
             st.Purge: binlog.purge,
             st.ShowDatabases: schema.show_databases,
             st.ShowTables: schema.show_tables,
+            st.ShowCreateDatabase: schema.show_create_database,
             st.ShowCreateTable: schema.show_create_table,
             st.ShowColumns: schema.show_columns,
             st.ShowIndex: schema.show_index,
             st.ShowTableStatus: schema.show_table_status,
             st.InfoSchemaSelect: InfoSchemaAnswers(ctx, state).select,
+            st.TableSelect: tables.select,
+            st.Transaction: tables.transaction,
             st.ShowReplicas: sessions.show_replicas,
             st.ShowProcesslist: sessions.show_processlist,
             st.Kill: sessions.kill,

@@ -10,6 +10,7 @@ from dumper.server.sql.statements import (
     ShowBinaryLogs,
     ShowBinlogEvents,
     ShowColumns,
+    ShowCreateDatabase,
     ShowCreateTable,
     ShowDatabases,
     ShowEmpty,
@@ -55,6 +56,11 @@ class ShowParser(Cursor):
             return ShowDatabases(like)
         if self.accept("TABLES"):
             return self._show_tables(full)
+        if self.accept("CREATE", "DATABASE") or self.accept("CREATE", "SCHEMA"):
+            if_not_exists = self.accept("IF", "NOT", "EXISTS")
+            db = self.name()
+            self.end()
+            return ShowCreateDatabase(db, if_not_exists)
         if self.accept("CREATE", "TABLE"):
             db, table = self.qualified()
             self.end()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dumper.server.handlers import SqlError
 from dumper.server.sql.cursor import LiteralError
 from dumper.server.sql.lexer import MAX_NAME_CHARS
+from dumper.server.sql.parse_select import parse_table_select, reads_table, unsupported
 from dumper.server.sql.parse_show import ShowParser
 from dumper.server.sql.statements import (
     AccountChange,
@@ -19,7 +20,9 @@ from dumper.server.sql.statements import (
     Select,
     SelectItem,
     SetVars,
+    ShowEmpty,
     Statement,
+    Transaction,
     Use,
 )
 
@@ -36,6 +39,8 @@ class _Parser(ShowParser):
         return parse_rest(self)
 
     def _stmt_select(self) -> Statement:
+        if reads_table(self):
+            return parse_table_select(self)
         items: list[SelectItem] = []
         start_i = self.i
         while True:
@@ -94,6 +99,10 @@ class _Parser(ShowParser):
                 break
         self.expect("FROM")
         db, table = self.qualified()
+        if (db or "").lower() == "information_schema" and table.lower() in _ALWAYS_EMPTY:
+            # mariadb-dump's tablespaces query (subqueries, GROUP BY): no rows, whatever it asks
+            self.i = len(self.toks)
+            return ShowEmpty([out for _src, out in columns])
         if (db or "").lower() != "information_schema":
             raise SqlError(
                 f"Table '{db or '?'}.{table}' is not served by the binlog server "
@@ -212,8 +221,90 @@ class _Parser(ShowParser):
 
     def _stmt_start(self) -> Statement:
         self.expect("TRANSACTION")
+        action = "begin"
+        while not self.at_end():
+            if self.accept("WITH", "CONSISTENT", "SNAPSHOT"):
+                action = "snapshot"
+            elif self.accept("READ", "WRITE"):
+                raise unsupported("a read-write transaction (the binlog server is read-only)", "")
+            elif not (self.accept(",") or self.accept("READ", "ONLY")):
+                raise self.error()
+        return Transaction(action)
+
+    def _stmt_begin(self) -> Statement:
+        self.accept("WORK")
+        self.end()
+        return Transaction("begin")
+
+    def _stmt_end(self) -> Statement:
+        """COMMIT [WORK], ROLLBACK [WORK]; ROLLBACK TO [SAVEPOINT] x keeps the transaction."""
+        self.accept("WORK")
+        if self.accept("TO"):
+            self.accept("SAVEPOINT")
+            self.name()
+            self.end()
+            return Noop()
+        self.accept("AND", "NO", "CHAIN")
+        self.accept("NO", "RELEASE")
+        self.end()
+        return Transaction("end")
+
+    def _stmt_flush(self) -> Statement:
+        """FLUSH [LOCAL | NO_WRITE_TO_BINLOG] TABLE[S] [t, …] [WITH READ LOCK]: answered as a
+        read-only server does (nothing to flush; a read lock holds nothing here)."""
+        self.accept("LOCAL") or self.accept("NO_WRITE_TO_BINLOG")
+        if not (self.accept("TABLES") or self.accept("TABLE")):
+            raise self.error()
+        while not self.at_end() and not self.accept("WITH", "READ", "LOCK"):
+            if self.accept("FOR", "EXPORT"):
+                raise unsupported("FLUSH TABLES … FOR EXPORT", "")
+            self.qualified()
+            self.accept(",")
+        self.end()
         return Noop()
 
+    def _stmt_lock(self) -> Statement:
+        """LOCK TABLE[S] t [[AS] a] READ [LOCAL], …: WRITE is refused (read-only)."""
+        if not (self.accept("TABLES") or self.accept("TABLE")):
+            raise self.error()
+        while True:
+            self.qualified()
+            if self.accept("AS") or (
+                (tok := self.peek()) is not None
+                and tok.kind in ("ident", "ident_q")
+                and tok.word() not in ("READ", "WRITE", "LOW_PRIORITY")
+            ):
+                self.name()
+            if self.accept("READ"):
+                self.accept("LOCAL")
+            else:
+                raise unsupported("LOCK TABLES … WRITE (the binlog server is read-only)", "")
+            if not self.accept(","):
+                break
+        self.end()
+        return Noop()
+
+    def _stmt_unlock(self) -> Statement:
+        if not (self.accept("TABLES") or self.accept("TABLE")):
+            raise self.error()
+        self.end()
+        return Noop()
+
+    def _stmt_savepoint(self) -> Statement:
+        self.name()
+        self.end()
+        return Noop()
+
+    def _stmt_release(self) -> Statement:
+        self.expect("SAVEPOINT")
+        self.name()
+        self.end()
+        return Noop()
+
+
+# information_schema tables a binlog server has no rows for (files, tablespaces, partitions
+# of physical tables are the DNs').
+_ALWAYS_EMPTY = ("files", "partitions", "triggers", "routines", "events", "views", "parameters")
 
 # A statement's first keyword -> the parser of the rest of it.
 _FIRST_WORDS = {
@@ -231,10 +322,15 @@ _FIRST_WORDS = {
     "CREATE": _Parser._user_statement,
     "DROP": _Parser._user_statement,
     "RENAME": _Parser._user_statement,
-    "BEGIN": _Parser._noop,
-    "COMMIT": _Parser._noop,
-    "ROLLBACK": _Parser._noop,
+    "BEGIN": _Parser._stmt_begin,
+    "COMMIT": _Parser._stmt_end,
+    "ROLLBACK": _Parser._stmt_end,
     "START": _Parser._stmt_start,
+    "FLUSH": _Parser._stmt_flush,
+    "LOCK": _Parser._stmt_lock,
+    "UNLOCK": _Parser._stmt_unlock,
+    "SAVEPOINT": _Parser._stmt_savepoint,
+    "RELEASE": _Parser._stmt_release,
 }
 
 

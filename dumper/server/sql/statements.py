@@ -4,6 +4,7 @@ dataclass per statement form (`Statement` is their union)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 
 # -- expressions ----------------------------------------------------------------------------------
@@ -47,7 +48,7 @@ class Select:
 @dataclass(slots=True)
 class Condition:
     column: str  # lower case
-    op: str  # "=", "IN" or "LIKE"
+    op: str  # "=", "IN", "LIKE" or "=DATABASE()" (the session's database; no values)
     values: list[str]
 
 
@@ -180,12 +181,100 @@ class AccountChange:
 
 @dataclass(slots=True)
 class Noop:
-    """Accepted and ignored (transaction control, session settings we do not model)."""
+    """Accepted and ignored (session settings we do not model; FLUSH TABLES, LOCK TABLES … READ,
+    UNLOCK TABLES and savepoints: nothing can change under a snapshot, so a read lock costs
+    nothing and holds nothing)."""
+
+
+@dataclass(slots=True)
+class Transaction:
+    """BEGIN / START TRANSACTION [WITH CONSISTENT SNAPSHOT] / COMMIT / ROLLBACK: where the
+    session's reads are pinned (docs/snapshot-reads.md, "Transactions")."""
+
+    action: str  # "begin", "snapshot" (pins at once), "end"
+
+
+@dataclass(slots=True)
+class ShowCreateDatabase:
+    db: str
+    if_not_exists: bool = False
+
+
+# -- SELECT over a logical table (sql/parse_select.py, docs/snapshot-reads.md) --------------------
+# A WHERE literal: int, Decimal (exact, for numbers with a point), float (with an exponent), str
+# or None. Written back as SQL for the DN by snapshot/where.py.
+WhereValue = int | Decimal | float | str | None
+
+
+@dataclass(slots=True, frozen=True)
+class Compare:
+    column: str  # lower case
+    op: str  # = <> < <= > >= (`!=` is read as <>; `value op column` is turned around)
+    value: WhereValue
+
+
+@dataclass(slots=True, frozen=True)
+class Between:
+    column: str
+    low: WhereValue
+    high: WhereValue
+    negated: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class InList:
+    column: str
+    values: tuple[WhereValue, ...]
+    negated: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class IsNull:
+    column: str
+    negated: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class BoolOp:
+    op: str  # AND or OR
+    parts: tuple[Where, ...]
+
+
+@dataclass(slots=True, frozen=True)
+class Not:
+    part: Where
+
+
+Where = Compare | Between | InList | IsNull | BoolOp | Not
+
+
+@dataclass(slots=True, frozen=True)
+class TableItem:
+    kind: str  # "*", "column", "COUNT", "MIN" or "MAX" (COUNT is COUNT(*))
+    column: str | None  # lower case; None for * and COUNT(*)
+    name: str  # the result column's name: its alias, or the item as written
+
+
+@dataclass(slots=True)
+class TableSelect:
+    db: str | None  # None: the session's database
+    table: str
+    alias: str | None
+    items: list[TableItem]
+    where: Where | None = None
+    order_by: list[tuple[str, bool]] = field(default_factory=list)  # (column, descending)
+    limit: int | None = None
+    offset: int = 0
+
+    @property
+    def aggregate(self) -> bool:
+        return any(i.kind in ("COUNT", "MIN", "MAX") for i in self.items)
 
 
 Statement = (
     Select
     | InfoSchemaSelect
+    | TableSelect
     | SetVars
     | ShowVariables
     | ShowMasterStatus
@@ -206,4 +295,6 @@ Statement = (
     | Use
     | AccountChange
     | Noop
+    | Transaction
+    | ShowCreateDatabase
 )

@@ -15,7 +15,7 @@ from cdc.protocol.constants import ColumnType, Status
 from cdc.protocol.packets import ProtocolError, eof_packet, ok_packet, read_lenenc_str
 from cdc.protocol.resultset import BINARY_FIXED, Column, result_set_packets
 from dumper.server.context import SessionState
-from dumper.server.handlers import OkResult, QueryHandler, SqlError
+from dumper.server.handlers import OkResult, QueryHandler, RowsResult, SqlError
 from dumper.server.wire.conn import Conn
 
 # Per session, as MySQL's max_prepared_stmt_count bounds them per server: memory stays bounded.
@@ -215,7 +215,9 @@ class PreparedStatements:
             text = execute_text(stmt, body)
             self.state.info = text[:200]
             result = self.queries.execute(text)
-            if not isinstance(result, OkResult) and not isinstance(result.rows, list):
+            if not isinstance(result, OkResult) and (
+                not isinstance(result, RowsResult) or not isinstance(result.rows, list)
+            ):
                 raise SqlError(
                     "This command is not supported in the prepared statement protocol yet "
                     "(send it as a plain query)",

@@ -12,10 +12,10 @@ import time
 
 from cdc.protocol.constants import Capability as Cap
 from cdc.protocol.constants import Command, Status
-from cdc.protocol.packets import eof_packet, err_packet, ok_packet
+from cdc.protocol.packets import eof_packet, err_packet, lenenc_int, ok_packet
 from cdc.protocol.resultset import result_set_packets, text_row
 from dumper.server.context import ServerContext, SessionState
-from dumper.server.handlers import HandlerFactory, OkResult, RowsResult, SqlError
+from dumper.server.handlers import HandlerFactory, OkResult, RowsResult, SqlError, StreamedRows
 from dumper.server.wire.conn import Closed, Conn, Fatal, Idle
 from dumper.server.wire.handshake import handshake
 from dumper.server.wire.prepared import PreparedStatements
@@ -201,6 +201,9 @@ class Session:
                 break  # MySQL stops a multi-statement at the first error
             if isinstance(result, OkResult):
                 conn.send(ok_packet(affected=result.affected, status=status))
+            elif isinstance(result, StreamedRows):
+                if not await self._stream_table(result, status):
+                    break
             elif isinstance(result.rows, list):
                 for payload in result_set_packets(
                     result.columns, result.rows, deprecate_eof=conn.deprecate_eof, status=status
@@ -239,6 +242,45 @@ class Session:
             self._send_sql_error(exc)
             return False
         conn.send(head[-1])
+        return True
+
+    async def _stream_table(self, result: StreamedRows, status: int) -> bool:
+        """Rows read from elsewhere (snapshot reads: DN pages between watermarks) while they
+        are sent: the columns first, then each row as it comes, flushed with back-pressure so a
+        client that reads slowly holds the read (and its memory) back. An error before the
+        columns is a plain ERR; after, it ends the result set as MySQL does. False on error."""
+        conn = self.conn
+        try:
+            columns = await result.stream.open()
+        except BaseException as exc:
+            result.stream.close()
+            if not isinstance(exc, SqlError):
+                raise
+            self._send_sql_error(exc)
+            return False
+        conn.send(lenenc_int(len(columns)))
+        for column in columns:
+            conn.send(column.encode())
+        if not conn.deprecate_eof:
+            conn.send(eof_packet(status=status & ~Status.MORE_RESULTS_EXISTS))
+        budget = ROWS_PER_TURN
+        try:
+            async with contextlib.aclosing(result.stream.rows()) as rows:
+                async for row in rows:
+                    conn.send(row)
+                    budget -= 1
+                    if budget <= 0:
+                        await conn.flush()  # waits while the client does not read
+                        budget = ROWS_PER_TURN
+        except SqlError as exc:
+            self._send_sql_error(exc)
+            return False
+        end = (
+            ok_packet(status=status, header=0xFE)
+            if conn.deprecate_eof
+            else eof_packet(status=status)
+        )
+        conn.send(end)
         return True
 
     # -- replication ---------------------------------------------------------------------------

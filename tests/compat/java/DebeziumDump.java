@@ -1,7 +1,8 @@
 // The Debezium MySQL connector (embedded engine) reading the dumper as its MySQL server: schema
 // from the server (snapshot.mode=no_data), then the binlog from the current position. Prints
 // "READY" once its task started (its binlog client logs "Connected to …" on stderr once the dump
-// runs), then one line per change event value (JSON); exits after N events, or 1 on a timeout. Usage: java -cp "jars/*" DebeziumDump.java HOST PORT USER PASSWORD N TIMEOUT_S
+// runs), then one line per change event value (JSON); exits after N events, or 1 on a timeout. Usage: java -cp "jars/*" DebeziumDump.java HOST PORT USER PASSWORD N TIMEOUT_S [SNAPSHOT_MODE [TABLES]]
+// (SNAPSHOT_MODE other than no_data: its default locking mode; TABLES: table.include.list)
 import io.debezium.engine.ChangeEvent;
 import io.debezium.engine.DebeziumEngine;
 import io.debezium.engine.format.Json;
@@ -27,8 +28,10 @@ public class DebeziumDump {
         p.setProperty("database.password", args[3]);
         p.setProperty("database.server.id", "65123");
         p.setProperty("topic.prefix", "compat");
-        p.setProperty("snapshot.mode", "no_data");
-        p.setProperty("snapshot.locking.mode", "none");
+        String mode = args.length > 6 ? args[6] : "no_data";
+        p.setProperty("snapshot.mode", mode);
+        if (mode.equals("no_data")) p.setProperty("snapshot.locking.mode", "none");
+        if (args.length > 7) p.setProperty("table.include.list", args[7]);
         p.setProperty("database.ssl.mode", "disabled");
         p.setProperty("include.schema.changes", "false");
         p.setProperty("decimal.handling.mode", "string");

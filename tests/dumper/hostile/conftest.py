@@ -16,7 +16,6 @@ import struct
 import subprocess
 import threading
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,13 +24,10 @@ import pytest
 
 from cdc.config import Config, DumperUser
 from cdc.protocol import auth
-from cn import ComputeNode
-from cn.workloads.runner import run_workload
-from cn.workloads.transfer import TransferWorkload
 from local_cluster.testing import free_base_port, throwaway_cluster
-from tests.compat.conftest import cdc_start, tail
+from tests.compat.conftest import cdc_start, tail, transfers_until
 
-ADMIN = ("repl", "repl")  # replication + admin (the cluster's default account)
+ADMIN = ("repl", "repl")  # replication + admin + rows (the cluster's default account)
 SLAVE = ("slave", "s1")  # replication only
 READER = ("reader", "r1")  # neither
 MAX_PACKET = 1 << 20
@@ -97,24 +93,7 @@ class Live:
 
 
 async def _traffic(cfg: Config, stop: threading.Event) -> None:
-    cn = ComputeNode(cfg)
-    await cn.start()
-    warnings.simplefilter("ignore", pymysql.Warning)
-    try:
-        transfer = TransferWorkload(cn, accounts=20, initial_balance=1000, partitions=2)
-        await transfer.setup()
-        done = asyncio.Event()
-
-        async def watch() -> None:
-            while not stop.is_set():
-                await asyncio.sleep(0.1)
-            done.set()
-
-        watcher = asyncio.create_task(watch())
-        await run_workload(transfer.step, threads=1, duration_s=3600, tps=20, stop=done)
-        await watcher
-    finally:
-        await cn.close()
+    await transfers_until(cfg, stop, accounts=20, partitions=2)
 
 
 @pytest.fixture(scope="package")
@@ -127,7 +106,9 @@ def live(tmp_path_factory) -> Live:
         d.binlog_dir = str(directory / "binlog")
         d.port = free_base_port(0)
         d.users = [
-            DumperUser(ADMIN[0], auth.native_hash(ADMIN[1]), replication=True, admin=True),
+            DumperUser(
+                ADMIN[0], auth.native_hash(ADMIN[1]), replication=True, admin=True, select=True
+            ),
             DumperUser(SLAVE[0], auth.native_hash(SLAVE[1]), auth.caching_sha2_digest(SLAVE[1])),
             DumperUser(READER[0], auth.native_hash(READER[1]), replication=False),
         ]

@@ -1,0 +1,61 @@
+"""Pure: one chunk of a snapshot read — the rows of the table as of P whose primary key is in
+`(lo, hi]`, from what the shards' reads returned and the keys the global binlog changed after P.
+
+Why exact (docs/snapshot-reads.md has the whole argument): every shard was read up to at least
+`hi` before the chunk's high watermark H, and `changed` holds, for every key changed in the
+global binlog between P and (at least) H, its state at P (the before-image of its first change,
+None when that change created the key). A key not in `changed` was not changed between P and
+any read, so a read shows its state at P, from the one shard that holds it; a key in `changed`
+is taken from there, whatever the reads saw (read twice, missed, or a later state). A key is
+in exactly one chunk's range, so it is emitted once.
+
+Rows are (key, payload): keys are tuples of ints when the primary key is made of integers (their
+order in Python is the DN's, so chunks may be bounded), else tuples of the key's text, in one
+unbounded chunk (no bound is compared); payloads are what the caller sends."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+Key = tuple
+P = TypeVar("P")
+Image = TypeVar("Image")
+
+
+def take_chunk(
+    buffers: list[deque[tuple[Key, P]]],
+    lo: Key | None,
+    hi: Key | None,
+    changed: Mapping[Key, Image | None],
+    render: Callable[[Image], P | None],
+) -> list[tuple[Key, P]]:
+    """The chunk `(lo, hi]` (None: unbounded) in key order. Rows with a key ≤ `hi` are taken
+    out of `buffers` (each in key order); later ones stay for the next chunk. `render` turns a
+    before-image into a payload, or None when it does not match the statement's WHERE."""
+    out: list[tuple[Key, P]] = []
+    for buf in buffers:
+        while buf and (hi is None or buf[0][0] <= hi):
+            key, payload = buf.popleft()
+            if key not in changed:
+                out.append((key, payload))
+    for key, image in changed.items():
+        if image is None or (lo is not None and key <= lo) or (hi is not None and key > hi):
+            continue
+        payload = render(image)
+        if payload is not None:
+            out.append((key, payload))
+    out.sort(key=lambda row: row[0])
+    return out
+
+
+def chunk_bound(lasts: list[Key | None], exhausted: list[bool]) -> Key | None:
+    """The chunk's upper bound: the smallest last key read of the shards that may hold more
+    (every key up to it was read from every shard); None when every shard is exhausted."""
+    open_ends = [last for last, done in zip(lasts, exhausted, strict=True) if not done]
+    if not open_ends:
+        return None
+    if any(last is None for last in open_ends):
+        raise ValueError("a shard that is not exhausted has read no key")
+    return min(open_ends)  # type: ignore[type-var]

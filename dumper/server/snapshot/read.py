@@ -1,0 +1,385 @@
+"""One SELECT over a logical table, as of a global binlog position P (docs/snapshot-reads.md):
+its plan (columns, key, the SQL of a page), then chunk after chunk: a page from every shard that
+needs one, a high watermark (a TSO from the GMS, waited for in the global binlog), the chunk's
+rows at P (`chunks.take_chunk`), streamed. COUNT(*) / MIN / MAX are folded over those rows."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+
+from cdc.cn_protocol.catalogue import LogicalTable
+from dumper.server.dump.binlog_files import BinlogFiles
+from dumper.server.dump.notifiers import Notifier
+from dumper.server.handlers import SqlError
+from dumper.server.snapshot.changes import ChangedKeys
+from dumper.server.snapshot.chunks import Key, chunk_bound, take_chunk
+from dumper.server.snapshot.source import DnReader, Shard, SnapshotSource
+from dumper.server.snapshot.values import (
+    INTEGER_TYPES,
+    ColumnDef,
+    integer,
+    sort_key,
+    split_fields,
+    text_row,
+    text_value,
+)
+from dumper.server.snapshot.where import columns_of, matches, to_sql
+from dumper.server.sql.parse_select import unsupported
+from dumper.server.sql.statements import TableSelect
+
+log = logging.getLogger(__name__)
+PAGE_ROWS = 10_000  # per shard and chunk: the memory bound is shards × this many rows
+# The global binlog reaches a fresh TSO within one heartbeat plus the pipeline's latency; this
+# long means the pipeline is not merging.
+WATERMARK_WAIT_S = 30.0
+ER_UNKNOWN = 1105
+ER_BAD_FIELD = 1054
+_MEMBERS = re.compile(r"'((?:[^']|'')*)'")
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+@dataclass(slots=True)
+class _Plan:
+    columns: list[ColumnDef]  # the table's, in order (SELECT * on a shard)
+    index: dict[str, int]  # lower-case name → position
+    members: dict[int, tuple[str, ...]]  # ENUM/SET values by position
+    key: list[int]  # primary key positions
+    data: list[int]  # the positions a page reads after the key
+    # Integer keys order the same in Python as on the DN, so their chunks may be bounded; any
+    # other key is read in one page per shard (one chunk, no bound to compare with).
+    integer_key: bool
+    result: list[ColumnDef] = field(default_factory=list)
+
+
+class SnapshotRead:
+    """The rows of `stmt` as of `position`; `open()` the result columns, then `rows()`."""
+
+    def __init__(
+        self,
+        source: SnapshotSource,
+        files: BinlogFiles,
+        notifier: Notifier,
+        stmt: TableSelect,
+        db: str,
+        position: tuple[str, int],
+        page_rows: int = PAGE_ROWS,
+    ) -> None:
+        self.source = source
+        self.files = files
+        self.notifier = notifier
+        self.stmt = stmt
+        self.db = db
+        self.position = position
+        self.page_rows = max(1, page_rows)
+        self._readers: dict[int, DnReader] = {}
+        self._table: LogicalTable | None = None
+        self._shards: list[Shard] = []
+        self._plan: _Plan | None = None
+
+    # -- plan ----------------------------------------------------------------------------------
+    async def open(self) -> list[ColumnDef]:
+        with self._as_sql_error():
+            return await self._open()
+
+    @contextlib.contextmanager
+    def _as_sql_error(self) -> Iterator[None]:
+        """A failure we did not foresee is the statement's ERR (logged), never the end of the
+        client's connection."""
+        try:
+            yield
+        except SqlError:
+            raise
+        except Exception as exc:
+            log.exception("snapshot read of %s.%s failed", self.db, self.stmt.table)
+            raise SqlError(
+                f"reading {self.db}.{self.stmt.table} failed: {exc!r} (the dumper's log has "
+                "the details)",
+                ER_UNKNOWN,
+                "HY000",
+            ) from None
+
+    async def _open(self) -> list[ColumnDef]:
+        stmt = self.stmt
+        table = await self.source.table(self.db, stmt.table)
+        if table is None:
+            raise SqlError(f"Table '{self.db}.{stmt.table}' doesn't exist", 1146, "42S02")
+        self._table = table
+        self._shards = self.source.shards(table)
+        first = self._shards[0]
+        reader = await self._reader(first.dn)
+        defs, _ = await reader.query(f"SELECT * FROM {first.name} LIMIT 0")
+        columns = [ColumnDef.parse(p) for p in defs]
+        index = {c.org_name.decode().lower(): i for i, c in enumerate(columns)}
+        _, described = await reader.query(f"SHOW COLUMNS FROM {first.name}")
+        members: dict[int, tuple[str, ...]] = {}
+        for row in described:
+            (name, type_), _ = split_fields(row, 2)
+            text = (type_ or b"").decode()
+            if text.startswith(("enum(", "set(")):
+                members[index[(name or b"").decode().lower()]] = tuple(
+                    m.replace("''", "'") for m in _MEMBERS.findall(text)
+                )
+        _, keys = await reader.query(f"SHOW KEYS FROM {first.name} WHERE Key_name = 'PRIMARY'")
+        key_names = [split_fields(r, 5)[0][4] for r in keys]
+        key = [index[(k or b"").decode().lower()] for k in key_names]
+        if not key:
+            raise unsupported("a table without a primary key")
+        integer_key = all(columns[i].type in INTEGER_TYPES for i in key)
+        if not integer_key and self.stmt.order_by:
+            raise unsupported("ORDER BY on a table whose primary key is not made of integers")
+        self._check_columns(index, key)
+        plan = _Plan(
+            columns, index, members, key, self._data_positions(index, len(columns)), integer_key
+        )
+        plan.result = await self._result_columns(reader, first, plan)
+        self._plan = plan
+        return plan.result
+
+    def _check_columns(self, index: dict[str, int], key: list[int]) -> None:
+        stmt = self.stmt
+
+        def known(column: str, clause: str) -> None:
+            if column not in index:
+                raise SqlError(f"Unknown column '{column}' in '{clause}'", ER_BAD_FIELD, "42S22")
+
+        for item in stmt.items:
+            if item.column is not None:
+                known(item.column, "field list")
+        if stmt.where is not None:
+            for column in columns_of(stmt.where):
+                known(column, "where clause")
+        for i, (column, descending) in enumerate(stmt.order_by):
+            known(column, "order clause")
+            if descending or i >= len(key) or index[column] != key[i]:
+                raise unsupported("ORDER BY other than the primary key, ascending")
+
+    def _data_positions(self, index: dict[str, int], count: int) -> list[int]:
+        out: list[int] = []
+        for item in self.stmt.items:
+            if item.kind == "*":
+                out.extend(range(count))
+            elif item.kind in ("column", "MIN", "MAX"):
+                out.append(index[item.column])  # type: ignore[index]
+        return out
+
+    async def _result_columns(self, reader: DnReader, shard: Shard, plan: _Plan) -> list[ColumnDef]:
+        """The DN's definitions for the select list, renamed to the logical table."""
+        stmt = self.stmt
+        parts = []
+        for item in stmt.items:
+            if item.kind == "*":
+                parts.append(
+                    "*"
+                    if len(stmt.items) == 1
+                    else ", ".join(_q(c.org_name.decode()) for c in plan.columns)
+                )
+            elif item.kind == "column":
+                parts.append(f"{_q(item.column)} AS {_q(item.name)}")  # type: ignore[arg-type]
+            elif item.kind == "COUNT":
+                parts.append(f"COUNT(*) AS {_q(item.name)}")
+            else:
+                parts.append(f"{item.kind}({_q(item.column)}) AS {_q(item.name)}")  # type: ignore[arg-type]
+        defs, _ = await reader.query(f"SELECT {', '.join(parts)} FROM {shard.name} LIMIT 0")
+        alias = stmt.alias or stmt.table
+        return [ColumnDef.parse(p).renamed(self.db, stmt.table, alias) for p in defs]
+
+    # -- rows ----------------------------------------------------------------------------------
+    async def rows(self) -> AsyncIterator[bytes]:
+        plan = self._plan
+        assert plan is not None and self._table is not None
+        stmt = self.stmt
+        try:
+            with self._as_sql_error():
+                async for row in self._rows(plan, stmt):
+                    yield row
+        finally:
+            self.close()
+
+    async def _rows(self, plan: _Plan, stmt: TableSelect) -> AsyncIterator[bytes]:
+        if stmt.limit == 0:
+            return
+        if stmt.aggregate:
+            row = await self._aggregate(plan)
+            if stmt.offset == 0:
+                yield row
+            return
+        skip, left = stmt.offset, stmt.limit
+        async for payload in self._at_p(plan):
+            if skip:
+                skip -= 1
+                continue
+            yield payload
+            if left is not None:
+                left -= 1
+                if left <= 0:
+                    return
+
+    async def _aggregate(self, plan: _Plan) -> bytes:
+        items = self.stmt.items
+        count = 0
+        best: list[tuple[object, bytes] | None] = [None] * len(items)
+        data_at = {}  # item index → its field in a page's data
+        j = 0
+        for i, item in enumerate(items):
+            if item.kind in ("MIN", "MAX"):
+                data_at[i] = j
+                j += 1
+        async for fields in self._at_p(plan, split=True):
+            count += 1
+            for i, at in data_at.items():
+                text = fields[at]
+                if text is None:
+                    continue
+                col = plan.columns[plan.data[at]]
+                k = sort_key(col, text)
+                cur = best[i]
+                if cur is None or (k < cur[0] if items[i].kind == "MIN" else k > cur[0]):  # type: ignore[operator]
+                    best[i] = (k, text)
+        out: list[bytes | None] = []
+        for i, item in enumerate(items):
+            if item.kind == "COUNT":
+                out.append(str(count).encode())
+            else:
+                b = best[i]
+                out.append(None if b is None else b[1])
+        return text_row(out)
+
+    async def _at_p(self, plan: _Plan, *, split: bool = False) -> AsyncIterator:
+        """The table's rows at P matching the WHERE, in key order: text rows of the data
+        columns (or their fields, `split`)."""
+        nkey, ndata = len(plan.key), len(plan.data)
+        changes = ChangedKeys(
+            self.files,
+            self.position,
+            (self._table.db, self._table.name),  # type: ignore[union-attr]
+            lambda image: tuple(_key_value(plan, i, image[i]) for i in plan.key),
+            len(plan.columns),
+        )
+
+        def render(image: tuple):
+            texts = [
+                text_value(c, image[i], plan.members.get(i, ())) for i, c in enumerate(plan.columns)
+            ]
+
+            def lookup(column: str):
+                i = plan.index[column]
+                return plan.columns[i], texts[i]
+
+            if not matches(self.stmt.where, lookup):
+                return None
+            fields = [texts[i] for i in plan.data]
+            return fields if split else text_row(fields)
+
+        shards = self._shards
+        buffers: list[deque] = [deque() for _ in shards]
+        lasts: list[Key | None] = [None] * len(shards)
+        exhausted = [False] * len(shards)
+        lo: Key | None = None
+        page_rows = self.page_rows
+        if not plan.integer_key:
+            page_rows += 1  # one more than allowed: tells a shard that does not fit
+        elif self.stmt.limit is not None and not self.stmt.aggregate:
+            page_rows = max(1, min(page_rows, self.stmt.offset + self.stmt.limit))
+        while True:
+            for i, shard in enumerate(shards):
+                if exhausted[i] or buffers[i]:
+                    continue
+                page = await self._page(plan, shard, lasts[i], page_rows)
+                if not plan.integer_key and len(page) == page_rows:
+                    raise unsupported(
+                        f"more than snapshot_page_rows ({page_rows - 1}) rows in a shard of a "
+                        "table whose primary key is not made of integers"
+                    )
+                for row in page:
+                    keys, at = split_fields(row, nkey)
+                    key = tuple(int(k) for k in keys) if plan.integer_key else tuple(keys)  # type: ignore[arg-type]
+                    payload = split_fields(row[at:], ndata)[0] if split else row[at:]
+                    buffers[i].append((key, payload))
+                if len(page) < page_rows:
+                    exhausted[i] = True
+                if buffers[i]:
+                    lasts[i] = buffers[i][-1][0]
+            hi = chunk_bound(lasts, exhausted)
+            await self._watermark(changes)
+            for _key, payload in take_chunk(buffers, lo, hi, changes.changes, render):
+                yield payload
+            if hi is None:
+                return
+            lo = hi
+
+    async def _page(self, plan: _Plan, shard: Shard, after: Key | None, rows: int) -> list[bytes]:
+        names = [_q(plan.columns[i].org_name.decode()) for i in plan.key]
+        data = [_q(plan.columns[i].org_name.decode()) for i in plan.data]
+        conds = []
+        if after is not None:
+            conds.append(_after(names, after))
+        if self.stmt.where is not None:
+            conds.append(f"({to_sql(self.stmt.where)})")
+        where = f" WHERE {' AND '.join(conds)}" if conds else ""
+        sql = (
+            f"SELECT {', '.join(names + data)} FROM {shard.name}{where} "
+            f"ORDER BY {', '.join(names)} LIMIT {rows}"
+        )
+        reader = await self._reader(shard.dn)
+        _, page = await reader.query(sql)
+        return page
+
+    async def _watermark(self, changes: ChangedKeys) -> None:
+        """A TSO H taken after the reads, then the global binlog read until a CTS mark ≥ H:
+        every change any read saw is then in `changes` (docs/snapshot-reads.md, step 3)."""
+        high = await self.source.tso()
+        deadline = time.monotonic() + WATERMARK_WAIT_S
+        while True:
+            # The leader's merged TSO, read before the scan: once past H, every transaction
+            # below H is in the files this scan reads (heartbeats move it, though they are
+            # never written: an idle binlog gets no CTS mark past H).
+            merged = self.notifier.merged_tso()
+            await changes.advance()
+            if changes.max_mark >= high or (merged is not None and merged >= high):
+                return
+            if time.monotonic() > deadline:
+                raise SqlError(
+                    f"the global binlog did not reach the read's high watermark (TSO {high}) "
+                    f"within {WATERMARK_WAIT_S:.0f} s (read up to {changes.file}:{changes.pos}): "
+                    "is the pipeline merging? (its heartbeats advance the binlog)",
+                    ER_UNKNOWN,
+                    "HY000",
+                )
+            await self.notifier.wait(0.05)
+
+    async def _reader(self, dn: int) -> DnReader:
+        reader = self._readers.get(dn)
+        if reader is None:
+            reader = self._readers[dn] = await self.source.reader(dn)
+        return reader
+
+    def close(self) -> None:
+        for reader in self._readers.values():
+            reader.close()
+        self._readers.clear()
+
+
+def _after(names: list[str], key: Key) -> str:
+    """`key` < (the columns), spelled as ranges the optimizer reads on the primary key:
+    `a > x OR (a = x AND b > y)`."""
+    ors = []
+    for n in range(len(names)):
+        eq = [f"{names[i]} = {key[i]}" for i in range(n)]
+        ors.append("(" + " AND ".join([*eq, f"{names[n]} > {key[n]}"]) + ")")
+    return "(" + " OR ".join(ors) + ")"
+
+
+def _key_value(plan: _Plan, i: int, value: object) -> object:
+    """A key column of a before-image as a page's key holds it (int, or the text's bytes)."""
+    if plan.integer_key:
+        return integer(plan.columns[i], value)  # type: ignore[arg-type]
+    return text_value(plan.columns[i], value, plan.members.get(i, ()))

@@ -1,0 +1,185 @@
+"""Pure: result columns and text rows of snapshot reads. Column definitions are the DN's own
+packets with the physical database and table renamed (`ColumnDef`); rows read from the DNs pass
+through as text rows; only the before-images from the global binlog are spelled here
+(`text_value`), as the text protocol spells each type."""
+
+from __future__ import annotations
+
+import datetime as dt
+import struct
+from dataclasses import dataclass, replace
+from decimal import Decimal
+
+from cdc.binlog.row_image import Date, DateTime, Timestamp
+from cdc.protocol.constants import ColumnType
+from cdc.protocol.packets import lenenc_int, lenenc_str, read_lenenc_str
+
+T = ColumnType
+UNSIGNED_FLAG = 0x0020
+ENUM_FLAG = 0x0100
+SET_FLAG = 0x0800
+BINARY_CHARSET = 63
+INTEGER_TYPES = frozenset({T.TINY, T.SHORT, T.INT24, T.LONG, T.LONGLONG})
+_INT_BITS = {T.TINY: 8, T.SHORT: 16, T.INT24: 24, T.LONG: 32, T.LONGLONG: 64}
+NUMERIC_TYPES = INTEGER_TYPES | {T.DECIMAL, T.NEWDECIMAL, T.FLOAT, T.DOUBLE, T.YEAR}
+_FIXED = struct.Struct("<BHIBHB")  # 0x0c, charset, length, type, flags, decimals
+
+
+@dataclass(slots=True, frozen=True)
+class ColumnDef:
+    """One column definition packet (protocol 41), decoded enough to rename and to read."""
+
+    schema: bytes
+    table: bytes
+    org_table: bytes
+    name: bytes
+    org_name: bytes
+    charset: int
+    length: int
+    type: int
+    flags: int
+    decimals: int
+    tail: bytes  # filler (and anything a newer server appends)
+
+    @classmethod
+    def parse(cls, packet: bytes) -> ColumnDef:
+        pos, fields = 0, []
+        for _ in range(6):  # catalog, schema, table, org_table, name, org_name
+            value, pos = read_lenenc_str(packet, pos)
+            fields.append(value or b"")
+        _len, charset, length, type_, flags, decimals = _FIXED.unpack_from(packet, pos)
+        return cls(
+            *fields[1:], charset, length, type_, flags, decimals, packet[pos + _FIXED.size :]
+        )
+
+    def renamed(self, db: str, table: str, alias: str) -> ColumnDef:
+        """As the logical table's: a column of a table names it, an expression (empty names)
+        stays empty."""
+        if not self.org_table and not self.table:
+            return self
+        return replace(self, schema=db.encode(), table=alias.encode(), org_table=table.encode())
+
+    def encode(self) -> bytes:
+        return (
+            lenenc_str(b"def")
+            + lenenc_str(self.schema)
+            + lenenc_str(self.table)
+            + lenenc_str(self.org_table)
+            + lenenc_str(self.name)
+            + lenenc_str(self.org_name)
+            + _FIXED.pack(0x0C, self.charset, self.length, self.type, self.flags, self.decimals)
+            + self.tail
+        )
+
+    @property
+    def unsigned(self) -> bool:
+        return bool(self.flags & UNSIGNED_FLAG)
+
+    @property
+    def numeric(self) -> bool:
+        return self.type in NUMERIC_TYPES
+
+
+def split_fields(row: bytes, count: int) -> tuple[list[bytes | None], int]:
+    """The first `count` fields of a text row, and where the rest starts."""
+    pos, out = 0, []
+    for _ in range(count):
+        value, pos = read_lenenc_str(row, pos)
+        out.append(value)
+    return out, pos
+
+
+def text_row(fields: list[bytes | None]) -> bytes:
+    return b"".join(b"\xfb" if f is None else lenenc_int(len(f)) + f for f in fields)
+
+
+def integer(col: ColumnDef, value: int) -> int:
+    """A binlog integer as the column holds it: without table-map metadata the codec reads
+    integers as signed, so an unsigned column's large values come negative."""
+    if value < 0 and col.unsigned and col.type in _INT_BITS:
+        return value + (1 << _INT_BITS[col.type])
+    return value
+
+
+def text_value(col: ColumnDef, value: object, members: tuple[str, ...] = ()) -> bytes | None:
+    """`value` decoded from a rows event (`cdc.binlog.row_image`), as the text protocol sends
+    it for `col`. `members`: an ENUM's or SET's values in order (SHOW COLUMNS)."""
+    if value is None:
+        return None
+    t = col.type
+    if col.flags & ENUM_FLAG and isinstance(value, int):
+        return members[value - 1].encode() if 0 < value <= len(members) else b""
+    if col.flags & SET_FLAG and isinstance(value, int):
+        return ",".join(m for i, m in enumerate(members) if value >> i & 1).encode()
+    if t in INTEGER_TYPES:
+        return str(integer(col, int(value))).encode()  # type: ignore[call-overload]
+    if t == T.YEAR:
+        return b"%04d" % value if value else b"0000"
+    if t == T.FLOAT:
+        return _shortest(float(value), 4)  # type: ignore[arg-type]
+    if t == T.DOUBLE:
+        return _shortest(float(value), 8)  # type: ignore[arg-type]
+    if t in (T.DECIMAL, T.NEWDECIMAL):
+        return format(Decimal(value), "f").encode()  # type: ignore[arg-type]
+    if t == T.BIT and isinstance(value, int):
+        return value.to_bytes((col.length + 7) // 8, "big")
+    if isinstance(value, Date):
+        return b"%04d-%02d-%02d" % value
+    if isinstance(value, DateTime):
+        return _datetime(value, col.decimals)
+    if isinstance(value, Timestamp):
+        if not value.seconds and not value.microsecond:
+            return _datetime(DateTime(0, 0, 0), col.decimals)
+        at = dt.datetime(1970, 1, 1) + dt.timedelta(seconds=value.seconds)
+        return _datetime(
+            DateTime(at.year, at.month, at.day, at.hour, at.minute, at.second, value.microsecond),
+            col.decimals,
+        )
+    if isinstance(value, dt.timedelta):
+        return _time(value, col.decimals)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    return str(value).encode()
+
+
+def _datetime(v: DateTime, decimals: int) -> bytes:
+    text = b"%04d-%02d-%02d %02d:%02d:%02d" % tuple(v[:6])
+    return text + _fraction(v.microsecond, decimals)
+
+
+def _time(v: dt.timedelta, decimals: int) -> bytes:
+    us = int(v / dt.timedelta(microseconds=1))
+    sign = b"-" if us < 0 else b""
+    us = abs(us)
+    seconds, micro = divmod(us, 1_000_000)
+    hours, rest = divmod(seconds, 3600)
+    return sign + b"%02d:%02d:%02d" % (hours, rest // 60, rest % 60) + _fraction(micro, decimals)
+
+
+def _fraction(microsecond: int, decimals: int) -> bytes:
+    if not 0 < decimals <= 6:
+        return b""
+    return b"." + (b"%06d" % microsecond)[:decimals]
+
+
+def _shortest(value: float, width: int) -> bytes:
+    """The fewest digits that read back as the same FLOAT (4 bytes) or DOUBLE, as MariaDB
+    prints them (`%g` style, exponent without a plus sign or leading zeros)."""
+    pack = struct.Struct("<f" if width == 4 else "<d")
+    stored = pack.pack(value)
+    for digits in range(1, 18):
+        text = f"{value:.{digits}g}"
+        if pack.pack(float(text)) == stored:
+            break
+    mantissa, _, exponent = text.partition("e")
+    if exponent:
+        text = f"{mantissa}e{int(exponent)}"
+    return text.encode()
+
+
+def sort_key(col: ColumnDef, text: bytes) -> object:
+    """A text value's order for MIN/MAX: numbers by value, the rest by bytes (an exact order for
+    binary strings and dates; a case-insensitive collation's order is not modelled yet)."""
+    if col.numeric and col.type != T.YEAR:
+        return Decimal(text.decode())
+    return text

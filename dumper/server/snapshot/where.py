@@ -1,0 +1,152 @@
+"""Pure: a SELECT's WHERE as SQL for the DN (pushed down with every page read), and its value
+over a before-image from the global binlog (a key changed during the read is tested here: the
+DN saw a later state). docs/snapshot-reads.md says why pushing it down stays exact.
+
+Python's reading of a comparison: NULL makes it unknown (false at the top, as in SQL's three
+values); numbers compare by value (a string literal against a number column is read as a
+number, as MySQL converts it); other columns compare their text, case-insensitively and
+without trailing spaces unless the column is binary or under a `_bin` collation."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+
+from dumper.server.snapshot.values import ColumnDef
+from dumper.server.sql.statements import (
+    Between,
+    BoolOp,
+    Compare,
+    InList,
+    IsNull,
+    Not,
+    Where,
+    WhereValue,
+)
+
+# Collation ids of the binary and `_bin` collations of the usual charsets (binary, latin1,
+# utf8mb3, utf8mb4, ascii): these compare bytes.
+_BYTE_COLLATIONS = frozenset({63, 47, 83, 46, 65, 84})
+_NUMERIC_PREFIX = re.compile(r"\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def to_sql(where: Where) -> str:
+    if isinstance(where, Compare):
+        return f"{_name(where.column)} {where.op} {literal(where.value)}"
+    if isinstance(where, Between):
+        neg = "NOT " if where.negated else ""
+        return f"{_name(where.column)} {neg}BETWEEN {literal(where.low)} AND {literal(where.high)}"
+    if isinstance(where, InList):
+        neg = "NOT " if where.negated else ""
+        return f"{_name(where.column)} {neg}IN ({', '.join(literal(v) for v in where.values)})"
+    if isinstance(where, IsNull):
+        return f"{_name(where.column)} IS {'NOT ' if where.negated else ''}NULL"
+    if isinstance(where, BoolOp):
+        return "(" + f" {where.op} ".join(to_sql(p) for p in where.parts) + ")"
+    return f"NOT ({to_sql(where.part)})"
+
+
+def columns_of(where: Where) -> set[str]:
+    if isinstance(where, BoolOp):
+        return set().union(*(columns_of(p) for p in where.parts))
+    if isinstance(where, Not):
+        return columns_of(where.part)
+    return {where.column}
+
+
+def literal(value: WhereValue) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "''").replace("\0", "\\0") + "'"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _name(column: str) -> str:
+    return "`" + column.replace("`", "``") + "`"
+
+
+# -- evaluation over a row's text values -----------------------------------------------------------
+# A row as the evaluation reads it: column name → (definition, text value or None).
+Lookup = Callable[[str], tuple[ColumnDef, bytes | None]]
+
+
+def matches(where: Where | None, row: Lookup) -> bool:
+    return where is None or _eval(where, row) is True
+
+
+def _eval(where: Where, row: Lookup) -> bool | None:
+    if isinstance(where, BoolOp):
+        values = [_eval(p, row) for p in where.parts]
+        if where.op == "AND":
+            return False if False in values else (None if None in values else True)
+        return True if True in values else (None if None in values else False)
+    if isinstance(where, Not):
+        inner = _eval(where.part, row)
+        return None if inner is None else not inner
+    col, text = row(where.column)
+    if isinstance(where, IsNull):
+        return (text is not None) if where.negated else (text is None)
+    if text is None:
+        return None
+    if isinstance(where, Compare):
+        c = _compare(col, text, where.value)
+        if c is None:
+            return None
+        return {
+            "=": c == 0,
+            "<>": c != 0,
+            "<": c < 0,
+            "<=": c <= 0,
+            ">": c > 0,
+            ">=": c >= 0,
+        }[where.op]
+    if isinstance(where, Between):
+        lo, hi = _compare(col, text, where.low), _compare(col, text, where.high)
+        if lo is None or hi is None:
+            return None
+        return (lo >= 0 and hi <= 0) != where.negated
+    found: bool | None = False
+    for v in where.values:
+        c = _compare(col, text, v)
+        if c == 0:
+            found = True
+            break
+        if c is None:
+            found = None
+    return found if found is None else found != where.negated
+
+
+def _compare(col: ColumnDef, text: bytes, value: WhereValue) -> int | None:
+    """-1, 0, 1 for the column's value against a literal; None when the literal is NULL."""
+    if value is None:
+        return None
+    if col.numeric or not isinstance(value, str):
+        a, b = _number(text), _number(value)
+        if a is not None and b is not None:
+            return (a > b) - (a < b)
+    left: bytes | str = text
+    right: bytes | str = value.encode() if isinstance(value, str) else str(value).encode()
+    if col.charset not in _BYTE_COLLATIONS:
+        left = text.decode("utf-8", "replace").rstrip(" ").casefold()
+        right = right.decode("utf-8", "replace").rstrip(" ").casefold()
+    return (left > right) - (left < right)  # type: ignore[operator]
+
+
+def _number(value: object) -> Decimal | None:
+    """A value as MySQL reads it in a numeric comparison: a string by its longest numeric
+    prefix ('12abc' is 12, 'abc' is 0)."""
+    if isinstance(value, int | Decimal):
+        return Decimal(value)
+    if isinstance(value, float):
+        return Decimal(repr(value)) if value == value and abs(value) != float("inf") else None
+    if isinstance(value, bytes):
+        value = value.decode("ascii", "replace")
+    m = _NUMERIC_PREFIX.match(str(value))
+    try:
+        return Decimal(m.group(0)) if m else Decimal(0)
+    except InvalidOperation:
+        return Decimal(0)

@@ -1,0 +1,125 @@
+"""One real pipeline (`cdc start`, 2 DNs) for the snapshot-read tests: bank.accounts sharded in 4
+partitions under a steady transfer load (its total never changes, which a read that is not a
+snapshot of one moment breaks), and the orders workload's shop tables (every column type the
+workloads write) left still. Pages are 16 rows, so a statement is many chunks, each with its own
+high watermark, while transfers move money between them."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pymysql
+import pytest
+
+from cdc.config import Config, DumperUser
+from cdc.protocol import auth
+from cn import ComputeNode
+from cn.workloads.orders import OrdersWorkload
+from cn.workloads.runner import run_workload
+from cn.workloads.transfer import TransferWorkload
+from local_cluster.testing import free_base_port, throwaway_cluster
+from tests.compat.conftest import cdc_start, transfers_until
+
+ACCOUNTS = 300
+BALANCE = 1000
+PAGE_ROWS = 16
+READER = ("reader", "rpw")  # select = true
+BANK_ONLY = ("banker", "bpw")  # select = ["bank"]
+NO_ROWS = ("norows", "npw")  # no select
+
+
+@dataclass(slots=True)
+class Snap:
+    config: Config
+    directory: Path
+    traffic_errors: list[BaseException] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start_traffic(self) -> None:
+        self._stop = threading.Event()
+
+        def run() -> None:
+            try:
+                asyncio.run(_transfers(self.config, self._stop))
+            except BaseException as exc:
+                self.traffic_errors.append(exc)
+
+        self._thread = threading.Thread(target=run, name="snapshot-transfers", daemon=True)
+        self._thread.start()
+
+    def stop_traffic(self) -> None:
+        """Until the transfers under way are committed."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(60)
+            self._thread = None
+
+    def connect(self, user: tuple[str, str] = READER, **kwargs) -> pymysql.Connection:
+        return pymysql.connect(
+            host="127.0.0.1",
+            port=self.config.dumper.port,
+            user=user[0],
+            password=user[1],
+            connect_timeout=10,
+            read_timeout=120,
+            **kwargs,
+        )
+
+    def dn(self, index: int) -> pymysql.Connection:
+        node = self.config.dn[index]
+        return pymysql.connect(
+            host=node.host, port=node.port, user=node.user, password=node.password
+        )
+
+
+async def _setup(cfg: Config) -> None:
+    cn = ComputeNode(cfg)
+    await cn.start()
+    warnings.simplefilter("ignore", pymysql.Warning)
+    try:
+        await TransferWorkload(cn, accounts=ACCOUNTS, initial_balance=BALANCE, partitions=4).setup()
+        orders = OrdersWorkload(cn, customers=60, large_rows=300, large_every=3)
+        await orders.setup()
+        await run_workload(orders.step, threads=1, duration_s=3600, max_transactions=12)
+    finally:
+        await cn.close()
+
+
+async def _transfers(cfg: Config, stop: threading.Event) -> None:
+    await transfers_until(cfg, stop, accounts=ACCOUNTS, partitions=4, threads=2, tps=100)
+
+
+@pytest.fixture(scope="package")
+def snap(tmp_path_factory) -> Snap:
+    directory = tmp_path_factory.mktemp("snapshot")
+    cluster = throwaway_cluster(directory / "cluster", dns=2, spare_dns=0)
+    try:
+        cfg = cluster.config()
+        d = cfg.dumper
+        d.binlog_dir = str(directory / "binlog")
+        d.port = free_base_port(0)
+        d.snapshot_page_rows = PAGE_ROWS
+        for user in d.users:  # the cluster's `repl`, as an operator runs mariadb-dump
+            user.select = True
+        d.users = [
+            *d.users,
+            DumperUser(READER[0], auth.native_hash(READER[1]), select=True),
+            DumperUser(BANK_ONLY[0], auth.native_hash(BANK_ONLY[1]), select=["bank"]),
+            DumperUser(NO_ROWS[0], auth.native_hash(NO_ROWS[1])),
+        ]
+        cfg.cn.ground_truth_log = str(directory / "truth.jsonl")
+        with cdc_start(cfg, directory):
+            asyncio.run(asyncio.wait_for(_setup(cfg), 180))
+            snap = Snap(cfg, directory)
+            snap.start_traffic()
+            try:
+                yield snap
+            finally:
+                snap.stop_traffic()
+    finally:
+        cluster.down()

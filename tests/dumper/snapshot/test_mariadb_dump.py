@@ -1,0 +1,99 @@
+"""The standard way to seed a replica, against the dumper while transfers run:
+`mariadb-dump --single-transaction --master-data=1 --databases bank shop`, loaded into an empty
+MariaDB, which then replicates from the position the dump printed; `cdc check` then finds every
+logical table equal. A snapshot not exactly at that position would lose or repeat transfers
+(the replica stops on a duplicate key, or the checksums differ)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from checks import run_check
+from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from local_cluster.testing import throwaway_cluster
+from tests.dumper.snapshot.conftest import ACCOUNTS, BALANCE
+from tests.dumper.test_replica import _query, _slave_status
+
+pytestmark = [
+    pytest.mark.timeout(600),
+    pytest.mark.skipif(shutil.which("mariadb-dump") is None, reason="mariadb-dump missing"),
+]
+
+
+@pytest.fixture
+def empty_mariadb(tmp_path):
+    cluster = throwaway_cluster(tmp_path / "replica", dns=1, spare_dns=0)
+    try:
+        yield cluster.dn(1)
+    finally:
+        cluster.down()
+
+
+def test_mariadb_dump_seeds_a_replica_at_its_position(snap, empty_mariadb, tmp_path):
+    port = snap.config.dumper.port
+    dump = subprocess.run(
+        [
+            "mariadb-dump",
+            "--single-transaction",
+            "--master-data=1",
+            "--databases",
+            "bank",
+            "shop",
+            "-h127.0.0.1",
+            f"-P{port}",
+            f"-u{DEFAULT_USER}",
+            f"-p{DEFAULT_PASSWORD}",
+        ],
+        capture_output=True,
+        timeout=300,
+    )
+    assert dump.returncode == 0, dump.stderr.decode(errors="replace")
+    text = dump.stdout.decode(errors="replace")  # BLOBs are raw bytes
+    position = re.search(r"CHANGE MASTER TO MASTER_LOG_FILE='([^']+)', MASTER_LOG_POS=(\d+)", text)
+    assert position, text[:2000]
+    accounts = text.split("INSERT INTO `accounts` VALUES")[1].split(";\n", 1)[0]
+    balances = re.findall(r"\((\d+),(-?\d+),", accounts)
+    assert len(balances) == ACCOUNTS
+    assert sum(int(b) for _, b in balances) == ACCOUNTS * BALANCE  # one moment, under transfers
+
+    replica = empty_mariadb
+    conn = replica.connect()
+    try:
+        _query(conn, "SET GLOBAL server_id = 7777")  # none of the binlog's server ids
+        _query(conn, "STOP SLAVE")
+        _query(conn, "RESET SLAVE ALL")
+        _query(
+            conn,
+            f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={port}, "
+            f"MASTER_USER='{DEFAULT_USER}', MASTER_PASSWORD='{DEFAULT_PASSWORD}'",
+        )
+        load = subprocess.run(
+            ["mariadb", "-h127.0.0.1", f"-P{replica.port}", "-uroot"],
+            input=dump.stdout,
+            capture_output=True,
+            timeout=300,
+        )
+        assert load.returncode == 0, load.stderr.decode(errors="replace")
+        status = _slave_status(conn)
+        assert (status["Master_Log_File"], status["Read_Master_Log_Pos"]) == (
+            position[1],
+            int(position[2]),
+        )
+        _query(conn, "START SLAVE")
+        snap.stop_traffic()  # the check compares a still source with the replica
+        try:
+            report = run_check(snap.config, "127.0.0.1", replica.port, "root", "", timeout=120)
+            status = _slave_status(conn)
+            assert status.get("Last_SQL_Error", "") == "", status
+            assert report.equal, report.render()
+            tables = {(c.db, c.table) for c in report.tables}
+            assert {("bank", "accounts"), ("shop", "orders"), ("shop", "customers")} <= tables
+        finally:
+            _query(conn, "STOP SLAVE")
+            snap.start_traffic()
+    finally:
+        conn.close()

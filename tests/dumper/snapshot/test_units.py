@@ -1,0 +1,225 @@
+"""The pure parts of snapshot reads (docs/snapshot-reads.md): the chunk rule against a model
+of the table under changes, WHERE to SQL and over before-images, values as the text protocol
+spells them, the SELECT parser and its refusals."""
+
+from __future__ import annotations
+
+import datetime as dt
+import struct
+from collections import deque
+from decimal import Decimal
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+
+from cdc.binlog.row_image import Date, DateTime, Timestamp
+from cdc.protocol.constants import ColumnType
+from dumper.server.handlers import SqlError
+from dumper.server.snapshot.chunks import chunk_bound, take_chunk
+from dumper.server.snapshot.values import ColumnDef, text_row, text_value
+from dumper.server.snapshot.where import matches, to_sql
+from dumper.server.sql.parser import parse
+from dumper.server.sql.statements import Compare, InfoSchemaSelect, Select, TableSelect
+
+T = ColumnType
+
+
+def col(type_: int, *, flags: int = 0, decimals: int = 0, length: int = 11, charset: int = 45):
+    return ColumnDef(b"d", b"t", b"t", b"c", b"c", charset, length, type_, flags, decimals, b"\0\0")
+
+
+# -- the chunk rule -----------------------------------------------------------------------------
+@settings(max_examples=300, deadline=None)
+@given(
+    at_p=hs.dictionaries(hs.integers(0, 60), hs.integers(0, 3), max_size=40),
+    moves=hs.lists(hs.tuples(hs.integers(0, 60), hs.integers(-1, 3)), max_size=30),
+    shards=hs.integers(1, 4),
+    page=hs.integers(1, 7),
+    seed=hs.randoms(use_true_random=False),
+)
+def test_chunks_give_the_table_at_p_under_any_interleaving(at_p, moves, shards, page, seed):
+    """A model: keys live in shards (value = shard); after P, changes (`moves`: a key goes to
+    a shard, or -1 = deleted) happen at random moments between page reads. Whatever the reads
+    saw, the chunks give every key at P once, in order."""
+    at_p = {k: s % shards for k, s in at_p.items()}
+    live = dict(at_p)
+    changed: dict[tuple[int], object] = {}
+    pending = list(moves)
+
+    def some_changes():
+        for _ in range(seed.randint(0, 2)):
+            if not pending:
+                return
+            key, shard = pending.pop(0)
+            changed.setdefault((key,), ("row", key) if key in at_p else None)
+            if shard < 0:
+                live.pop(key, None)
+            else:
+                live[key] = shard % shards
+
+    def read_page(shard, after):
+        keys = sorted(k for k, s in live.items() if s == shard and (after is None or (k,) > after))
+        return [((k,), ("row", k)) for k in keys[:page]]
+
+    buffers = [deque() for _ in range(shards)]
+    lasts, exhausted = [None] * shards, [False] * shards
+    out, lo = [], None
+    while True:
+        for i in range(shards):
+            if exhausted[i] or buffers[i]:
+                continue
+            some_changes()
+            rows = read_page(i, lasts[i])
+            buffers[i].extend(rows)
+            exhausted[i] = len(rows) < page
+            if rows:
+                lasts[i] = rows[-1][0]
+        hi = chunk_bound(lasts, exhausted)
+        some_changes()  # before H: in the map
+        chunk = take_chunk(buffers, lo, hi, dict(changed), lambda image: image)
+        out.extend(chunk)
+        some_changes()  # after H: a later chunk's map has them too (harmless, see changes.py)
+        if hi is None:
+            break
+        lo = hi
+    assert [k for (k,), _ in out] == sorted(at_p)
+    assert all(payload == ("row", k) for (k,), payload in out)
+
+
+def test_chunk_drops_rows_that_fail_the_where():
+    buffers = [deque([((1,), "a"), ((5,), "b")])]
+    changed = {(1,): "old1", (3,): "old3", (9,): "old9"}
+    got = take_chunk(buffers, None, (5,), changed, lambda img: None if img == "old3" else img)
+    assert got == [((1,), "old1"), ((5,), "b")]  # 9 is the next chunk's
+
+
+# -- WHERE ----------------------------------------------------------------------------------------
+def test_where_to_sql_and_over_images():
+    stmt = parse(
+        "SELECT * FROM bank.accounts WHERE id BETWEEN 2 AND 9 AND NOT (balance < 10 OR "
+        "note IS NULL) AND name IN ('a''b', 'X ') AND 5 < id"
+    )
+    assert isinstance(stmt, TableSelect)
+    assert to_sql(stmt.where) == (
+        "(`id` BETWEEN 2 AND 9 AND NOT ((`balance` < 10 OR `note` IS NULL)) AND "
+        "`name` IN ('a''b', 'X ') AND `id` > 5)"
+    )
+    cols = {
+        "id": col(T.LONG),
+        "balance": col(T.LONGLONG),
+        "note": col(T.VAR_STRING),
+        "name": col(T.VAR_STRING),
+    }
+
+    def row(**values):
+        return lambda c: (cols[c], values.get(c))
+
+    assert matches(stmt.where, row(id=b"7", balance=b"10", note=b"n", name=b"x"))
+    assert not matches(stmt.where, row(id=b"7", balance=b"9", note=b"n", name=b"x"))
+    assert not matches(stmt.where, row(id=b"7", balance=b"10", note=None, name=b"x"))
+    assert not matches(stmt.where, row(id=b"5", balance=b"10", note=b"n", name=b"x"))
+    assert matches(stmt.where, row(id=b"6", balance=b"10", note=b"n", name=b"A'B"))
+    assert not matches(Compare("id", "=", None), row(id=b"1"))  # NULL: unknown, not true
+
+
+# -- values -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("column", "value", "text"),
+    [
+        (col(T.LONG, flags=0x20), -1, b"4294967295"),  # no signedness in the table map
+        (col(T.LONGLONG), -5, b"-5"),
+        (col(T.NEWDECIMAL), Decimal("12.50"), b"12.50"),
+        (
+            col(T.DATETIME2, decimals=6),
+            DateTime(2026, 1, 2, 3, 4, 5, 60),
+            b"2026-01-02 03:04:05.000060",
+        ),
+        (col(T.DATETIME2, decimals=0), DateTime(2026, 1, 2, 3, 4, 5), b"2026-01-02 03:04:05"),
+        (col(T.DATE), Date(2026, 11, 25), b"2026-11-25"),
+        (col(T.TIMESTAMP2), Timestamp(0), b"0000-00-00 00:00:00"),
+        (col(T.TIMESTAMP2, decimals=2), Timestamp(86400, 120000), b"1970-01-02 00:00:00.12"),
+        (col(T.TIME2), -dt.timedelta(hours=26, seconds=1), b"-26:00:01"),
+        (col(T.DOUBLE), 0.1, b"0.1"),
+        (col(T.DOUBLE), 1e20, b"1e20"),
+        (col(T.FLOAT), struct.unpack("<f", struct.pack("<f", 1.1))[0], b"1.1"),
+        (col(T.STRING, flags=0x100), 2, b"silver"),
+        (col(T.STRING, flags=0x800), 5, b"basic,gold"),
+        (col(T.BLOB, charset=63), b"\x00\xff", b"\x00\xff"),
+        (col(T.YEAR), 2024, b"2024"),
+        (col(T.LONG), None, None),
+    ],
+)
+def test_text_values(column, value, text):
+    assert text_value(column, value, ("basic", "silver", "gold")) == text
+
+
+def test_column_def_round_trip_and_rename():
+    packet = (
+        b"\x03def\x06bank_p\x0eaccounts_p0001\x0eaccounts_p0001\x02id\x02id"
+        + struct.pack("<BHIBHB", 0x0C, 63, 10, 3, 0x4223, 0)
+        + b"\0\0"
+    )
+    c = ColumnDef.parse(packet)
+    assert c.encode() == packet
+    renamed = c.renamed("bank", "accounts", "a").encode()
+    assert renamed.startswith(b"\x03def\x04bank\x01a\x08accounts\x02id\x02id")
+    assert text_row([b"1", None, b""]) == b"\x011\xfb\x00"
+
+
+# -- the parser -----------------------------------------------------------------------------------
+def test_parse_surface():
+    s = parse(
+        "select id, balance as b, t.x from bank.accounts t where id >= 3 order by id limit 2, 5"
+    )
+    assert isinstance(s, TableSelect)
+    assert (s.db, s.table, s.alias, s.limit, s.offset) == ("bank", "accounts", "t", 5, 2)
+    assert [(i.kind, i.column, i.name) for i in s.items] == [
+        ("column", "id", "id"),
+        ("column", "balance", "b"),
+        ("column", "x", "x"),
+    ]
+    c = parse("SELECT COUNT(*), MIN(id), max(id) FROM accounts")
+    assert [(i.kind, i.name) for i in c.items] == [
+        ("COUNT", "COUNT(*)"),
+        ("MIN", "MIN(id)"),
+        ("MAX", "max(id)"),
+    ]
+    # what kept its own answers
+    assert isinstance(parse("SELECT * FROM information_schema.tables"), InfoSchemaSelect)
+    assert isinstance(parse("SELECT 1 FROM dual"), Select)
+    assert isinstance(parse("SELECT @@version"), Select)
+
+
+@pytest.mark.parametrize(
+    ("sql", "named"),
+    [
+        ("SELECT * FROM a JOIN b ON a.id = b.id", "a join"),
+        ("SELECT * FROM a, b", "a join"),
+        ("SELECT MAX(id) FROM (SELECT id FROM t ORDER BY id LIMIT 9) AS T", "derived table"),
+        ("SELECT * FROM t WHERE id IN (SELECT id FROM u)", "subquery in WHERE"),
+        ("SELECT NOW() FROM t", "function NOW()"),
+        ("SELECT * FROM t WHERE LOWER(x) = 'a'", "function LOWER()"),
+        ("SELECT id + 1 FROM t", "operator '+'"),
+        ("SELECT a, COUNT(*) FROM t", "beside aggregates"),
+        ("SELECT * FROM t GROUP BY a", "GROUP BY"),
+        ("SELECT * FROM t FOR UPDATE", "locking read"),
+        ("SELECT * FROM t WHERE a = b", "two columns"),
+        ("SELECT DISTINCT a FROM t", "DISTINCT"),
+        ("SELECT * FROM t WHERE a LIKE 'x%'", "LIKE"),
+    ],
+)
+def test_refusals_name_the_construct(sql, named):
+    with pytest.raises(SqlError) as err:
+        parse(sql)
+    assert err.value.code == 1235
+    assert named in err.value.message
+
+
+def test_numeric_comparison_reads_a_string_as_mysql_does():
+    stmt = parse("SELECT * FROM t WHERE id = '1'' OR 1=1 -- '")
+    column = col(T.LONG)
+    assert matches(stmt.where, lambda c: (column, b"1"))
+    assert not matches(stmt.where, lambda c: (column, b"0"))
+    assert matches(parse("SELECT * FROM t WHERE id = 'abc'").where, lambda c: (column, b"0"))
+    assert matches(parse("SELECT * FROM t WHERE id < ' 2.5e1x'").where, lambda c: (column, b"24"))
