@@ -67,7 +67,7 @@ def encode_rows(out: bytearray, statements, timestamp, server_id, tm_ids, encode
     n = 0
     for st in statements:
         ids: dict = {}  # DN table id (6 raw bytes) -> logical id (6 bytes), per statement
-        for e in st._events if st.span is None else st.iter_events():
+        for e in st.in_memory if st.span is None else st.iter_events():
             n += put_event(out, e, ids, timestamp, server_id, tm_ids, encoder, txn)
     return n
 
@@ -146,7 +146,7 @@ def has_events(statements) -> bool:  # C types: txn_encoder.pxd
     """Whether any statement holds an event (`any(st.count ...)` without a generator and a
     property call per statement: once per transaction on the leader's path)."""
     for st in statements:
-        if st._events if st.span is None else st.span.count:
+        if st.in_memory if st.span is None else st.span.count:
             return True
     return False
 
