@@ -267,8 +267,9 @@ class TransactionEncoder:
             out += ts
             out += self._begin_tail
             n += 1
+        patcher: EventPatcher = self.patcher  # compiled: encode_rows a C call
         try:
-            n += self.patcher.encode_rows(out, statements, timestamp)
+            n += patcher.encode_rows(out, statements, timestamp)
         except OrphanRows:
             raise self._orphan(txn) from None
         self._xid_into(out, ts)
