@@ -20,8 +20,9 @@ SPARK_CDS := $(VENV)/share/cdc/spark-driver.jsa
 COMPILED_SRC := $(shell sed -n '/^COMPILED_MODULES = (/,/^)/p' cdc/compiled.py | grep -o '"[a-z_.]*"' | tr -d '"' | sed 's|\.|/|g; s|$$|.py|')
 # ... and their C declarations (augmenting .pxd files beside them), where they have one.
 COMPILED_SRC += $(wildcard $(COMPILED_SRC:.py=.pxd))
-# ... and the codec's C declarations they cimport (zlib's crc32, event codes, header readers).
-COMPILED_SRC += cdc/binlog/zcrc.pxd cdc/binlog/constants.pxd cdc/binlog/header.pxd
+# ... and the codec's C declarations they cimport (zlib's crc32, event codes, header readers and
+# writers, the QUERY statement offset).
+COMPILED_SRC += cdc/binlog/zcrc.pxd cdc/binlog/constants.pxd cdc/binlog/header.pxd cdc/binlog/query.pxd
 
 .PHONY: apt node jars compiled spark-cds setup demo stop test test-fast fuzz lint bench clean frames
 

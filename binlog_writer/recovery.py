@@ -14,12 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from cdc.binlog.constants import BINLOG_MAGIC, HEADER_LEN, EventType
+from cdc.binlog.constants import BINLOG_MAGIC, HEADER_LEN, QUERY_POST_HEADER_LEN, EventType
 from cdc.binlog.errors import CodecError
 from cdc.binlog.events import cts_mark_text, parse_cts
+from cdc.binlog.query import text_start
 from cdc.binlog.reader import EventReader
-
-_QUERY_POST = 13
 
 
 class Boundary(StrEnum):
@@ -37,11 +36,9 @@ def is_cts_mark(event: bytes | memoryview) -> bool:
 
 
 def _is_standalone_query(event: bytes | memoryview) -> bool:
-    if event[4] != EventType.QUERY or len(event) < HEADER_LEN + _QUERY_POST:
+    if event[4] != EventType.QUERY or len(event) < HEADER_LEN + QUERY_POST_HEADER_LEN:
         return False
-    db_len = event[HEADER_LEN + 8]
-    sv_len = event[HEADER_LEN + 11] | event[HEADER_LEN + 12] << 8
-    start = HEADER_LEN + _QUERY_POST + sv_len + db_len + 1
+    start = text_start(event)
     text = bytes(event[start : start + 16]).lstrip().upper()
     return not (text.startswith(b"BEGIN") or text.startswith(b"XA START"))
 

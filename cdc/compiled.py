@@ -17,6 +17,9 @@ import sys
 from pathlib import Path
 
 COMPILED_MODULES = (
+    # The values a MergeSource emits (statements, fragments, watermarks): cdef classes with typed
+    # fields (fragment.pxd), built by their constructors and read in C by the modules below.
+    "merge_source.fragment",
     "merge_source.scan",
     "merge_source.group",
     "merge_source.classifier",

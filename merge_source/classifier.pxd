@@ -1,6 +1,10 @@
 # C types for classifier.py when Cython compiles it (an augmenting .pxd: the .py stays plain
 # Python). A `cdef class` with typed fields: the processor reads them as C struct members.
 import cython
+
+from cdc.binlog cimport constants, query
+from merge_source.fragment cimport Statement
+
 cdef class Classified:
     cdef public object kind
     cdef public object txn_id
@@ -18,9 +22,8 @@ from merge_source.group cimport BinlogGroup
                fmt="unsigned int", k=Py_ssize_t, txn="long long", digit=int)
 cpdef tuple xa_ident(bytes gtid)
 
-@cython.locals(p="const unsigned char*", db_len=Py_ssize_t, status_len=Py_ssize_t,
-               start=Py_ssize_t, word=bytes, k=Py_ssize_t, c=int)
-cpdef bint is_xa_commit(bytes query)
+@cython.locals(p="const unsigned char*", start=Py_ssize_t, word=bytes, k=Py_ssize_t, c=int)
+cpdef bint is_xa_commit(bytes event)
 
 @cython.locals(p="const unsigned char*", end=Py_ssize_t, update=bint, pos=Py_ssize_t,
                txn="unsigned long long", tso="unsigned long long", k=Py_ssize_t,
@@ -47,4 +50,3 @@ cdef class Classifier:
     @cython.locals(code=int)
     cpdef _private_rows(self, bytes table_map, bytes rows, Classified out)
 
-cdef object _statement(object trace_id, list events)

@@ -9,16 +9,8 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, NamedTuple
 
-from cdc.binlog.constants import (
-    HEADER_LEN,
-    QUERY_DB_LEN_OFFSET,
-    QUERY_POST_HEADER_LEN,
-    QUERY_STATUS_LEN_OFFSET,
-    ROWS_TYPES,
-    UPDATE_TYPES,
-    ColumnType,
-    EventType,
-)
+from cdc.binlog import constants, query
+from cdc.binlog.constants import ROWS_TYPES, UPDATE_TYPES, ColumnType
 from cdc.binlog.events import body_view
 from cdc.binlog.fde import FormatDescription
 from cdc.binlog.flavor import (
@@ -37,10 +29,8 @@ from merge_source.group import BinlogGroup, query_text
 from merge_source.scan import annotate_trace, row_parts
 from merge_source.spill import SpanWriter, SpillFile
 
-TABLE_MAP = int(EventType.TABLE_MAP)
-ANNOTATE_ROWS = int(EventType.ANNOTATE_ROWS)
-QUERY = int(EventType.QUERY)
-WRITE_TYPES = frozenset({int(EventType.WRITE_ROWS_V1), int(EventType.WRITE_ROWS)})
+# Event codes are the codec's (C constants compiled: classifier.pxd cimports them).
+WRITE_TYPES = frozenset({constants.EventType.WRITE_ROWS_V1, constants.EventType.WRITE_ROWS})
 PRIVATE_DB_B = PRIVATE_DB.encode()
 TX_LOG_B = TX_LOG.encode()
 HEARTBEAT_B = HEARTBEAT.encode()
@@ -78,7 +68,6 @@ class CommitRecord(NamedTuple):
 
 
 _new_tuple = tuple.__new__  # builds a NamedTuple in C (its own __new__ is interpreted)
-_new_object = object.__new__  # an instance without its __init__ (`_statement`)
 
 
 class Classified:
@@ -126,16 +115,6 @@ XA_PREPARE, XA_COMMIT, XA_ROLLBACK = (
 )
 LOCAL, COMMIT_RECORD, PRIVATE = GroupKind.LOCAL, GroupKind.COMMIT_RECORD, GroupKind.PRIVATE
 F_LOCAL = FragmentKind.LOCAL
-
-
-def _statement(trace_id, events) -> Statement:  # C types: classifier.pxd
-    """`Statement(trace_id, events)` field by field: its __init__ is interpreted Python (a frame
-    per statement), these are C calls here."""
-    st = _new_object(Statement)
-    st.trace_id = trace_id
-    st._events = events
-    st.span = None
-    return st
 
 
 def table_name(event: bytes) -> tuple[bytes, bytes]:
@@ -193,16 +172,14 @@ def xa_ident(gtid: bytes) -> tuple[int | None, bytes]:  # C types: classifier.px
     return txn, xid
 
 
-def is_xa_commit(query: bytes) -> bool:  # C types: classifier.pxd
-    """`query_text(query).upper().startswith(b"XA COMMIT")` without copying the statement."""
-    if len(query) < HEADER_LEN + QUERY_POST_HEADER_LEN:
-        return query_text(query).upper().startswith(XA_COMMIT_B)  # raises as it always did
-    p = query
-    db_len = p[QUERY_DB_LEN_OFFSET]
-    status_len = p[QUERY_STATUS_LEN_OFFSET] | p[QUERY_STATUS_LEN_OFFSET + 1] << 8
-    start = HEADER_LEN + QUERY_POST_HEADER_LEN + status_len + db_len + 1
+def is_xa_commit(event: bytes) -> bool:  # C types: classifier.pxd
+    """`query_text(event).upper().startswith(b"XA COMMIT")` without copying the statement."""
+    if len(event) < constants.HEADER_LEN + constants.QUERY_POST_HEADER_LEN:
+        return query_text(event).upper().startswith(XA_COMMIT_B)  # raises as it always did
+    p = event
+    start = query.text_start(p, 0)
     word = XA_COMMIT_B
-    if len(query) - 4 - start < len(word):
+    if len(event) - 4 - start < len(word):
         return False
     for k in range(len(word)):
         c = p[start + k]
@@ -249,13 +226,13 @@ class Classifier:
             txn_id, xid = xa_ident(group.gtid)
             commit = False
             for e in group.body():
-                if e[4] == QUERY:
+                if e[4] == constants.EventType.QUERY:
                     commit = is_xa_commit(e)
                     break
             return Classified(XA_COMMIT if commit else XA_ROLLBACK, txn_id=txn_id or 0, xid=xid)
         if group.count == 2:
             only = next(iter(group.body()))
-            if only[4] == QUERY:
+            if only[4] == constants.EventType.QUERY:
                 return Classified(GroupKind.DDL, query=query_text(only))
         return self._rows(group, Classified(LOCAL, fragment_kind=F_LOCAL))
 
@@ -270,7 +247,7 @@ class Classifier:
             fast = row_parts(group.events, PRIVATE_DB_B)
             if fast is not None:
                 out.statements = [
-                    _statement(None if a is None else annotate_trace(a), e) for a, e in fast if e
+                    Statement(None if a is None else annotate_trace(a), e) for a, e in fast if e
                 ]
                 return out
         spill = SpillFile(self.spill_dir) if group.span is not None else None
@@ -284,10 +261,10 @@ class Classifier:
         user_rows = False
         for data in group.body():
             code = data[4]
-            if code == ANNOTATE_ROWS:
+            if code == constants.EventType.ANNOTATE_ROWS:
                 events = [] if spill is None else SpanWriter(spill)
                 parts.append((data, events))
-            elif code == TABLE_MAP:
+            elif code == constants.EventType.TABLE_MAP:
                 if data[28 : 28 + data[27]] == PRIVATE_DB_B:
                     cached = self._columns.get(data[19:-4])  # its name without slicing it out
                     private.add(table_name(data)[1] if cached is None else cached[2])

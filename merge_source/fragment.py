@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -28,13 +27,18 @@ class Statement:
     `trace_id` comes from the statement's `/*CDC trace=<seq>.<subseq> ... */` hint (None for a
     statement without one); MergeJoint orders a transaction's statements by it.
 
-    The events are in memory (a list), or, for a transaction larger than the spill threshold, in
-    a spill file (`span`, see `spill.py`). `events` then reads them back on every access, as a new
-    list nobody keeps, so callers that only want a few statements keep working; `iter_events()`
+    The events are in memory (`in_memory`, a list), or, for a transaction larger than the spill
+    threshold, in a spill file (`span`, see `spill.py`; `in_memory` is then empty). `events`
+    reads them either way (a spilled statement's back from disk on every access, as a new list
+    nobody keeps, so callers that only want a few statements keep working); `iter_events()`
     streams them one by one and is the accessor for code that must handle huge transactions.
+    The per-event loops read `in_memory` when `span` is None: the list itself, no call.
+
+    Typed fields in fragment.pxd (compiled: a cdef class, its fields read in C by the
+    compiled modules that cimport it).
     """
 
-    __slots__ = ("trace_id", "_events", "span")
+    __slots__ = ("trace_id", "in_memory", "span")
 
     def __init__(
         self,
@@ -43,18 +47,18 @@ class Statement:
         span: EventSpan | None = None,
     ):
         self.trace_id = trace_id
-        self._events: list[bytes] = [] if events is None else events
+        self.in_memory: list[bytes] = [] if events is None else events
         self.span = span
 
     @property
     def events(self) -> list[bytes]:
         if self.span is not None:
             return list(self.span)
-        return self._events
+        return self.in_memory
 
     @events.setter
     def events(self, events: list[bytes]) -> None:
-        self._events, self.span = events, None
+        self.in_memory, self.span = events, None
 
     @property
     def spilled(self) -> bool:
@@ -63,15 +67,15 @@ class Statement:
     @property
     def count(self) -> int:
         """Number of events (without reading a spilled statement back)."""
-        return self.span.count if self.span is not None else len(self._events)
+        return self.span.count if self.span is not None else len(self.in_memory)
 
     @property
     def size(self) -> int:
         """Bytes of its events (without reading a spilled statement back)."""
-        return self.span.size if self.span is not None else sum(map(len, self._events))
+        return self.span.size if self.span is not None else sum(map(len, self.in_memory))
 
     def iter_events(self) -> Iterator[bytes]:
-        return iter(self.span if self.span is not None else self._events)
+        return iter(self.span if self.span is not None else self.in_memory)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Statement):
@@ -81,21 +85,72 @@ class Statement:
     __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaced
 
     def __repr__(self) -> str:
-        where = f"spilled {self.span.size} bytes" if self.span is not None else self._events
+        where = f"spilled {self.span.size} bytes" if self.span is not None else self.in_memory
         return f"Statement(trace_id={self.trace_id!r}, events={where!r})"
 
 
-@dataclass(slots=True)
 class Fragment:
-    key: SortKey
-    dn: int
-    txn_id: int  # 0 for a local transaction
-    participants: tuple[int, ...]
-    kind: FragmentKind
-    statements: list[Statement] = field(default_factory=list)
-    # Decoded marker rows (INSTRUCTION/DDL): column name -> value.
-    markers: list[dict[str, Any]] = field(default_factory=list)
-    timestamp: int = 0  # DN commit time (seconds), used as the event timestamp downstream
+    """One DN's part of a transaction (or a local transaction, a heartbeat, a marker), released
+    in sort-key order. Typed fields in fragment.pxd (compiled: a cdef class)."""
+
+    __slots__ = (
+        "key",
+        "dn",
+        "txn_id",
+        "participants",
+        "kind",
+        "statements",
+        "markers",
+        "timestamp",
+    )
+
+    def __init__(
+        self,
+        key: SortKey,
+        dn: int,
+        txn_id: int,  # 0 for a local transaction
+        participants: tuple[int, ...],
+        kind: FragmentKind,
+        statements: list[Statement] | None = None,
+        # Decoded marker rows (INSTRUCTION/DDL): column name -> value.
+        markers: list[dict[str, Any]] | None = None,
+        timestamp: int = 0,  # DN commit time (seconds), used as the event timestamp downstream
+    ):
+        self.key = key
+        self.dn = dn
+        self.txn_id = txn_id
+        self.participants = participants
+        self.kind = kind
+        self.statements: list[Statement] = [] if statements is None else statements
+        self.markers: list[dict[str, Any]] = [] if markers is None else markers
+        self.timestamp = timestamp
+
+    def _fields(self) -> tuple:
+        return (
+            self.key,
+            self.dn,
+            self.txn_id,
+            self.participants,
+            self.kind,
+            self.statements,
+            self.markers,
+            self.timestamp,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Fragment:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaced
+
+    def __repr__(self) -> str:
+        return (
+            f"Fragment(key={self.key!r}, dn={self.dn!r}, txn_id={self.txn_id!r},"
+            f" participants={self.participants!r}, kind={self.kind!r},"
+            f" statements={self.statements!r}, markers={self.markers!r},"
+            f" timestamp={self.timestamp!r})"
+        )
 
     @property
     def tso(self) -> int:
@@ -126,8 +181,8 @@ class Watermark:
     `checkpoint` (a `cdc.keys.Checkpoint`) is where this DN's binlog must be re-read from once
     everything up to `lift(dn, key)` is durably in the global binlog.
 
-    A plain slots class, not a frozen dataclass: the leader decodes one per wire record, and a
-    frozen dataclass's `__init__` (one `object.__setattr__` per field) cost ~3x as much.
+    Typed fields in fragment.pxd (compiled: a cdef class; a frozen dataclass's `__init__`, one
+    `object.__setattr__` per field, cost ~3x as much, once per wire record on the leader).
     Treat it as immutable.
     """
 

@@ -8,3 +8,4 @@ cdef class BinlogGroup:
     cdef public object span
 
 from merge_source.scan cimport group_body, group_end, log_pos
+from cdc.binlog cimport constants, query

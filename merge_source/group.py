@@ -11,13 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 
-from cdc.binlog.constants import (
-    HEADER_LEN,
-    QUERY_DB_LEN_OFFSET,
-    QUERY_POST_HEADER_LEN,
-    QUERY_STATUS_LEN_OFFSET,
-    EventType,
-)
+from cdc.binlog import constants, query
 from cdc.binlog.flavor import FL_STANDALONE, GTID_FLAGS2_OFFSET
 from cdc.protocol import DnEvent
 from merge_source.scan import group_body, group_end, log_pos
@@ -25,12 +19,11 @@ from merge_source.spill import DEFAULT_SPILL_BYTES, EventSpan, SpanWriter, Spill
 
 log = logging.getLogger(__name__)
 
-GTID = int(EventType.MARIADB_GTID)
-XID = int(EventType.XID)
-XA_PREPARE = int(EventType.XA_PREPARE)
-QUERY = int(EventType.QUERY)
-FDE = int(EventType.FORMAT_DESCRIPTION)
-TERMINATOR_CODES = frozenset({XID, XA_PREPARE, QUERY})  # QUERY: only some (scan.group_end)
+# Event codes: the codec's (C constants compiled: group.pxd cimports them). QUERY ends only
+# some groups (scan.group_end).
+TERMINATOR_CODES = frozenset(
+    {constants.EventType.XID, constants.EventType.XA_PREPARE, constants.EventType.QUERY}
+)
 
 
 class BinlogGroup:
@@ -79,12 +72,9 @@ class BinlogGroup:
 
 def query_text(data: bytes, checksum_len: int = 4) -> bytes:
     """The statement of a QUERY event (status vars and db skipped), without decoding it."""
-    db_len = data[QUERY_DB_LEN_OFFSET]
-    status_len = int.from_bytes(
-        data[QUERY_STATUS_LEN_OFFSET : QUERY_STATUS_LEN_OFFSET + 2], "little"
-    )
-    start = HEADER_LEN + QUERY_POST_HEADER_LEN + status_len + db_len + 1
-    return bytes(data[start : len(data) - checksum_len])
+    if len(data) < constants.HEADER_LEN + constants.QUERY_POST_HEADER_LEN:
+        raise IndexError(f"a QUERY event of {len(data)} bytes has no post-header")
+    return bytes(data[query.text_start(data, 0) : len(data) - checksum_len])
 
 
 class GroupAssembler:
@@ -154,11 +144,14 @@ class GroupAssembler:
         limit = self.spill_bytes or float("inf")
         n = len(events)
         i = 0
+        # The codec's codes, looked up once (as Python, an IntEnum member costs more per event)
+        gtid, fde = constants.EventType.MARIADB_GTID, constants.EventType.FORMAT_DESCRIPTION
+        query_code = constants.EventType.QUERY
         try:
             while i < n:
                 data = events[i]
                 code = data[4]
-                if code == GTID:
+                if code == gtid:
                     if positions is not None:
                         pos = positions[i]
                     else:  # where it starts: its log_pos (where the next one starts) - size
@@ -173,7 +166,7 @@ class GroupAssembler:
                     self._current = group
                     i += 1
                     continue
-                if code == FDE:
+                if code == fde:
                     yield DnEvent(file, positions[i] if positions is not None else 4, data)
                     i += 1
                     continue
@@ -196,7 +189,7 @@ class GroupAssembler:
                     writer.append(data)
                     j = i + 1
                     done = code in TERMINATOR_CODES and (
-                        code != QUERY or group_end(data, standalone)
+                        code != query_code or group_end(data, standalone)
                     )
                 i = j
                 if done:

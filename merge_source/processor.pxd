@@ -1,6 +1,10 @@
 # C types for processor.py when Cython compiles it (an augmenting .pxd: the .py stays plain
 # Python): the per-group objects it reads are cdef classes, their fields C struct members.
+import cython
+
+from cdc.binlog cimport constants
 from merge_source.classifier cimport Classified, Classifier
+from merge_source.fragment cimport Fragment, Statement, Watermark
 from merge_source.group cimport BinlogGroup
 from merge_source.scan cimport timestamp as event_timestamp
 from merge_source.sorter cimport Release, Sorter
@@ -35,6 +39,7 @@ cdef class SourceProcessor:
     cpdef list _group(self, BinlogGroup group)
     cpdef list _apply(self, BinlogGroup group)
     cpdef list _outputs(self, list releases)
+    @cython.locals(st=Statement)
     cpdef list _rename(self, list statements)
     cpdef object _seq(self, str file, object pos)
     cpdef object checkpoint(self)

@@ -10,7 +10,7 @@ import json
 import logging
 from collections.abc import Iterable
 
-from cdc.binlog.constants import EventType
+from cdc.binlog import constants
 from cdc.binlog.fde import FormatDescription
 from cdc.cn_protocol.schema import CDC_START, META_CHANGE
 from cdc.keys import Checkpoint, GlobalKey, stream_name
@@ -31,8 +31,6 @@ from merge_source.spill import DEFAULT_SPILL_BYTES, SpanWriter, SpillFile
 
 log = logging.getLogger(__name__)
 
-TABLE_MAP = int(EventType.TABLE_MAP)
-
 
 def _position(at: tuple[str, int]) -> tuple[int, int]:
     return file_number(at[0]), at[1]
@@ -47,9 +45,6 @@ def file_number(name: str) -> int:
 
 
 _new_tuple = tuple.__new__  # builds a NamedTuple in C (its own __new__ is interpreted)
-# An instance without running __init__: fragments and watermarks are filled in field by field
-# (their __init__ is interpreted Python; every field is set right after, see _outputs).
-_new_object = object.__new__
 # Enum members as module constants: compiled, `GroupKind.X` is a global and an attribute lookup
 # each time; these are one global lookup (the order of the tests below follows their frequency).
 XA_PREPARE, XA_COMMIT, XA_ROLLBACK = (
@@ -268,23 +263,18 @@ class SourceProcessor:
             statements = self._rename(c.statements)
             if kind is F_LOCAL and not statements:
                 continue
-            # Built field by field: the dataclass's __init__ is interpreted (a Python frame per
-            # fragment), these are C calls here.
-            fragment = _new_object(Fragment)
-            fragment.key = r.key
-            fragment.dn = dn
-            fragment.txn_id = c.txn_id
-            fragment.participants = held.participants
-            fragment.kind = kind
-            fragment.statements = statements
-            fragment.markers = c.markers or []  # never the shared empty default
-            fragment.timestamp = held.timestamp
+            fragment = Fragment(
+                r.key,
+                dn,
+                c.txn_id,
+                held.participants,
+                kind,
+                statements,
+                c.markers or [],  # never the shared empty default
+                held.timestamp,
+            )
             out.append(fragment)
-        watermark = _new_object(Watermark)  # as the fragment: no interpreted __init__
-        watermark.dn = dn
-        watermark.key = releases[-1].key
-        watermark.checkpoint = self.checkpoint()
-        out.append(watermark)
+        out.append(Watermark(dn, releases[-1].key, self.checkpoint()))
         return out
 
     def _apply_markers(self, markers: list[dict]) -> None:
@@ -317,13 +307,13 @@ class SourceProcessor:
             events: list[bytes] | SpanWriter
             source: Iterable[bytes]
             if st.span is None:
-                events, source = [], st._events  # the list itself: no generator per statement
+                events, source = [], st.in_memory  # the list itself: no generator per statement
             else:
                 if spill is None:
                     spill = SpillFile(self.spill_dir)
                 events, source = SpanWriter(spill), st.iter_events()
             for e in source:
-                if e[4] == TABLE_MAP:
+                if e[4] == constants.EventType.TABLE_MAP:
                     renamed = names.rename(e)
                     if renamed is None:
                         dropped.add(e[19:25])
@@ -338,8 +328,8 @@ class SourceProcessor:
                     out.append(Statement(st.trace_id, span=events.span()))
             elif events:
                 # The statement itself, renamed in place: it is released once, and nothing
-                # else holds it (a new Statement ran its interpreted __init__ per statement).
-                st._events = events
+                # else holds it.
+                st.in_memory = events
                 out.append(st)
         return out
 

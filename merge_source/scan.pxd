@@ -1,9 +1,9 @@
 # C types for scan.py when Cython compiles it (an augmenting .pxd: the .py stays plain Python).
 import cython
 
-from cdc.binlog cimport constants, header
+from cdc.binlog cimport constants, header, query
 
-@cython.locals(db_len=Py_ssize_t, status_len=Py_ssize_t, start=Py_ssize_t, at=Py_ssize_t)
+@cython.locals(start=Py_ssize_t)
 cpdef bint group_end(bytes data, bint standalone)
 
 @cython.locals(n=Py_ssize_t, size=Py_ssize_t, data=bytes, p="const unsigned char*", code=int,

@@ -4,15 +4,15 @@ stream's split into events is the foundation's: `cdc.protocol.dump_stream`.)
 
 Plain Python that Cython compiles unchanged when it is there (`setup.py` COMPILED lists this
 module; `import merge_source.scan; merge_source.scan.COMPILED` says which one runs). Event
-codes and header offsets are the codec's (`cdc.binlog.constants`/`header`, C constants when
-compiled: scan.pxd cimports them).
+codes, header offsets and the QUERY statement's offset are the codec's
+(`cdc.binlog.constants`/`header`/`query`, C when compiled: scan.pxd cimports them).
 """
 
 from __future__ import annotations
 
 import re
 
-from cdc.binlog import constants, header
+from cdc.binlog import constants, header, query
 from cdc.compiled import is_compiled
 
 TRACE_OPEN, TRACE_CN, TRACE_CLOSE = b"/*CDC trace=", b" cn=", b" */"
@@ -38,10 +38,9 @@ def group_end(data: bytes, standalone) -> bool:  # C types: scan.pxd
     otherwise COMMIT, XA COMMIT, XA ROLLBACK)."""
     if standalone:
         return True
-    db_len = data[constants.QUERY_DB_LEN_OFFSET]
-    at = constants.QUERY_STATUS_LEN_OFFSET
-    status_len = data[at] | data[at + 1] << 8
-    start = constants.HEADER_LEN + constants.QUERY_POST_HEADER_LEN + status_len + db_len + 1
+    if len(data) < constants.HEADER_LEN + constants.QUERY_POST_HEADER_LEN:
+        raise IndexError(f"a QUERY event of {len(data)} bytes has no post-header")
+    start = query.text_start(data, 0)  # compiled: read from the bytes' buffer in C
     text = data[start : min(start + 12, len(data) - 4)].upper()  # without the CRC
     return text.startswith((b"COMMIT", b"XA COMMIT", b"XA ROLLBACK"))
 

@@ -37,9 +37,6 @@ SORT_KINDS = tuple(Kind)  # by value (BRANCH 0, LOCAL 1): an index, not an Enum 
 # SortKey(...) runs the NamedTuple's interpreted __new__; tuple.__new__ builds the same key in C
 # (a third of the cost, once per record).
 _new_tuple = tuple.__new__
-# An instance without running its __init__ (every field is set right after): fragments,
-# statements and watermarks are decoded by the thousand.
-_new_object = object.__new__
 
 
 class WireError(RuntimeError):
@@ -99,7 +96,7 @@ def _batch(b, items: list, spill_dir) -> None:  # C types: wire.pxd
             else:
                 stmts += (1, trace[0], trace[1])
             if st.span is None:
-                events.append(b"".join(st._events))  # in memory: the list itself, no copy
+                events.append(b"".join(st.in_memory))  # the list itself, no copy
                 continue
             if handoff is None:
                 spilled = [s.span for s in statements if s.span is not None]
@@ -244,23 +241,11 @@ def _read_batch(b, out: list) -> None:  # C types: wire.pxd
                 statements.append(Statement(trace, span=span))
             else:
                 data = events[j]
-                st = _new_object(Statement)  # field by field, as the fragment below
-                st.trace_id = trace
-                st._events = statement_events(data, 0, len(data))
-                st.span = None
-                statements.append(st)
+                statements.append(Statement(trace, statement_events(data, 0, len(data))))
             j += 1
-        # Field by field: the dataclass's __init__ is interpreted (a Python frame per fragment).
-        frag = _new_object(Fragment)
-        frag.key = _new_tuple(SortKey, (head[i], SORT_KINDS[head[i + 1]], head[i + 2]))
-        frag.dn = dn
-        frag.txn_id = head[i + 3]
-        frag.participants = participants
-        frag.kind = KINDS[head[i + 4]]
-        frag.statements = statements
-        frag.markers = []
-        frag.timestamp = head[i + 5]
-        out.append(frag)
+        key = _new_tuple(SortKey, (head[i], SORT_KINDS[head[i + 1]], head[i + 2]))
+        kind = KINDS[head[i + 4]]
+        out.append(Fragment(key, dn, head[i + 3], participants, kind, statements, [], head[i + 5]))
     if j != m or p != len(parts):
         raise ValueError("the batch holds statements or participants of no fragment")
     if len(b.markers):
@@ -276,10 +261,7 @@ def _read_batch(b, out: list) -> None:  # C types: wire.pxd
         if checkpoints is not None and i // 3 in checkpoints:
             ck = checkpoints.pop(i // 3)
             cp = Checkpoint(stream_name(dn), ck.file, ck.pos, ck.max_tso_seen)
-        mark = _new_object(Watermark)  # field by field: its __init__ is interpreted
-        mark.dn = dn
-        mark.key = _new_tuple(SortKey, (marks[i], SORT_KINDS[marks[i + 1]], marks[i + 2]))
-        mark.checkpoint = cp
-        out.append(mark)
+        key = _new_tuple(SortKey, (marks[i], SORT_KINDS[marks[i + 1]], marks[i + 2]))
+        out.append(Watermark(dn, key, cp))
     if checkpoints:
         raise ValueError("the batch holds checkpoints of no watermark")

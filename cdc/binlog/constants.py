@@ -27,6 +27,15 @@ QUERY_DB_LEN_OFFSET = HEADER_LEN + 8
 QUERY_STATUS_LEN_OFFSET = HEADER_LEN + 11
 # TABLE_MAP after the 19-byte header: table_id (6), flags (2), then the schema name's length.
 TABLE_MAP_DB_LEN_OFFSET = HEADER_LEN + 8
+# The table id (6 bytes, LE) starts the post-header of TABLE_MAP and rows events (as MySQL >= 5.1.4
+# and MariaDB write it); in a rows event the flags (2) follow, then, in rows v2 only, the
+# extra-data length (2 bytes, counting itself: ROWS_V2_NO_EXTRA is "no extra data").
+TABLE_ID_OFFSET = HEADER_LEN
+TABLE_ID_LEN = 6
+ROWS_EXTRA_OFFSET = HEADER_LEN + 8
+ROWS_V2_NO_EXTRA = b"\x02\x00"
+# A rows v1 code + this is its v2 code (WRITE 23 -> 30, ...).
+ROWS_V1_TO_V2_STEP = 7
 
 CHECKSUM_OFF = 0
 CHECKSUM_CRC32 = 1
@@ -96,7 +105,7 @@ ROWS_V2_TYPES = frozenset({30, 31, 32})
 ROWS_TYPES = ROWS_V1_TYPES | ROWS_V2_TYPES
 COMPRESSED_TYPES = frozenset(range(165, 172))
 # v1 -> v2 code (WRITE 23 -> 30, ...): the fast path converts MariaDB rows to MySQL v2.
-ROWS_V1_TO_V2 = {23: 30, 24: 31, 25: 32}
+ROWS_V1_TO_V2 = {code: code + ROWS_V1_TO_V2_STEP for code in ROWS_V1_TYPES}
 UPDATE_TYPES = frozenset({24, 31})
 
 

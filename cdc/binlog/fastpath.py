@@ -10,17 +10,23 @@ import zlib
 from cdc.binlog import constants, header, zcrc
 from cdc.compiled import is_compiled
 
-from .constants import CHECKSUM_LEN, HEADER_LEN, ROWS_TYPES, ROWS_V1_TO_V2, EventType
+from .constants import (
+    CHECKSUM_LEN,
+    HEADER_LEN,
+    ROWS_EXTRA_OFFSET,
+    ROWS_TYPES,
+    ROWS_V1_TO_V2,
+    ROWS_V2_NO_EXTRA,
+    TABLE_ID_LEN,
+    TABLE_ID_OFFSET,
+    EventType,
+)
 from .errors import CodecError
 from .header import OFF_FLAGS, OFF_LOG_POS, OFF_SERVER_ID, OFF_TIMESTAMP, OFF_TYPE, event_size
 
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
-_TABLE_MAP = int(EventType.TABLE_MAP)
-_FDE = int(EventType.FORMAT_DESCRIPTION)
-_TABLE_ID_TYPES = frozenset(ROWS_TYPES | {_TABLE_MAP})
-_V2_EXTRA = b"\x02\x00"  # extra-data length 2 = no extra data (the field counts itself)
-TABLE_ID_OFFSET = HEADER_LEN  # table_id is the first post-header field (6 bytes)
+_TABLE_ID_TYPES = frozenset(ROWS_TYPES | {EventType.TABLE_MAP})
 
 Buffer = bytes | bytearray | memoryview
 
@@ -31,7 +37,7 @@ def event_type(event: Buffer) -> int:
 
 def table_id_of(event: Buffer) -> int:
     """table_id of a TABLE_MAP or rows event (6-byte ids, as MySQL >= 5.1.4 and MariaDB write)."""
-    return int.from_bytes(event[TABLE_ID_OFFSET : TABLE_ID_OFFSET + 6], "little")
+    return int.from_bytes(event[TABLE_ID_OFFSET : TABLE_ID_OFFSET + TABLE_ID_LEN], "little")
 
 
 def rewrite(
@@ -59,12 +65,12 @@ def rewrite(
     body_end = n - CHECKSUM_LEN if has_crc else n
     code = event[OFF_TYPE]
     if v1_to_v2 and code in ROWS_V1_TO_V2:
-        split = HEADER_LEN + 8  # after table_id (6) + flags (2)
+        split = ROWS_EXTRA_OFFSET  # after table_id (6) + flags (2)
         if body_end < split:
             raise CodecError(f"rows v1 event of {n} bytes is shorter than its post-header")
         out = bytearray(body_end + 2 + CHECKSUM_LEN)
         out[:split] = event[:split]
-        out[split : split + 2] = _V2_EXTRA
+        out[split : split + 2] = ROWS_V2_NO_EXTRA
         out[split + 2 : body_end + 2] = event[split:body_end]
         out[OFF_TYPE] = ROWS_V1_TO_V2[code]
     else:
@@ -74,7 +80,9 @@ def rewrite(
     if table_id is not None:
         if code not in _TABLE_ID_TYPES:
             raise CodecError(f"event type {code} has no table_id")
-        out[TABLE_ID_OFFSET : TABLE_ID_OFFSET + 6] = table_id.to_bytes(6, "little")
+        out[TABLE_ID_OFFSET : TABLE_ID_OFFSET + TABLE_ID_LEN] = table_id.to_bytes(
+            TABLE_ID_LEN, "little"
+        )
     if server_id is not None:
         _U32.pack_into(out, OFF_SERVER_ID, server_id)
     if timestamp is not None:
@@ -96,7 +104,9 @@ def rows_v1_to_v2(event: Buffer, *, has_crc: bool = True) -> bytearray:
 
 def set_table_id(event: bytearray | memoryview, table_id: int) -> None:
     """In place; call `reseal` (or let the writer do it) afterwards."""
-    event[TABLE_ID_OFFSET : TABLE_ID_OFFSET + 6] = table_id.to_bytes(6, "little")
+    event[TABLE_ID_OFFSET : TABLE_ID_OFFSET + TABLE_ID_LEN] = table_id.to_bytes(
+        TABLE_ID_LEN, "little"
+    )
 
 
 def reseal(event: bytearray | memoryview) -> None:
@@ -106,7 +116,7 @@ def reseal(event: bytearray | memoryview) -> None:
 
 def _seal(buf: bytearray | memoryview, start: int, end: int) -> None:
     mv = memoryview(buf)
-    if mv[start + OFF_TYPE] == _FDE and mv[start + OFF_FLAGS] & 1:
+    if mv[start + OFF_TYPE] == EventType.FORMAT_DESCRIPTION and mv[start + OFF_FLAGS] & 1:
         # FDE CRC is defined with the in-use flag cleared.
         tmp = bytearray(mv[start : end - CHECKSUM_LEN])
         tmp[OFF_FLAGS] &= 0xFE
@@ -139,11 +149,7 @@ def stamp_positions(buf: bytearray, base, start=0, end=-1) -> int:  # C types: f
             stop = off + size
             if size < constants.HEADER_LEN + constants.CHECKSUM_LEN or stop > n:
                 raise CodecError(f"event at transaction offset {off} has bad event_size {size}")
-            pos = base + stop - start
-            p[off + 13] = pos & 0xFF
-            p[off + 14] = (pos >> 8) & 0xFF
-            p[off + 15] = (pos >> 16) & 0xFF
-            p[off + 16] = (pos >> 24) & 0xFF
+            header.write_log_pos(p, off, base + stop - start)
             crc = zcrc.zlib_crc32(0, p + off, size - constants.CHECKSUM_LEN)  # C: zcrc.pxd
             p[stop - 4] = crc & 0xFF
             p[stop - 3] = (crc >> 8) & 0xFF

@@ -1,14 +1,16 @@
 """The 19-byte v4 event header: its field offsets, readers of one field of a raw event (the
-size, log_pos, timestamp: what per-event loops read without decoding), and a dataclass with
-pack/unpack. Compiled modules use the offsets and readers of `header.pxd` (`from cdc.binlog
-cimport header`; `header.event_size(p, at)` reads a buffer pointer in C), plain Python these."""
+size, log_pos, timestamp: what per-event loops read without decoding), writers of the fields
+that loops patch in place (and of the table id right after the header of TABLE_MAP and rows
+events), and a dataclass with pack/unpack. Compiled modules use the offsets, readers and
+writers of `header.pxd` (`from cdc.binlog cimport header`; `header.event_size(p, at)` reads a
+buffer pointer in C), plain Python these."""
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
 
-from .constants import HEADER_LEN
+from .constants import HEADER_LEN, TABLE_ID_LEN, TABLE_ID_OFFSET
 from .errors import CodecError
 
 # timestamp, type, server_id, event_size, log_pos, flags
@@ -44,6 +46,25 @@ def server_id(data, at: int = 0) -> int:
 def timestamp(data, at: int = 0) -> int:
     """The timestamp field (u32 seconds)."""
     return _U32.unpack_from(data, at + OFF_TIMESTAMP)[0]
+
+
+_HEAD = struct.Struct("<IBII")  # timestamp, type, server_id, event_size: offsets 0-12
+
+
+def write_head(buf, at: int, timestamp: int, type_code: int, server_id: int, size: int) -> None:
+    """Write the header fields up to event_size (offsets 0-12) of the event at `at` of `buf` (a
+    writable buffer); log_pos and flags are left as they are."""
+    _HEAD.pack_into(buf, at, timestamp, type_code, server_id, size)
+
+
+def write_log_pos(buf, at: int, log_pos: int) -> None:
+    """Write the log_pos field of the event at `at` of `buf`."""
+    _U32.pack_into(buf, at + OFF_LOG_POS, log_pos)
+
+
+def write_table_id(buf, at: int, table_id: bytes) -> None:
+    """Write the 6-byte table id (LE) of the TABLE_MAP or rows event at `at` of `buf`."""
+    buf[at + TABLE_ID_OFFSET : at + TABLE_ID_OFFSET + TABLE_ID_LEN] = table_id
 
 
 @dataclass(slots=True, frozen=True)

@@ -1,5 +1,7 @@
 """QUERY_EVENT (2): parse any server's status variables; build ones with only the keys every
-consumer knows (FLAGS2, SQL_MODE, AUTO_INCREMENT, CHARSET, CATALOG_NZ)."""
+consumer knows (FLAGS2, SQL_MODE, AUTO_INCREMENT, CHARSET, CATALOG_NZ); where a raw event's
+statement starts (`text_start`: per-event loops read it without decoding; compiled modules use
+query.pxd's, which reads a buffer pointer in C)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ from typing import TYPE_CHECKING, ClassVar
 
 from .constants import (
     COLLATION_UTF8MB4_GENERAL_CI,
+    HEADER_LEN,
+    QUERY_DB_LEN_OFFSET,
     QUERY_POST_HEADER_LEN,
+    QUERY_STATUS_LEN_OFFSET,
     EventType,
     QueryStatus,
 )
@@ -19,6 +24,17 @@ if TYPE_CHECKING:
     from .fde import FormatDescription
 
 _POST = struct.Struct("<IIBHH")  # thread_id, exec_time, db_len, error_code, status_vars_len
+
+
+def text_start(data, at: int = 0) -> int:
+    """Where the statement of the raw QUERY event at `at` of `data` (bytes-like) starts: after
+    its header, post-header, status variables and default database (NUL-terminated). The caller
+    knows the post-header is there (`HEADER_LEN + QUERY_POST_HEADER_LEN` bytes)."""
+    status = at + QUERY_STATUS_LEN_OFFSET
+    status_len = data[status] | data[status + 1] << 8
+    db_len = data[at + QUERY_DB_LEN_OFFSET]
+    return at + HEADER_LEN + QUERY_POST_HEADER_LEN + status_len + db_len + 1
+
 
 # Fixed sizes of status variables (None = variable length, handled below).
 _FIXED = {

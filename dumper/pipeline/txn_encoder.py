@@ -17,7 +17,8 @@ import re
 import struct
 from collections.abc import Iterator
 
-from cdc.binlog.constants import CHECKSUM_LEN, HEADER_LEN, ROWS_V1_TYPES, EventType
+from cdc.binlog import constants, header
+from cdc.binlog.constants import CHECKSUM_LEN, HEADER_LEN, ROWS_V2_NO_EXTRA, EventType
 from cdc.binlog.events import (
     CHECKPOINT_MARK,
     CTS_PREFIX,
@@ -37,16 +38,10 @@ from dumper.pipeline.table_id_map import TableIdMap
 from merge_joint import Transaction
 from merge_source import FragmentKind, table_name
 
-TABLE_MAP = int(EventType.TABLE_MAP)
 CREATE_TABLE = re.compile(
     rb"\s*(/\*.*?\*/\s*)*CREATE\s+(TEMPORARY\s+)?TABLE\b", re.IGNORECASE | re.DOTALL
 )
-ROWS_V1 = ROWS_V1_TYPES  # MariaDB WRITE/UPDATE/DELETE_ROWS v1
-ROWS_V2 = frozenset({30, 31, 32})
-V1_TO_V2 = 7
-V2_EXTRA = b"\x02\x00"  # extra-data length 2 = no extra data (the field counts itself)
 NO_CRC = bytes(CHECKSUM_LEN)  # a CRC slot the writer fills
-_HEAD = struct.Struct("<IBII")  # timestamp, type, server_id, event size: header offsets 0-12
 _TS = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
@@ -55,74 +50,84 @@ _MARK_TAIL = struct.Struct("<IIH")  # the mark's header from event size on: size
 # byte patching of an event (the interpreted metaclass), once per transaction or more.
 _BRANCH = int(Kind.BRANCH)
 _DATA, _LOCAL, _DDL = FragmentKind.DATA, FragmentKind.LOCAL, FragmentKind.DDL
-_GTID = int(EventType.GTID)
-_MARIADB_GTID = int(EventType.MARIADB_GTID)
 # A MariaDB GTID event's header flags as MariaDB writes them (LOG_EVENT_SUPPRESS_USE_F).
 _SUPPRESS_USE = 0x08
 
 
-def encode_rows(out: bytearray, statements, timestamp, server_id, tm_ids, encoder, txn):
-    """The leader's hot loop: every TABLE_MAP and rows event of `statements` appended to `out`
-    by `put_event`. Returns how many."""
-    n = 0
-    for st in statements:
-        ids: dict = {}  # DN table id (6 raw bytes) -> logical id (6 bytes), per statement
-        for e in st._events if st.span is None else st.iter_events():
-            n += put_event(out, e, ids, timestamp, server_id, tm_ids, encoder, txn)
-    return n
+class OrphanRows(RuntimeError):
+    """A rows event whose TABLE_MAP is not before it in its statement (the encoder names the
+    transaction: `EncodeError`)."""
 
 
-def put_event(out: bytearray, e, ids, timestamp, server_id, tm_ids, encoder, txn):
-    """Append DN event `e` patched for the global binlog, if it is a TABLE_MAP or rows event:
-    header timestamp, type, server_id and size, the logical table id, rows v1 → v2. Returns 1
-    if appended, 0 if skipped. C types when compiled (txn_encoder.pxd: a C call per event from
-    `encode_rows`, the header written byte by byte); `tm_ids` is the encoder's TABLE_MAP content
-    → logical id cache, which `encoder._table_id` fills."""
-    p = e  # C: the event's bytes
-    code = p[4]
-    if code == TABLE_MAP:
-        tid = tm_ids.get(e[25:-4])
+class EventPatcher:
+    """Patches DN TABLE_MAP and rows events into the global binlog: the header's timestamp,
+    type, server_id and size, the logical table id (by the TABLE_MAP's content), rows v1 → v2.
+    The leader's hot loop: compiled, a cdef class (txn_encoder.pxd), `put_event` a C call per
+    event, the header written by the codec's writers (`cdc.binlog.header`) into the
+    bytearray's buffer."""
+
+    __slots__ = ("server_id", "table_ids", "by_content")
+
+    def __init__(self, server_id: int, table_ids: TableIdMap):
+        self.server_id = server_id
+        self.table_ids = table_ids
+        # TABLE_MAP content (names + columns, DN table id excluded) -> 6-byte logical id.
+        # Cleared when a DDL bumps a table's id (`forget`).
+        self.by_content: dict[bytes, bytes] = {}
+
+    def table_id(self, table_map: bytes) -> bytes:
+        """The logical table id (6 bytes) for a TABLE_MAP event, cached by its content."""
+        content = table_map[constants.TABLE_ID_OFFSET + constants.TABLE_ID_LEN : -CHECKSUM_LEN]
+        tid = self.by_content.get(content)
         if tid is None:
-            tid = encoder._table_id(e)
-        ids[e[19:25]] = tid
-    elif (code >= 23 and code <= 25) or (code >= 30 and code <= 32):
-        tid = ids.get(e[19:25])
-        if tid is None:
-            raise encoder._orphan(txn)
-    else:
-        return 0
-    at = len(out)
-    out += e
-    if code <= 25 and code >= 23:  # after table id + flags: MySQL v2's extra-data length
-        out[at + 27 : at + 27] = V2_EXTRA
-        code += V1_TO_V2
-    size = len(out) - at
-    if COMPILED:
+            tid = self.table_ids.id_for(*table_name(table_map))
+            tid = tid.to_bytes(constants.TABLE_ID_LEN, "little")
+            self.by_content[content] = tid
+        return tid
+
+    def forget(self) -> None:
+        """A table's id changed (a DDL): its next TABLE_MAP asks `table_ids` again."""
+        self.by_content.clear()
+
+    def encode_rows(self, out: bytearray, statements, timestamp) -> int:
+        """Every TABLE_MAP and rows event of `statements` appended to `out` by `put_event`.
+        Returns how many."""
+        n = 0
+        for st in statements:
+            ids: dict = {}  # DN table id (6 raw bytes) -> logical id (6 bytes), per statement
+            for e in st.in_memory if st.span is None else st.iter_events():
+                n += self.put_event(out, e, ids, timestamp)
+        return n
+
+    def put_event(self, out: bytearray, e, ids, timestamp) -> int:
+        """Append DN event `e` patched for the global binlog, if it is a TABLE_MAP or rows
+        event; `ids`: the statement's DN table ids → logical ids so far. Returns 1 if
+        appended, 0 if skipped. (Arguments typed in txn_encoder.pxd.)"""
+        p = e  # C: the event's bytes
+        code = p[header.OFF_TYPE]
+        dn_tid = e[constants.TABLE_ID_OFFSET : constants.TABLE_ID_OFFSET + constants.TABLE_ID_LEN]
+        if code == constants.EventType.TABLE_MAP:
+            tid = ids[dn_tid] = self.table_id(e)
+        elif (
+            constants.EventType.WRITE_ROWS_V1 <= code <= constants.EventType.DELETE_ROWS_V1
+            or constants.EventType.WRITE_ROWS <= code <= constants.EventType.DELETE_ROWS
+        ):
+            tid = ids.get(dn_tid)
+            if tid is None:
+                raise OrphanRows()
+        else:
+            return 0
+        at = len(out)
+        out += e
+        if constants.EventType.WRITE_ROWS_V1 <= code <= constants.EventType.DELETE_ROWS_V1:
+            # rows v1 → v2: MySQL v2's extra-data length, after the flags
+            extra = at + constants.ROWS_EXTRA_OFFSET
+            out[extra:extra] = ROWS_V2_NO_EXTRA
+            code += constants.ROWS_V1_TO_V2_STEP
         q = out  # C: the bytearray's buffer, taken after it grew
-        t = tid
-        q[at] = timestamp & 0xFF
-        q[at + 1] = (timestamp >> 8) & 0xFF
-        q[at + 2] = (timestamp >> 16) & 0xFF
-        q[at + 3] = (timestamp >> 24) & 0xFF
-        q[at + 4] = code
-        q[at + 5] = server_id & 0xFF
-        q[at + 6] = (server_id >> 8) & 0xFF
-        q[at + 7] = (server_id >> 16) & 0xFF
-        q[at + 8] = (server_id >> 24) & 0xFF
-        q[at + 9] = size & 0xFF
-        q[at + 10] = (size >> 8) & 0xFF
-        q[at + 11] = (size >> 16) & 0xFF
-        q[at + 12] = (size >> 24) & 0xFF
-        q[at + 19] = t[0]
-        q[at + 20] = t[1]
-        q[at + 21] = t[2]
-        q[at + 22] = t[3]
-        q[at + 23] = t[4]
-        q[at + 24] = t[5]
-    else:
-        _HEAD.pack_into(out, at, timestamp, code, server_id, size)
-        out[at + 19 : at + 25] = tid
-    return 1
+        header.write_head(q, at, timestamp, code, self.server_id, len(out) - at)
+        header.write_table_id(q, at, tid)
+        return 1
 
 
 COMPILED = is_compiled(__name__)  # this module, as it was loaded: the .so or the .py
@@ -146,7 +151,7 @@ def has_events(statements) -> bool:  # C types: txn_encoder.pxd
     """Whether any statement holds an event (`any(st.count ...)` without a generator and a
     property call per statement: once per transaction on the leader's path)."""
     for st in statements:
-        if st._events if st.span is None else st.span.count:
+        if st.in_memory if st.span is None else st.span.count:
             return True
     return False
 
@@ -181,6 +186,7 @@ class TransactionEncoder:
         self.flavor = flavor
         self.mark = CHECKPOINT_MARK if flavor == "mariadb" else ROWS_QUERY_MARK
         self.table_ids = table_ids or TableIdMap()
+        self.patcher = EventPatcher(server_id, self.table_ids)
         self._xid = 0
         # Templates without their leading timestamp (and, for XID, its value and CRC).
         if flavor == "mariadb":
@@ -189,14 +195,11 @@ class TransactionEncoder:
             self._ddl_gtid_tail = self._mariadb_gtid(FLAGS2_DDL)
         else:
             self._begin_tail = self._event(QueryEvent(b"BEGIN"), 0)[4:]
-            gtid = MysqlGtidEvent(_GTID, GTID_COMMIT_FLAG, bytes(16), 0, LT_TYPE_LOGICAL)
+            gtid = MysqlGtidEvent(EventType.GTID, GTID_COMMIT_FLAG, bytes(16), 0, LT_TYPE_LOGICAL)
             self._gtid_tail = self._ddl_gtid_tail = self._event(gtid, 0)[4:-CHECKSUM_LEN] + NO_CRC
         xid = self._event(XidEvent(0), 0)
         self._xid_head = xid[4:HEADER_LEN]
         self._mark_head = bytes((self.mark.type_code,)) + _U32.pack(server_id)  # type, server_id
-        # TABLE_MAP content (names + columns, DN table id excluded) -> 6-byte logical id.
-        # Cleared when a DDL bumps a table's id.
-        self._tm_ids: dict[bytes, bytes] = {}
 
     def _event(self, body: object, timestamp: int) -> bytes:
         return encode_event(body, timestamp=timestamp, server_id=self.server_id)
@@ -228,15 +231,6 @@ class TransactionEncoder:
             return None
         return self._rows(txn, timestamp)
 
-    def _table_id(self, event: bytes) -> bytes:
-        """The logical table id (6 bytes) for a TABLE_MAP event, cached by its content."""
-        content = event[25:-4]
-        tid = self._tm_ids.get(content)
-        if tid is None:
-            tid = self.table_ids.id_for(*table_name(event)).to_bytes(6, "little")
-            self._tm_ids[content] = tid
-        return tid
-
     def encode_into(self, txn: Transaction, out: bytearray, gtid_at: list | None = None) -> int:
         """`encode`, appended to `out` as one buffer: no object per event and no join
         afterwards (the leader's path). Returns the number of events, 0 if nothing to write.
@@ -249,7 +243,10 @@ class TransactionEncoder:
                 return 0
             n = 0
             for e in events:
-                if gtid_at is not None and (e[4] == _GTID or e[4] == _MARIADB_GTID):
+                code = e[header.OFF_TYPE]
+                if gtid_at is not None and (
+                    code == constants.EventType.GTID or code == constants.EventType.MARIADB_GTID
+                ):
                     gtid_at.append(len(out))
                 out += e
                 n += 1
@@ -270,25 +267,30 @@ class TransactionEncoder:
             out += ts
             out += self._begin_tail
             n += 1
-        n += encode_rows(out, statements, timestamp, self.server_id, self._tm_ids, self, txn)
+        patcher: EventPatcher = self.patcher  # compiled: encode_rows a C call
+        try:
+            n += patcher.encode_rows(out, statements, timestamp)
+        except OrphanRows:
+            raise self._orphan(txn) from None
         self._xid_into(out, ts)
         self._mark_into(out, txn, ts)
         return n
-
-    def _put(self, out: bytearray, e, ids: dict, timestamp: int, txn: Transaction) -> int:
-        return put_event(out, e, ids, timestamp, self.server_id, self._tm_ids, self, txn)
 
     def _rows(self, txn: Transaction, timestamp: int) -> Iterator[bytes | bytearray]:
         if self.gtids:
             yield _TS.pack(timestamp) + self._gtid_tail
         if self._begin_tail:
             yield _TS.pack(timestamp) + self._begin_tail
-        put = self._put
+        put = self.patcher.put_event
         for st in txn.statements:
             ids: dict[bytes, bytes] = {}
             for e in st.iter_events():
                 b = bytearray()
-                if put(b, e, ids, timestamp, txn):
+                try:
+                    appended = put(b, e, ids, timestamp)
+                except OrphanRows:
+                    raise self._orphan(txn) from None
+                if appended:
                     yield b
         yield self._xid_event(timestamp)
         yield self._mark(txn, timestamp)
@@ -336,7 +338,7 @@ class TransactionEncoder:
             return None
         db, table = marker["db"].encode(), marker["tbl"].encode()
         self.table_ids.bump(db, table)
-        self._tm_ids.clear()  # its next TABLE_MAP gets the new id
+        self.patcher.forget()  # its next TABLE_MAP gets the new id
         ddl = marker["ddl"].encode()
         out = []
         gtid = [_TS.pack(timestamp) + self._ddl_gtid_tail] if self.gtids else []

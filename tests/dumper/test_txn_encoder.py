@@ -10,13 +10,14 @@ import pytest
 
 from binlog_writer.fsync import FsyncPolicy
 from binlog_writer.writer import BinlogWriter
+from cdc.binlog.constants import ROWS_V1_TYPES, ROWS_V2_TYPES, EventType
 from cdc.binlog.events import XidEvent, cts_mark, encode_event
 from cdc.binlog.fastpath import rewrite
 from cdc.binlog.query import QueryEvent
 from cdc.binlog.reader import EventReader
 from cdc.keys import Kind, SortKey
 from dumper.pipeline.table_id_map import TableIdMap
-from dumper.pipeline.txn_encoder import ROWS_V1, ROWS_V2, TABLE_MAP, EncodeError, TransactionEncoder
+from dumper.pipeline.txn_encoder import EncodeError, TransactionEncoder
 from merge_joint.merger import Transaction, coalesce
 from merge_source.classifier import table_name
 from merge_source.fragment import Fragment, FragmentKind, Statement
@@ -34,9 +35,9 @@ def reference(txn: Transaction, ids: TableIdMap, xid: int) -> list[bytes]:
     for st in txn.statements:
         local: dict[bytes, int] = {}
         for e in st.events:
-            if e[4] == TABLE_MAP:
+            if e[4] == EventType.TABLE_MAP:
                 local[e[19:25]] = tid = ids.id_for(*table_name(e))
-            elif e[4] in ROWS_V1 | ROWS_V2:
+            elif e[4] in ROWS_V1_TYPES | ROWS_V2_TYPES:
                 tid = local[e[19:25]]
             else:
                 continue
@@ -77,7 +78,7 @@ def test_patched_events_equal_the_reference_rewrite(transactions, tmp_path):
     assert stamped(tmp_path, "ours", ours) == stamped(tmp_path, "ref", ref)
     # and the result reads back: v2 rows, renumbered table ids, our server id
     events = list(EventReader(stamped(tmp_path, "again", ours), file="ours"))
-    assert {e.type_code for e in events} & ROWS_V1 == set()
+    assert {e.type_code for e in events} & ROWS_V1_TYPES == set()
     assert {e.header.server_id for e in events} == {SID}
     assert all(e.header.log_pos == e.end for e in events[1:])
 
@@ -103,19 +104,19 @@ def test_one_buffer_per_transaction_equals_the_event_list(transactions, tmp_path
 def test_ddl_gives_the_table_a_new_id_in_its_next_table_map(transactions):
     encoder = TransactionEncoder(SID)
     txn = transactions[0]
-    tm = next(e for st in txn.statements for e in st.events if e[4] == TABLE_MAP)
-    first = next(e for e in encoder.encode(txn) if e[4] == TABLE_MAP)
-    again = next(e for e in encoder.encode(txn) if e[4] == TABLE_MAP)
+    tm = next(e for st in txn.statements for e in st.events if e[4] == EventType.TABLE_MAP)
+    first = next(e for e in encoder.encode(txn) if e[4] == EventType.TABLE_MAP)
+    again = next(e for e in encoder.encode(txn) if e[4] == EventType.TABLE_MAP)
     assert first[19:25] == again[19:25]  # cached by content: the same id
     encoder.table_ids.bump(*table_name(tm))
-    encoder._tm_ids.clear()  # what _ddl does after the bump
-    bumped = next(e for e in encoder.encode(txn) if e[4] == TABLE_MAP)
+    encoder.patcher.forget()  # what _ddl does after the bump
+    bumped = next(e for e in encoder.encode(txn) if e[4] == EventType.TABLE_MAP)
     assert int.from_bytes(bumped[19:25], "little") > int.from_bytes(first[19:25], "little")
 
 
 def test_rows_without_their_table_map_are_an_error_naming_the_txn(transactions):
     txn = transactions[0]
-    rows = [e for st in txn.statements for e in st.events if e[4] in ROWS_V1 | ROWS_V2]
+    rows = [e for st in txn.statements for e in st.events if e[4] in ROWS_V1_TYPES | ROWS_V2_TYPES]
     frag = Fragment(SortKey(txn.tso, Kind.BRANCH, 1), DN, 42, (), FragmentKind.DATA)
     frag.statements = [Statement(None, rows[:1])]
     with pytest.raises(EncodeError, match=f"txn 42 at TSO {txn.tso}"):

@@ -1,14 +1,17 @@
 """The processor's and classifier's fast paths: the in-place readers (compiled in C when
 built) answer as the general code does, on the shapes the CN writes and on the odd ones it does
-not; objects built field by field get every field."""
+not; the value types they build are declared once."""
 
 from __future__ import annotations
 
-import dataclasses
+import re
 import struct
+from pathlib import Path
 
 import pytest
 
+from cdc.keys import Kind, SortKey
+from merge_source import fragment
 from merge_source.classifier import (
     cn_txn_id,
     fast_commit_records,
@@ -16,7 +19,7 @@ from merge_source.classifier import (
     is_xa_commit,
     xa_ident,
 )
-from merge_source.fragment import Fragment, Statement, Watermark
+from merge_source.fragment import Fragment, FragmentKind, Statement, Watermark
 from merge_source.group import query_text
 
 
@@ -82,11 +85,23 @@ def test_fast_commit_records_reads_participants_as_int_does(participants, update
     assert fast_commit_records(rows[:-6] + rows[-4:], 4) is None  # cut short
 
 
-def test_objects_built_field_by_field_get_every_field():
-    """The processor and classifier build Fragment, Watermark and Statement without their
-    (interpreted) __init__, setting each field: a new field must be set there too."""
-    assert [f.name for f in dataclasses.fields(Fragment)] == [
-        "key", "dn", "txn_id", "participants", "kind", "statements", "markers", "timestamp"
-    ]  # fmt: skip
-    assert Watermark.__slots__ == ("dn", "key", "checkpoint")
-    assert Statement.__slots__ == ("trace_id", "_events", "span")
+def test_the_value_types_are_declared_once():
+    """Statement, Fragment and Watermark: the fields fragment.pxd declares for C are the
+    class's own, and the constructor sets every one (compiled, a cdef class built by it)."""
+    pxd = (Path(fragment.__file__).parent / "fragment.pxd").read_text()
+    declared = {
+        name: re.findall(r"^    cdef public \w+ (\w+)$", body, re.M)
+        for name, body in re.findall(r"^cdef class (\w+):\n((?:    .*\n)+)", pxd, re.M)
+    }
+    for cls in (Statement, Fragment, Watermark):
+        assert tuple(declared[cls.__name__]) == cls.__slots__, cls.__name__
+    key = SortKey(5, Kind.BRANCH, 1)
+    built = [
+        Statement((1, 2), [b"e"]),
+        Fragment(key, 1, 2, (1, 2), FragmentKind.DATA, [], [], 3),
+        Watermark(1, key, None),
+    ]
+    for value in built:
+        assert all(hasattr(value, f) for f in type(value).__slots__), type(value).__name__
+    assert Fragment(key, 1, 2, (), FragmentKind.DATA).statements == []
+    assert Fragment(key, 1, 2, (), FragmentKind.DATA).markers == []

@@ -6,15 +6,9 @@ from __future__ import annotations
 import struct
 import uuid
 
-from cdc.binlog.constants import (
-    HEADER_LEN,
-    QUERY_DB_LEN_OFFSET,
-    QUERY_POST_HEADER_LEN,
-    QUERY_STATUS_LEN_OFFSET,
-    ROWS_TYPES,
-    EventType,
-)
+from cdc.binlog.constants import HEADER_LEN, QUERY_DB_LEN_OFFSET, ROWS_TYPES, EventType
 from cdc.binlog.flavor import FL_STANDALONE
+from cdc.binlog.query import text_start
 from dumper.server.dump.binlog_files import RawEvent, fde_server_version
 
 E = EventType
@@ -69,10 +63,9 @@ def _body(event: RawEvent, checksum_len: int) -> bytes:
 
 def _query_info(event: RawEvent, body: bytes) -> str:
     db_len = body[QUERY_DB_LEN_OFFSET - HEADER_LEN]
-    status_len = struct.unpack_from("<H", body, QUERY_STATUS_LEN_OFFSET - HEADER_LEN)[0]
-    pos = QUERY_POST_HEADER_LEN + status_len
-    db = body[pos : pos + db_len].decode("utf-8", "replace")
-    query = body[pos + db_len + 1 :].decode("utf-8", "replace")
+    start = text_start(event.data) - HEADER_LEN  # of the statement, in the body
+    db = body[start - 1 - db_len : start - 1].decode("utf-8", "replace")
+    query = body[start:].decode("utf-8", "replace")
     if db and not event.flags & SUPPRESS_USE_F and query != "BEGIN":
         return f"use `{db}`; {query}"
     return query
