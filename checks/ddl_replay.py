@@ -174,10 +174,13 @@ class _Statement:
         db, table, self.i = _name_at(self.t, self.i, self.db)
         return db, table
 
-    def if_exists(self) -> None:
+    def if_exists(self) -> bool:
+        """Skips `IF [NOT] EXISTS`; True if it was there."""
         if self.take("IF"):
             self.take("NOT")
             self.expect("EXISTS")
+            return True
+        return False
 
     def group(self) -> list[str]:
         """The tokens of the parenthesized group at the cursor, without its parentheses."""
@@ -216,7 +219,7 @@ class _Statement:
             if self.take("DATABASE", "SCHEMA"):
                 self.if_exists()
                 db = _ident(self.t[self.i])
-                for key in [k for k in self.s.tables if k[0] == db]:
+                for key in [k for k in [*self.s.tables, *self.s.unknown] if k[0] == db]:
                     self.forget(key)
                 return None
             if self.take("INDEX"):
@@ -254,9 +257,9 @@ class _Statement:
             self.s.unknown[new] = self.s.unknown.pop(old)
 
     def create_table(self) -> None:
-        self.if_exists()
+        if_not_exists = self.if_exists()
         key = self.name()
-        if key in self.s.tables and "IF" in (t.upper() for t in self.t[:6]):
+        if if_not_exists and (key in self.s.tables or key in self.s.unknown):
             return  # CREATE TABLE IF NOT EXISTS of a table that exists: nothing happens
         if self.take("LIKE"):
             like = self.name()
@@ -312,12 +315,14 @@ class _Statement:
             if sub.peek() in _KEY_WORDS:
                 return key
             sub.take("COLUMN")
-            sub.if_exists()
+            if_not_exists = sub.if_exists()
             if sub.peek() == "(":
                 for part in _split_commas(sub.group()):
                     cols.append(sub.column(part, table.mbmax))
                 return key
-            _place(cols, sub.column(sub.t[sub.i :], table.mbmax), sub.t[sub.i :], None)
+            col = sub.column(sub.t[sub.i :], table.mbmax)
+            if not (if_not_exists and _at(cols, col.name.lower(), required=False) >= 0):
+                _place(cols, col, sub.t[sub.i :], None)
         elif verb == "DROP":
             if sub.peek() in _KEY_WORDS:
                 return key

@@ -520,8 +520,8 @@ def _schema(txns: list[BinlogTxn]) -> Check:
     if unknown:
         names = ", ".join(sorted(unknown)[:5]) + (" …" if len(unknown) > 5 else "")
         c.detail += (
-            f"; {sum(unknown.values())} of {len(unknown)} tables whose definition is not in the "
-            f"binlog not checked ({names})"
+            f"; {sum(unknown.values())} of {len(unknown)} tables not checked, their definition "
+            f"not known from the binlog's DDL ({names})"
         )
     return c
 
