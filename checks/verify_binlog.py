@@ -12,7 +12,10 @@ our own codec cannot hide a bug in what we wrote. Checked (design.md §7):
    (row transactions and DDL; heartbeats and instruction markers never are) appears exactly once;
 4. no transaction that is not in the ground truth, except DDL and local (non-CN) transactions;
 5. if `bank.accounts` is in the binlog: no transaction changes the transfer total, and every
-   before-image agrees with the history replayed so far.
+   before-image agrees with the history replayed so far;
+6. every rows event (and the TABLE_MAP it refers to) has the column set of the logical schema in
+   force at its position: the schema replayed from the binlog's own DDL `Query` events
+   (`ddl_replay.py`), the history consumers rebuild, not the GMS history of the code under test.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pymysql
+
+from cdc.binlog.constants import ColumnType
+from checks.ddl_replay import LogicalSchema
 
 # Ground-truth kinds that are never written to the global binlog (dropped at the source).
 NOT_WRITTEN = frozenset({"heartbeat", "CdcStart", "StorageChange", "MetaChange", "FlushLogs"})
@@ -46,6 +52,27 @@ class RowChange:
     table: str
     kind: str  # write | update | delete
     rows: list[dict]  # {"values": …} or {"before_values": …, "after_values": …}, as pmr gives
+    at: str = ""  # "file:pos" of the rows event
+    width: int | None = None  # columns of the rows event; None: not read (tests)
+    columns: tuple[FoundColumn, ...] = ()  # of its TABLE_MAP
+
+
+@dataclass(frozen=True, slots=True)
+class FoundColumn:
+    """A column as the TABLE_MAP of a rows event describes it."""
+
+    type: int  # binlog type code (pmr gives ENUM/SET for their STRING)
+    max_length: int | None = None  # VARCHAR: the length in bytes
+    name: str | None = None  # when the decoder knows it
+
+    def __str__(self) -> str:
+        try:
+            text = ColumnType(self.type).name
+        except ValueError:
+            text = f"type {self.type}"
+        if self.max_length is not None:
+            text += f" ({self.max_length} bytes)"
+        return f"{self.name} {text}" if self.name else text
 
 
 @dataclass(slots=True)
@@ -53,6 +80,7 @@ class BinlogTxn:
     key: tuple[int, int, int, int]  # global key from the CTS mark: (tso, 0 CN | 1 local, dn, seq)
     at: str  # "file:pos" of the CTS mark, for messages
     ddl: list[str] = field(default_factory=list)
+    ddl_dbs: list[str] = field(default_factory=list)  # the default database of each DDL
     changes: list[RowChange] = field(default_factory=list)
     gtids: list[str] = field(default_factory=list)  # `uuid:n` of its GTID event(s)
 
@@ -186,13 +214,16 @@ def read_server(
                 if isinstance(ev, GtidEvent):
                     builder.gtid(ev.gtid, at)
                 elif isinstance(ev, QueryEvent):
-                    builder.query(ev.query, at)
+                    db = ev.schema.decode() if isinstance(ev.schema, bytes) else ev.schema
+                    builder.query(ev.query, at, db or "")
                 elif isinstance(ev, XidEvent):
                     builder.xid(at)
                 elif isinstance(ev, RowsQueryLogEvent):
                     builder.mark(ev.query, at)
                 else:
-                    change = RowChange(ev.schema, ev.table, kinds[type(ev)], ev.rows)
+                    change = RowChange(ev.schema, ev.table, kinds[type(ev)], ev.rows, at)
+                    change.width = ev.number_of_columns
+                    change.columns = tuple(_found(c) for c in ev.columns)
                     builder.rows(change, at)
     except pymysql.err.MySQLError as exc:
         raise VerifyError(
@@ -202,6 +233,12 @@ def read_server(
         stream.close()
     builder.finish()
     return out
+
+
+def _found(col) -> FoundColumn:
+    """A pmr `Column` as the schema check needs it."""
+    length = getattr(col, "max_length", None) if col.type == ColumnType.VARCHAR else None
+    return FoundColumn(col.type, length, col.name)
 
 
 class _TxnBuilder:
@@ -221,7 +258,7 @@ class _TxnBuilder:
             self.started_at = at
         return self.current
 
-    def query(self, text: str, at: str) -> None:
+    def query(self, text: str, at: str, db: str = "") -> None:
         if text.strip().upper() == "BEGIN":
             if self.current is not None:
                 self.out.structure.append(
@@ -234,7 +271,9 @@ class _TxnBuilder:
         elif self.begun:
             self.out.structure.append(f"statement {text[:60]!r} at {at} inside BEGIN … XID")
         else:
-            self._open(at).ddl.append(text)
+            txn = self._open(at)
+            txn.ddl.append(text)
+            txn.ddl_dbs.append(db)
 
     def gtid(self, text: str, at: str) -> None:
         if self.begun and not self.has_xid:
@@ -293,6 +332,7 @@ def check(read: BinlogRead, truth: list[dict], allow_pending: bool = False) -> R
     report.checks.append(_gtids(txns))
     report.checks += _exactly_once(txns, truth, allow_pending, report.notes)
     report.checks.append(_transfer_total(txns))
+    report.checks.append(_schema(txns))
     return report
 
 
@@ -452,3 +492,54 @@ def check_checksums(directory: Path, base: str = "binlog") -> Check:
             c.violations.append(f"{name}: {res.stderr.strip()[:300]}")
     c.detail = f"{len(names)} files"
     return c
+
+
+def _schema(txns: list[BinlogTxn]) -> Check:
+    """Every rows event against the logical schema replayed from the binlog's DDL so far."""
+    c = Check("rows match the DDL history")
+    schema = LogicalSchema()
+    checked, unknown = 0, Counter()
+    for t in txns:
+        for sql, db in zip(t.ddl, t.ddl_dbs or [""] * len(t.ddl), strict=True):
+            schema.apply(sql, db, f"DDL at TSO {t.tso} ({t.at})")
+        for ch in t.changes:
+            table = schema.columns(ch.db, ch.table)
+            if table is None or ch.width is None:
+                unknown[f"{ch.db}.{ch.table}"] += 1
+                continue
+            checked += 1
+            problem = _mismatch(table.columns, ch)
+            if problem:
+                gtid = f"GTID {', '.join(t.gtids)}, " if t.gtids else ""
+                c.violations.append(
+                    f"TSO {t.tso} ({gtid}CTS mark at {t.at}): {ch.kind} rows of "
+                    f"{ch.db}.{ch.table} at {ch.at}: {problem}; the schema is the one of the "
+                    f"{table.since}"
+                )
+    c.detail = f"{checked} rows events checked"
+    if unknown:
+        names = ", ".join(sorted(unknown)[:5]) + (" …" if len(unknown) > 5 else "")
+        c.detail += (
+            f"; {sum(unknown.values())} of {len(unknown)} tables not checked, their definition "
+            f"not known from the binlog's DDL ({names})"
+        )
+    return c
+
+
+def _mismatch(expected, ch: RowChange) -> str:
+    """What differs between the expected columns and a rows event's TABLE_MAP ("" if nothing)."""
+    found = ch.columns
+    shape = ", ".join(f"{e.name} {e.sql_type}" for e in expected)
+    if ch.width != len(found) or len(found) != len(expected):
+        return (
+            f"the DDL history has {len(expected)} columns ({shape}) but the rows event has "
+            f"{ch.width} and its TABLE_MAP {len(found)} ({', '.join(map(str, found))})"
+        )
+    wrong = []
+    for i, (e, f) in enumerate(zip(expected, found, strict=True), 1):
+        lengths = e.varchar_bytes()
+        if e.codes is not None and f.type not in e.codes:
+            wrong.append(f"column {i} {e.name}: expected {e.sql_type}, found {f}")
+        elif lengths is not None and f.max_length is not None and f.max_length not in lengths:
+            wrong.append(f"column {i} {e.name}: expected {e.sql_type}, found {f}")
+    return "; ".join(wrong)

@@ -230,8 +230,10 @@ class Chaos:
             )
             assert report.equal, f"cdc check after {what}:\n{report.render()}"
             checked = f"cdc check equal ({len(report.tables)} tables)"
-        verified = next(line for line in res.stdout.splitlines() if "exactly once" in line)
-        return f"{recovered}; {' '.join(verified.split())}; {checked}"
+        lines = res.stdout.splitlines()
+        verified = next(line for line in lines if "exactly once" in line)
+        schema = next(line for line in lines if line.startswith("rows match the DDL history"))
+        return f"{recovered}; {' '.join(verified.split())}; {' '.join(schema.split())}; {checked}"
 
     def close(self) -> None:
         for name, proc in self.procs.items():
