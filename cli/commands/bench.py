@@ -1,4 +1,4 @@
-"""`cdc bench writer|dumper|fanout|merge-source|pipeline|latency|hostile|cn|cn-change|scale|all`: benchmarks
+"""`cdc bench writer|dumper|fanout|merge-source|pipeline|latency|hostile|cn|cn-change|scale|snapshot|all`: benchmarks
 that print ratios measured side by side in one run."""
 
 from __future__ import annotations
@@ -56,6 +56,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     backfill.add_argument("--rows", type=int, default=10_000_000)
     backfill.add_argument("--chunk-rows", type=int, default=200_000)
     backfill.set_defaults(func=cmd_backfill)
+    snapshot = bsub.add_parser(
+        "snapshot", help="SELECT * through the dumper (as of a position) vs the shards directly"
+    )
+    snapshot.add_argument("--rows", type=int, default=1_000_000)
+    snapshot.add_argument("--rounds", type=int, default=2)
+    snapshot.add_argument("--change", type=float, default=0.05, help="share of keys changed")
+    snapshot.add_argument("--quick", action="store_true", help="20,000 rows, one round")
+    snapshot.set_defaults(func=cmd_snapshot)
     latency = bsub.add_parser(
         "latency", help="CN commit -> visible to a dump client of the dumper, at a steady TPS"
     )
@@ -197,6 +205,12 @@ def cmd_backfill(args) -> int:
     return main(["--rows", str(args.rows), "--chunk-rows", str(args.chunk_rows)])
 
 
+def cmd_snapshot(args) -> int:
+    from bench.snapshot import main
+
+    return main(forward(args, "rows", "rounds", "change") + (["--quick"] if args.quick else []))
+
+
 def cmd_scale(args) -> int:
     from bench.scale import main
 
@@ -228,6 +242,7 @@ def cmd_all(args) -> int:
     from bench.merge_source import main as merge_source
     from bench.pipeline import main as pipeline
     from bench.scale import main as scale
+    from bench.snapshot import main as snapshot
     from bench.writer import main as writer
 
     # (title, bench, its arguments, its arguments with --quick: every bench runs, and prints
@@ -245,6 +260,7 @@ def cmd_all(args) -> int:
         ("merge-source", merge_source, [], ["--events=30000", "--rounds=1"]),
         ("pipeline", pipeline, [], ["--events=30000"]),
         ("backfill", backfill, [], ["--rows=30000", "--chunk-rows=10000"]),
+        ("snapshot", snapshot, [], ["--quick"]),
         ("latency", latency, [], ["--tps=100", "--seconds=3", "--workers=4", "--cn-processes=1"]),
         ("cn", cn, [], ["--seconds=2", "--rounds=1", "--workers=4"]),
         (

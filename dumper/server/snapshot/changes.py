@@ -47,6 +47,7 @@ class ChangedKeys:
         self.key_of = key_of
         self.columns = columns
         self.changes: dict[Key, tuple | None] = {}
+        self.added: list[Key] = []  # the keys of `changes`, in the order they came
         self.max_mark = 0  # the largest CTS mark's TSO read so far
         self._fde: FormatDescription | None = None
         self._maps: dict[int, list] = {}  # table id → columns, for the table's TABLE_MAPs
@@ -111,7 +112,6 @@ class ChangedKeys:
                 ER_UNKNOWN,
                 "HY000",
             )
-        changes = self.changes
         for item in body.decode_rows(columns):
             before, after = item if body.is_update else (item, item)
             if any(v is MISSING for v in before) or any(v is MISSING for v in after):
@@ -122,12 +122,18 @@ class ChangedKeys:
                     "HY000",
                 )
             if body.kind == "write":
-                changes.setdefault(self.key_of(after), None)
+                self._first(self.key_of(after), None)
             elif body.kind == "delete":
-                changes.setdefault(self.key_of(before), tuple(before))
+                self._first(self.key_of(before), tuple(before))
             else:
-                changes.setdefault(self.key_of(before), tuple(before))
-                changes.setdefault(self.key_of(after), None)  # a new key was absent at P
+                self._first(self.key_of(before), tuple(before))
+                self._first(self.key_of(after), None)  # a new key was absent at P
+
+    def _first(self, key: Key, image: tuple | None) -> None:
+        """`key`'s state at P, unless an earlier change gave it already."""
+        if key not in self.changes:
+            self.changes[key] = image
+            self.added.append(key)
 
     def _ddl(self, body, where: str) -> None:
         text = body.query.decode("utf-8", "replace")

@@ -16,7 +16,8 @@ unbounded chunk (no bound is compared); payloads are what the caller sends."""
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from operator import itemgetter
 from typing import TypeVar
 
 Key = tuple
@@ -30,23 +31,41 @@ def take_chunk(
     hi: Key | None,
     changed: Mapping[Key, Image | None],
     render: Callable[[Image], P | None],
+    images: Iterable[Key] | None = None,
 ) -> list[tuple[Key, P]]:
     """The chunk `(lo, hi]` (None: unbounded) in key order. Rows with a key ≤ `hi` are taken
     out of `buffers` (each in key order); later ones stay for the next chunk. `render` turns a
-    before-image into a payload, or None when it does not match the statement's WHERE."""
+    before-image into a payload, or None when it does not match the statement's WHERE.
+    `images`: the changed keys that may be in the chunk, when the caller knows (else every key
+    of `changed` is looked at)."""
     out: list[tuple[Key, P]] = []
     for buf in buffers:
         while buf and (hi is None or buf[0][0] <= hi):
             key, payload = buf.popleft()
             if key not in changed:
                 out.append((key, payload))
-    for key, image in changed.items():
+    for key in changed if images is None else images:
+        image = changed[key]
         if image is None or (lo is not None and key <= lo) or (hi is not None and key > hi):
             continue
         payload = render(image)
         if payload is not None:
             out.append((key, payload))
-    out.sort(key=lambda row: row[0])
+    out.sort(key=itemgetter(0))
+    return out
+
+
+def take_until(buf: deque[tuple[Key, P]], hi: Key | None) -> deque[tuple[Key, P]]:
+    """The rows of `buf` (in key order) with a key ≤ `hi` (all when None), taken out of it:
+    the chunk's share of a shard, set apart before its watermark while the buffer is refilled
+    with later keys."""
+    if hi is None or (buf and buf[-1][0] <= hi):
+        out = buf.copy()
+        buf.clear()
+        return out
+    out: deque[tuple[Key, P]] = deque()
+    while buf and buf[0][0] <= hi:
+        out.append(buf.popleft())
     return out
 
 

@@ -1,10 +1,12 @@
 """One SELECT over a logical table, as of a global binlog position P (docs/snapshot-reads.md):
-its plan (columns, key, the SQL of a page), then chunk after chunk: a page from every shard that
-needs one, a high watermark (a TSO from the GMS, waited for in the global binlog), the chunk's
-rows at P (`chunks.take_chunk`), streamed. COUNT(*) / MIN / MAX are folded over those rows."""
+its plan (columns, key, the SQL of a page), then chunk after chunk: the rows read up to the
+chunk's bound set apart, a high watermark (a TSO from the GMS, waited for in the global binlog)
+while the next pages are read, the chunk's rows at P (`chunks.take_chunk`), streamed. COUNT(*) / MIN / MAX are folded over those rows."""
 
 from __future__ import annotations
 
+import asyncio
+import bisect
 import contextlib
 import logging
 import re
@@ -18,7 +20,7 @@ from dumper.server.dump.binlog_files import BinlogFiles
 from dumper.server.dump.notifiers import Notifier
 from dumper.server.handlers import SqlError
 from dumper.server.snapshot.changes import ChangedKeys
-from dumper.server.snapshot.chunks import Key, chunk_bound, take_chunk
+from dumper.server.snapshot.chunks import Key, chunk_bound, take_chunk, take_until
 from dumper.server.snapshot.source import DnReader, Shard, SnapshotSource
 from dumper.server.snapshot.values import (
     INTEGER_TYPES,
@@ -34,7 +36,7 @@ from dumper.server.sql.parse_select import unsupported
 from dumper.server.sql.statements import TableSelect
 
 log = logging.getLogger(__name__)
-PAGE_ROWS = 10_000  # per shard and chunk: the memory bound is shards × this many rows
+PAGE_ROWS = 10_000  # per shard read: fewer than 4 × shards × this many rows are held
 # The global binlog reaches a fresh TSO within one heartbeat plus the pipeline's latency; this
 # long means the pipeline is not merging.
 WATERMARK_WAIT_S = 30.0
@@ -213,15 +215,18 @@ class SnapshotRead:
                 yield row
             return
         skip, left = stmt.offset, stmt.limit
-        async for payload in self._at_p(plan):
+        async for chunk in self._at_p(plan):
             if skip:
-                skip -= 1
-                continue
-            yield payload
+                taken = min(skip, len(chunk))
+                skip -= taken
+                chunk = chunk[taken:]
             if left is not None:
-                left -= 1
-                if left <= 0:
-                    return
+                chunk = chunk[:left]
+                left -= len(chunk)
+            for payload in chunk:
+                yield payload
+            if left is not None and left <= 0:
+                return
 
     async def _aggregate(self, plan: _Plan) -> bytes:
         items = self.stmt.items
@@ -233,17 +238,18 @@ class SnapshotRead:
             if item.kind in ("MIN", "MAX"):
                 data_at[i] = j
                 j += 1
-        async for fields in self._at_p(plan, split=True):
-            count += 1
-            for i, at in data_at.items():
-                text = fields[at]
-                if text is None:
-                    continue
-                col = plan.columns[plan.data[at]]
-                k = sort_key(col, text)
-                cur = best[i]
-                if cur is None or (k < cur[0] if items[i].kind == "MIN" else k > cur[0]):  # type: ignore[operator]
-                    best[i] = (k, text)
+        async for chunk in self._at_p(plan, split=True):
+            for fields in chunk:
+                count += 1
+                for i, at in data_at.items():
+                    text = fields[at]
+                    if text is None:
+                        continue
+                    col = plan.columns[plan.data[at]]
+                    k = sort_key(col, text)
+                    cur = best[i]
+                    if cur is None or (k < cur[0] if items[i].kind == "MIN" else k > cur[0]):  # type: ignore[operator]
+                        best[i] = (k, text)
         out: list[bytes | None] = []
         for i, item in enumerate(items):
             if item.kind == "COUNT":
@@ -254,8 +260,8 @@ class SnapshotRead:
         return text_row(out)
 
     async def _at_p(self, plan: _Plan, *, split: bool = False) -> AsyncIterator:
-        """The table's rows at P matching the WHERE, in key order: text rows of the data
-        columns (or their fields, `split`)."""
+        """The table's rows at P matching the WHERE, in key order, a chunk (a list) at a time:
+        text rows of the data columns (or their fields, `split`)."""
         nkey, ndata = len(plan.key), len(plan.data)
         changes = ChangedKeys(
             self.files,
@@ -283,35 +289,78 @@ class SnapshotRead:
         buffers: list[deque] = [deque() for _ in shards]
         lasts: list[Key | None] = [None] * len(shards)
         exhausted = [False] * len(shards)
-        lo: Key | None = None
         page_rows = self.page_rows
         if not plan.integer_key:
             page_rows += 1  # one more than allowed: tells a shard that does not fit
         elif self.stmt.limit is not None and not self.stmt.aggregate:
             page_rows = max(1, min(page_rows, self.stmt.offset + self.stmt.limit))
-        while True:
+
+        def parse(row: bytes) -> tuple[Key, object]:
+            keys, at = split_fields(row, nkey)
+            key = tuple(int(k) for k in keys) if plan.integer_key else tuple(keys)  # type: ignore[arg-type]
+            return key, (split_fields(row[at:], ndata)[0] if split else row[at:])
+
+        def parse_int(row: bytes) -> tuple[Key, object]:
+            # One integer key (the usual case): its text is shorter than 251 bytes, so its
+            # length is one byte; no field list built per row.
+            end = row[0] + 1
+            return (int(row[1:end]),), row[end:]
+
+        one_int = plan.integer_key and nkey == 1 and not split
+
+        async def fill(i: int) -> None:
+            """Top shard i's buffer up by one page, unless it holds a page already (the
+            bound: fewer than two pages per shard buffered)."""
+            if exhausted[i] or len(buffers[i]) >= page_rows:
+                return
+            page = await self._page(plan, shards[i], lasts[i], page_rows)
+            if not plan.integer_key and len(page) == page_rows:
+                raise unsupported(
+                    f"more than snapshot_page_rows ({page_rows - 1}) rows in a shard of a "
+                    "table whose primary key is not made of integers"
+                )
+            buffers[i].extend(map(parse_int if one_int else parse, page))
+            if len(page) < page_rows:
+                exhausted[i] = True
+            if buffers[i]:
+                lasts[i] = buffers[i][-1][0]
+
+        async def fill_all() -> None:
+            """Every shard topped up: the DNs in parallel, one DN's shards in order on its
+            one connection."""
+            by_dn: dict[int, list[int]] = {}
             for i, shard in enumerate(shards):
-                if exhausted[i] or buffers[i]:
-                    continue
-                page = await self._page(plan, shard, lasts[i], page_rows)
-                if not plan.integer_key and len(page) == page_rows:
-                    raise unsupported(
-                        f"more than snapshot_page_rows ({page_rows - 1}) rows in a shard of a "
-                        "table whose primary key is not made of integers"
-                    )
-                for row in page:
-                    keys, at = split_fields(row, nkey)
-                    key = tuple(int(k) for k in keys) if plan.integer_key else tuple(keys)  # type: ignore[arg-type]
-                    payload = split_fields(row[at:], ndata)[0] if split else row[at:]
-                    buffers[i].append((key, payload))
-                if len(page) < page_rows:
-                    exhausted[i] = True
-                if buffers[i]:
-                    lasts[i] = buffers[i][-1][0]
+                by_dn.setdefault(shard.dn, []).append(i)
+
+            async def dn(indexes: list[int]) -> None:
+                for i in indexes:
+                    await fill(i)
+
+            await _together(*(dn(indexes) for indexes in by_dn.values()))
+
+        await fill_all()
+        lo: Key | None = None
+        # The changed keys above `lo`, sorted: a chunk looks at its own range only (the map
+        # may hold many keys; a chunk would otherwise walk all of them).
+        ahead: list[Key] = []
+        seen = 0
+        while True:
+            # Chunk (lo, hi]: every key up to hi was read from every shard, and those reads
+            # are over before H is taken. The pages read during the wait (after H) only hold
+            # keys above hi, so they belong to later chunks, whose H is taken after them.
             hi = chunk_bound(lasts, exhausted)
-            await self._watermark(changes)
-            for _key, payload in take_chunk(buffers, lo, hi, changes.changes, render):
-                yield payload
+            current = [take_until(buf, hi) for buf in buffers]
+            high = await self.source.tso()
+            # The next chunk's pages are read during the wait.
+            await _together(self._watermark(changes, high), fill_all())
+            for key in changes.added[seen:]:
+                if lo is None or key > lo:  # one at or below lo was emitted from its read
+                    bisect.insort(ahead, key)
+            seen = len(changes.added)
+            mine = len(ahead) if hi is None else bisect.bisect_right(ahead, hi)
+            chunk = take_chunk(current, lo, hi, changes.changes, render, ahead[:mine])
+            del ahead[:mine]
+            yield [payload for _key, payload in chunk]
             if hi is None:
                 return
             lo = hi
@@ -333,10 +382,10 @@ class SnapshotRead:
         _, page = await reader.query(sql)
         return page
 
-    async def _watermark(self, changes: ChangedKeys) -> None:
-        """A TSO H taken after the reads, then the global binlog read until a CTS mark ≥ H:
-        every change any read saw is then in `changes` (docs/snapshot-reads.md, step 3)."""
-        high = await self.source.tso()
+    async def _watermark(self, changes: ChangedKeys, high: int) -> None:
+        """`high`, a TSO H taken after the reads: the global binlog read until a CTS mark ≥ H
+        (or the merged TSO past it): every change any read saw is then in `changes`
+        (docs/snapshot-reads.md, step 3)."""
         deadline = time.monotonic() + WATERMARK_WAIT_S
         while True:
             # The leader's merged TSO, read before the scan: once past H, every transaction
@@ -366,6 +415,19 @@ class SnapshotRead:
         for reader in self._readers.values():
             reader.close()
         self._readers.clear()
+
+
+async def _together(*coros) -> None:
+    """`coros` at once; the first failure cancels the others and is raised as it is (an
+    SqlError stays the statement's error)."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def _after(names: list[str], key: Key) -> str:

@@ -16,7 +16,7 @@ from hypothesis import strategies as hs
 from cdc.binlog.row_image import Date, DateTime, Timestamp
 from cdc.protocol.constants import ColumnType
 from dumper.server.handlers import SqlError
-from dumper.server.snapshot.chunks import chunk_bound, take_chunk
+from dumper.server.snapshot.chunks import chunk_bound, take_chunk, take_until
 from dumper.server.snapshot.values import ColumnDef, text_row, text_value
 from dumper.server.snapshot.where import matches, to_sql
 from dumper.server.sql.parser import parse
@@ -64,10 +64,10 @@ def test_chunks_give_the_table_at_p_under_any_interleaving(at_p, moves, shards, 
 
     buffers = [deque() for _ in range(shards)]
     lasts, exhausted = [None] * shards, [False] * shards
-    out, lo = [], None
-    while True:
+
+    def fill():  # the read's schedule: a page for every shard holding less than one
         for i in range(shards):
-            if exhausted[i] or buffers[i]:
+            if exhausted[i] or len(buffers[i]) >= page:
                 continue
             some_changes()
             rows = read_page(i, lasts[i])
@@ -75,9 +75,18 @@ def test_chunks_give_the_table_at_p_under_any_interleaving(at_p, moves, shards, 
             exhausted[i] = len(rows) < page
             if rows:
                 lasts[i] = rows[-1][0]
+
+    fill()
+    out, lo = [], None
+    while True:
         hi = chunk_bound(lasts, exhausted)
+        current = [take_until(buf, hi) for buf in buffers]
+        assert all(len(buf) < 2 * page for buf in current)  # the memory bound
         some_changes()  # before H: in the map
-        chunk = take_chunk(buffers, lo, hi, dict(changed), lambda image: image)
+        at_h = dict(changed)
+        fill()  # read-ahead during the wait, after H: only keys above hi
+        assert all(not buf or buf[0][0] > hi for buf in buffers if hi is not None)
+        chunk = take_chunk(current, lo, hi, at_h, lambda image: image)
         out.extend(chunk)
         some_changes()  # after H: a later chunk's map has them too (harmless, see changes.py)
         if hi is None:
