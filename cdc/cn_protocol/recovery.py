@@ -165,22 +165,17 @@ async def _commit(ctx, txn_id, dns, decision: CommitRecord, records, unreachable
         except pymysql.err.MySQLError as exc:
             unrecorded.add(dn)
             report.skipped[txn_id] = f"cannot write the commit record on DN {dn}: {exc}"
-    # The primary's record decided it: it commits, whoever finishes it. Log it before the XA
-    # COMMITs, as the commit protocol does: logged after them, a recoverer killed in between,
-    # or two recoverers each committing one branch (each gets XAER_NOTA for the other's), left
-    # a committed transaction out of the ground truth. A second line for it is harmless
-    # (`read` keeps one per txn_id).
-    if ctx.ground_truth.enabled:
-        kind = await _kind(ctx, txn_id, decision.participants)
-        ctx.ground_truth.record(
-            decision.commit_tso, txn_id, decision.participants, kind, recovered=True
-        )
     done = True
     for dn in sorted(dns - unrecorded):
         if not await _settle_branch(Xid(txn_id, dn), "COMMIT", ctx, report):
             done = False
     if done and not unrecorded:
         report.committed.append(txn_id)
+        if ctx.ground_truth.enabled:
+            kind = await _kind(ctx, txn_id, decision.participants)
+            ctx.ground_truth.record(
+                decision.commit_tso, txn_id, decision.participants, kind, recovered=True
+            )
 
 
 async def _kind(ctx: ProtocolContext, txn_id: int, participants: list[int]) -> str:
