@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.harness import WORKLOADS, Chaos
+from tests.chaos.harness import ROOT, WORKLOADS, Chaos, cdc
 
 FAULT_S = float(os.environ.get("CDC_FAULT_S", "6"))
 
@@ -224,16 +224,27 @@ async def test_background_service_restarted_after_a_crash(chaos):
         await asyncio.sleep(2)
         os.kill(first, signal.SIGKILL)
         deadline = time.monotonic() + 60
-        while True:  # the supervisor starts it again (after 1 s) and it serves again
+        while True:  # the supervisor starts it again (after 1 s) and it serves again: until
+            # its first status `cdc status` fails (the killed one's status file may still be
+            # there while the new process starts, which is slow on a loaded machine)
             await asyncio.sleep(0.3)
             try:
                 pid = int(pid_file.read_text())
             except (OSError, ValueError):
                 pid = first
-            if pid != first and (c.state_dir / "status.json").exists():
-                break
+            if pid != first:
+                res = await asyncio.to_thread(
+                    subprocess.run,
+                    cdc("status", "--config", c.config_path),
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                    cwd=ROOT,
+                )
+                if res.returncode == 0:
+                    shown = res.stdout
+                    break
             assert time.monotonic() < deadline, c.log_tail()
-        shown = await asyncio.to_thread(c.run_cdc, "status")
         assert "restarted 1 time(s) after crashing; last: killed by signal 9" in shown, shown
         c.procs["pipeline"] = _Pid(pid)  # what the harness's proof watches
         proof = await prove(c, "service SIGKILL")
