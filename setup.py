@@ -10,11 +10,15 @@ when a listed file changes; the .so lands next to the .py and wins the import).
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
+
+BUILD_DIR = Path("build/cython")
+CODEC_CIMPORT = re.compile(r"^from cdc\.binlog cimport (.+)$", re.M)
 
 
 def compiled_setting(name: str):
@@ -80,16 +84,32 @@ def extensions() -> list:
     modules = [
         (name, name.replace(".", "/") + ".py") for name in compiled_setting("COMPILED_MODULES")
     ]
+    for _, path in modules:
+        _drop_stale_c(Path(path))
     try:
         return cythonize(
             [_extension(name, path) for name, path in modules],
-            build_dir="build/cython",
+            build_dir=str(BUILD_DIR),
             compiler_directives={"language_level": "3"},
             quiet=True,
         )
     except Exception as exc:
         _warn(f"Cython failed ({exc}); the pure-Python modules run instead")
         return []
+
+
+def _drop_stale_c(py: Path) -> None:
+    """Cython's dependency scan misses what an augmenting .pxd cimports from the codec
+    (framing.pxd's `from cdc.binlog cimport constants`), so a changed codec .pxd left the
+    generated C, and the .so, with the old constants. Removing that C makes cythonize write it
+    again."""
+    c, pxd = BUILD_DIR / py.with_suffix(".c"), py.with_suffix(".pxd")
+    if not c.exists() or not pxd.exists():
+        return
+    names = [n.strip() for line in CODEC_CIMPORT.findall(pxd.read_text()) for n in line.split(",")]
+    codec = [Path("cdc", "binlog", f"{name}.pxd") for name in names]
+    if any(p.exists() and p.stat().st_mtime > c.stat().st_mtime for p in codec):
+        c.unlink()
 
 
 def _extension(name: str, path: str):
