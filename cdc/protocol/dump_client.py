@@ -21,6 +21,7 @@ from cdc.binlog.checksum import event_crc, stored_crc
 from cdc.binlog.constants import CRC32_RESIDUE, HEADER_LEN, EventFlag, EventType
 from cdc.binlog.flavor import MARIADB, MariadbFlavor
 from cdc.binlog.header import log_pos as header_log_pos
+from cdc.pauses import Backoff
 from cdc.protocol.client import READ_SIZE, MysqlClient
 from cdc.protocol.constants import BINLOG_DUMP_NON_BLOCK, Command
 from cdc.protocol.dump_stream import split_events
@@ -38,6 +39,7 @@ ARTIFICIAL_FLAG = int(EventFlag.ARTIFICIAL)
 ROTATE_NAME_AT = HEADER_LEN + 8  # ROTATE: u64 position, then the next file's name
 # Errors after which retrying the same request cannot help.
 FATAL_CODES = {1236, 1045, 1227, 1044}
+RECONNECT_FIRST_S = 0.05  # the first retry after a lost dump, doubled up to max_backoff
 
 
 class DumpError(RuntimeError):
@@ -129,13 +131,13 @@ class DumpClient:
         """`batches` without an object per event: (file, the events' bytes), every event of a
         batch in that one file; an event's position is `event_pos(data)`. The MergeSource's
         hot path."""
-        backoff = 0.05
+        backoff = Backoff(RECONNECT_FIRST_S, self.settings.max_backoff)
         lost_at: float | None = None  # a DN away: logged when lost and when back, not per try
         while True:
             try:
                 self._client = await self._open()
                 self.connected = True
-                backoff = 0.05
+                backoff.reset()
                 if lost_at is not None:
                     log.warning(
                         "%s: reconnected after %.1fs", self.where(), time.monotonic() - lost_at
@@ -157,14 +159,14 @@ class DumpClient:
                 if self._client is not None:
                     self._client.close()
                     self._client = None
+            delay = backoff.next()
             if lost_at is None:
                 lost_at = time.monotonic()
                 log.warning("%s: %s; reconnecting (retried with backoff)", self.where(), lost)
             else:
-                log.debug("%s: %s; reconnecting in %.2fs", self.where(), lost, backoff)
+                log.debug("%s: %s; reconnecting in %.2fs", self.where(), lost, delay)
             self.reconnects += 1
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, self.settings.max_backoff)
+            await asyncio.sleep(delay)
 
     async def _receive(self, client: MysqlClient, data: bytes, need: int) -> bytes:
         """`data` followed by what arrives next: at least one read, and at least `need` bytes
