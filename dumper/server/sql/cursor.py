@@ -89,6 +89,14 @@ class Cursor:
             raise self.error()
         return int(text)
 
+    def limit(self) -> tuple[int | None, int]:
+        """After LIMIT: `[offset,] row_count` as (offset or None, row_count); the caller
+        decides whether `OFFSET n` may follow (SELECT: yes, SHOW BINLOG EVENTS: no)."""
+        first = self.integer()
+        if self.accept(","):
+            return first, self.integer()
+        return None, first
+
     def qualified(self) -> tuple[str | None, str]:
         first = self.name()
         if self.accept("."):

@@ -129,13 +129,11 @@ def parse_table_select(cur: Cursor) -> TableSelect:
         while cur.accept(","):
             stmt.order_by.append(_order_item(cur))
     if cur.accept("LIMIT"):
-        first = cur.integer()
-        if cur.accept(","):
-            stmt.offset, stmt.limit = first, cur.integer()
-        else:
-            stmt.limit = first
-            if cur.accept("OFFSET"):
-                stmt.offset = cur.integer()
+        offset, stmt.limit = cur.limit()
+        if offset is None and cur.accept("OFFSET"):
+            offset = cur.integer()
+        if offset is not None:
+            stmt.offset = offset
     if cur.accept("FOR", "UPDATE") or cur.accept("LOCK", "IN", "SHARE", "MODE"):
         raise unsupported("a locking read (FOR UPDATE / LOCK IN SHARE MODE)")
     if cur.accept("UNION"):

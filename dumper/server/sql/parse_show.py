@@ -130,11 +130,9 @@ class ShowParser(Cursor):
         if self.accept("FROM"):
             out.pos = self.integer()
         if self.accept("LIMIT"):
-            first = self.integer()
-            if self.accept(","):
-                out.offset, out.limit = first, self.integer()
-            else:
-                out.limit = first
+            offset, out.limit = self.limit()
+            if offset is not None:
+                out.offset = offset
         self.end()
         return out
 
