@@ -96,14 +96,18 @@ class Chaos:
         return spec.dn_id
 
     # -- processes -------------------------------------------------------------------------------
-    def run_cdc(self, *args: str, timeout: float = 120, check: bool = True) -> str:
-        res = subprocess.run(
+    def cdc_result(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        """`cdc ARGS --config` of this cluster, its exit code and output, unchecked."""
+        return subprocess.run(
             cdc(*args, "--config", self.config_path),
             capture_output=True,
             text=True,
             timeout=timeout,
             cwd=ROOT,
         )
+
+    def run_cdc(self, *args: str, timeout: float = 120, check: bool = True) -> str:
+        res = self.cdc_result(*args, timeout=timeout)
         if check:
             assert res.returncode == 0, f"cdc {' '.join(args)}: {res.stdout}{res.stderr}"
         if args[:2] == ("cn", "recover"):
@@ -212,14 +216,7 @@ class Chaos:
         await self.stop_workloads()
         recovered = await asyncio.to_thread(self.recover)
         await self.wait_caught_up()
-        res = await asyncio.to_thread(
-            subprocess.run,
-            cdc("verify-binlog", "--config", self.config_path),
-            capture_output=True,
-            text=True,
-            timeout=300,
-            cwd=ROOT,
-        )
+        res = await asyncio.to_thread(self.cdc_result, "verify-binlog", timeout=300)
         assert res.returncode == 0, f"verify-binlog after {what}:\n{res.stdout}{res.stderr}"
         checked = "no replica"
         if self.replica is not None:

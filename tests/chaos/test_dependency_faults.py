@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.harness import ROOT, WORKLOADS, Chaos, cdc
+from tests.chaos.harness import WORKLOADS, Chaos
 
 FAULT_S = float(os.environ.get("CDC_FAULT_S", "6"))
 
@@ -233,14 +233,7 @@ async def test_background_service_restarted_after_a_crash(chaos):
             except (OSError, ValueError):
                 pid = first
             if pid != first:
-                res = await asyncio.to_thread(
-                    subprocess.run,
-                    cdc("status", "--config", c.config_path),
-                    capture_output=True,
-                    text=True,
-                    timeout=60,
-                    cwd=ROOT,
-                )
+                res = await asyncio.to_thread(c.cdc_result, "status", timeout=60)
                 if res.returncode == 0:
                     shown = res.stdout
                     break
