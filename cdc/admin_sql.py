@@ -89,11 +89,7 @@ def retry(
                 raise
             pauses.begin(reason, f"{what}: {exc}")
             waited = True
-            delay = backoff.next()
-            if stop is not None:
-                stop.wait(delay)
-            else:
-                threading.Event().wait(delay)
+            (stop or threading.Event()).wait(backoff.next())  # a set `stop` cuts the wait
             continue
         if waited:
             pauses.end(reason)
