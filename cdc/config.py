@@ -176,6 +176,10 @@ class DumperConfig:
     # snapshot-reads.md): a statement holds at most one page per shard; larger pages mean fewer
     # watermark waits (one per chunk).
     snapshot_page_rows: int = 10000
+    # An ORDER BY other than the primary key holds the statement's rows in memory to sort them
+    # (a LIMIT: only offset + limit of them); past this many it fails with 1038 (docs/
+    # snapshot-reads.md, "ORDER BY").
+    snapshot_sort_rows: int = 100000
     # HA: every dumper process of the cluster; empty = a single dumper without a lease.
     # `cdc start --dumper-id N` runs peer N (its host, port and binlog_dir replace the above).
     peers: list[DumperPeer] = field(default_factory=list)
