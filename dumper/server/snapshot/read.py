@@ -243,20 +243,10 @@ class SnapshotRead:
             if stmt.offset == 0 or stmt.first is not None:
                 yield row
             return
-        skip, left = stmt.offset, stmt.limit
         chunks = self._at_p(plan) if plan.key_order else self._sorted_rows(plan)
-        async for chunk in chunks:
-            if skip:
-                taken = min(skip, len(chunk))
-                skip -= taken
-                chunk = chunk[taken:]
-            if left is not None:
-                chunk = chunk[:left]
-                left -= len(chunk)
+        async for chunk in _window(chunks, stmt.offset, stmt.limit):
             for payload in chunk:
                 yield payload
-            if left is not None and left <= 0:
-                return
 
     async def _sorted(self, plan: _Plan) -> AsyncIterator[list]:
         """The rows' fields in the statement's order, a chunk at a time: key order as read, or
@@ -293,17 +283,9 @@ class SnapshotRead:
             if item.kind in ("MIN", "MAX"):
                 data_at[i] = j
                 j += 1
-        skip, left = 0, None
-        if self.stmt.first is not None:
-            skip, left = self.stmt.offset, self.stmt.first
-        async for chunk in self._sorted(plan):
-            if skip:
-                taken = min(skip, len(chunk))
-                skip -= taken
-                chunk = chunk[taken:]
-            if left is not None:
-                chunk = chunk[:left]
-                left -= len(chunk)
+        stmt = self.stmt
+        skip, left = (0, None) if stmt.first is None else (stmt.offset, stmt.first)
+        async for chunk in _window(self._sorted(plan), skip, left):
             for fields in chunk:
                 count += 1
                 for i, at in data_at.items():
@@ -315,8 +297,6 @@ class SnapshotRead:
                     cur = best[i]
                     if cur is None or (k < cur[0] if items[i].kind == "MIN" else k > cur[0]):  # type: ignore[operator]
                         best[i] = (k, text)
-            if left is not None and left <= 0:
-                break
         out: list[bytes | None] = []
         for i, item in enumerate(items):
             if item.kind == "COUNT":
@@ -485,6 +465,22 @@ class SnapshotRead:
         if self.on_close is not None:
             self.on_close()
             self.on_close = None
+
+
+async def _window(chunks: AsyncIterator[list], skip: int, left: int | None) -> AsyncIterator[list]:
+    """The chunks' rows after the first `skip`, `left` of them at most (None: all): LIMIT
+    [offset,] n, or the split query's first rows."""
+    async for chunk in chunks:
+        if skip:
+            taken = min(skip, len(chunk))
+            skip -= taken
+            chunk = chunk[taken:]
+        if left is not None:
+            chunk = chunk[:left]
+            left -= len(chunk)
+        yield chunk
+        if left is not None and left <= 0:
+            return
 
 
 async def _together(*coros) -> None:
