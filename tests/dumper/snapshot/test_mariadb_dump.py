@@ -15,7 +15,7 @@ import pytest
 
 from checks import run_check
 from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from local_cluster.testing import throwaway_cluster
+from local_cluster.testing import throwaway_server
 from tests.dumper.snapshot.conftest import ACCOUNTS, BALANCE, MARIADB_DOMAIN, running_snap
 from tests.dumper.test_replica import _query, _slave_status
 
@@ -27,11 +27,11 @@ pytestmark = [
 
 @pytest.fixture
 def empty_mariadb(tmp_path):
-    cluster = throwaway_cluster(tmp_path / "replica", dns=1, spare_dns=0)
+    replica = throwaway_server(tmp_path, server_id=7777)  # none of the binlog's server ids
     try:
-        yield cluster.dn(1)
+        yield replica
     finally:
-        cluster.down()
+        replica.stop()
 
 
 def test_mariadb_dump_seeds_a_replica_at_its_position(snap, empty_mariadb, tmp_path):
