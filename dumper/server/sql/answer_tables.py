@@ -21,8 +21,9 @@ class TableAnswers(Answers):
         if self.ctx.snapshot is None:
             raise unsupported("reading rows on a dumper started without the cluster's GMS")
         state = self.state
-        # Held from purge while the statement runs (dump/retention.py); a transaction's pinned
-        # position is held until it ends.
+        # Held from purge while the statement runs, until the read closes (dump/retention.py;
+        # a result never streamed holds until the session's next SELECT or its end); a
+        # transaction's pinned position is held until the transaction ends.
         state.reading = position = self.read_position()
 
         def done() -> None:
