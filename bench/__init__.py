@@ -24,6 +24,8 @@ prints its ratio against a baseline measured in the same run.
     `cdc bench backfill`      bench/backfill.py      Spark backfill vs a plain SELECT * dump
     `cdc bench snapshot`      bench/snapshot.py      SELECT * through the dumper, as of a binlog
                                                      position, vs mariadb --quick of the shards
+    `cdc bench snapshot-isolation`  bench/snapshot_isolation.py  binlog growth with / without
+                                                     4 clients reading whole tables
     `cdc bench all`           cli/commands/bench.py  every one above (`--quick`: small sizes)
 
 Helpers: bench/raw_dump.py (the common baseline: `mariadb-binlog --read-from-remote-server

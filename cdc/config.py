@@ -159,6 +159,10 @@ class DumperConfig:
     # Seconds an idle logged-in connection is kept (MySQL's wait_timeout; a session may SET its
     # own). A connection in a binlog dump is never idle.
     wait_timeout: int = 28800
+    # A connection idle this long inside a (read-only) transaction is closed, as MariaDB's
+    # variable of that name does: its pinned snapshot holds binlog files from purge
+    # (docs/snapshot-reads.md, "What a snapshot holds"). Seconds; sessions may SET it.
+    idle_readonly_transaction_timeout: int = 600
     # The largest command a client may send, in bytes (@@max_allowed_packet reports it): a longer
     # one gets ERR 1153 before it is buffered and the connection is closed, as in MySQL. 16 MiB
     # is MariaDB 10.11's default; every statement clients send is far smaller.
@@ -176,6 +180,10 @@ class DumperConfig:
     # snapshot-reads.md): a statement holds at most one page per shard; larger pages mean fewer
     # watermark waits (one per chunk).
     snapshot_page_rows: int = 10000
+    # An ORDER BY other than the primary key holds the statement's rows in memory to sort them
+    # (a LIMIT: only offset + limit of them); past this many it fails with 1038 (docs/
+    # snapshot-reads.md, "ORDER BY").
+    snapshot_sort_rows: int = 100000
     # HA: every dumper process of the cluster; empty = a single dumper without a lease.
     # `cdc start --dumper-id N` runs peer N (its host, port and binlog_dir replace the above).
     peers: list[DumperPeer] = field(default_factory=list)

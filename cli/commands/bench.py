@@ -1,4 +1,4 @@
-"""`cdc bench writer|dumper|fanout|merge-source|pipeline|latency|hostile|cn|cn-change|scale|snapshot|all`: benchmarks
+"""`cdc bench writer|dumper|fanout|merge-source|pipeline|latency|hostile|cn|cn-change|scale|snapshot|snapshot-isolation|all`: benchmarks
 that print ratios measured side by side in one run."""
 
 from __future__ import annotations
@@ -118,6 +118,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--in-process", action="store_true", help="also with the server on the leader's loop"
     )
     hostile.set_defaults(func=cmd_hostile)
+    isolation = bsub.add_parser(
+        "snapshot-isolation",
+        help="global binlog growth under load with / without 4 clients reading whole tables",
+    )
+    isolation.add_argument("--seconds", type=float, default=15, help="per phase")
+    isolation.add_argument("--tps", type=float, default=300)
+    isolation.add_argument("--readers", type=int, default=4)
+    isolation.add_argument("--dns", type=int, default=2)
+    isolation.add_argument("--quick", action="store_true", help="3 s per phase at 100 TPS")
+    isolation.set_defaults(func=cmd_snapshot_isolation)
     every = bsub.add_parser("all", help="every benchmark, with its defaults")
     every.add_argument(
         "--quick", action="store_true", help="each at a small size (a check that all run here)"
@@ -211,6 +221,13 @@ def cmd_snapshot(args) -> int:
     return main(forward(args, "rows", "rounds", "change") + (["--quick"] if args.quick else []))
 
 
+def cmd_snapshot_isolation(args) -> int:
+    from bench.snapshot_isolation import main
+
+    argv = forward(args, "seconds", "tps", "readers", "dns")
+    return main(argv + (["--quick"] if args.quick else []))
+
+
 def cmd_scale(args) -> int:
     from bench.scale import main
 
@@ -243,6 +260,7 @@ def cmd_all(args) -> int:
     from bench.pipeline import main as pipeline
     from bench.scale import main as scale
     from bench.snapshot import main as snapshot
+    from bench.snapshot_isolation import main as snapshot_isolation
     from bench.writer import main as writer
 
     # (title, bench, its arguments, its arguments with --quick: every bench runs, and prints
@@ -261,6 +279,7 @@ def cmd_all(args) -> int:
         ("pipeline", pipeline, [], ["--events=30000"]),
         ("backfill", backfill, [], ["--rows=30000", "--chunk-rows=10000"]),
         ("snapshot", snapshot, [], ["--quick"]),
+        ("snapshot-isolation", snapshot_isolation, [], ["--quick"]),
         ("latency", latency, [], ["--tps=100", "--seconds=3", "--workers=4", "--cn-processes=1"]),
         ("cn", cn, [], ["--seconds=2", "--rounds=1", "--workers=4"]),
         (

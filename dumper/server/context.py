@@ -54,6 +54,9 @@ class SessionState:
     # first read); None outside a transaction (each statement reads at the binlog's end).
     in_transaction: bool = False
     pinned: tuple[str, int] | None = None
+    # The position a SELECT over a table reads from while it runs (it scans the binlog from
+    # there): retention keeps that file, as it keeps a pinned one (dump/retention.py).
+    reading: tuple[str, int] | None = None
 
 
 class SessionHandle(Protocol):
@@ -128,10 +131,9 @@ class ServerContext:
     ) -> dict[str, VarValue]:
         """The variables read from the files at each ask (what GTIDs they hold); of `names`
         only what they need is read (SHOW MASTER STATUS wants gtid_executed alone). `upto`: a
-        session's pinned position (a snapshot transaction): gtid_executed as of there (the
-        mariadb flavour's variables are the files' end for now)."""
+        session's pinned position (a snapshot transaction): the GTIDs as of there."""
         if self.mariadb_gtids is not None:
-            return dict(self.mariadb_gtids.variables())  # one read gives all three
+            return dict(self.mariadb_gtids.variables(upto))  # one read gives all three
         out: dict[str, VarValue] = {}
         if self.gtid_state is not None:
             if "gtid_executed" in names:

@@ -63,6 +63,21 @@ def test_variables_and_starts(files: BinlogFiles):
     assert state.dump_start(f"{DOMAIN}-{SERVER}-12") == (last, files.complete_end(last))
 
 
+def test_variables_as_of_a_pinned_position(files: BinlogFiles):
+    """Inside a snapshot transaction pinned at P the GTIDs are P's: where a replica at GTID k
+    starts its dump, `@@gtid_binlog_pos` as of there is k (so mariadb-dump --gtid prints the
+    GTID its data is at)."""
+    state = MariadbGtidState(files, DOMAIN, SERVER)
+    for k in range(1, 12):
+        name, pos = state.dump_start(f"{DOMAIN}-{SERVER}-{k}")
+        got = state.variables((name, pos))
+        assert got["gtid_binlog_pos"] == got["gtid_current_pos"] == f"{DOMAIN}-{SERVER}-{k}"
+    assert state.variables((files.names()[0], START))["gtid_binlog_pos"] in (
+        "",
+        f"{DOMAIN}-{SERVER}-0",
+    )
+
+
 def test_positions_we_cannot_serve_are_refused_with_mariadbs_texts(files: BinlogFiles):
     state = MariadbGtidState(files, DOMAIN, SERVER)
     with pytest.raises(DumpError) as err:

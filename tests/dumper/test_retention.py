@@ -173,6 +173,35 @@ def test_a_retain_mark_holds_the_backfill_hand_off(tmp_path):
     writer.close()
 
 
+def test_a_pinned_snapshot_holds_its_file_from_purge(tmp_path, caplog):
+    """A snapshot transaction reads the binlog from its pinned position at each SELECT: PURGE
+    (and retention) keep that file while the transaction lasts (issue 32)."""
+    caplog.set_level(logging.INFO, logger="dumper.server.dump.retention")
+    writer = write_files(tmp_path)
+    with ServerThread(tmp_path) as s:
+        conn = pymysql.connect(host="127.0.0.1", port=s.port, user=USER, password=PASSWORD)
+        with conn.cursor() as cur, _admin(s.port) as admin, admin.cursor() as purge:
+            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            cur.execute("SHOW MASTER STATUS")
+            pinned = cur.fetchone()[0]
+            i = 1000
+            while len(writer.files()) < FILES + 2:  # the binlog goes on past the snapshot
+                i += 1
+                writer.append_transaction(
+                    [QueryEvent(b"BEGIN"), QueryEvent(b"y" * 512), XidEvent(i), cts_mark(i)]
+                )
+            writer.flush()
+            newest = writer.files()[-1]
+            purge.execute(f"PURGE BINARY LOGS TO '{newest}'")
+            assert names(tmp_path)[0] == pinned
+            assert any("snapshot transaction" in r.getMessage() for r in caplog.records)
+            cur.execute("COMMIT")
+            purge.execute(f"PURGE BINARY LOGS TO '{newest}'")
+            assert names(tmp_path)[0] == newest
+        conn.close()
+    writer.close()
+
+
 def test_live_followers_hold_what_they_copy(tmp_path):
     write_files(tmp_path).close()
     files = BinlogFiles(tmp_path)

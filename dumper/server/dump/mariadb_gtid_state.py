@@ -59,10 +59,14 @@ class MariadbGtidState:
         self.domain_id = domain_id
         self.layout = MariadbGtids(domain_id, server_id)
 
-    def binlog_state(self) -> tuple[DomainGtid, ...]:
+    def binlog_state(self, upto: tuple[str, int] | None = None) -> tuple[DomainGtid, ...]:
         """Per server_id of our domain the last GTID in the files, the newest last
-        (`@@gtid_binlog_state`): the newest file's GTID_LIST with its last GTID."""
-        for name in reversed(self.files.names()):
+        (`@@gtid_binlog_state`): the newest file's GTID_LIST with its last GTID. `upto` (file,
+        position): as of there (a snapshot transaction's pinned position)."""
+        names = self.files.names()
+        if upto is not None and upto[0] in names:
+            names = names[: names.index(upto[0]) + 1]
+        for name in reversed(names):
             path = self.files.path(name)
             if not path.exists():
                 continue
@@ -70,16 +74,20 @@ class MariadbGtidState:
             if head is None:
                 continue  # a header being written: the file before says the same
             entries = list(head.gtid_list)
-            last = self.layout.last_gtid(path, self.files.complete_end(name))
+            end = self.files.complete_end(name)
+            if upto is not None and name == upto[0]:
+                end = min(end, upto[1])
+            last = self.layout.last_gtid(path, end)
             if last is not None and last.seq_no > (entries[-1].seq_no if entries else 0):
                 entries = [e for e in entries if e.server_id != last.server_id] + [last]
             return tuple(entries)
         return ()
 
-    def variables(self) -> dict[str, str]:
+    def variables(self, upto: tuple[str, int] | None = None) -> dict[str, str]:
         """`@@gtid_binlog_pos` (the last GTID per domain), `@@gtid_current_pos` (a master's
-        is its binlog's) and `@@gtid_binlog_state`."""
-        state = self.binlog_state()
+        is its binlog's) and `@@gtid_binlog_state`; as of `upto` when given (what
+        `mariadb-dump --single-transaction --master-data --gtid` prints for its replica)."""
+        state = self.binlog_state(upto)
         pos = gtid_text(state[-1]) if state else ""
         return {
             "gtid_binlog_pos": pos,

@@ -3,8 +3,10 @@ them automatically (`[dumper] expire_logs_seconds`, `max_binlog_total_size`).
 
 One rule for automatic purges and `PURGE BINARY LOGS`: a file is never purged while someone
 still needs it — a connected dump that reads it or an earlier file, a live HA follower whose
-acknowledged copy ends in it or earlier (its dump may be reconnecting), or a connection that set
-`@cdc_retain_from` to it or an earlier file (the backfill holds its hand-off position so). Purges
+acknowledged copy ends in it or earlier (its dump may be reconnecting), a connection that set
+`@cdc_retain_from` to it or an earlier file (the backfill holds its hand-off position so), or a
+snapshot read's position: a transaction's pinned one, or a running SELECT's (each statement
+scans the binlog from there; docs/snapshot-reads.md). Purges
 stop at the first such file; the others wait until their readers pass it. It runs in the server
 process, which owns the sessions, on their event loop: a dump's file is set in the same loop
 turn as its validation, so no purge slips between the two.
@@ -62,6 +64,14 @@ def holders(ctx: ServerContext) -> list[Holder]:
                     f"reading {dump.file}:{dump.pos}",
                 )
             )
+        for what, at in (("a snapshot transaction", state.pinned), ("a SELECT", state.reading)):
+            if at is not None:
+                out.append(
+                    Holder(
+                        at[0],
+                        f"connection {cid} ({user}@{state.host}) in {what} at {at[0]}:{at[1]}",
+                    )
+                )
         mark = state.user_vars.get(RETAIN_VAR)
         if isinstance(mark, bytes):
             mark = mark.decode("utf-8", "replace")

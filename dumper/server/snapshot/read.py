@@ -12,7 +12,7 @@ import logging
 import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 
 from cdc.cn_protocol.catalogue import LogicalTable
@@ -21,6 +21,7 @@ from dumper.server.dump.notifiers import Notifier
 from dumper.server.handlers import SqlError
 from dumper.server.snapshot.changes import ChangedKeys
 from dumper.server.snapshot.chunks import Key, chunk_bound, take_chunk, take_until
+from dumper.server.snapshot.order import Sorter, check_keep, row_order
 from dumper.server.snapshot.source import DnReader, Shard, SnapshotSource
 from dumper.server.snapshot.values import (
     INTEGER_TYPES,
@@ -37,6 +38,7 @@ from dumper.server.sql.statements import TableSelect
 
 log = logging.getLogger(__name__)
 PAGE_ROWS = 10_000  # per shard read: fewer than 4 × shards × this many rows are held
+SORT_ROWS = 100_000  # rows held for an ORDER BY other than the key (snapshot/order.py)
 # The global binlog reaches a fresh TSO within one heartbeat plus the pipeline's latency; this
 # long means the pipeline is not merging.
 WATERMARK_WAIT_S = 30.0
@@ -59,6 +61,10 @@ class _Plan:
     # Integer keys order the same in Python as on the DN, so their chunks may be bounded; any
     # other key is read in one page per shard (one chunk, no bound to compare with).
     integer_key: bool
+    # The statement's rows come in primary-key order (no ORDER BY, or a prefix of the key
+    # ascending): streamed as read; otherwise sorted (`order.Sorter`).
+    key_order: bool = True
+    shown: int = 0  # of `data`, the fields the result shows (the rest: ORDER BY columns)
     result: list[ColumnDef] = field(default_factory=list)
 
 
@@ -74,6 +80,8 @@ class SnapshotRead:
         db: str,
         position: tuple[str, int],
         page_rows: int = PAGE_ROWS,
+        sort_rows: int = SORT_ROWS,
+        on_close: Callable[[], None] | None = None,
     ) -> None:
         self.source = source
         self.files = files
@@ -82,6 +90,8 @@ class SnapshotRead:
         self.db = db
         self.position = position
         self.page_rows = max(1, page_rows)
+        self.sort_rows = max(1, sort_rows)
+        self.on_close = on_close  # the statement's end: its position no longer held from purge
         self._readers: dict[int, DnReader] = {}
         self._table: LogicalTable | None = None
         self._shards: list[Shard] = []
@@ -89,8 +99,12 @@ class SnapshotRead:
 
     # -- plan ----------------------------------------------------------------------------------
     async def open(self) -> list[ColumnDef]:
-        with self._as_sql_error():
-            return await self._open()
+        try:
+            with self._as_sql_error():
+                return await self._open()
+        except BaseException:
+            self.close()
+            raise
 
     @contextlib.contextmanager
     def _as_sql_error(self) -> Iterator[None]:
@@ -136,17 +150,23 @@ class SnapshotRead:
         if not key:
             raise unsupported("a table without a primary key")
         integer_key = all(columns[i].type in INTEGER_TYPES for i in key)
-        if not integer_key and self.stmt.order_by:
+        if not integer_key and stmt.order_by:
             raise unsupported("ORDER BY on a table whose primary key is not made of integers")
-        self._check_columns(index, key)
-        plan = _Plan(
-            columns, index, members, key, self._data_positions(index, len(columns)), integer_key
-        )
+        # An aggregate over all the rows does not care for their order; the split query's
+        # over its first rows does.
+        key_order = self._check_columns(index, key) or (stmt.aggregate and stmt.first is None)
+        data = self._data_positions(index, len(columns))
+        shown = len(data)
+        if not key_order:
+            data += [index[c] for c, _ in stmt.order_by if index[c] not in data]
+            check_keep(self._keep(), self.sort_rows)
+        plan = _Plan(columns, index, members, key, data, integer_key, key_order, shown)
         plan.result = await self._result_columns(reader, first, plan)
         self._plan = plan
         return plan.result
 
-    def _check_columns(self, index: dict[str, int], key: list[int]) -> None:
+    def _check_columns(self, index: dict[str, int], key: list[int]) -> bool:
+        """Unknown columns refused as MySQL does; whether ORDER BY is the primary key's order."""
         stmt = self.stmt
 
         def known(column: str, clause: str) -> None:
@@ -159,10 +179,19 @@ class SnapshotRead:
         if stmt.where is not None:
             for column in columns_of(stmt.where):
                 known(column, "where clause")
+        key_order = True
         for i, (column, descending) in enumerate(stmt.order_by):
             known(column, "order clause")
             if descending or i >= len(key) or index[column] != key[i]:
-                raise unsupported("ORDER BY other than the primary key, ascending")
+                key_order = False
+        return key_order
+
+    def _keep(self) -> int | None:
+        """How many rows of the sorted order the statement can show (LIMIT, or the split
+        query's first rows), after its offset; None: all."""
+        stmt = self.stmt
+        shown = stmt.first if stmt.aggregate else stmt.limit
+        return None if shown is None else stmt.offset + shown
 
     def _data_positions(self, index: dict[str, int], count: int) -> list[int]:
         out: list[int] = []
@@ -211,24 +240,40 @@ class SnapshotRead:
             return
         if stmt.aggregate:
             row = await self._aggregate(plan)
-            if stmt.offset == 0:
+            if stmt.offset == 0 or stmt.first is not None:
                 yield row
             return
-        skip, left = stmt.offset, stmt.limit
-        async for chunk in self._at_p(plan):
-            if skip:
-                taken = min(skip, len(chunk))
-                skip -= taken
-                chunk = chunk[taken:]
-            if left is not None:
-                chunk = chunk[:left]
-                left -= len(chunk)
+        chunks = self._at_p(plan) if plan.key_order else self._sorted_rows(plan)
+        async for chunk in _window(chunks, stmt.offset, stmt.limit):
             for payload in chunk:
                 yield payload
-            if left is not None and left <= 0:
-                return
+
+    async def _sorted(self, plan: _Plan) -> AsyncIterator[list]:
+        """The rows' fields in the statement's order, a chunk at a time: key order as read, or
+        all of them sorted (bounded: snapshot/order.py)."""
+        if plan.key_order:
+            async for chunk in self._at_p(plan, split=True):
+                yield chunk
+            return
+        columns = []
+        for column, descending in self.stmt.order_by:
+            at = plan.data.index(plan.index[column])
+            col = plan.columns[plan.data[at]]
+            columns.append((at, descending, lambda text, col=col: sort_key(col, text)))
+        sorter = Sorter(row_order(columns), self.sort_rows, self._keep())
+        async for chunk in self._at_p(plan, split=True):
+            sorter.add(chunk)
+        rows = sorter.sorted()
+        for start in range(0, len(rows), self.page_rows):
+            yield rows[start : start + self.page_rows]
+
+    async def _sorted_rows(self, plan: _Plan) -> AsyncIterator[list[bytes]]:
+        async for chunk in self._sorted(plan):
+            yield [text_row(fields[: plan.shown]) for fields in chunk]
 
     async def _aggregate(self, plan: _Plan) -> bytes:
+        """COUNT(*) / MIN / MAX over the rows; the split query's over its first rows only
+        (`first`, after `offset`, in its order)."""
         items = self.stmt.items
         count = 0
         best: list[tuple[object, bytes] | None] = [None] * len(items)
@@ -238,7 +283,9 @@ class SnapshotRead:
             if item.kind in ("MIN", "MAX"):
                 data_at[i] = j
                 j += 1
-        async for chunk in self._at_p(plan, split=True):
+        stmt = self.stmt
+        skip, left = (0, None) if stmt.first is None else (stmt.offset, stmt.first)
+        async for chunk in _window(self._sorted(plan), skip, left):
             for fields in chunk:
                 count += 1
                 for i, at in data_at.items():
@@ -292,8 +339,8 @@ class SnapshotRead:
         page_rows = self.page_rows
         if not plan.integer_key:
             page_rows += 1  # one more than allowed: tells a shard that does not fit
-        elif self.stmt.limit is not None and not self.stmt.aggregate:
-            page_rows = max(1, min(page_rows, self.stmt.offset + self.stmt.limit))
+        elif plan.key_order and (keep := self._keep()) is not None:
+            page_rows = max(1, min(page_rows, keep))
 
         def parse(row: bytes) -> tuple[Key, object]:
             keys, at = split_fields(row, nkey)
@@ -415,6 +462,25 @@ class SnapshotRead:
         for reader in self._readers.values():
             reader.close()
         self._readers.clear()
+        if self.on_close is not None:
+            self.on_close()
+            self.on_close = None
+
+
+async def _window(chunks: AsyncIterator[list], skip: int, left: int | None) -> AsyncIterator[list]:
+    """The chunks' rows after the first `skip`, `left` of them at most (None: all): LIMIT
+    [offset,] n, or the split query's first rows."""
+    async for chunk in chunks:
+        if skip:
+            taken = min(skip, len(chunk))
+            skip -= taken
+            chunk = chunk[taken:]
+        if left is not None:
+            chunk = chunk[:left]
+            left -= len(chunk)
+        yield chunk
+        if left is not None and left <= 0:
+            return
 
 
 async def _together(*coros) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cdc.protocol.resultset import Column
-from dumper.server.handlers import Result, RowsResult, SqlError
+from dumper.server.handlers import Result, RowsResult, SqlError, StreamedRows
+from dumper.server.snapshot.estimates import RowEstimates
 from dumper.server.sql import statements as st
 from dumper.server.sql.answers import LONGLONG_U, Answers, cols
 from dumper.server.sql.schema import TableSchema
@@ -134,8 +135,10 @@ class SchemaAnswers(Answers):
         )
 
     def show_table_status(self, stmt: st.ShowTableStatus) -> Result:
-        """Name, engine and collation from the schema history; sizes and counts are not known
-        to a binlog server (NULL, as for a view)."""
+        """Name, engine and collation from the schema history. `Rows` is the shards' own
+        estimate summed (InnoDB's, as MySQL's is: Flink CDC sizes its chunks by it), read from
+        the DNs while the result is sent; the other sizes and counts are not known to a binlog
+        server (NULL, as for a view)."""
         db = self._db(stmt.db)
         names = self.ctx.schema.tables(db)
         if stmt.like is not None:
@@ -149,26 +152,31 @@ class SchemaAnswers(Answers):
                     (t.name, t.engine, 10, "Dynamic", *[None] * 7)
                     + (None, None, None, t.collation, None, "", t.comment)
                 )
-        return RowsResult(
-            cols(
-                "Name",
-                "Engine",
-                "Version",
-                "Row_format",
-                "Rows",
-                "Avg_row_length",
-                "Data_length",
-                "Max_data_length",
-                "Index_length",
-                "Data_free",
-                "Auto_increment",
-                "Create_time",
-                "Update_time",
-                "Check_time",
-                "Collation",
-                "Checksum",
-                "Create_options",
-                "Comment",
-            ),  # fmt: skip
-            rows,
-        )
+        columns = TABLE_STATUS_COLUMNS
+        if self.ctx.snapshot is not None and rows:
+            return StreamedRows(RowEstimates(self.ctx.snapshot, db, columns, rows, ROWS_AT))
+        return RowsResult(columns, rows)
+
+
+ROWS_AT = 4  # the Rows column of SHOW TABLE STATUS
+TABLE_STATUS_COLUMNS = cols(
+    "Name",
+    "Engine",
+    "Version",
+    "Row_format",
+    "Rows",
+    "Avg_row_length",
+    "Data_length",
+    "Max_data_length",
+    "Index_length",
+    "Data_free",
+    "Auto_increment",
+    "Create_time",
+    "Update_time",
+    "Check_time",
+    "Collation",
+    "Checksum",
+    "Create_options",
+    "Comment",
+)
+TABLE_STATUS_COLUMNS[ROWS_AT] = Column("Rows", **LONGLONG_U)

@@ -20,6 +20,16 @@ class TableAnswers(Answers):
         require_read_rows(self.state.user, self.state.host, db, stmt.table)
         if self.ctx.snapshot is None:
             raise unsupported("reading rows on a dumper started without the cluster's GMS")
+        state = self.state
+        # Held from purge while the statement runs, until the read closes (dump/retention.py;
+        # a result never streamed holds until the session's next SELECT or its end); a
+        # transaction's pinned position is held until the transaction ends.
+        state.reading = position = self.read_position()
+
+        def done() -> None:
+            if state.reading is position:
+                state.reading = None
+
         return StreamedRows(
             SnapshotRead(
                 self.ctx.snapshot,
@@ -27,8 +37,10 @@ class TableAnswers(Answers):
                 self.ctx.notifier,
                 stmt,
                 db,
-                self.read_position(),
+                position,
                 page_rows=self.ctx.config.snapshot_page_rows,
+                sort_rows=self.ctx.config.snapshot_sort_rows,
+                on_close=done,
             )
         )
 

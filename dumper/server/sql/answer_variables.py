@@ -31,6 +31,7 @@ SETTABLE_SESSION_VARIABLES = frozenset(
         "character_set_client character_set_connection character_set_results "
         "character_set_database collation_database transaction_isolation tx_isolation "
         "transaction_read_only tx_read_only autocommit wait_timeout interactive_timeout "
+        "idle_readonly_transaction_timeout "
         "net_read_timeout net_write_timeout net_buffer_length sql_auto_is_null "
         "auto_increment_increment auto_increment_offset sql_require_primary_key "
         "explicit_defaults_for_timestamp default_storage_engine default_tmp_storage_engine "

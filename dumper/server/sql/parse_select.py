@@ -76,6 +76,14 @@ def reads_table(cur: Cursor) -> bool:
 
 def parse_table_select(cur: Cursor) -> TableSelect:
     """The rest of a SELECT after its keyword, for which `reads_table` said yes."""
+    stmt = parse_table_select_body(cur)
+    cur.end()
+    return stmt
+
+
+def parse_table_select_body(cur: Cursor, *, derived: bool = True) -> TableSelect:
+    """A SELECT over a table (or the split query's derived table, unless inside one), up to
+    what follows it."""
     while any(cur.accept(w) for w in _MODIFIERS):
         pass  # hints about caches and buffers (mariadb-dump's SQL_NO_CACHE): nothing to do
     if cur.accept("DISTINCT") or cur.accept("DISTINCTROW"):
@@ -86,7 +94,9 @@ def parse_table_select(cur: Cursor) -> TableSelect:
         items.append(_item(cur))
     cur.expect("FROM")
     if cur.accept("("):
-        raise unsupported("a subquery in FROM (derived table)")
+        if not derived:
+            raise unsupported("a derived table inside a derived table")
+        return _derived(cur, items)
     db, table = cur.qualified()
     alias = None
     if cur.accept("AS"):
@@ -118,6 +128,12 @@ def parse_table_select(cur: Cursor) -> TableSelect:
         raise unsupported("PARTITION (...)")
     stmt = TableSelect(db, table, alias, items)
     _check_items(stmt)
+    _clauses(cur, stmt)
+    return stmt
+
+
+def _clauses(cur: Cursor, stmt: TableSelect) -> None:
+    """WHERE, ORDER BY, LIMIT after the table, and the clauses we refuse by name."""
     if cur.accept("WHERE"):
         stmt.where = _or(cur)
     if cur.accept("GROUP", "BY"):
@@ -140,8 +156,60 @@ def parse_table_select(cur: Cursor) -> TableSelect:
         raise unsupported("UNION")
     if cur.accept("INTO"):
         raise unsupported("SELECT ... INTO")
-    cur.end()
-    return stmt
+
+
+def _derived(cur: Cursor, items: list[TableItem]) -> TableSelect:
+    """Flink CDC's split query, the one derived table we read: `SELECT MAX(pk) FROM (SELECT pk
+    FROM t WHERE pk >= v ORDER BY pk LIMIT n) AS T` (also MIN and COUNT(*) over it). It is the
+    inner SELECT with the outer aggregates folded over its first `n` rows (`TableSelect.first`),
+    so it streams like any other read; any other shape is refused by name."""
+    shape = "a derived table other than aggregates over one SELECT ... LIMIT n (Flink CDC's split query)"
+    if not cur.accept("SELECT"):
+        raise unsupported(shape)
+    inner = parse_table_select_body(cur, derived=False)
+    cur.expect(")")
+    if inner.aggregate or inner.first is not None:
+        raise unsupported(shape)
+    alias = None
+    tok = cur.peek()
+    if cur.accept("AS") or (
+        tok is not None
+        and (tok.kind == "ident_q" or (tok.kind == "ident" and tok.word() not in _CLAUSES))
+    ):
+        alias = cur.name()
+    if alias is None:
+        raise SqlError("Every derived table must have its own alias", 1248, "42000")
+    if not cur.at_end():
+        raise unsupported(f"'{cur.stmt[cur.peek().start :][:40]}' after a derived table")  # type: ignore[union-attr]
+    outputs = _outputs(inner)
+    folded = []
+    for item in items:
+        if item.kind == "COUNT":
+            folded.append(item)
+        elif item.kind in ("MIN", "MAX") and (outputs is None or item.column in outputs):
+            column = item.column if outputs is None else outputs[item.column]  # type: ignore[index]
+            folded.append(TableItem(item.kind, column, item.name))
+        elif item.kind in ("MIN", "MAX"):
+            raise SqlError(f"Unknown column '{item.column}' in 'field list'", 1054, "42S22")
+        else:
+            raise unsupported(shape)
+    return TableSelect(
+        inner.db,
+        inner.table,
+        alias,
+        folded,
+        where=inner.where,
+        order_by=inner.order_by,
+        first=inner.limit,
+        offset=inner.offset,
+    )
+
+
+def _outputs(inner: TableSelect) -> dict[str, str] | None:
+    """The derived table's column names (lower case) → the table's columns; None: `*`."""
+    if any(i.kind == "*" for i in inner.items):
+        return None
+    return {i.name.lower(): i.column for i in inner.items if i.column is not None}
 
 
 def _check_items(stmt: TableSelect) -> None:

@@ -214,10 +214,22 @@ class _Parser(ShowParser):
         return AccountChange()
 
     def _user_statement(self) -> Statement:
-        """ALTER/CREATE/DROP/RENAME USER (any other ALTER, CREATE, ... is not ours)."""
+        """ALTER/CREATE/DROP/RENAME USER (any other ALTER, CREATE, ... is a write)."""
         if self.accept("USER"):
             return AccountChange()
-        raise self.error()
+        return self._write()
+
+    def _write(self) -> Statement:
+        """INSERT, UPDATE, DDL, ...: refused naming the statement (the binlog server is read-only;
+        the cluster is written through its CN)."""
+        self.i -= 1
+        tok = self.peek()
+        near = self.stmt[tok.start : tok.start + 60] if tok else ""
+        raise SqlError(
+            f"{tok.word() if tok else ''} is a write, and the binlog server is read-only (it "
+            "answers SELECT over logical tables, SHOW and replication; write through the CN; "
+            f"see docs/dumper.md), near '{near}'"
+        )
 
     def _stmt_start(self) -> Statement:
         self.expect("TRANSACTION")
@@ -322,6 +334,10 @@ _FIRST_WORDS = {
     "CREATE": _Parser._user_statement,
     "DROP": _Parser._user_statement,
     "RENAME": _Parser._user_statement,
+    **dict.fromkeys(
+        ("INSERT", "UPDATE", "DELETE", "REPLACE", "TRUNCATE", "LOAD", "CALL", "HANDLER"),
+        _Parser._write,
+    ),
     "BEGIN": _Parser._stmt_begin,
     "COMMIT": _Parser._stmt_end,
     "ROLLBACK": _Parser._stmt_end,

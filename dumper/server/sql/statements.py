@@ -265,6 +265,9 @@ class TableSelect:
     order_by: list[tuple[str, bool]] = field(default_factory=list)  # (column, descending)
     limit: int | None = None
     offset: int = 0
+    # Flink CDC's split query (a derived table): the items fold the first `first` rows of this
+    # SELECT in its order, after `offset` (sql/parse_select.py `_derived`); None: every row.
+    first: int | None = None
 
     @property
     def aggregate(self) -> bool:

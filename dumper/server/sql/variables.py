@@ -84,6 +84,7 @@ def server_variables(config: DumperConfig, server_uuid: str = "") -> dict[str, V
         "net_read_timeout": 30,
         "net_write_timeout": 60,
         "wait_timeout": config.wait_timeout,
+        "idle_readonly_transaction_timeout": config.idle_readonly_transaction_timeout,
         "interactive_timeout": config.wait_timeout,
         "connect_timeout": config.connect_timeout,
         "sql_mode": "ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,"

@@ -110,14 +110,18 @@ class Session:
         while True:
             state.command = "Sleep"
             conn.new_command()
+            timeout = "wait_timeout"
+            if state.in_transaction:  # a pinned snapshot holds binlog files from purge
+                timeout = min(timeout, "idle_readonly_transaction_timeout", key=self._timeout)
             try:
-                payload = await conn.read_packet(idle=self._timeout("wait_timeout"))
+                payload = await conn.read_packet(idle=self._timeout(timeout))
             except Idle:
                 log.info(
-                    "connection %d from %s: idle for wait_timeout (%.0f s), closed",
+                    "connection %d from %s: idle for %s (%.0f s), closed",
                     state.conn_id,
                     state.host,
-                    self._timeout("wait_timeout"),
+                    timeout,
+                    self._timeout(timeout),
                 )
                 return
             if not payload:

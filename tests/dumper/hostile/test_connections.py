@@ -57,6 +57,19 @@ def test_idle_login_is_closed_after_wait_timeout(healthy):
         conn.close()
 
 
+def test_an_idle_snapshot_transaction_is_closed(healthy):
+    """A pinned snapshot holds binlog files from purge: idle inside a transaction for
+    idle_readonly_transaction_timeout, the connection is closed (outside one, wait_timeout)."""
+    with login_raw(healthy) as sock:
+        set_vars(sock, b"SET idle_readonly_transaction_timeout = 1")
+        set_vars(sock, b"START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        assert closed_by_server(sock, bound_s=30)
+    with login_raw(healthy) as sock:  # the same setting, no transaction: kept
+        set_vars(sock, b"SET idle_readonly_transaction_timeout = 1")
+        time.sleep(2)
+        set_vars(sock, b"SET @still = 1")
+
+
 def test_half_sent_command_is_cut_after_net_read_timeout(healthy):
     """Once a command has begun, the rest must come within net_read_timeout (MySQL: 1159)."""
     with login_raw(healthy) as sock:

@@ -7,8 +7,10 @@ high watermark, while transfers move money between them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +32,7 @@ PAGE_ROWS = 16
 READER = ("reader", "rpw")  # select = true
 BANK_ONLY = ("banker", "bpw")  # select = ["bank"]
 NO_ROWS = ("norows", "npw")  # no select
+MARIADB_DOMAIN = 3
 
 
 @dataclass(slots=True)
@@ -77,12 +80,14 @@ class Snap:
         )
 
 
-async def _setup(cfg: Config) -> None:
+async def _setup(cfg: Config, *, orders: bool = True) -> None:
     cn = ComputeNode(cfg)
     await cn.start()
     warnings.simplefilter("ignore", pymysql.Warning)
     try:
         await TransferWorkload(cn, accounts=ACCOUNTS, initial_balance=BALANCE, partitions=4).setup()
+        if not orders:
+            return
         orders = OrdersWorkload(cn, customers=60, large_rows=300, large_every=3)
         await orders.setup()
         # The byte-for-byte test needs rows in every shop table: a step that fails (the
@@ -103,8 +108,14 @@ async def _transfers(cfg: Config, stop: threading.Event) -> None:
 
 
 @pytest.fixture(scope="package")
-def snap(tmp_path_factory) -> Snap:
-    directory = tmp_path_factory.mktemp("snapshot")
+def snap(tmp_path_factory) -> Iterator[Snap]:
+    with running_snap(tmp_path_factory.mktemp("snapshot")) as snap:
+        yield snap
+
+
+@contextlib.contextmanager
+def running_snap(directory: Path, *, mariadb: bool = False) -> Iterator[Snap]:
+    """The cluster and pipeline of `snap` (`mariadb`: the mariadb flavour, bank only)."""
     cluster = throwaway_cluster(directory / "cluster", dns=2, spare_dns=0)
     try:
         cfg = cluster.config()
@@ -112,6 +123,10 @@ def snap(tmp_path_factory) -> Snap:
         d.binlog_dir = str(directory / "binlog")
         d.port = free_base_port(0)
         d.snapshot_page_rows = PAGE_ROWS
+        if mariadb:
+            d.flavor = "mariadb"
+            d.version = "10.11.19-MariaDB-cdc-log"
+            d.gtid_domain_id = MARIADB_DOMAIN
         for user in d.users:  # the cluster's `repl`, as an operator runs mariadb-dump
             user.select = True
         d.users = [
@@ -122,7 +137,7 @@ def snap(tmp_path_factory) -> Snap:
         ]
         cfg.cn.ground_truth_log = str(directory / "truth.jsonl")
         with cdc_start(cfg, directory):
-            asyncio.run(asyncio.wait_for(_setup(cfg), 180))
+            asyncio.run(asyncio.wait_for(_setup(cfg, orders=not mariadb), 180))
             snap = Snap(cfg, directory)
             snap.start_traffic()
             try:

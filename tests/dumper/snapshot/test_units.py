@@ -17,6 +17,7 @@ from cdc.binlog.row_image import Date, DateTime, Timestamp
 from cdc.protocol.constants import ColumnType
 from dumper.server.handlers import SqlError
 from dumper.server.snapshot.chunks import chunk_bound, take_chunk, take_until
+from dumper.server.snapshot.order import Sorter, row_order
 from dumper.server.snapshot.values import ColumnDef, text_row, text_value
 from dumper.server.snapshot.where import matches, to_sql
 from dumper.server.sql.parser import parse
@@ -205,7 +206,12 @@ def test_parse_surface():
     [
         ("SELECT * FROM a JOIN b ON a.id = b.id", "a join"),
         ("SELECT * FROM a, b", "a join"),
-        ("SELECT MAX(id) FROM (SELECT id FROM t ORDER BY id LIMIT 9) AS T", "derived table"),
+        ("SELECT * FROM (SELECT id FROM t ORDER BY id LIMIT 9) AS T", "derived table"),
+        ("SELECT id FROM (SELECT id FROM t) T", "derived table"),
+        ("SELECT MAX(id) FROM (SELECT MAX(id) FROM t) T", "derived table"),
+        ("SELECT MAX(id) FROM (SELECT id FROM (SELECT id FROM u) x) T", "inside a derived"),
+        ("SELECT MAX(id) FROM (SELECT id FROM t LIMIT 3) T WHERE id > 1", "after a derived"),
+        ("SELECT MAX(id) FROM (SELECT id FROM t LIMIT 3) T, u", "after a derived"),
         ("SELECT * FROM t WHERE id IN (SELECT id FROM u)", "subquery in WHERE"),
         ("SELECT NOW() FROM t", "function NOW()"),
         ("SELECT * FROM t WHERE LOWER(x) = 'a'", "function LOWER()"),
@@ -223,6 +229,44 @@ def test_refusals_name_the_construct(sql, named):
         parse(sql)
     assert err.value.code == 1235
     assert named in err.value.message
+
+
+def test_parse_flink_split_query():
+    """Flink CDC's `queryNextChunkMax`: the aggregate folds the inner SELECT's first rows."""
+    s = parse(
+        "SELECT MAX(`id`) FROM (SELECT `id` FROM `bank`.`accounts` WHERE `id` >= 17 "
+        "ORDER BY `id` ASC LIMIT 8096) AS T"
+    )
+    assert isinstance(s, TableSelect)
+    assert (s.db, s.table, s.alias, s.first, s.limit) == ("bank", "accounts", "T", 8096, None)
+    assert s.where == Compare("id", ">=", 17)
+    assert s.order_by == [("id", False)]
+    assert [(i.kind, i.column, i.name) for i in s.items] == [("MAX", "id", "MAX(`id`)")]
+    aliased = parse("SELECT MIN(k), COUNT(*) FROM (SELECT id AS k FROM t LIMIT 5) x")
+    assert [(i.kind, i.column) for i in aliased.items] == [("MIN", "id"), ("COUNT", None)]
+    with pytest.raises(SqlError) as err:
+        parse("SELECT MAX(id) FROM (SELECT id FROM t LIMIT 5)")
+    assert err.value.code == 1248
+    with pytest.raises(SqlError) as err:
+        parse("SELECT MAX(nope) FROM (SELECT id FROM t LIMIT 5) T")
+    assert err.value.code == 1054
+
+
+def test_sorter_orders_as_mysql_and_bounds_memory():
+    key = row_order([(0, False, int), (1, True, bytes)])
+    rows = [[b"2", b"b"], [None, b"z"], [b"1", b"a"], [b"2", None], [b"2", b"c"], [b"1", b"a"]]
+    everything = Sorter(key, 100, None)
+    everything.add(rows)
+    expected = [[None, b"z"], [b"1", b"a"], [b"1", b"a"], [b"2", b"c"], [b"2", b"b"], [b"2", None]]
+    assert everything.sorted() == expected
+    for keep in range(0, 7):  # LIMIT: a bounded heap gives the same first rows
+        top = Sorter(key, 3, keep)
+        top.add(rows)
+        assert top.sorted() == expected[:keep]
+    full = Sorter(key, 5, None)
+    with pytest.raises(SqlError) as err:
+        full.add(rows)
+    assert err.value.code == 1038 and "snapshot_sort_rows (5)" in err.value.message
 
 
 def test_numeric_comparison_reads_a_string_as_mysql_does():

@@ -1,0 +1,49 @@
+"""`cdc bench snapshot-isolation`: do snapshot reads slow the pipeline down? The global binlog's
+growth under a steady transfer load, without and then with 4 clients reading a whole logical
+table (`SELECT * FROM bank.accounts`, the table the load writes: every read reconciles from the
+binlog) in a loop, side by side in one run on one pipeline (`cdc bench hostile`'s phases; issue
+32 item 5). Goal: with / without >= 0.95.
+
+The reads take no DN lock (consistent reads, docs/snapshot-reads.md) and run in the serving
+process, not the leader's (docs/dumper.md, "Serving cannot stall writing"): what they share with
+writing is the DNs' and the machine's CPU."""
+
+from __future__ import annotations
+
+import argparse
+
+from bench.hostile import HostileSet, describe, measure
+
+GOAL = 0.95
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="cdc bench snapshot-isolation", description=__doc__)
+    p.add_argument("--seconds", type=float, default=15, help="per phase")
+    p.add_argument("--tps", type=float, default=300, help="target CN transactions/s")
+    p.add_argument("--readers", type=int, default=4, help="clients reading the table in a loop")
+    p.add_argument("--dns", type=int, default=2)
+    p.add_argument("--quick", action="store_true", help="3 s per phase at 100 TPS")
+    args = p.parse_args(argv)
+    seconds, tps = (3.0, 100.0) if args.quick else (args.seconds, args.tps)
+    spec = HostileSet(
+        heartbeat_dumps=0,
+        stalled_dumps=0,
+        query_mb=0,
+        query_loops=0,
+        binlog_events_loops=0,
+        binlog_events_stalled=0,
+        table_readers=args.readers,
+    )
+    print(
+        f"snapshot isolation bench: {args.dns} DNs, transfers at {tps:g} TPS target for"
+        f" {seconds:g} s per phase; {args.readers} clients reading {spec.table} whole in a loop"
+    )
+    without, with_ = measure(seconds=seconds, tps=tps, dns=args.dns, spec=spec)
+    lines = describe("snapshot reads", without, with_, GOAL, "table readers")
+    print("\n".join(lines), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
