@@ -164,7 +164,7 @@ class Leader:
         meta.prepare()
         self.factory.prepare()
         self._mark("GMS migrated")
-        self.written_key = last_written_key(self.writer)
+        self.written_key = self._last_key()
         self._mark("last key found")
         records = meta.topology()
         storage = storage_dns(records)
@@ -194,6 +194,10 @@ class Leader:
             rotate=self.writer.rotate,
         )
         log.info("leader (term %d): resuming after %s", self.term, self.written_key)
+
+    def _last_key(self) -> GlobalKey | None:
+        """The key of the last transaction durably written: the restart resumes after it."""
+        return last_written_key(self.writer)
 
     def _make(
         self,
@@ -311,6 +315,7 @@ class Leader:
         self.sources, self._tasks, self._unsaved = {}, {}, {}
         self.queue = asyncio.Queue(maxsize=self.config.pipeline.queue_batches)
         await self.factory.start()  # e.g. a fork server: overlaps the reads of the GMS below
+        await self._before_start()
         await asyncio.to_thread(self.start)
         for dn, source in self.sources.items():
             self._tasks[dn] = asyncio.create_task(source.run(), name=f"merge-source-dn{dn}")
@@ -333,6 +338,10 @@ class Leader:
         finally:
             tasks = [writer_task, cp_task, *self._tasks.values()]
             await cancel_and_wait(tasks + ([watch] if watch is not None else []))
+
+    async def _before_start(self) -> None:
+        """What must run on the loop before `start` (the streams of a multi-stream binlog say
+        where they end)."""
 
     async def _write_loop(self) -> None:
         try:
