@@ -229,8 +229,10 @@ class Chaos:
             checked = f"cdc check equal ({len(report.tables)} tables)"
         lines = res.stdout.splitlines()
         verified = next(line for line in lines if "exactly once" in line)
-        schema = next(line for line in lines if line.startswith("rows match the DDL history"))
-        return f"{recovered}; {' '.join(verified.split())}; {' '.join(schema.split())}; {checked}"
+        # (a multi-stream binlog has one schema line per stream: "stream 0: rows match …")
+        schema = [line for line in lines if "rows match the DDL history" in line]
+        schemas = "; ".join(" ".join(line.split()) for line in schema)
+        return f"{recovered}; {' '.join(verified.split())}; {schemas}; {checked}"
 
     def close(self) -> None:
         for name, proc in self.procs.items():
