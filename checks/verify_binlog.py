@@ -139,8 +139,9 @@ class Report:
         return [v for c in self.checks for v in c.violations]
 
     def render(self) -> str:
-        lines = [f"{'CHECK':<34}{'RESULT':<12}DETAIL"]
-        lines += [f"{c.name:<34}{c.result:<12}{c.detail}" for c in self.checks]
+        w = max([34, *(len(c.name) + 2 for c in self.checks)])
+        lines = [f"{'CHECK':<{w}}{'RESULT':<12}DETAIL"]
+        lines += [f"{c.name:<{w}}{c.result:<12}{c.detail}" for c in self.checks]
         for c in self.checks:
             if c.violations:
                 lines.append(f"{c.name}:")

@@ -91,13 +91,21 @@ def show_binary_streams(cfg) -> list[tuple]:
 
 
 async def test_two_streams_survive_a_killed_stream_and_a_replica_follows_both(tmp_path):
+    started = time.monotonic()
+
+    def phase(what: str) -> None:
+        print(f"{time.monotonic() - started:6.1f}s {what}")
+
     chaos = StreamsChaos(tmp_path)
     try:
+        phase("cluster up")
         chaos.start_pipeline()
+        phase("pipeline serves")
         chaos.attach_replica()
         chaos.start_workload("transfer")
         chaos.start_workload("orders")
         await tables_created(chaos, 5)  # bank.accounts and shop's 4: a kill mid-DDL abandons it
+        phase("tables created")
         await asyncio.sleep(TRAFFIC_S)
         (victim, *_) = sorted(chaos.stream_pids())[1:] or chaos.stream_pids()
         os.kill(victim, signal.SIGKILL)
@@ -106,8 +114,10 @@ async def test_two_streams_survive_a_killed_stream_and_a_replica_follows_both(tm
         while len(chaos.stream_pids()) < STREAMS:  # the merge starts the stream again
             assert time.monotonic() < deadline, chaos.log_tail()
             await asyncio.sleep(0.5)
+        phase("stream killed and back")
         summary = await chaos.prove("a SIGKILL of one stream's process")
         print(summary)
+        phase("proved")
         rows = show_binary_streams(chaos.cfg)
         assert [r[0] for r in rows] == ["stream0", "stream1"]
         assert [r[1] for r in rows] == [stream_port(chaos.cfg.dumper, i) for i in range(STREAMS)]
