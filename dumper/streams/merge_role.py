@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 class StreamLeader(Leader):
     """The `Leader` whose writer is the set of stream processes."""
 
-    def __init__(self, config: Config, *, state_dir: Path, server_uuid: str, pauses: Pauses):
+    def __init__(self, config: Config, *, state_dir: Path, server_uuid: str | None, pauses: Pauses):
+        """`server_uuid`: the cluster's (None: read from the GMS); each stream derives its own."""
         self.state_dir = state_dir
         self.cluster_uuid = server_uuid
         super().__init__(config, server_uuid=server_uuid, pauses=pauses)
@@ -48,6 +49,8 @@ class StreamLeader(Leader):
         self.ends: list = []  # per stream: the key its binlog ends at (None: empty)
 
     def _open_writer(self) -> StreamSet:  # type: ignore[override]
+        if self.cluster_uuid is None:
+            self.cluster_uuid = self.metadata.server_uuid()
         return StreamSet(self.config, self.cluster_uuid, self.state_dir, self._gtids)
 
     def _new_encoders(self) -> list[TransactionEncoder]:

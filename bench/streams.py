@@ -1,0 +1,171 @@
+"""`cdc bench streams`: the pipeline's catch-up into 1, 2 and 4 streams (docs/streams.md) over
+the same DN binlogs, side by side: catch-up time, events/s written in all streams, and CPU per
+DN event of the merge process (MergeJoint, the split, the encoders) and of each stream's writer
+process (stamping, CRC, fsync).
+
+Traffic is generated once (transfers and bulk inserts over several tables, as `cdc bench
+pipeline`); each stream count then catches up from nothing, with a meta database and binlog
+directory of its own. One stream is the plain `Leader` (no stream processes: today's path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.pipeline import (
+    STALL_S,
+    _drop_meta,
+    _generate,
+    bench_cluster,
+    count_events,
+    sched_s,
+)
+from cdc.cn_protocol.ground_truth import read as read_ground_truth
+from cdc.gc_tune import tune_gc
+from cdc.pauses import Pauses
+from cdc.streams import stream_dir
+from cdc.tasks import cancel_and_wait
+from dumper.pipeline.leader import Leader
+from dumper.streams import StreamLeader
+from local_cluster.testing import free_base_port
+
+
+@dataclass(slots=True)
+class StreamsRun:
+    streams: int
+    catch_up_s: float = 0.0
+    merge_cpu_s: float = 0.0  # the merge process (the leader for one stream)
+    sources_cpu_s: float = 0.0  # MergeSource processes and their fork server
+    writers_cpu_s: list[float] = field(default_factory=list)  # each stream's process
+    wait_s: float = 0.0
+    events: int = 0  # written, every stream
+    effective: int = 0
+    transactions: int = 0
+
+
+async def catch_up(cfg, last_tso: int, state_dir: Path) -> tuple[StreamsRun, Leader]:
+    tune_gc()
+    n = cfg.dumper.streams
+    leader = (
+        Leader(cfg)
+        if n == 1
+        else StreamLeader(cfg, state_dir=state_dir, server_uuid=None, pauses=Pauses())
+    )
+    run = StreamsRun(n)
+    task = asyncio.create_task(leader.run())
+    start = progress_at = time.perf_counter()
+    at_start = sched_s(os.getpid())
+    seen = 0
+    try:
+        while leader.stats.last_tso < last_tso:
+            if task.done():
+                task.result()
+            if leader.stats.last_tso != seen:
+                seen, progress_at = leader.stats.last_tso, time.perf_counter()
+            elif time.perf_counter() - progress_at > STALL_S:
+                raise RuntimeError(f"catch-up stalled at TSO {seen} (waiting for {last_tso})")
+            await asyncio.sleep(0.02)
+        if isinstance(leader, StreamLeader):
+            await leader.streams.sync()  # written by every stream, not only sent
+        else:
+            leader.writer.sync()
+        run.catch_up_s = time.perf_counter() - start
+        on, wait, _ = sched_s(os.getpid())
+        run.merge_cpu_s, run.wait_s = on - at_start[0], wait - at_start[1]
+        if leader.factory.forks.pid is not None:
+            on, wait, _ = sched_s(leader.factory.forks.pid)
+            run.sources_cpu_s += on
+            run.wait_s += wait
+        for source in leader.sources.values():
+            pid = getattr(source, "pid", None)
+            if pid is not None:
+                on, wait, _ = sched_s(pid)
+                run.sources_cpu_s += on
+                run.wait_s += wait
+        if isinstance(leader, StreamLeader):
+            for p in leader.streams.processes:
+                on, wait, _ = sched_s(p.proc.pid) if p.proc is not None else (0.0, 0.0, 0)
+                run.writers_cpu_s.append(on)
+                run.wait_s += wait
+        run.transactions = leader.stats.transactions
+        return run, leader
+    finally:
+        await cancel_and_wait([task], grace=60)
+
+
+def _run(cfg, work: Path, last_tso: int, streams: int) -> StreamsRun:
+    cfg.dumper.streams = streams
+    cfg.pipeline.meta_database = f"cdc_bench_streams{streams}"
+    cfg.dumper.binlog_dir = str(work / f"binlog_streams{streams}")
+    state = work / f"state_streams{streams}"
+    _drop_meta(cfg)
+    shutil.rmtree(cfg.dumper.binlog_dir, ignore_errors=True)
+    try:
+        run, _ = asyncio.run(catch_up(cfg, last_tso, state))
+        dirs = (
+            [Path(cfg.dumper.binlog_dir)]
+            if streams == 1
+            else [stream_dir(cfg.dumper, i) for i in range(streams)]
+        )
+        for d in dirs:
+            everything, effective = count_events(d)
+            run.events += everything
+            run.effective += effective
+        return run
+    finally:
+        _drop_meta(cfg)
+        shutil.rmtree(cfg.dumper.binlog_dir, ignore_errors=True)
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="cdc bench streams", description=__doc__)
+    p.add_argument("--streams", default="1,2,4", help="stream counts (default 1,2,4)")
+    p.add_argument("--dns", type=int, default=3)
+    p.add_argument("--events", type=int, default=300_000, help="DN events to generate")
+    p.add_argument("--threads", type=int, default=8)
+    p.add_argument("--keep", type=Path, help="keep the cluster and its traffic here (re-runs)")
+    args = p.parse_args(argv)
+    counts = [int(n) for n in args.streams.split(",")]
+    with bench_cluster(args.dns, args.keep) as (work, cluster, generated):
+        cfg = cluster.config()
+        base = free_base_port(max(counts) + 1)
+        cfg.dumper.port = base
+        cfg.cn.ground_truth_log = str(work / "truth.jsonl")
+        if not generated:
+            _generate(cfg, cluster, work, 0, None, args.events, args.threads)
+        truth = read_ground_truth(cfg.cn.ground_truth_log)
+        last_tso = max(e["tso"] for e in truth if e["kind"] == "txn")
+        from bench.pipeline import raw_dump_all
+
+        shutil.rmtree(work / "raw", ignore_errors=True)
+        _, raw_bytes = raw_dump_all(cluster, work / "raw")
+        dn_events = sum(count_events(work / "raw" / dn.name)[0] for dn in cluster.dns)
+        print(
+            f"streams bench: {args.dns} DNs, DN binlogs {raw_bytes / 1e6:.1f} MB,"
+            f" {dn_events:,} DN events; CPU in us per DN event"
+        )
+        print(
+            f"  {'streams':>7} {'catch-up':>9} {'events/s':>10} {'txns':>8} {'merge':>7}"
+            f" {'sources':>8} {'writers (each)':<30} {'core wait':>9}"
+        )
+        for n in counts:
+            r = _run(cfg, work, last_tso, n)
+            per = 1e6 / max(1, dn_events)
+            writers = " ".join(f"{w * per:.2f}" for w in r.writers_cpu_s) or "(in the merge)"
+            print(
+                f"  {n:>7} {r.catch_up_s:>7.2f} s {r.events / r.catch_up_s:>10,.0f}"
+                f" {r.transactions:>8,} {r.merge_cpu_s * per:>7.2f} {r.sources_cpu_s * per:>8.2f}"
+                f" {writers:<30} {r.wait_s:>7.2f} s",
+                flush=True,
+            )
+    return 0
+
+
+__all__ = ["main"]
