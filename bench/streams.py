@@ -12,25 +12,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.pipeline import (
-    STALL_S,
+    Cpu,
     _drop_meta,
     _generate,
     bench_cluster,
     count_events,
+    raw_dump_all,
     sched_s,
 )
+from bench.pipeline import catch_up as pipeline_catch_up
 from cdc.cn_protocol.ground_truth import read as read_ground_truth
-from cdc.gc_tune import tune_gc
 from cdc.pauses import Pauses
 from cdc.streams import stream_dir
-from cdc.tasks import cancel_and_wait
 from dumper.pipeline.leader import Leader
 from dumper.streams import StreamLeader
 from local_cluster.testing import free_base_port
@@ -49,54 +47,32 @@ class StreamsRun:
     transactions: int = 0
 
 
-async def catch_up(cfg, last_tso: int, state_dir: Path) -> tuple[StreamsRun, Leader]:
-    tune_gc()
+async def catch_up(cfg, last_tso: int, state_dir: Path) -> StreamsRun:
+    """`bench.pipeline.catch_up` into `cfg.dumper.streams` streams, until every stream synced
+    what it was sent; the stream processes' CPU read before they stop."""
     n = cfg.dumper.streams
-    leader = (
-        Leader(cfg)
-        if n == 1
-        else StreamLeader(cfg, state_dir=state_dir, server_uuid=None, pauses=Pauses())
-    )
     run = StreamsRun(n)
-    task = asyncio.create_task(leader.run())
-    start = progress_at = time.perf_counter()
-    at_start = sched_s(os.getpid())
-    seen = 0
-    try:
-        while leader.stats.last_tso < last_tso:
-            if task.done():
-                task.result()
-            if leader.stats.last_tso != seen:
-                seen, progress_at = leader.stats.last_tso, time.perf_counter()
-            elif time.perf_counter() - progress_at > STALL_S:
-                raise RuntimeError(f"catch-up stalled at TSO {seen} (waiting for {last_tso})")
-            await asyncio.sleep(0.02)
-        if isinstance(leader, StreamLeader):
-            await leader.streams.sync()  # written by every stream, not only sent
-        else:
+    leader = None
+    if n > 1:
+        leader = StreamLeader(cfg, state_dir=state_dir, server_uuid=None, pauses=Pauses())
+
+    async def finish(leader: Leader) -> None:
+        if not isinstance(leader, StreamLeader):
             leader.writer.sync()
-        run.catch_up_s = time.perf_counter() - start
-        on, wait, _ = sched_s(os.getpid())
-        run.merge_cpu_s, run.wait_s = on - at_start[0], wait - at_start[1]
-        if leader.factory.forks.pid is not None:
-            on, wait, _ = sched_s(leader.factory.forks.pid)
-            run.sources_cpu_s += on
+            return
+        await leader.streams.sync()  # written by every stream, not only sent
+        for p in leader.streams.processes:
+            on, wait, _ = sched_s(p.proc.pid) if p.proc is not None else (0.0, 0.0, 0)
+            run.writers_cpu_s.append(on)
             run.wait_s += wait
-        for source in leader.sources.values():
-            pid = getattr(source, "pid", None)
-            if pid is not None:
-                on, wait, _ = sched_s(pid)
-                run.sources_cpu_s += on
-                run.wait_s += wait
-        if isinstance(leader, StreamLeader):
-            for p in leader.streams.processes:
-                on, wait, _ = sched_s(p.proc.pid) if p.proc is not None else (0.0, 0.0, 0)
-                run.writers_cpu_s.append(on)
-                run.wait_s += wait
-        run.transactions = leader.stats.transactions
-        return run, leader
-    finally:
-        await cancel_and_wait([task], grace=60)
+
+    cpu = Cpu()
+    run.catch_up_s, leader = await pipeline_catch_up(cfg, last_tso, cpu, leader, finish)
+    run.merge_cpu_s = cpu.leader_s
+    run.sources_cpu_s = cpu.sources_s + cpu.fork_server_s
+    run.wait_s += cpu.wait_s
+    run.transactions = leader.stats.transactions
+    return run
 
 
 def _run(cfg, work: Path, last_tso: int, streams: int) -> StreamsRun:
@@ -107,7 +83,7 @@ def _run(cfg, work: Path, last_tso: int, streams: int) -> StreamsRun:
     _drop_meta(cfg)
     shutil.rmtree(cfg.dumper.binlog_dir, ignore_errors=True)
     try:
-        run, _ = asyncio.run(catch_up(cfg, last_tso, state))
+        run = asyncio.run(catch_up(cfg, last_tso, state))
         dirs = (
             [Path(cfg.dumper.binlog_dir)]
             if streams == 1
@@ -142,8 +118,6 @@ def main(argv: list[str] | None = None) -> int:
             _generate(cfg, cluster, work, 0, None, args.events, args.threads)
         truth = read_ground_truth(cfg.cn.ground_truth_log)
         last_tso = max(e["tso"] for e in truth if e["kind"] == "txn")
-        from bench.pipeline import raw_dump_all
-
         shutil.rmtree(work / "raw", ignore_errors=True)
         _, raw_bytes = raw_dump_all(cluster, work / "raw")
         dn_events = sum(count_events(work / "raw" / dn.name)[0] for dn in cluster.dns)

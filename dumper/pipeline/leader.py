@@ -484,6 +484,11 @@ class Leader:
         entry = FileEntry(
             file, self._file_first_tso.get(file), self.stats.last_tso or None, self.writer.position
         )
+        await self._save_unsaved(entry)
+
+    async def _save_unsaved(self, entry: FileEntry | None) -> None:
+        """Save the checkpoints collected (all they cover is durable by now), on a worker
+        thread; those saved leave `_unsaved` (newer ones collected meanwhile stay)."""
         ready = dict(self._unsaved)
         save = asyncio.ensure_future(
             asyncio.to_thread(self.metadata.save_checkpoints, list(ready.values()), entry)

@@ -19,11 +19,10 @@ from pathlib import Path
 
 from cdc import stage_trace
 from cdc.config import Config
-from cdc.pauses import GMS, Pauses
+from cdc.pauses import Pauses
 from cdc.streams import StreamRouter, stream_port
 from dumper.heartbeats import heartbeats
 from dumper.pipeline import Leader, leader_status
-from dumper.pipeline.leader import SLOW_SAVE_S
 from dumper.pipeline.stream_split import StreamSplitter
 from dumper.pipeline.txn_encoder import TransactionEncoder
 from dumper.role import Role
@@ -132,17 +131,7 @@ class StreamLeader(Leader):
         if not self._unsaved:
             return
         await self.streams.sync()
-        ready = dict(self._unsaved)
-        save = asyncio.ensure_future(
-            asyncio.to_thread(self.metadata.save_checkpoints, list(ready.values()), None)
-        )
-        done, _ = await asyncio.wait([save], timeout=SLOW_SAVE_S)
-        if not done:
-            self.pauses.begin(GMS, f"saving checkpoints: no answer for {SLOW_SAVE_S:.0f}s")
-        await save
-        for dn, item in ready.items():
-            if self._unsaved.get(dn) is item:
-                del self._unsaved[dn]
+        await self._save_unsaved(None)
 
     async def run(self) -> None:
         try:

@@ -26,7 +26,6 @@ import pickle
 import struct
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from binlog_writer import BinlogWriter, FsyncPolicy, MariadbGtids, MysqlGtids, last_written_key
@@ -34,21 +33,12 @@ from cdc.binlog.gtid import sid_of
 from cdc.config import Config
 from cdc.keys import GlobalKey
 from cdc.streams import stream_config, stream_server_uuid
+from dumper.pipeline import LeaderStats
 from dumper.streams.wire import FromStream, ToStream, framed, key_message, read_frame
 
 log = logging.getLogger(__name__)
 
 PROGRESS_FILE = "stream.progress"
-
-
-@dataclass(slots=True)
-class StreamStats:
-    transactions: int = 0
-    events: int = 0
-    bytes: int = 0
-    last_tso: int = 0
-    last_commit_at: float = 0.0
-    started_at: float = field(default_factory=time.monotonic)
 
 
 def read_progress(directory: Path) -> GlobalKey | None:
@@ -95,7 +85,7 @@ class StreamWriter:
         )
         self.progress = read_progress(self.writer.dir)
         self.merged_tso = 0
-        self.stats = StreamStats()
+        self.stats = LeaderStats()  # (restarts and spilled_bytes stay 0 here)
         self.notify = asyncio.Event()  # set after each batch reached the file (the server)
         self._file_first_tso: dict[str, int] = {}
 

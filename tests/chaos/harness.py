@@ -85,8 +85,12 @@ class Chaos:
         cfg.pipeline.checkpoint_interval_ms = 200
         # A paused DN is noticed (and its dump reconnected) within 2 s, as in tests/e2e.
         cfg.pipeline.dn_idle_timeout_ms = 2000
+        self.configure(cfg)
         cfg.dump(self.config_path)
         self.cfg = load(self.config_path)
+
+    def configure(self, cfg) -> None:
+        """A subclass's own settings (e.g. tests/chaos/test_streams.py's streams)."""
 
     def add_dn(self) -> int:
         """Start one more DN (`cdc cluster add-dn`'s step) and write it into the config; the

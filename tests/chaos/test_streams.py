@@ -27,21 +27,11 @@ STREAMS = 2
 
 
 class StreamsChaos(Chaos):
-    def _write_config(self) -> None:
-        cfg = self.cluster.config()
-        cfg.dumper.port = self.dumper_port
+    def configure(self, cfg) -> None:
         cfg.dumper.streams = STREAMS
         if not getattr(self, "stream_base", 0):
             self.stream_base = free_base_port(STREAMS - 1)
         cfg.dumper.stream_port = self.stream_base
-        cfg.dumper.binlog_dir = str(self.dir / "binlog")
-        cfg.cn.ground_truth_log = str(self.dir / "truth.jsonl")
-        cfg.pipeline.checkpoint_interval_ms = 200
-        cfg.pipeline.dn_idle_timeout_ms = 2000
-        cfg.dump(self.config_path)
-        from cdc.config import load
-
-        self.cfg = load(self.config_path)
 
     def attach_replica(self) -> None:
         """One named connection per stream (MariaDB multi-source)."""
