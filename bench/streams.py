@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +31,7 @@ from bench.pipeline import catch_up as pipeline_catch_up
 from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.pauses import Pauses
 from cdc.streams import stream_dir
+from cdc.tasks import cancel_and_wait
 from dumper.pipeline.leader import Leader
 from dumper.streams import StreamLeader
 from local_cluster.testing import free_base_port
@@ -49,30 +52,54 @@ class StreamsRun:
 
 async def catch_up(cfg, last_tso: int, state_dir: Path) -> StreamsRun:
     """`bench.pipeline.catch_up` into `cfg.dumper.streams` streams, until every stream synced
-    what it was sent; the stream processes' CPU read before they stop."""
+    what it was sent. The stream processes' start (a Python, its imports, its server process:
+    seconds of CPU on a loaded 2-core machine, once per `cdc start`) is not counted: time and
+    CPU run from the moment every stream answered where it ends."""
     n = cfg.dumper.streams
     run = StreamsRun(n)
     leader = None
+    ready: dict[str, object] = {}
+    watcher = None
     if n > 1:
         leader = StreamLeader(cfg, state_dir=state_dir, server_uuid=None, pauses=Pauses())
+        watcher = asyncio.create_task(_streams_ready(leader, ready))
 
     async def finish(leader: Leader) -> None:
         if not isinstance(leader, StreamLeader):
             leader.writer.sync()
             return
         await leader.streams.sync()  # written by every stream, not only sent
+        at_ready = ready.get("writers", {})
         for p in leader.streams.processes:
             on, wait, _ = sched_s(p.proc.pid) if p.proc is not None else (0.0, 0.0, 0)
-            run.writers_cpu_s.append(on)
-            run.wait_s += wait
+            base = at_ready.get(p.stream, (0.0, 0.0))  # type: ignore[union-attr]
+            run.writers_cpu_s.append(on - base[0])
+            run.wait_s += wait - base[1]
 
     cpu = Cpu()
-    run.catch_up_s, leader = await pipeline_catch_up(cfg, last_tso, cpu, leader, finish)
-    run.merge_cpu_s = cpu.leader_s
+    started, merge_at_start = time.perf_counter(), sched_s(os.getpid())[0]
+    try:
+        elapsed, leader = await pipeline_catch_up(cfg, last_tso, cpu, leader, finish)
+    finally:
+        if watcher is not None:
+            await cancel_and_wait([watcher])
+    run.catch_up_s = elapsed - (ready.get("at", started) - started)  # type: ignore[operator]
+    run.merge_cpu_s = cpu.leader_s - (ready.get("merge_cpu", merge_at_start) - merge_at_start)  # type: ignore[operator]
     run.sources_cpu_s = cpu.sources_s + cpu.fork_server_s
     run.wait_s += cpu.wait_s
     run.transactions = leader.stats.transactions
     return run
+
+
+async def _streams_ready(leader: StreamLeader, ready: dict) -> None:
+    """When every stream answered where it ends: the time, and the CPU spent by then."""
+    while not leader.ends:
+        await asyncio.sleep(0.005)
+    ready["at"] = time.perf_counter()
+    ready["merge_cpu"] = sched_s(os.getpid())[0]
+    ready["writers"] = {
+        p.stream: sched_s(p.proc.pid)[:2] for p in leader.streams.processes if p.proc is not None
+    }
 
 
 def _run(cfg, work: Path, last_tso: int, streams: int) -> StreamsRun:
