@@ -44,7 +44,8 @@ class StreamProcess:
         self.state_dir = state_dir
         self.proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task | None = None
-        self._waiting: dict[str, asyncio.Future] = {}
+        self._waiting: dict[str, asyncio.Future] = {}  # by the answer's name
+        self._syncs: dict[int, asyncio.Future] = {}  # by the sync's number
         self.error: str | None = None
         self.restarts = 0
         self._sync_no = 0
@@ -87,6 +88,15 @@ class StreamProcess:
                     self.error = frame.fatal_error
                     log.error("stream %d stopped: %s", self.stream, self.error)
                     continue
+                if body == "synced":
+                    # Syncs are answered in order and each covers all received before it:
+                    # every ask up to this number is answered (the checkpoint loop and a
+                    # caller may ask at the same time).
+                    for n in [n for n in self._syncs if n <= frame.synced]:
+                        future = self._syncs.pop(n)
+                        if not future.done():
+                            future.set_result(n)
+                    continue
                 future = self._waiting.pop(body, None)
                 if future is not None and not future.done():
                     future.set_result(getattr(frame, body))
@@ -95,10 +105,11 @@ class StreamProcess:
         code = await self.proc.wait()
         if self.error is None:
             self.error = f"stream {self.stream}'s process ended (exit code {code})"
-        for future in self._waiting.values():
+        for future in [*self._waiting.values(), *self._syncs.values()]:
             if not future.done():
                 future.set_exception(StreamDied(self.error))
         self._waiting.clear()
+        self._syncs.clear()
 
     def send(self, message: ToStream) -> None:
         """Queue a frame (the transport buffers it; `drain` waits for room)."""
@@ -116,7 +127,10 @@ class StreamProcess:
 
     async def ask(self, message: ToStream, answer: str, timeout: float) -> object:
         future = asyncio.get_running_loop().create_future()
-        self._waiting[answer] = future
+        if answer == "synced":
+            self._syncs[message.sync] = future
+        else:
+            self._waiting[answer] = future
         self.send(message)
         await self.drain()
         try:
@@ -131,9 +145,7 @@ class StreamProcess:
 
     async def sync(self) -> None:
         self._sync_no += 1
-        got = await self.ask(ToStream(sync=self._sync_no), "synced", SYNC_TIMEOUT_S)
-        if got != self._sync_no:
-            raise StreamDied(f"stream {self.stream}: synced {got}, expected {self._sync_no}")
+        await self.ask(ToStream(sync=self._sync_no), "synced", SYNC_TIMEOUT_S)
 
     async def stop(self) -> None:
         proc = self.proc

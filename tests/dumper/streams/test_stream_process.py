@@ -68,7 +68,8 @@ async def test_each_stream_resumes_from_its_own_end_after_a_sigkill(tmp_path, tr
         streams.send(0, batch(encoder, first, progress))
         streams.send(1, ToStream(batch=Batch(progress=list(progress))))  # idle: its progress only
         await streams.drain()
-        await streams.sync()
+        # the checkpoint loop and a caller may sync at once: each gets its answer
+        await asyncio.gather(streams.sync(), streams.sync(), streams.sync())
         victim = streams.processes[1].proc
         os.kill(victim.pid, signal.SIGKILL)
         await victim.wait()
