@@ -61,6 +61,11 @@ class StreamSplitter:
         parts: dict[int, list[Statement]] = {}
         stream_of = self.router.stream_of
         for st in txn.statements:
+            if st.span is None:
+                stream = self._one_stream(st.in_memory)
+                if stream is not None:  # the common case: whole, no copy, no look at its rows
+                    parts.setdefault(stream, []).append(st)
+                    continue
             events = st.in_memory if st.span is None else list(st.iter_events())
             by_tid: dict[bytes, int] = {}  # the statement's DN table ids → their stream
             per: dict[int, list[bytes]] = {}
@@ -80,6 +85,21 @@ class StreamSplitter:
             for stream, evs in per.items():
                 parts.setdefault(stream, []).append(Statement(st.trace_id, _end_statement(evs)))
         return parts
+
+    def _one_stream(self, events: list[bytes]) -> int | None:
+        """The stream of a statement whose tables are all in one (None: split it). A
+        statement's TABLE_MAPs come before its rows events, so its leading TABLE_MAPs name
+        every table its rows touch."""
+        stream = None
+        stream_of = self.router.stream_of
+        for e in events:
+            if e[header.OFF_TYPE] != EventType.TABLE_MAP:
+                break
+            s = stream_of(*table_name(e))
+            if stream is not None and s != stream:
+                return None
+            stream = s
+        return stream
 
 
 def _part(txn: Transaction, statements: list[Statement]) -> Transaction:
