@@ -145,6 +145,7 @@ class StreamWriter:
         return {
             "written_at": now,
             "stream": self.stream,
+            "pid": os.getpid(),
             "port": self.config.dumper.port,
             "server_uuid": self.server_uuid,
             "last_tso": s.last_tso,

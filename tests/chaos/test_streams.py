@@ -2,13 +2,17 @@
 pipeline (`cdc start`) under transfer and orders traffic, one stream's process SIGKILLed on the
 way; a MariaDB replica follows both streams with one named (multi-source) connection each and
 ends `cdc check` equal; `cdc verify-binlog` checks each stream and their union against the CN's
-ground truth; `SHOW BINARY STREAMS` on the main port lists both.
+ground truth; `SHOW BINARY STREAMS` on the main port lists both; and a GTID consumer of the
+killed stream (python-mysql-replication with auto-position, as it stood before the kill) goes
+on after the stream came back with the next GTID, gapless, to the end.
 
 Sizes: CDC_STREAMS_TRAFFIC_S seconds of traffic before and after the kill (default 3)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import signal
 import time
@@ -47,6 +51,7 @@ class StreamsChaos(Chaos):
             cur.execute("START ALL SLAVES")
 
     def stream_pids(self) -> list[int]:
+        """The stream processes (children of the pipeline)."""
         pipeline = self.procs["pipeline"].pid
         return [
             pid
@@ -66,6 +71,71 @@ async def tables_created(chaos: Chaos, count: int, timeout: float = 90) -> None:
             return
         assert time.monotonic() < deadline, f"the workloads created no {count} tables"
         await asyncio.sleep(0.2)
+
+
+async def streams_serve(chaos: StreamsChaos, timeout: float = 90, not_pid: int = 0) -> None:
+    """Until every stream's process serves (it writes its status file once its port listens),
+    none of them process `not_pid` (killed)."""
+    deadline = time.monotonic() + timeout
+    for i in range(STREAMS):
+        state = chaos.state_dir / f"stream{i}" / "status.json"
+        while True:
+            chaos.assert_pipeline_alive()
+            with contextlib.suppress(OSError, ValueError):
+                pid = json.loads(state.read_text())["pid"]
+                if pid != not_pid and pid in chaos.stream_pids():
+                    break
+            assert time.monotonic() < deadline, f"stream {i} does not serve:\n{chaos.log_tail()}"
+            await asyncio.sleep(0.2)
+
+
+def stream_pid(chaos: StreamsChaos, stream: int) -> int:
+    """Stream `stream`'s process: the one whose status file names it."""
+    state = chaos.state_dir / f"stream{stream}" / "status.json"
+    pid = json.loads(state.read_text())["pid"]
+    assert pid in chaos.stream_pids(), f"stream {stream}'s process {pid} is not running"
+    return pid
+
+
+def executed(cfg, stream: int) -> tuple[str, int]:
+    """(server_uuid, last GTID number) a stream serves (`SHOW MASTER STATUS` on its port)."""
+    conn = pymysql.connect(
+        host="127.0.0.1",
+        port=stream_port(cfg.dumper, stream),
+        user=DEFAULT_USER,
+        password=DEFAULT_PASSWORD,
+    )
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW MASTER STATUS")
+            gtid_set = cur.fetchone()[4]
+    finally:
+        conn.close()
+    uuid, _, numbers = gtid_set.partition(":")
+    return uuid, int(numbers.rpartition("-")[2] or 0)
+
+
+def gtids_after(cfg, stream: int, uuid: str, last: int) -> list[int]:
+    """The GTID numbers a consumer at `uuid:1-last` reads from the stream (to its end)."""
+    from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication.event import GtidEvent
+
+    reader = BinLogStreamReader(
+        connection_settings={
+            "host": "127.0.0.1",
+            "port": stream_port(cfg.dumper, stream),
+            "user": DEFAULT_USER,
+            "password": DEFAULT_PASSWORD,
+        },
+        server_id=4099,
+        blocking=False,
+        auto_position=f"{uuid}:1-{last}",
+        only_events=[GtidEvent],
+    )
+    try:
+        return [int(ev.gtid.rpartition(":")[2]) for ev in reader]
+    finally:
+        reader.close()
 
 
 def show_binary_streams(cfg) -> list[tuple]:
@@ -90,24 +160,27 @@ async def test_two_streams_survive_a_killed_stream_and_a_replica_follows_both(tm
     try:
         phase("cluster up")
         chaos.start_pipeline()
-        phase("pipeline serves")
+        await streams_serve(chaos)
+        phase("pipeline and streams serve")
         chaos.attach_replica()
         chaos.start_workload("transfer")
         chaos.start_workload("orders")
         await tables_created(chaos, 5)  # bank.accounts and shop's 4: a kill mid-DDL abandons it
         phase("tables created")
         await asyncio.sleep(TRAFFIC_S)
-        (victim, *_) = sorted(chaos.stream_pids())[1:] or chaos.stream_pids()
+        uuid, consumed = executed(chaos.cfg, 1)  # a GTID consumer of stream 1 got this far
+        victim = stream_pid(chaos, 1)
         os.kill(victim, signal.SIGKILL)
         await asyncio.sleep(TRAFFIC_S)
-        deadline = time.monotonic() + 60
-        while len(chaos.stream_pids()) < STREAMS:  # the merge starts the stream again
-            assert time.monotonic() < deadline, chaos.log_tail()
-            await asyncio.sleep(0.5)
+        await streams_serve(chaos, not_pid=victim)  # the merge started stream 1 again
         phase("stream killed and back")
         summary = await chaos.prove("a SIGKILL of one stream's process")
         print(summary)
         phase("proved")
+        _, end = executed(chaos.cfg, 1)
+        assert consumed > 0 and end > consumed
+        got = gtids_after(chaos.cfg, 1, uuid, consumed)
+        assert got == list(range(consumed + 1, end + 1)), (consumed, end, got[:5], got[-5:])
         rows = show_binary_streams(chaos.cfg)
         assert [r[0] for r in rows] == ["stream0", "stream1"]
         assert [r[1] for r in rows] == [stream_port(chaos.cfg.dumper, i) for i in range(STREAMS)]
