@@ -44,7 +44,9 @@ class StreamLeader(Leader):
         self._own_writer = False  # a full disk is each stream's own (it stops; we restart)
         self.streams: StreamSet = self.writer  # type: ignore[assignment]
         self.splitter = StreamSplitter(StreamRouter.of(config))
-        self.encoders: list[TransactionEncoder] = []
+        # One per stream (its table ids and XID counter are the stream's), kept across
+        # pipeline restarts as the single stream's encoder is.
+        self.encoders = self._new_encoders()
         self.ends: list = []  # per stream: the key its binlog ends at (None: empty)
 
     def _open_writer(self) -> StreamSet:  # type: ignore[override]
@@ -61,9 +63,6 @@ class StreamLeader(Leader):
 
     async def _before_start(self) -> None:
         self.ends = await self.streams.start()
-        # A stream's table ids and XID counter start again with its writer's file; a restart
-        # of the pipeline is a new start for every stream's encoder (ids are per file run).
-        self.encoders = self._new_encoders()
         log.info("streams end at %s", self.ends)
 
     def _last_key(self):
