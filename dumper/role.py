@@ -22,7 +22,8 @@ def _writer_end(writer: BinlogWriter) -> tuple[str, int]:
 
 @dataclass(slots=True)
 class Role:
-    """What this process runs, a plain leader or an HA node, as the rest of `serve` sees it:
+    """What this process runs (a plain leader, an HA node, a multi-stream merge or one of its
+    streams), as the rest of `serve` sees it:
     its tasks (by name), its status, where its binlog is, its writer (None while an HA node
     follows), and what the protocol server reads of it. The defaults are the plain leader's."""
 
