@@ -35,6 +35,9 @@ def config(tmp_path) -> Config:
     cfg.dumper.streams = 2
     cfg.dumper.users = [DumperUser("u", native_hash("pw"), replication=True)]
     cfg.pipeline.fsync = "never"
+    # each stream's server on its writer's loop: half the process starts (test time); the
+    # chaos test runs the default, a server process per stream
+    cfg.dumper.serve_process = False
     return cfg
 
 
