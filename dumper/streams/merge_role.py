@@ -10,14 +10,11 @@ was sent up to them."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import logging
-import time
 from pathlib import Path
 
-from cdc import stage_trace
 from cdc.config import Config
 from cdc.pauses import Pauses
 from cdc.streams import StreamRouter, stream_port
@@ -107,14 +104,7 @@ class StreamLeader(Leader):
                     stats.bytes += len(buf)
                 streams.send(i, ToStream(batch=batch))
             await streams.drain()  # backpressure: the slowest stream paces the merge
-            if stage_trace.enabled:
-                for txn in ready:
-                    stage_trace.stamp("written", txn.tso)
-            self.written_key = ready[-1].key
-            stats.last_tso = ready[-1].tso
-            stats.last_commit_at = time.time()
-            self.notify.set()
-            self.notify = asyncio.Event()
+            self._batch_written(ready)  # (sent: each stream syncs before checkpoints, below)
 
     async def persist_checkpoints(self) -> None:
         """Every stream syncs all it was sent; then the DN checkpoints up to what was sent are

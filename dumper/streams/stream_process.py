@@ -28,12 +28,12 @@ import sys
 import time
 from pathlib import Path
 
-from binlog_writer import BinlogWriter, FsyncPolicy, MariadbGtids, MysqlGtids, last_written_key
-from cdc.binlog.gtid import sid_of
+from binlog_writer import last_written_key
 from cdc.config import Config
 from cdc.keys import GlobalKey
 from cdc.streams import stream_config, stream_server_uuid
 from dumper.pipeline import LeaderStats
+from dumper.pipeline.leader import gtid_layout, open_writer
 from dumper.streams.wire import FromStream, ToStream, framed, key_message, read_frame
 
 log = logging.getLogger(__name__)
@@ -67,22 +67,8 @@ class StreamWriter:
         self.config = config
         self.stream = stream
         self.server_uuid = stream_server_uuid(cluster_uuid, stream)
-        d, p = config.dumper, config.pipeline
         # (`stream_config` gave the stream a GTID domain of its own: `stream_gtid_domain`)
-        gtids = (
-            MariadbGtids(d.gtid_domain_id, d.server_id)
-            if d.flavor == "mariadb"
-            else MysqlGtids(sid_of(self.server_uuid))
-        )
-        self.writer = BinlogWriter(
-            d.binlog_dir,
-            base=d.binlog_base,
-            max_file_size=p.max_file_size_mb * 1024 * 1024,
-            fsync=FsyncPolicy.parse(p.fsync),
-            server_id=d.server_id,
-            server_version=d.version,
-            gtids=gtids,
-        )
+        self.writer = open_writer(config, gtid_layout(config, self.server_uuid))
         self.progress = read_progress(self.writer.dir)
         self.merged_tso = 0
         self.stats = LeaderStats()  # (restarts and spilled_bytes stay 0 here)
