@@ -111,10 +111,12 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# The MergeSource → leader frames: frames_pb2.py is generated from the contract, frames.proto,
-# and committed (tests/merge_source/test_frames_proto.py fails when they disagree).
+# The stage contracts (MergeSource → leader, splitter → stream writer): each frames_pb2.py is
+# generated from its frames.proto and committed (tests/*/test_frames_proto.py fail when they
+# disagree).
 frames: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. merge_source/frames.proto
+	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. dumper/streams/frames.proto
 
 # BENCH_ARGS=--quick: every benchmark at a small size (a check that they all run here).
 bench: setup

@@ -12,6 +12,9 @@ prints its ratio against a baseline measured in the same run.
     `cdc bench pipeline`      bench/pipeline.py      catch-up of the whole pipeline vs the raw
                                                      dump of the DN binlogs
     `cdc bench scale`         bench/scale.py         bench/pipeline.py on 2, 4, 8 DNs
+    `cdc bench streams`       bench/streams.py       catch-up into 1, 2, 4 streams of the same DN
+                                                     binlogs: time, events/s, CPU of the merge
+                                                     and of each stream's writer
     `cdc bench latency`       bench/latency.py       CN commit -> seen by a dump client of the
                                                      dumper, at a steady TPS
     `cdc bench hostile`       bench/hostile.py       binlog growth with / without hostile

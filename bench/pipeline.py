@@ -16,7 +16,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -136,9 +136,17 @@ class Cpu:
     first_write_s: float = 0.0  # catch-up start -> the first transaction written (start-up)
 
 
-async def catch_up(cfg, last_tso: int, cpu: Cpu | None = None) -> tuple[float, Leader]:
+async def catch_up(
+    cfg,
+    last_tso: int,
+    cpu: Cpu | None = None,
+    leader: Leader | None = None,
+    finish: Callable[[Leader], Awaitable[None]] | None = None,
+) -> tuple[float, Leader]:
+    """Until `leader` (default: a `Leader` of `cfg`) wrote `last_tso`, then `finish(leader)`
+    (e.g. until its stream processes synced) inside the time: (seconds, the leader)."""
     tune_gc()  # as `cdc start` does (dumper/service.run_service)
-    leader = Leader(cfg)
+    leader = leader or Leader(cfg)
     task = asyncio.create_task(leader.run())
     start = progress_at = time.perf_counter()
     at_start = sched_s(os.getpid())
@@ -157,6 +165,8 @@ async def catch_up(cfg, last_tso: int, cpu: Cpu | None = None) -> tuple[float, L
                     f" (waiting for {last_tso}); a prepared XA branch on a DN holds the merge?"
                 )
             await asyncio.sleep(0.02)
+        if finish is not None:
+            await finish(leader)
         elapsed = time.perf_counter() - start
         if cpu is not None:  # before the sources are stopped: their counters go with them
             on, wait, slices = sched_s(os.getpid())

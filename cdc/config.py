@@ -215,6 +215,18 @@ class DumperConfig:
     # Prometheus metrics of the dumper (docs/dumper.md "Metrics") on this port of `host`;
     # 0 = no metrics endpoint.
     metrics_port: int = 0
+    # Multi-stream (docs/streams.md): the merged order split into this many binlog streams,
+    # each a complete binlog server of its own (own port, files, server_uuid, GTIDs). 1: one
+    # global binlog, served on `port` (no stream processes).
+    streams: int = 1
+    # What is hashed to pick a table's stream: "table" (`db.table`) or "database" (`db`: the
+    # tables of a database stay together).
+    stream_by: str = "table"
+    # Stream i listens on stream_port + i; 0 = port + 1 + i (`port` answers SHOW BINARY STREAMS).
+    stream_port: int = 0
+    # Pinned tables: "db.table" (or "db") = stream, winning over the hash (keep tables that
+    # share transactions in one stream: a transaction is whole only within a stream).
+    stream_tables: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # The client-facing bounds (issue 19): a value outside these ranges would disable one
@@ -228,10 +240,29 @@ class DumperConfig:
             ("expire_logs_seconds", 0, 1 << 40),
             ("max_binlog_total_size", 0, 1 << 62),
             ("metrics_port", 0, 65535),
+            ("streams", 1, 1024),
+            ("stream_port", 0, 65535),
         ):
             value = getattr(self, name)
             if not low <= value <= high:
                 raise ConfigError(f"[dumper] {name} = {value}: must be in {low}..{high}")
+        if self.stream_by not in ("table", "database"):
+            raise ConfigError(
+                f"[dumper] stream_by = {self.stream_by!r}: must be 'table' or 'database'"
+            )
+        for name, stream in self.stream_tables.items():
+            if isinstance(stream, bool) or not isinstance(stream, int):
+                raise ConfigError(f"[dumper.stream_tables] {name!r}: expected a stream number")
+            if not 0 <= stream < self.streams:
+                raise ConfigError(
+                    f"[dumper.stream_tables] {name!r} = {stream}: must be in "
+                    f"0..{self.streams - 1} ([dumper] streams = {self.streams})"
+                )
+        if self.streams > 1 and self.peers:
+            raise ConfigError(
+                "[dumper] streams > 1 with [[dumper.peers]]: HA followers per stream are not "
+                "built yet (docs/streams.md); use one or the other"
+            )
         if self.flavor not in FLAVORS:
             raise ConfigError(f"[dumper] flavor = {self.flavor!r}: must be one of {FLAVORS}")
         if not 0 <= self.gtid_domain_id < 1 << 32:
@@ -431,6 +462,11 @@ def _convert(hint: Any, value: Any, where: str) -> Any:
     origin = typing.get_origin(hint)
     if dataclasses.is_dataclass(hint):
         return from_dict(hint, value, where)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a table")
+        _key, item = typing.get_args(hint)
+        return {str(k): _convert(item, v, f"{where}.{k}") for k, v in value.items()}
     if origin is list:
         (item,) = typing.get_args(hint)
         if not isinstance(value, list):

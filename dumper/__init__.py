@@ -1,9 +1,11 @@
-"""Dumper: the leader process of the global binlog, in three parts wired by `service.py`:
+"""Dumper: the leader process of the global binlog, in parts wired by `service.py`:
 
 - `dumper.pipeline`: orchestration, MergeSources → MergeJoint → BinlogWriter, with resume and
   checkpoints (`Leader`);
 - `dumper.ha`: leader election by lease, fencing, follower copies (`HaNode`);
-- `dumper.server`: the MySQL protocol server that serves the binlog files (`serve`).
+- `dumper.server`: the MySQL protocol server that serves the binlog files (`serve`);
+- `dumper.streams`: with `[dumper] streams` > 1, the merge split into streams, each a process
+  with its own writer and server (docs/streams.md).
 
 `run_service`/`serve` (the whole process) load lazily: the server's child process imports
 `dumper.server` only, and must not pay for the pipeline's imports."""

@@ -123,6 +123,8 @@ def _from_status(st: dict[str, Any], now: float) -> Iterator[Metric]:
     )
     restarts.add_metric([], st.get("server_restarts", 0))
     yield restarts
+    if st.get("streams"):
+        yield from _streams(st["streams"], now)
     binlog = st.get("binlog")
     if binlog is not None:
         yield _gauge("cdc_binlog_files", "binlog files kept", binlog["files"])
@@ -201,3 +203,34 @@ class DumperMetrics:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+def _streams(streams: list[dict], now: float) -> Iterator[Metric]:
+    """`[dumper] streams` > 1: each stream as its process last reported it (docs/streams.md);
+    each stream's own metrics port has the rest."""
+    labels = ["stream", "port"]
+    fams = {
+        "last_tso": GaugeMetricFamily(
+            "cdc_stream_tso", "commit TSO of each stream's last transaction", labels=labels
+        ),
+        "gno": GaugeMetricFamily(
+            "cdc_stream_gtid", "each stream's last GTID number", labels=labels
+        ),
+        "transactions": CounterMetricFamily(
+            "cdc_stream_transactions_written", "transactions each stream wrote", labels=labels
+        ),
+        "bytes": CounterMetricFamily(
+            "cdc_stream_bytes_written", "binlog bytes each stream wrote", labels=labels
+        ),
+    }
+    lag = GaugeMetricFamily(
+        "cdc_stream_lag_seconds", "now minus each stream's merged TSO time", labels=labels
+    )
+    for s in streams:
+        values = [str(s["stream"]), str(s["port"])]
+        for key, fam in fams.items():
+            fam.add_metric(values, s.get(key) or 0)
+        if s.get("merged_tso"):
+            lag.add_metric(values, max(now - _tso_s(s["merged_tso"]), 0.0))
+    yield from fams.values()
+    yield lag

@@ -11,23 +11,22 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from binlog_writer import BinlogWriter
 from cdc import stage_trace
 from cdc.admin_sql import retry
-from cdc.config import Config, NodeConfig
+from cdc.config import Config
 from cdc.gc_tune import tune_gc
-from cdc.pauses import HEARTBEAT, Backoff, Pauses
+from cdc.pauses import Pauses
 from cdc.tasks import cancel_and_wait
 from dumper.ha import DnLeaders, GmsLeaseStore, HaNode, ha_status
+from dumper.heartbeats import heartbeats
 from dumper.metrics import DumperMetrics
 from dumper.pipeline import Leader, leader_status
+from dumper.role import Role
 from dumper.server import (
-    AckGate,
     BinlogFiles,
     CurrentEventNotifier,
     HistorySchemaProvider,
@@ -38,14 +37,9 @@ from dumper.server import (
 from dumper.server import serve as serve_binlog
 from topology import gms, migrate, server_uuid
 
-if TYPE_CHECKING:
-    from cdc.cn_protocol import ProtocolNode
-
 log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_S = 15.0
-# How often the heartbeat CN looks for storage DNs added by another CN process.
-STORAGE_POLL_S = 1.0
 
 
 async def _status_loop(
@@ -98,77 +92,6 @@ def _ha_status(node: HaNode) -> dict:
     return status
 
 
-async def _heartbeats(
-    config: Config, dn_address: Callable[[int], NodeConfig | None], pauses: Pauses
-) -> None:
-    """The global binlog only advances with heartbeats: run them here so that it stays live
-    when no CN process is sending any. A writer of the CN protocol's own transactions
-    (`ProtocolNode`), not a whole CN. A GMS or DN away at start is waited for (a pause), and
-    beats that fail are the `heartbeat` pause until one succeeds."""
-    from cdc.cn_protocol import ProtocolNode
-
-    backoff = Backoff()
-    while True:
-        node = ProtocolNode(config, pool_size=4)
-        try:
-            # Settle branches orphaned by a crash (ours included: a heartbeat killed between
-            # PREPARE and XA COMMIT would otherwise hold the merge forever).
-            await node.start(recover=True)
-            break
-        except Exception as exc:  # noqa: BLE001 - the GMS or a DN away: wait for it
-            pauses.begin(HEARTBEAT, f"CN heartbeat not started: {exc}")
-            await node.close()
-            await asyncio.sleep(backoff.next())
-    pauses.end(HEARTBEAT)
-    node.heartbeat.on_beat = functools.partial(_beat_pause, pauses)
-    try:
-        node.start_heartbeat()
-        await _follow_storage(node, dn_address)  # until cancelled
-    finally:
-        await node.stop_heartbeat()
-        await node.close()
-
-
-async def _follow_storage(
-    node: ProtocolNode, dn_address: Callable[[int], NodeConfig | None]
-) -> None:
-    """Heartbeats must touch a DN that another CN process added (`cdc cn add-dn`) too: the
-    merge waits for every DN's watermark, and without its own traffic the new DN's would stay
-    at its StorageChange marker, holding the global binlog for ever. Its address comes from
-    the marker: the pipeline knows it once it merges the DN (`dn_address`)."""
-    from cdc.cn_protocol import StorageDns
-
-    waiting: set[int] = set()
-    while True:
-        await asyncio.sleep(STORAGE_POLL_S)
-        try:
-            storage = await node.store.storage_dns()
-        except Exception as exc:  # GMS away for a moment: the heartbeat itself reports it
-            log.debug("storage DNs not read: %s", exc)
-            continue
-        added = [dn for dn in storage if dn not in node.ctx.catalogue.dns]
-        if not added:
-            continue
-        nodes = [dn_address(dn) for dn in added]
-        if any(n is None for n in nodes):
-            if waiting != set(added):
-                log.info("storage DNs %s added: heartbeats wait for their addresses", added)
-                waiting = set(added)
-            continue
-        for dn in nodes:
-            node.pools.add_node(dn)  # type: ignore[arg-type]  # none is None (above)
-        node.ctx.catalogue = StorageDns(storage)
-        waiting = set()
-        log.info("heartbeats touch dn%s too from now on", ", dn".join(map(str, added)))
-
-
-def _beat_pause(pauses: Pauses, error: Exception | None) -> None:
-    if error is None:
-        pauses.end(HEARTBEAT)
-    else:
-        pauses.begin(HEARTBEAT, f"CN heartbeats fail: {error}")
-
-
 def _server_uuid(config: Config, pauses: Pauses) -> str:
     """The cluster's server_uuid from the GMS (made there on the first start; waits for it)."""
 
@@ -183,44 +106,21 @@ def _server_uuid(config: Config, pauses: Pauses) -> str:
     return retry(read, "reading server_uuid at start", pauses)
 
 
-def _writer_end(writer: BinlogWriter) -> tuple[str, int]:
-    """How far the server process may serve the writer's file: its end, or the start of a
-    transaction still being streamed into it."""
-    end = writer.visible_end(writer.file)
-    return writer.file, writer.position if end is None else end
+def _role_of(config: Config) -> Callable[[Config, str, bool, Pauses, Path], Role]:
+    if config.dumper.streams > 1:
+        from dumper.streams import stream_merge_role
+
+        return stream_merge_role
+    return _ha_node if config.dumper.peers else _plain_leader
 
 
-@dataclass(slots=True)
-class Role:
-    """What this process runs, a plain leader or an HA node, as the rest of `serve` sees it:
-    its tasks (by name), its status, where its binlog is, its writer (None while an HA node
-    follows), and what the protocol server reads of it. The defaults are the plain leader's."""
-
-    tasks: dict[str, Callable[[], Coroutine[Any, Any, None]]]
-    status: Callable[[], dict]
-    binlog_dir: Callable[[], Path]
-    writer: Callable[[], BinlogWriter | None]
-    current_notify: Callable[[], asyncio.Event]
-    leading: Callable[[], bool] = lambda: True
-    read_only: Callable[[], bool] = lambda: False
-    term: Callable[[], int] = lambda: 0
-    acks: AckGate | None = None
-    merged_tso: Callable[[], int] = lambda: 0
-
-    def visible_end(self, name: str) -> int | None:
-        writer = self.writer()
-        return writer.visible_end(name) if writer is not None else None
-
-    def writer_end(self) -> tuple[str, int] | None:
-        writer = self.writer()
-        return _writer_end(writer) if writer is not None else None
-
-
-def _plain_leader(config: Config, uuid: str, heartbeat: bool, pauses: Pauses) -> Role:
+def _plain_leader(
+    config: Config, uuid: str, heartbeat: bool, pauses: Pauses, _state_dir: Path
+) -> Role:
     leader = Leader(config, server_uuid=uuid, pauses=pauses)
     tasks = {"leader": leader.run}
     if heartbeat:
-        tasks["heartbeat"] = functools.partial(_heartbeats, config, leader.node, pauses)
+        tasks["heartbeat"] = functools.partial(heartbeats, config, leader.node, pauses)
     return Role(
         tasks,
         status=functools.partial(leader_status, leader),
@@ -231,13 +131,13 @@ def _plain_leader(config: Config, uuid: str, heartbeat: bool, pauses: Pauses) ->
     )
 
 
-def _ha_node(config: Config, uuid: str, heartbeat: bool, pauses: Pauses) -> Role:
+def _ha_node(config: Config, uuid: str, heartbeat: bool, pauses: Pauses, _state_dir: Path) -> Role:
     """The CN heartbeat runs only while this node leads (`on_lead`)."""
     node = HaNode(
         config,
         GmsLeaseStore(config),
         DnLeaders(config, uuid, pauses),
-        on_lead=(lambda: _heartbeats(config, node.nodes.get, pauses)) if heartbeat else None,
+        on_lead=(lambda: heartbeats(config, node.nodes.get, pauses)) if heartbeat else None,
         pauses=pauses,
     )
     return Role(
@@ -285,12 +185,21 @@ async def _start_server(
 
 
 async def serve(
-    config: Config, state_dir: Path, *, heartbeat: bool = True, own_process: bool = False
+    config: Config,
+    state_dir: Path,
+    *,
+    heartbeat: bool = True,
+    own_process: bool = False,
+    role: Role | None = None,
+    server_uuid: str | None = None,
 ) -> None:
     """Run everything until SIGTERM/SIGINT (or cancellation). `own_process`: this is the whole
     process (`cdc start`), so a stop that hangs on I/O may end it the hard way. The MySQL
     protocol server runs in a child process (`[dumper] serve_process`, the default), so that
-    no client can take this loop's turns from MergeJoint and the writer."""
+    no client can take this loop's turns from MergeJoint and the writer. `role` and
+    `server_uuid`: a stream's process passes its own (`dumper.streams`); by default the role
+    is the plain leader, an HA node, or with `[dumper] streams` > 1 the merge process that
+    feeds the streams, and the server_uuid is the cluster's."""
     state_dir.mkdir(parents=True, exist_ok=True)
     # Its presence says "this run serves" (below): never a file left by an earlier run.
     (state_dir / "status.json").unlink(missing_ok=True)
@@ -302,9 +211,10 @@ async def serve(
     schema = HistorySchemaProvider(lambda: gms.connect(config.gms), config.pipeline.meta_database)
     pauses = Pauses()  # what this process waits for now (docs/faults.md)
     # the sid of the GTIDs written/served
-    uuid = await asyncio.to_thread(_server_uuid, config, pauses)
+    uuid = server_uuid or await asyncio.to_thread(_server_uuid, config, pauses)
     # HA: lead or follow as the lease says; else the one leader. Either way one Role.
-    role = (_ha_node if config.dumper.peers else _plain_leader)(config, uuid, heartbeat, pauses)
+    if role is None:
+        role = _role_of(config)(config, uuid, heartbeat, pauses, state_dir)
     tasks = [asyncio.create_task(run(), name=name) for name, run in role.tasks.items()]
     server = await _start_server(config, role, schema, uuid)
     # The status file only once the server listens: `cdc start --background` returns when it

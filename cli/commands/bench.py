@@ -1,4 +1,4 @@
-"""`cdc bench writer|dumper|fanout|merge-source|pipeline|latency|hostile|cn|cn-change|scale|snapshot|snapshot-isolation|all`: benchmarks
+"""`cdc bench writer|dumper|fanout|merge-source|pipeline|latency|hostile|cn|cn-change|scale|streams|snapshot|snapshot-isolation|all`: benchmarks
 that print ratios measured side by side in one run."""
 
 from __future__ import annotations
@@ -84,6 +84,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     scale.add_argument("--events", type=int, default=100_000)
     scale.add_argument("--threads", type=int, default=8)
     scale.set_defaults(func=cmd_scale)
+    streams = bsub.add_parser(
+        "streams", help="catch-up into 1, 2 and 4 streams: time, events/s, CPU per DN event"
+    )
+    streams.add_argument("--streams", default="1,2,4")
+    streams.add_argument("--dns", type=int, default=3)
+    streams.add_argument("--events", type=int, default=300_000)
+    streams.add_argument("--keep", help="keep the cluster and its traffic in this directory")
+    streams.set_defaults(func=cmd_streams)
     big = bsub.add_parser(
         "big-txn", help="one huge CN transaction through the pipeline: time and peak RSS"
     )
@@ -232,6 +240,13 @@ def cmd_scale(args) -> int:
     from bench.scale import main
 
     return main([f"--dns={args.dns}", f"--events={args.events}", f"--threads={args.threads}"])
+
+
+def cmd_streams(args) -> int:
+    from bench.streams import main
+
+    argv = [f"--streams={args.streams}", f"--dns={args.dns}", f"--events={args.events}"]
+    return main(argv + ([f"--keep={args.keep}"] if args.keep else []))
 
 
 def cmd_big_txn(args) -> int:

@@ -196,8 +196,23 @@ def status_lines(status: dict, now: float) -> list[str]:
             f"{dn['name']:<6}{dn['state']:<10}{dn.get('position', '-'):<28}"
             f"{dn.get('watermark_tso') or '-'!s:<22}{dn.get('silent_s', 0.0):>7.1f}s"
         )
+    lines.extend(_stream_lines(status.get("streams")))
     lines.extend(f"! {problem}" for problem in status.get("problems", []))
     lines.extend(_served_lines(status))
+    return lines
+
+
+def _stream_lines(streams: list[dict] | None) -> list[str]:
+    """`[dumper] streams` > 1: each stream's process, its port and binlog (docs/streams.md)."""
+    if not streams:
+        return []
+    lines = [f"{'STREAM':<8}{'PORT':<7}{'FILE:POSITION':<24}{'GTID':>8}{'LAST TSO':>22}{'TXNS':>9}"]
+    for s in streams:
+        where = f"{s.get('file') or '-'}:{s.get('position', 0)}"
+        lines.append(
+            f"{s['stream']:<8}{s['port']:<7}{where:<24}{s.get('gno', 0):>8}"
+            f"{s.get('last_tso', 0):>22}{s.get('transactions', 0):>9}"
+        )
     return lines
 
 

@@ -137,16 +137,7 @@ class Leader:
         self._unsaved: dict[int, tuple[GlobalKey, Checkpoint]] = {}
 
     def _open_writer(self) -> BinlogWriter:
-        p, d = self.config.pipeline, self.config.dumper
-        return BinlogWriter(
-            d.binlog_dir,
-            base=d.binlog_base,
-            max_file_size=p.max_file_size_mb * 1024 * 1024,
-            fsync=FsyncPolicy.parse(p.fsync),
-            server_id=d.server_id,
-            server_version=d.version,
-            gtids=self._gtids,
-        )
+        return open_writer(self.config, self._gtids)
 
     def merged_tso(self) -> int:
         """Every transaction with a smaller TSO is written (`MergeJoint.merged_tso`; 0 before
@@ -164,7 +155,7 @@ class Leader:
         meta.prepare()
         self.factory.prepare()
         self._mark("GMS migrated")
-        self.written_key = last_written_key(self.writer)
+        self.written_key = self._last_key()
         self._mark("last key found")
         records = meta.topology()
         storage = storage_dns(records)
@@ -194,6 +185,10 @@ class Leader:
             rotate=self.writer.rotate,
         )
         log.info("leader (term %d): resuming after %s", self.term, self.written_key)
+
+    def _last_key(self) -> GlobalKey | None:
+        """The key of the last transaction durably written: the restart resumes after it."""
+        return last_written_key(self.writer)
 
     def _make(
         self,
@@ -242,8 +237,8 @@ class Leader:
         from the GMS (`server_uuid` saves the look-up), or MariaDB's in `gtid_domain_id`."""
         d = self.config.dumper
         if d.flavor == "mariadb":
-            return MariadbGtids(d.gtid_domain_id, d.server_id)
-        return MysqlGtids(sid_of(server_uuid or self.metadata.server_uuid()))
+            return gtid_layout(self.config, "")
+        return gtid_layout(self.config, server_uuid or self.metadata.server_uuid())
 
     async def run(self) -> None:
         """Run the pipeline until cancelled. A MergeSource process that dies (killed, crashed)
@@ -311,6 +306,7 @@ class Leader:
         self.sources, self._tasks, self._unsaved = {}, {}, {}
         self.queue = asyncio.Queue(maxsize=self.config.pipeline.queue_batches)
         await self.factory.start()  # e.g. a fork server: overlaps the reads of the GMS below
+        await self._before_start()
         await asyncio.to_thread(self.start)
         for dn, source in self.sources.items():
             self._tasks[dn] = asyncio.create_task(source.run(), name=f"merge-source-dn{dn}")
@@ -334,6 +330,10 @@ class Leader:
             tasks = [writer_task, cp_task, *self._tasks.values()]
             await cancel_and_wait(tasks + ([watch] if watch is not None else []))
 
+    async def _before_start(self) -> None:
+        """What must run on the loop before `start` (the streams of a multi-stream binlog say
+        where they end)."""
+
     async def _write_loop(self) -> None:
         try:
             await self._write_all()
@@ -349,7 +349,7 @@ class Leader:
 
     async def _write_all(self) -> None:
         assert self.joint is not None
-        writer, stats = self.writer, self.stats
+        writer = self.writer
         fence = self.fence
         async for ready in self.joint.transactions():
             if fence is not None:
@@ -371,14 +371,18 @@ class Leader:
                         batch.events += count
             self._write_batch(batch)
             writer.flush()
-            if stage_trace.enabled:  # `cdc bench latency`
-                for txn in ready:
-                    stage_trace.stamp("written", txn.tso)
-            self.written_key = ready[-1].key
-            stats.last_tso = ready[-1].tso
-            stats.last_commit_at = time.time()
-            self.notify.set()
-            self.notify = asyncio.Event()
+            self._batch_written(ready)
+
+    def _batch_written(self, ready: list[Transaction]) -> None:
+        """`ready` reached the binlog: the written key, the stats, the server's wake-up."""
+        if stage_trace.enabled:  # `cdc bench latency`
+            for txn in ready:
+                stage_trace.stamp("written", txn.tso)
+        self.written_key = ready[-1].key
+        self.stats.last_tso = ready[-1].tso
+        self.stats.last_commit_at = time.time()
+        self.notify.set()
+        self.notify = asyncio.Event()
 
     def _write_batch(self, batch: _Batch) -> None:
         """The transactions encoded into `batch` so far, in one writer call; `batch` is then
@@ -475,6 +479,11 @@ class Leader:
         entry = FileEntry(
             file, self._file_first_tso.get(file), self.stats.last_tso or None, self.writer.position
         )
+        await self._save_unsaved(entry)
+
+    async def _save_unsaved(self, entry: FileEntry | None) -> None:
+        """Save the checkpoints collected (all they cover is durable by now), on a worker
+        thread; those saved leave `_unsaved` (newer ones collected meanwhile stay)."""
         ready = dict(self._unsaved)
         save = asyncio.ensure_future(
             asyncio.to_thread(self.metadata.save_checkpoints, list(ready.values()), entry)
@@ -492,6 +501,29 @@ class Leader:
             self.writer.close()
         with contextlib.suppress(Exception):
             self.metadata.close()
+
+
+def gtid_layout(config: Config, server_uuid: str) -> GtidLayout:
+    """The GTIDs of `[dumper] flavor`: MySQL's with `server_uuid` as their sid, or MariaDB's
+    in `gtid_domain_id` (`server_uuid` unused)."""
+    d = config.dumper
+    if d.flavor == "mariadb":
+        return MariadbGtids(d.gtid_domain_id, d.server_id)
+    return MysqlGtids(sid_of(server_uuid))
+
+
+def open_writer(config: Config, gtids: GtidLayout | None) -> BinlogWriter:
+    """The binlog writer of `config`'s `[dumper]` directory and `[pipeline]` policies."""
+    p, d = config.pipeline, config.dumper
+    return BinlogWriter(
+        d.binlog_dir,
+        base=d.binlog_base,
+        max_file_size=p.max_file_size_mb * 1024 * 1024,
+        fsync=FsyncPolicy.parse(p.fsync),
+        server_id=d.server_id,
+        server_version=d.version,
+        gtids=gtids,
+    )
 
 
 async def _room(directory: Path, reason: str, error: str, pauses: Pauses, backoff: Backoff) -> None:

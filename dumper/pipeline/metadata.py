@@ -66,9 +66,12 @@ class PipelineMetadata(Protocol):
     def names_at(self, dn_id: int, tso: int) -> NameMap | None:
         """The physical→logical table names of `dn_id` valid at `tso` (None: unknown)."""
 
-    def save_checkpoints(self, ready: list[tuple[GlobalKey, Checkpoint]], entry: FileEntry) -> None:
+    def save_checkpoints(
+        self, ready: list[tuple[GlobalKey, Checkpoint]], entry: FileEntry | None
+    ) -> None:
         """Checkpoints (each with the watermark it was taken at) whose watermark is durably
-        written, and the current file's index entry."""
+        written, and the current file's index entry (None: the streams of a multi-stream
+        binlog index their own files)."""
 
     def close(self) -> None: ...
 
@@ -176,7 +179,9 @@ class GmsMetadata:
             names = names.with_table(ddl.db, ddl.table, (ddl.schema or {}).get("topology"))
         return names
 
-    def save_checkpoints(self, ready: list[tuple[GlobalKey, Checkpoint]], entry: FileEntry) -> None:
+    def save_checkpoints(
+        self, ready: list[tuple[GlobalKey, Checkpoint]], entry: FileEntry | None
+    ) -> None:
         # Its own connection (marker history is recorded from another worker thread meanwhile),
         # kept open: a new one per second costs a TLS context and a login every time.
         if self._cp_conn is None or not self._cp_conn.open:
@@ -193,7 +198,8 @@ class GmsMetadata:
                     history.prune(cp.stream, self.config.pipeline.checkpoint_history_s)
             if prune:
                 self._last_prune = time.monotonic()
-            FileIndex(conn, self.database).upsert(entry)
+            if entry is not None:
+                FileIndex(conn, self.database).upsert(entry)
         except BaseException:
             self._cp_conn = None  # reconnect next time; the next round saves them again
             with contextlib.suppress(Exception):

@@ -85,8 +85,12 @@ class Chaos:
         cfg.pipeline.checkpoint_interval_ms = 200
         # A paused DN is noticed (and its dump reconnected) within 2 s, as in tests/e2e.
         cfg.pipeline.dn_idle_timeout_ms = 2000
+        self.configure(cfg)
         cfg.dump(self.config_path)
         self.cfg = load(self.config_path)
+
+    def configure(self, cfg) -> None:
+        """A subclass's own settings (e.g. tests/chaos/test_streams.py's streams)."""
 
     def add_dn(self) -> int:
         """Start one more DN (`cdc cluster add-dn`'s step) and write it into the config; the
@@ -229,8 +233,10 @@ class Chaos:
             checked = f"cdc check equal ({len(report.tables)} tables)"
         lines = res.stdout.splitlines()
         verified = next(line for line in lines if "exactly once" in line)
-        schema = next(line for line in lines if line.startswith("rows match the DDL history"))
-        return f"{recovered}; {' '.join(verified.split())}; {' '.join(schema.split())}; {checked}"
+        # (a multi-stream binlog has one schema line per stream: "stream 0: rows match …")
+        schema = [line for line in lines if "rows match the DDL history" in line]
+        schemas = "; ".join(" ".join(line.split()) for line in schema)
+        return f"{recovered}; {' '.join(verified.split())}; {schemas}; {checked}"
 
     def close(self) -> None:
         for name, proc in self.procs.items():

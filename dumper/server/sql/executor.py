@@ -14,6 +14,7 @@ from dumper.server.sql.answer_binlog import BinlogAnswers
 from dumper.server.sql.answer_info_schema import InfoSchemaAnswers
 from dumper.server.sql.answer_schema import SchemaAnswers
 from dumper.server.sql.answer_sessions import SessionAnswers
+from dumper.server.sql.answer_streams import StreamAnswers
 from dumper.server.sql.answer_tables import TableAnswers
 from dumper.server.sql.answer_variables import VariableAnswers
 from dumper.server.sql.lexer import split_statements
@@ -39,6 +40,7 @@ class QueryExecutor:
             st.ShowMasterStatus: binlog.show_master_status,
             st.ShowBinaryLogs: binlog.show_binary_logs,
             st.ShowBinlogEvents: binlog.show_binlog_events,
+            st.ShowBinaryStreams: StreamAnswers(ctx, state).show_binary_streams,
             st.Purge: binlog.purge,
             st.ShowDatabases: schema.show_databases,
             st.ShowTables: schema.show_tables,

@@ -8,6 +8,7 @@ from dumper.server.sql.cursor import Cursor
 from dumper.server.sql.statements import (
     Condition,
     ShowBinaryLogs,
+    ShowBinaryStreams,
     ShowBinlogEvents,
     ShowColumns,
     ShowCreateDatabase,
@@ -48,6 +49,9 @@ class ShowParser(Cursor):
         if self.accept("BINARY", "LOGS") or self.accept("MASTER", "LOGS"):
             self.end()
             return ShowBinaryLogs()
+        if self.accept("BINARY", "STREAMS"):
+            self.end()
+            return ShowBinaryStreams()
         if self.accept("BINLOG", "EVENTS"):
             return self._show_binlog_events()
         if self.accept("DATABASES") or self.accept("SCHEMAS"):

@@ -90,6 +90,11 @@ class ShowBinaryLogs:
 
 
 @dataclass(slots=True)
+class ShowBinaryStreams:
+    """The streams of a multi-stream binlog (PolarDB-X's `SHOW BINARY STREAMS`)."""
+
+
+@dataclass(slots=True)
 class ShowBinlogEvents:
     file: str | None = None
     pos: int | None = None
@@ -282,6 +287,7 @@ Statement = (
     | ShowVariables
     | ShowMasterStatus
     | ShowBinaryLogs
+    | ShowBinaryStreams
     | ShowBinlogEvents
     | ShowDatabases
     | ShowTables

@@ -1,0 +1,172 @@
+"""`cdc bench streams`: the pipeline's catch-up into 1, 2 and 4 streams (docs/streams.md) over
+the same DN binlogs, side by side: catch-up time, events/s written in all streams, and CPU per
+DN event of the merge process (MergeJoint, the split, the encoders) and of each stream's writer
+process (stamping, CRC, fsync).
+
+Traffic is generated once (transfers and bulk inserts over several tables, as `cdc bench
+pipeline`); each stream count then catches up from nothing, with a meta database and binlog
+directory of its own. One stream is the plain `Leader` (no stream processes: today's path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.pipeline import (
+    Cpu,
+    _drop_meta,
+    _generate,
+    bench_cluster,
+    count_events,
+    raw_dump_all,
+    sched_s,
+)
+from bench.pipeline import catch_up as pipeline_catch_up
+from cdc.cn_protocol.ground_truth import read as read_ground_truth
+from cdc.pauses import Pauses
+from cdc.streams import stream_dir
+from cdc.tasks import cancel_and_wait
+from dumper.pipeline.leader import Leader
+from dumper.streams import StreamLeader
+from local_cluster.testing import free_base_port
+
+
+@dataclass(slots=True)
+class StreamsRun:
+    streams: int
+    catch_up_s: float = 0.0
+    merge_cpu_s: float = 0.0  # the merge process (the leader for one stream)
+    sources_cpu_s: float = 0.0  # MergeSource processes and their fork server
+    writers_cpu_s: list[float] = field(default_factory=list)  # each stream's process
+    wait_s: float = 0.0
+    events: int = 0  # written, every stream
+    effective: int = 0
+    transactions: int = 0
+
+
+async def catch_up(cfg, last_tso: int, state_dir: Path) -> StreamsRun:
+    """`bench.pipeline.catch_up` into `cfg.dumper.streams` streams, until every stream synced
+    what it was sent. The stream processes' start (a Python, its imports, its server process:
+    seconds of CPU on a loaded 2-core machine, once per `cdc start`) is not counted: time and
+    CPU run from the moment every stream answered where it ends."""
+    n = cfg.dumper.streams
+    run = StreamsRun(n)
+    leader = None
+    ready: dict[str, object] = {}
+    watcher = None
+    if n > 1:
+        leader = StreamLeader(cfg, state_dir=state_dir, server_uuid=None, pauses=Pauses())
+        watcher = asyncio.create_task(_streams_ready(leader, ready))
+
+    async def finish(leader: Leader) -> None:
+        if not isinstance(leader, StreamLeader):
+            leader.writer.sync()
+            return
+        await leader.streams.sync()  # written by every stream, not only sent
+        at_ready = ready.get("writers", {})
+        for p in leader.streams.processes:
+            on, wait, _ = sched_s(p.proc.pid) if p.proc is not None else (0.0, 0.0, 0)
+            base = at_ready.get(p.stream, (0.0, 0.0))  # type: ignore[union-attr]
+            run.writers_cpu_s.append(on - base[0])
+            run.wait_s += wait - base[1]
+
+    cpu = Cpu()
+    started, merge_at_start = time.perf_counter(), sched_s(os.getpid())[0]
+    try:
+        elapsed, leader = await pipeline_catch_up(cfg, last_tso, cpu, leader, finish)
+    finally:
+        if watcher is not None:
+            await cancel_and_wait([watcher])
+    run.catch_up_s = elapsed - (ready.get("at", started) - started)  # type: ignore[operator]
+    run.merge_cpu_s = cpu.leader_s - (ready.get("merge_cpu", merge_at_start) - merge_at_start)  # type: ignore[operator]
+    run.sources_cpu_s = cpu.sources_s + cpu.fork_server_s
+    run.wait_s += cpu.wait_s
+    run.transactions = leader.stats.transactions
+    return run
+
+
+async def _streams_ready(leader: StreamLeader, ready: dict) -> None:
+    """When every stream answered where it ends: the time, and the CPU spent by then."""
+    while not leader.ends:
+        await asyncio.sleep(0.005)
+    ready["at"] = time.perf_counter()
+    ready["merge_cpu"] = sched_s(os.getpid())[0]
+    ready["writers"] = {
+        p.stream: sched_s(p.proc.pid)[:2] for p in leader.streams.processes if p.proc is not None
+    }
+
+
+def _run(cfg, work: Path, last_tso: int, streams: int) -> StreamsRun:
+    cfg.dumper.streams = streams
+    cfg.pipeline.meta_database = f"cdc_bench_streams{streams}"
+    cfg.dumper.binlog_dir = str(work / f"binlog_streams{streams}")
+    state = work / f"state_streams{streams}"
+    _drop_meta(cfg)
+    shutil.rmtree(cfg.dumper.binlog_dir, ignore_errors=True)
+    try:
+        run = asyncio.run(catch_up(cfg, last_tso, state))
+        dirs = (
+            [Path(cfg.dumper.binlog_dir)]
+            if streams == 1
+            else [stream_dir(cfg.dumper, i) for i in range(streams)]
+        )
+        for d in dirs:
+            everything, effective = count_events(d)
+            run.events += everything
+            run.effective += effective
+        return run
+    finally:
+        _drop_meta(cfg)
+        shutil.rmtree(cfg.dumper.binlog_dir, ignore_errors=True)
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="cdc bench streams", description=__doc__)
+    p.add_argument("--streams", default="1,2,4", help="stream counts (default 1,2,4)")
+    p.add_argument("--dns", type=int, default=3)
+    p.add_argument("--events", type=int, default=300_000, help="DN events to generate")
+    p.add_argument("--threads", type=int, default=8)
+    p.add_argument("--keep", type=Path, help="keep the cluster and its traffic here (re-runs)")
+    args = p.parse_args(argv)
+    counts = [int(n) for n in args.streams.split(",")]
+    with bench_cluster(args.dns, args.keep) as (work, cluster, generated):
+        cfg = cluster.config()
+        base = free_base_port(max(counts) + 1)
+        cfg.dumper.port = base
+        cfg.cn.ground_truth_log = str(work / "truth.jsonl")
+        if not generated:
+            _generate(cfg, cluster, work, 0, None, args.events, args.threads)
+        truth = read_ground_truth(cfg.cn.ground_truth_log)
+        last_tso = max(e["tso"] for e in truth if e["kind"] == "txn")
+        shutil.rmtree(work / "raw", ignore_errors=True)
+        _, raw_bytes = raw_dump_all(cluster, work / "raw")
+        dn_events = sum(count_events(work / "raw" / dn.name)[0] for dn in cluster.dns)
+        print(
+            f"streams bench: {args.dns} DNs, DN binlogs {raw_bytes / 1e6:.1f} MB,"
+            f" {dn_events:,} DN events; CPU in us per DN event"
+        )
+        print(
+            f"  {'streams':>7} {'catch-up':>9} {'events/s':>10} {'txns':>8} {'merge':>7}"
+            f" {'sources':>8} {'writers (each)':<30} {'core wait':>9}"
+        )
+        for n in counts:
+            r = _run(cfg, work, last_tso, n)
+            per = 1e6 / max(1, dn_events)
+            writers = " ".join(f"{w * per:.2f}" for w in r.writers_cpu_s) or "(in the merge)"
+            print(
+                f"  {n:>7} {r.catch_up_s:>7.2f} s {r.events / r.catch_up_s:>10,.0f}"
+                f" {r.transactions:>8,} {r.merge_cpu_s * per:>7.2f} {r.sources_cpu_s * per:>8.2f}"
+                f" {writers:<30} {r.wait_s:>7.2f} s",
+                flush=True,
+            )
+    return 0
+
+
+__all__ = ["main"]

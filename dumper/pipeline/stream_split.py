@@ -1,0 +1,129 @@
+"""The merged order split per stream (`[dumper] streams = N`; docs/streams.md).
+
+Pure logic, after MergeJoint and before the stream writers: each stream gets, in the merged
+(commit-TSO) order, the part of each transaction that touches its tables, with the
+transaction's own key, so its CTS mark carries the same TSO in every stream and a consumer of
+several streams can align them. A statement that touches tables of two streams (a multi-table
+UPDATE, a cascade) is split by event: a stream gets the TABLE_MAPs of its tables and the rows
+events on them, the last one flagged as the statement's end. A DDL goes to its table's stream;
+a database-level DDL (no table) to every stream under `stream_by = "table"`, to the database's
+under `"database"`. Markers that are not written (CdcStart, StorageChange, …) go nowhere;
+FlushLogs is the caller's (every stream rotates).
+"""
+
+from __future__ import annotations
+
+from cdc.binlog import constants, header
+from cdc.binlog.constants import HEADER_LEN, EventType, RowsFlag
+from cdc.streams import StreamRouter
+from merge_joint import Transaction
+from merge_source import FragmentKind, Statement, table_name
+
+_TID = slice(constants.TABLE_ID_OFFSET, constants.TABLE_ID_OFFSET + constants.TABLE_ID_LEN)
+_FLAGS_AT = HEADER_LEN + constants.TABLE_ID_LEN  # a rows event's flags, after its table id
+_DATA, _LOCAL, _DDL = FragmentKind.DATA, FragmentKind.LOCAL, FragmentKind.DDL
+
+
+def _is_rows(code: int) -> bool:
+    return (
+        EventType.WRITE_ROWS_V1 <= code <= EventType.DELETE_ROWS_V1
+        or EventType.WRITE_ROWS <= code <= EventType.DELETE_ROWS
+    )
+
+
+class StreamSplitter:
+    """Splits batches of merged transactions into one list per stream."""
+
+    __slots__ = ("router", "streams")
+
+    def __init__(self, router: StreamRouter):
+        self.router = router
+        self.streams = router.streams
+
+    def split(self, ready: list[Transaction]) -> list[list[Transaction]]:
+        """Per stream, its parts of `ready`, in `ready`'s order (empty lists included)."""
+        out: list[list[Transaction]] = [[] for _ in range(self.streams)]
+        for txn in ready:
+            kind = txn.kind
+            if kind is _DATA or kind is _LOCAL:
+                for stream, statements in self._split_rows(txn).items():
+                    out[stream].append(_part(txn, statements))
+            elif kind is _DDL:
+                marker = next(iter(txn.fragments[0].markers), None)
+                if marker is None:
+                    continue
+                for stream in self.router.streams_of_ddl(marker["db"], marker.get("tbl") or ""):
+                    out[stream].append(txn)
+        return out
+
+    def _split_rows(self, txn: Transaction) -> dict[int, list[Statement]]:
+        """Stream → its statements of `txn` (a statement whole where it touches one stream)."""
+        parts: dict[int, list[Statement]] = {}
+        stream_of = self.router.stream_of
+        for st in txn.statements:
+            if st.span is None:
+                stream = self._one_stream(st.in_memory)
+                if stream is not None:  # the common case: whole, no copy, no look at its rows
+                    parts.setdefault(stream, []).append(st)
+                    continue
+            events = st.in_memory if st.span is None else list(st.iter_events())
+            by_tid: dict[bytes, int] = {}  # the statement's DN table ids → their stream
+            per: dict[int, list[bytes]] = {}
+            for e in events:
+                code = e[header.OFF_TYPE]
+                if code == EventType.TABLE_MAP:
+                    stream = by_tid[bytes(e[_TID])] = stream_of(*table_name(e))
+                elif _is_rows(code):
+                    stream = by_tid.get(bytes(e[_TID]), 0)  # (orphan rows: the encoder names it)
+                else:
+                    continue
+                per.setdefault(stream, []).append(e)
+            if len(per) == 1 and st.span is None:
+                ((stream, _),) = per.items()
+                parts.setdefault(stream, []).append(st)  # the common case: no copy
+                continue
+            for stream, evs in per.items():
+                parts.setdefault(stream, []).append(Statement(st.trace_id, _end_statement(evs)))
+        return parts
+
+    def _one_stream(self, events: list[bytes]) -> int | None:
+        """The stream of a statement whose tables are all in one (None: split it). A
+        statement's TABLE_MAPs come before its rows events, so its leading TABLE_MAPs name
+        every table its rows touch."""
+        stream = None
+        stream_of = self.router.stream_of
+        for e in events:
+            if e[header.OFF_TYPE] != EventType.TABLE_MAP:
+                break
+            s = stream_of(*table_name(e))
+            if stream is not None and s != stream:
+                return None
+            stream = s
+        return stream
+
+
+def _part(txn: Transaction, statements: list[Statement]) -> Transaction:
+    if (
+        statements is txn.statements
+        or len(statements) == len(txn.statements)
+        and all(a is b for a, b in zip(statements, txn.statements, strict=True))
+    ):
+        return txn
+    return Transaction(txn.key, txn.txn_id, txn.kind, txn.fragments, statements)
+
+
+def _end_statement(events: list[bytes]) -> list[bytes]:
+    """`events` (a stream's part of a split statement) with its last rows event flagged as the
+    statement's end, as a replica expects before it releases the statement's tables."""
+    for i in range(len(events) - 1, -1, -1):
+        e = events[i]
+        if _is_rows(e[header.OFF_TYPE]):
+            flags = int.from_bytes(e[_FLAGS_AT : _FLAGS_AT + 2], "little")
+            if not flags & RowsFlag.STMT_END:
+                patched = bytearray(e)
+                patched[_FLAGS_AT : _FLAGS_AT + 2] = (flags | RowsFlag.STMT_END).to_bytes(
+                    2, "little"
+                )
+                events = [*events[:i], bytes(patched), *events[i + 1 :]]
+            break
+    return events

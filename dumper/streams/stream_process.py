@@ -1,0 +1,220 @@
+"""One stream of a multi-stream global binlog, in a process of its own (docs/streams.md): its
+writer (files, index, GTIDs, recovery, fsync) and, through `dumper.service.serve`, its status
+file, metrics and MySQL protocol server on its own port (the server in a child process, as for
+the single stream). It is fed by the merge process over the stage contract in frames.proto,
+on its stdin; its answers go to its stdout. The end of its stdin means the merge process is
+gone: the stream stops (its consumers reconnect to the next one on the same port).
+
+Why a process per stream: CRC32 of every byte, the stamping, fsync and all of serving are the
+core-bound part of writing; in one process the streams would share one interpreter lock. And
+a stream that is a process fed by a byte stream can run on another host: the same frames over
+TCP instead of a pipe (docs/streams.md, "A stream on another host").
+
+The restart protocol holds per stream (docs/ARCHITECTURE.md, "Restart protocol"): the writer
+cuts a torn tail at open; `resume` answers the key its binlog ends at (its last CTS mark, or
+its saved progress when that is further: an idle stream holds no transaction of the last
+batches, but the merge must not re-send it everything since its last one); `sync` makes all
+received durable before the merge saves DN checkpoints past it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import pickle
+import struct
+import sys
+import time
+from pathlib import Path
+
+from binlog_writer import last_written_key
+from cdc.config import Config
+from cdc.keys import GlobalKey
+from cdc.streams import stream_config, stream_server_uuid
+from dumper.pipeline import LeaderStats
+from dumper.pipeline.leader import gtid_layout, open_writer
+from dumper.streams.wire import FromStream, ToStream, framed, key_message, read_frame
+
+log = logging.getLogger(__name__)
+
+PROGRESS_FILE = "stream.progress"
+
+
+def read_progress(directory: Path) -> GlobalKey | None:
+    try:
+        text = (directory / PROGRESS_FILE).read_text().split()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return GlobalKey(*map(int, text)) if len(text) == 4 else None
+
+
+def write_progress(directory: Path, key: GlobalKey) -> None:
+    """After the binlog's fsync: the progress never claims what is not durable."""
+    tmp = directory / (PROGRESS_FILE + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(" ".join(map(str, key)))
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(directory / PROGRESS_FILE)
+
+
+class StreamWriter:
+    """The writing half of a stream process: frames in, binlog files out."""
+
+    def __init__(self, config: Config, stream: int, cluster_uuid: str):
+        """`config`: the stream's own (`cdc.streams.stream_config`)."""
+        self.config = config
+        self.stream = stream
+        self.server_uuid = stream_server_uuid(cluster_uuid, stream)
+        # (`stream_config` gave the stream a GTID domain of its own: `stream_gtid_domain`)
+        self.writer = open_writer(config, gtid_layout(config, self.server_uuid))
+        self.progress = read_progress(self.writer.dir)
+        self.merged_tso = 0
+        self.stats = LeaderStats()  # (restarts and spilled_bytes stay 0 here)
+        self.notify = asyncio.Event()  # set after each batch reached the file (the server)
+        self._file_first_tso: dict[str, int] = {}
+
+    def end_key(self) -> GlobalKey | None:
+        """Where this stream's binlog ends: its last transaction's key or its progress."""
+        last = last_written_key(self.writer)
+        if self.progress is None:
+            return last
+        return self.progress if last is None or self.progress > last else last
+
+    async def run(self, reader: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
+        """Frames until the merge process is gone."""
+        while (frame := await read_frame(reader, ToStream)) is not None:
+            body = frame.WhichOneof("body")
+            if body == "batch":
+                self._append(frame.batch)
+            elif body == "resume":
+                out.write(framed(FromStream(resumed=key_message(self.end_key()))))
+            elif body == "sync":
+                self.writer.sync()
+                if self.progress is not None:
+                    write_progress(self.writer.dir, self.progress)
+                out.write(framed(FromStream(synced=frame.sync)))
+            elif body == "rotate":
+                self.writer.rotate()
+            elif body == "merged_tso":
+                self.merged_tso = frame.merged_tso
+                self._wake()
+            await out.drain()
+
+    def _append(self, batch) -> None:
+        if batch.ends:
+            buf = bytearray(batch.events)
+            for file, first in self.writer.append_batch(buf, list(batch.ends), list(batch.gtids)):
+                self._file_first_tso.setdefault(file, batch.tsos[first])
+            self.writer.flush()
+            s = self.stats
+            s.transactions += len(batch.ends)
+            s.events += batch.event_count
+            s.bytes += len(buf)
+            s.last_tso = batch.tsos[-1]
+            s.last_commit_at = time.time()
+        if batch.progress:
+            self.progress = GlobalKey(*batch.progress)
+            self.merged_tso = max(self.merged_tso, self.progress.tso)
+        self._wake()
+
+    def _wake(self) -> None:
+        self.notify.set()
+        self.notify = asyncio.Event()
+
+    def status(self) -> dict:
+        now = time.time()
+        s = self.stats
+        elapsed = max(time.monotonic() - s.started_at, 1e-6)
+        merged = self.merged_tso
+        return {
+            "written_at": now,
+            "stream": self.stream,
+            "pid": os.getpid(),
+            "port": self.config.dumper.port,
+            "server_uuid": self.server_uuid,
+            "last_tso": s.last_tso,
+            "merged_tso": merged,
+            "lag_ms": int(now * 1000 - (merged >> 22)) if merged else None,
+            "transactions": s.transactions,
+            "events": s.events,
+            "events_per_s": s.events / elapsed,
+            "bytes": s.bytes,
+            "last_commit_at": s.last_commit_at,
+            "file": self.writer.file,
+            "gno": self.writer.gno,
+            "position": self.writer.position,
+            "dns": [],
+            "problems": [],
+        }
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def _serve_stream(spec: dict, frames_in: int, frames_out: int) -> None:
+    from dumper.service import Role, serve  # the service imports the pipeline: not at module load
+
+    config = stream_config(spec["config"], spec["stream"])
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 20)
+    await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(frames_in, "rb", 0)
+    )
+    transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, os.fdopen(frames_out, "wb", 0)
+    )
+    out = asyncio.StreamWriter(transport, protocol, None, loop)
+    sw = StreamWriter(config, spec["stream"], spec["cluster_uuid"])
+
+    async def run() -> None:
+        try:
+            await sw.run(reader, out)
+        finally:
+            sw.close()
+
+    role = Role(
+        {"stream": run},
+        status=sw.status,
+        binlog_dir=lambda: sw.writer.dir,
+        writer=lambda: sw.writer,
+        current_notify=lambda: sw.notify,
+        merged_tso=lambda: sw.merged_tso,
+    )
+    await serve(config, Path(spec["state_dir"]), role=role, server_uuid=sw.server_uuid)
+
+
+def _read_exact(fd: int, n: int) -> bytes | None:
+    blob = b""
+    while len(blob) < n:
+        chunk = os.read(fd, n - len(blob))
+        if not chunk:
+            return None
+        blob += chunk
+    return blob
+
+
+def main() -> int:
+    """The stream process: a pickled spec (length-prefixed) on stdin, then frames."""
+    # stdout carries frames only: whatever prints goes to stderr.
+    frames_out = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    frames_in = 0
+    head = _read_exact(frames_in, 8)
+    blob = _read_exact(frames_in, struct.unpack("<Q", head)[0]) if head is not None else None
+    if blob is None:
+        return 1  # the merge process went before it sent the spec
+    spec = pickle.loads(blob)
+    logging.basicConfig(
+        level=spec.get("log_level", logging.INFO),
+        format=f"%(asctime)s stream{spec['stream']} %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        asyncio.run(_serve_stream(spec, frames_in, frames_out))
+    except Exception as exc:
+        log.exception("stream %d stopped", spec["stream"])
+        os.write(frames_out, framed(FromStream(fatal_error=f"stream {spec['stream']}: {exc}")))
+        return 2
+    return 0

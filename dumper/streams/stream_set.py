@@ -1,0 +1,221 @@
+"""The merge process's side of the stream processes (docs/streams.md): starts one process per
+stream (`stream_process.py`), feeds each its frames, and reads their answers.
+
+A stream process that dies (killed, crashed) is found by the end of its stdout; the merge then
+raises `StreamDied`, and the pipeline restarts as after a MergeSource's death (`Leader.run`):
+the dead stream is started again, recovers its files, and every stream says where it ends
+(`resume`), from which the DNs are read again. The streams that lived keep their processes, so
+their consumers stay connected."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import pickle
+import struct
+import sys
+from pathlib import Path
+
+from cdc.config import Config
+from cdc.keys import GlobalKey
+from dumper.streams.wire import FromStream, ToStream, WireError, framed, message_key, read_frame
+from merge_source import SourceProcessDied
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT_S = 60.0  # Python start + imports on a loaded 2-core machine
+STOP_TIMEOUT_S = 15.0
+SYNC_TIMEOUT_S = 60.0
+
+
+class StreamDied(SourceProcessDied):
+    """A stream's process ended: handled as a MergeSource's death is (the pipeline restarts
+    from the binlogs and the checkpoints, `Leader.run`)."""
+
+
+class StreamProcess:
+    """One stream's process, as the merge process sees it."""
+
+    def __init__(self, config: Config, stream: int, cluster_uuid: str, state_dir: Path):
+        self.config = config
+        self.stream = stream
+        self.cluster_uuid = cluster_uuid
+        self.state_dir = state_dir
+        self.proc: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task | None = None
+        self._waiting: dict[str, asyncio.Future] = {}  # by the answer's name
+        self._syncs: dict[int, asyncio.Future] = {}  # by the sync's number
+        self.error: str | None = None
+        self.restarts = 0
+        self._sync_no = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None and self.error is None
+
+    async def start(self) -> None:
+        if self.proc is not None:
+            self.restarts += 1
+            await self.stop()
+        self.error = None
+        spec = {
+            "config": self.config,
+            "stream": self.stream,
+            "cluster_uuid": self.cluster_uuid,
+            "state_dir": str(self.state_dir),
+            "log_level": logging.getLogger().getEffectiveLevel(),
+        }
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            "import sys; from dumper.streams.stream_process import main; sys.exit(main())",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert self.proc.stdin is not None
+        blob = pickle.dumps(spec)
+        self.proc.stdin.write(struct.pack("<Q", len(blob)) + blob)
+        self._reader = asyncio.create_task(self._read(), name=f"stream{self.stream}-answers")
+        log.info("stream %d: process %d started", self.stream, self.proc.pid)
+
+    async def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        try:
+            while (frame := await read_frame(self.proc.stdout, FromStream)) is not None:
+                body = frame.WhichOneof("body")
+                if body == "fatal_error":
+                    self.error = frame.fatal_error
+                    log.error("stream %d stopped: %s", self.stream, self.error)
+                    continue
+                if body == "synced":
+                    # Syncs are answered in order and each covers all received before it:
+                    # every ask up to this number is answered (the checkpoint loop and a
+                    # caller may ask at the same time).
+                    for n in [n for n in self._syncs if n <= frame.synced]:
+                        future = self._syncs.pop(n)
+                        if not future.done():
+                            future.set_result(n)
+                    continue
+                future = self._waiting.pop(body, None)
+                if future is not None and not future.done():
+                    future.set_result(getattr(frame, body))
+        except WireError as exc:
+            self.error = str(exc)
+        code = await self.proc.wait()
+        if self.error is None:
+            self.error = f"stream {self.stream}'s process ended (exit code {code})"
+        for future in [*self._waiting.values(), *self._syncs.values()]:
+            if not future.done():
+                future.set_exception(StreamDied(self.error))
+        self._waiting.clear()
+        self._syncs.clear()
+
+    def send(self, message: ToStream) -> None:
+        """Queue a frame (the transport buffers it; `drain` waits for room)."""
+        if not self.alive:
+            raise StreamDied(self.error or f"stream {self.stream} is not running")
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write(framed(message))
+
+    async def drain(self) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            await self.proc.stdin.drain()
+        except (ConnectionError, BrokenPipeError) as exc:
+            raise StreamDied(self.error or f"stream {self.stream}: {exc}") from exc
+
+    async def ask(self, message: ToStream, answer: str, timeout: float) -> object:
+        future = asyncio.get_running_loop().create_future()
+        if answer == "synced":
+            self._syncs[message.sync] = future
+        else:
+            self._waiting[answer] = future
+        self.send(message)
+        await self.drain()
+        try:
+            async with asyncio.timeout(timeout):
+                return await future
+        except TimeoutError:
+            raise StreamDied(f"stream {self.stream}: no answer to {answer} in {timeout}s") from None
+
+    async def resume_key(self) -> GlobalKey | None:
+        key = await self.ask(ToStream(resume=True), "resumed", START_TIMEOUT_S)
+        return message_key(key)  # type: ignore[arg-type]
+
+    async def sync(self) -> None:
+        self._sync_no += 1
+        await self.ask(ToStream(sync=self._sync_no), "synced", SYNC_TIMEOUT_S)
+
+    async def stop(self) -> None:
+        proc = self.proc
+        if proc is not None and proc.returncode is None:
+            if proc.stdin is not None:
+                proc.stdin.close()  # the stream's cue to stop
+            try:
+                await asyncio.wait_for(proc.wait(), STOP_TIMEOUT_S)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+            self._reader = None
+
+
+class StreamSet:
+    """Every stream's process. It stands where the single stream's `BinlogWriter` stands for
+    the pipeline (`Leader`): `rotate` and `close` go to every stream; the rest is async."""
+
+    def __init__(self, config: Config, cluster_uuid: str, state_dir: Path, gtids):
+        self.config = config
+        self.gtids = gtids  # the layout the encoders write for (its flavour)
+        self.dir = Path(config.dumper.binlog_dir)
+        self.processes = [
+            StreamProcess(config, i, cluster_uuid, state_dir / f"stream{i}")
+            for i in range(config.dumper.streams)
+        ]
+        # What a status shows for "the" writer: the streams have one each.
+        self.file, self.position, self.gno = "", 0, 0
+
+    async def start(self) -> list[GlobalKey | None]:
+        """(Re)start the processes that are not running; then where each stream ends."""
+        for p in self.processes:
+            if not p.alive:
+                await p.start()
+        return list(await asyncio.gather(*(p.resume_key() for p in self.processes)))
+
+    def check(self) -> None:
+        for p in self.processes:
+            if not p.alive:
+                raise StreamDied(p.error or f"stream {p.stream} is not running")
+
+    def send(self, stream: int, message: ToStream) -> None:
+        self.processes[stream].send(message)
+
+    def send_all(self, message: ToStream) -> None:
+        for p in self.processes:
+            p.send(message)
+
+    async def drain(self) -> None:
+        for p in self.processes:
+            await p.drain()
+
+    async def sync(self) -> None:
+        """Every stream made all it received durable."""
+        await asyncio.gather(*(p.sync() for p in self.processes))
+
+    def rotate(self) -> str:
+        self.send_all(ToStream(rotate=True))
+        return ""
+
+    def abandon(self) -> None:
+        pass  # each stream's writer stops at its last whole transaction itself
+
+    def close(self) -> None:
+        pass  # the processes stop in `aclose` (async)
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(p.stop() for p in self.processes), return_exceptions=True)
