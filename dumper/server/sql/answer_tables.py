@@ -4,8 +4,11 @@ it starts (docs/snapshot-reads.md) after its privilege check; the rows are read 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dumper.server.handlers import OkResult, Result, SqlError, StreamedRows
 from dumper.server.snapshot.read import SnapshotRead
+from dumper.server.snapshot.values import ColumnDef
 from dumper.server.sql import statements as st
 from dumper.server.sql.answers import Answers
 from dumper.server.sql.parse_select import unsupported
@@ -14,22 +17,32 @@ from dumper.server.users import require_read_rows
 
 class TableAnswers(Answers):
     def select(self, stmt: st.TableSelect) -> Result:
+        return StreamedRows(self._read(stmt, self.read_position))
+
+    async def describe(self, stmt: st.TableSelect) -> list[ColumnDef]:
+        """The result columns of `stmt` (a prepared statement's), planned as a read at the
+        binlog's end without reading a row; a transaction is not pinned by it."""
+        read = self._read(stmt, self.binlog_end)
+        try:
+            return await read.open()
+        finally:
+            read.close()
+
+    def _read(self, stmt: st.TableSelect, position: Callable[[], tuple[str, int]]) -> SnapshotRead:
         db = stmt.db or self.state.db
         if not db:
             raise SqlError("No database selected", 1046, "3D000")
         require_read_rows(self.state.user, self.state.host, db, stmt.table)
         if self.ctx.snapshot is None:
             raise unsupported("reading rows on a dumper started without the cluster's GMS")
-        return StreamedRows(
-            SnapshotRead(
-                self.ctx.snapshot,
-                self.ctx.files,
-                self.ctx.notifier,
-                stmt,
-                db,
-                self.read_position(),
-                page_rows=self.ctx.config.snapshot_page_rows,
-            )
+        return SnapshotRead(
+            self.ctx.snapshot,
+            self.ctx.files,
+            self.ctx.notifier,
+            stmt,
+            db,
+            position(),
+            page_rows=self.ctx.config.snapshot_page_rows,
         )
 
     def transaction(self, stmt: st.Transaction) -> Result:
