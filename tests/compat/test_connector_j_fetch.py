@@ -38,7 +38,7 @@ TABLE = "jdbc.rows_of_a_table"  # a database of its own: the other tests list ba
 RSS_GROWTH_MB = 64
 
 pytestmark = [
-    pytest.mark.timeout(900),
+    pytest.mark.timeout(900 + ROWS // 200),
     pytest.mark.skipif(
         shutil.which("javac") is None or not (JARS / ".done").exists(),
         reason="a JDK or the Connector/J jar is missing: run `make setup`",
