@@ -4,15 +4,19 @@ width (unsigned by the column's flag), FLOAT and DOUBLE as IEEE values, DATE/DAT
 and TIME in their 0/4/7/11 and 0/8/12-byte forms, every other type (DECIMAL, strings, BLOB, BIT,
 ENUM/SET) as the same length-encoded bytes as in a text row. Rows read from the DNs arrive as
 text rows (snapshot reads pass them through); converting them here keeps one read path for both
-protocols."""
+protocols. `open_binary` gives any result's rows so, for EXECUTE to stream or a cursor to hold."""
 
 from __future__ import annotations
 
+import contextlib
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from cdc.protocol.constants import ColumnType as T
+from cdc.protocol.resultset import binary_row
+from dumper.server.handlers import ColumnPacket, RowsResult, SqlError, StreamedRows
 
 UNSIGNED_FLAG = 0x0020
 NULL = 0xFB
@@ -120,3 +124,44 @@ class BinaryRows:
             pos = end
         out[1] = bytes(nulls)
         return b"".join(out)
+
+
+@dataclass(slots=True)
+class OpenRows:
+    """A result's binary rows being sent (or held in a cursor): `rows` yields row payloads (None
+    for work that made no row); `close()` ends the read, read to the end or not."""
+
+    columns: Sequence[ColumnPacket]
+    rows: AsyncIterator[bytes | None]
+    release: Callable[[], None]
+
+    async def close(self) -> None:
+        with contextlib.suppress(SqlError):
+            await self.rows.aclose()  # type: ignore[attr-defined]
+        self.release()
+
+
+async def open_binary(result: RowsResult | StreamedRows) -> OpenRows:
+    """The columns of `result` and its rows in the binary protocol; SqlError when the read
+    cannot start."""
+    if isinstance(result, RowsResult):
+        return OpenRows(result.columns, _listed(result), lambda: None)
+    stream = result.stream
+    try:
+        columns = await stream.open()
+    except BaseException:
+        stream.close()
+        raise
+    return OpenRows(columns, _streamed(stream.rows(), BinaryRows(columns)), stream.close)
+
+
+async def _listed(result: RowsResult) -> AsyncIterator[bytes | None]:
+    columns = result.columns
+    for row in result.rows:
+        yield None if row is None else binary_row(columns, row)
+
+
+async def _streamed(rows: AsyncIterator[bytes], convert: BinaryRows) -> AsyncIterator[bytes | None]:
+    async with contextlib.aclosing(rows):  # type: ignore[type-var]
+        async for row in rows:
+            yield convert(row)

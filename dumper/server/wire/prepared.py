@@ -12,26 +12,17 @@ cursor is the suspended read itself, never a copy of the table."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import struct
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 from cdc.protocol.constants import ColumnType, Status
 from cdc.protocol.packets import ProtocolError, eof_packet, lenenc_int, ok_packet, read_lenenc_str
-from cdc.protocol.resultset import BINARY_FIXED, Column, binary_row
+from cdc.protocol.resultset import BINARY_FIXED, Column
 from dumper.server.context import SessionState
-from dumper.server.handlers import (
-    ColumnPacket,
-    OkResult,
-    QueryHandler,
-    Result,
-    RowsResult,
-    SqlError,
-    StreamedRows,
-)
-from dumper.server.wire.binary_rows import BinaryRows
+from dumper.server.handlers import ColumnPacket, OkResult, QueryHandler, Result, SqlError
+from dumper.server.wire.binary_rows import OpenRows, open_binary
 from dumper.server.wire.conn import ROWS_PER_TURN, Conn
 
 # Per session, as MySQL's max_prepared_stmt_count bounds them per server: memory stays bounded.
@@ -188,47 +179,6 @@ def execute_text(stmt: Prepared, body: bytes) -> str:
     finally:
         stmt.long_data.clear()
     return stmt.bind(values)
-
-
-@dataclass(slots=True)
-class OpenRows:
-    """A result's binary rows being sent (or held in a cursor): `rows` yields row payloads (None
-    for work that made no row); `close()` ends the read, read to the end or not."""
-
-    columns: Sequence[ColumnPacket]
-    rows: AsyncIterator[bytes | None]
-    release: Callable[[], None]
-
-    async def close(self) -> None:
-        with contextlib.suppress(SqlError):
-            await self.rows.aclose()  # type: ignore[attr-defined]
-        self.release()
-
-
-async def open_binary(result: RowsResult | StreamedRows) -> OpenRows:
-    """The columns of `result` and its rows in the binary protocol; SqlError when the read
-    cannot start."""
-    if isinstance(result, RowsResult):
-        return OpenRows(result.columns, _listed(result), lambda: None)
-    stream = result.stream
-    try:
-        columns = await stream.open()
-    except BaseException:
-        stream.close()
-        raise
-    return OpenRows(columns, _streamed(stream.rows(), BinaryRows(columns)), stream.close)
-
-
-async def _listed(result: RowsResult) -> AsyncIterator[bytes | None]:
-    columns = result.columns
-    for row in result.rows:
-        yield None if row is None else binary_row(columns, row)
-
-
-async def _streamed(rows: AsyncIterator[bytes], convert: BinaryRows) -> AsyncIterator[bytes | None]:
-    async with contextlib.aclosing(rows):  # type: ignore[type-var]
-        async for row in rows:
-            yield convert(row)
 
 
 def _u32(body: bytes) -> int:
