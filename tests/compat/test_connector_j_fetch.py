@@ -24,6 +24,7 @@ from pathlib import Path
 import pymysql
 import pytest
 
+from cdc.cn_protocol.errors import TransactionAborted
 from cn import ComputeNode
 
 JARS = Path(sys.prefix) / "share" / "cdc" / "jars"  # the venv's: `make setup` puts them there
@@ -66,10 +67,16 @@ async def _load(cfg) -> None:
                 f"'20{i % 100:02d}-0{1 + i % 9}-1{i % 10}', '{i % 800}:{i % 60:02d}:00')"
                 for i in range(lo, min(lo + BATCH, ROWS))
             )
-            async with cn.transaction() as tx:
-                await tx.execute(
-                    f"INSERT INTO {TABLE} (id, a, amount, f, pad, at, d, t) VALUES {values}"
-                )
+            for attempt in range(3):  # a loaded machine may stall the CN past its lease
+                try:
+                    async with cn.transaction() as tx:
+                        await tx.execute(
+                            f"INSERT INTO {TABLE} (id, a, amount, f, pad, at, d, t) VALUES {values}"
+                        )
+                    break
+                except TransactionAborted:
+                    if attempt == 2:
+                        raise
     finally:
         await cn.close()
 
