@@ -9,6 +9,7 @@ protocols. `open_binary` gives any result's rows so, for EXECUTE to stream or a 
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import struct
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -41,16 +42,24 @@ def _micro(fraction: bytes) -> int:
 
 
 def date(text: bytes) -> bytes:
-    y, mo, d = int(text[0:4]), int(text[5:7]), int(text[8:10])
-    return _DATE.pack(4, y, mo, d) if y or mo or d else b"\x00"
+    try:  # the C parser first: a third of the slices' cost
+        v = _dt.date.fromisoformat(text.decode())
+    except ValueError:  # the zero date, or a zero month or day
+        y, mo, d = int(text[0:4]), int(text[5:7]), int(text[8:10])
+        return _DATE.pack(4, y, mo, d) if y or mo or d else b"\x00"
+    return _DATE.pack(4, v.year, v.month, v.day)
 
 
 def datetime(text: bytes) -> bytes:
     """`YYYY-MM-DD hh:mm:ss[.ffffff]`: 11 bytes with microseconds, 7 with a time, 4 with a
     date, 0 for the zero date (store(MYSQL_TIME*) picks the shortest)."""
-    y, mo, d = int(text[0:4]), int(text[5:7]), int(text[8:10])
-    h, mi, s = int(text[11:13] or 0), int(text[14:16] or 0), int(text[17:19] or 0)
-    us = _micro(text[20:])
+    try:
+        v = _dt.datetime.fromisoformat(text.decode())
+        y, mo, d, h, mi, s, us = v.year, v.month, v.day, v.hour, v.minute, v.second, v.microsecond
+    except ValueError:  # the zero date, or a zero month or day
+        y, mo, d = int(text[0:4]), int(text[5:7]), int(text[8:10])
+        h, mi, s = int(text[11:13] or 0), int(text[14:16] or 0), int(text[17:19] or 0)
+        us = _micro(text[20:])
     if us:
         return _DATETIME_US.pack(11, y, mo, d, h, mi, s, us)
     if h or mi or s:
