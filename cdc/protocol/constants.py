@@ -47,6 +47,7 @@ class Command(IntEnum):
     STMT_SEND_LONG_DATA = 0x18
     STMT_CLOSE = 0x19
     STMT_RESET = 0x1A
+    STMT_FETCH = 0x1C
     BINLOG_DUMP_GTID = 0x1E
 
 
@@ -54,6 +55,8 @@ class Status(IntFlag):
     IN_TRANS = 0x0001
     AUTOCOMMIT = 0x0002
     MORE_RESULTS_EXISTS = 0x0008
+    CURSOR_EXISTS = 0x0040  # COM_STMT_EXECUTE opened a cursor; COM_STMT_FETCH has more
+    LAST_ROW_SENT = 0x0080  # COM_STMT_FETCH: the cursor is read to its end (and closed)
 
 
 # Result-set column types are the binlog's column type codes.

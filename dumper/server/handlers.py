@@ -54,7 +54,15 @@ class RowStream(Protocol):
 
 
 class ColumnPacket(Protocol):
+    """A column definition: its packet, and the type and flags its binary values follow."""
+
     def encode(self) -> bytes: ...
+
+    @property
+    def type(self) -> int: ...
+
+    @property
+    def flags(self) -> int: ...
 
 
 @dataclass(slots=True)
@@ -78,6 +86,11 @@ class QueryHandler(Protocol):
 
     def execute(self, statement: str) -> Result:
         """Parse and answer one statement; SqlError is the client's ERR."""
+        ...
+
+    async def describe(self, statement: str) -> Sequence[ColumnPacket]:
+        """The result columns `statement` will have, when they are known without answering it
+        (COM_STMT_PREPARE announces them); empty otherwise. SqlError as `execute` would."""
         ...
 
 

@@ -1,4 +1,5 @@
-"""The logical tables the compat pipeline's workloads create, and their column names in order."""
+"""The logical tables the compat pipeline's workloads and tests create, and their column names
+in order."""
 
 COLUMNS = {
     ("bank", "accounts"): ["id", "balance", "updated_at"],
@@ -26,4 +27,6 @@ COLUMNS = {
     ],
     ("shop", "order_events"): ["id", "batch", "kind", "at"],
     ("shop", "currencies"): ["code", "rate", "updated_at"],
+    # test_connector_j_fetch.py's (it runs before the tests that read every rows event)
+    ("jdbc", "rows_of_a_table"): ["id", "a", "amount", "f", "pad", "at", "d", "t"],
 }

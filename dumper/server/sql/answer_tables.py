@@ -4,8 +4,11 @@ it starts (docs/snapshot-reads.md) after its privilege check; the rows are read 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dumper.server.handlers import OkResult, Result, SqlError, StreamedRows
 from dumper.server.snapshot.read import SnapshotRead
+from dumper.server.snapshot.values import ColumnDef
 from dumper.server.sql import statements as st
 from dumper.server.sql.answers import Answers
 from dumper.server.sql.parse_select import unsupported
@@ -14,34 +17,45 @@ from dumper.server.users import require_read_rows
 
 class TableAnswers(Answers):
     def select(self, stmt: st.TableSelect) -> Result:
+        read = self._read(stmt, self.read_position)
+        # Held from purge while the statement runs, until the read closes (dump/retention.py;
+        # a result never streamed holds until the session's next SELECT or its end); a
+        # transaction's pinned position is held until the transaction ends.
+        state = self.state
+        state.reading = position = read.position
+
+        def done() -> None:
+            if state.reading is position:
+                state.reading = None
+
+        read.on_close = done
+        return StreamedRows(read)
+
+    async def describe(self, stmt: st.TableSelect) -> list[ColumnDef]:
+        """The result columns of `stmt` (a prepared statement's), planned as a read at the
+        binlog's end without reading a row; a transaction is not pinned by it."""
+        read = self._read(stmt, self.binlog_end)
+        try:
+            return await read.open()
+        finally:
+            read.close()
+
+    def _read(self, stmt: st.TableSelect, position: Callable[[], tuple[str, int]]) -> SnapshotRead:
         db = stmt.db or self.state.db
         if not db:
             raise SqlError("No database selected", 1046, "3D000")
         require_read_rows(self.state.user, self.state.host, db, stmt.table)
         if self.ctx.snapshot is None:
             raise unsupported("reading rows on a dumper started without the cluster's GMS")
-        state = self.state
-        # Held from purge while the statement runs, until the read closes (dump/retention.py;
-        # a result never streamed holds until the session's next SELECT or its end); a
-        # transaction's pinned position is held until the transaction ends.
-        state.reading = position = self.read_position()
-
-        def done() -> None:
-            if state.reading is position:
-                state.reading = None
-
-        return StreamedRows(
-            SnapshotRead(
-                self.ctx.snapshot,
-                self.ctx.files,
-                self.ctx.notifier,
-                stmt,
-                db,
-                position,
-                page_rows=self.ctx.config.snapshot_page_rows,
-                sort_rows=self.ctx.config.snapshot_sort_rows,
-                on_close=done,
-            )
+        return SnapshotRead(
+            self.ctx.snapshot,
+            self.ctx.files,
+            self.ctx.notifier,
+            stmt,
+            db,
+            position(),
+            page_rows=self.ctx.config.snapshot_page_rows,
+            sort_rows=self.ctx.config.snapshot_sort_rows,
         )
 
     def transaction(self, stmt: st.Transaction) -> Result:

@@ -4,11 +4,11 @@ session encodes them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dumper.server.context import ServerContext, SessionState
-from dumper.server.handlers import Result
+from dumper.server.handlers import ColumnPacket, Result
 from dumper.server.sql import statements as st
 from dumper.server.sql.answer_binlog import BinlogAnswers
 from dumper.server.sql.answer_info_schema import InfoSchemaAnswers
@@ -31,7 +31,7 @@ class QueryExecutor:
         binlog = BinlogAnswers(ctx, state)
         schema = SchemaAnswers(ctx, state)
         sessions = SessionAnswers(ctx, state)
-        tables = TableAnswers(ctx, state)
+        tables = self._tables = TableAnswers(ctx, state)
         # Every statement type the parser makes, and who answers it.
         self._answers: dict[type, Callable[[Any], Result]] = {
             st.Select: variables.select,
@@ -71,6 +71,12 @@ class QueryExecutor:
 
     def execute(self, statement: str) -> Result:
         return self.answer(parse(statement))
+
+    async def describe(self, statement: str) -> Sequence[ColumnPacket]:
+        stmt = parse(statement)
+        if isinstance(stmt, st.TableSelect):
+            return await self._tables.describe(stmt)
+        return []
 
     def answer(self, stmt: st.Statement) -> Result:
         return self._answers[type(stmt)](stmt)

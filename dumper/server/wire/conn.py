@@ -10,6 +10,8 @@ from collections.abc import Callable
 from cdc.protocol.constants import Capability as Cap
 from cdc.protocol.packets import MAX_CHUNK, err_packet, frame
 
+# Rows (or skipped events) of a streamed result set per loop turn: ~1 ms of work.
+ROWS_PER_TURN = 64
 ER_NET_PACKET_TOO_LARGE = 1153
 ER_NET_PACKETS_OUT_OF_ORDER = 1156
 ER_NET_READ_INTERRUPTED = 1159

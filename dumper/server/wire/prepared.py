@@ -1,28 +1,41 @@
-"""Server-side prepared statements (COM_STMT_PREPARE / EXECUTE / CLOSE / RESET /
+"""Server-side prepared statements (COM_STMT_PREPARE / EXECUTE / FETCH / CLOSE / RESET /
 SEND_LONG_DATA) over the same statements as COM_QUERY: the text is kept with its `?`
 placeholders, and each EXECUTE binds the parameters as SQL literals and runs the statement
 through the session's query handler (clients such as zongji and Connector/J with
-`useServerPrepStmts` send schema queries this way). Results go back in the binary protocol
-(`cdc.protocol.resultset.result_set_packets(binary=True)`)."""
+`useServerPrepStmts` send schema queries this way). Results go back in the binary protocol;
+rows of logical tables are streamed as they are read (`binary_rows.py` converts them), or held
+in a cursor (CURSOR_TYPE_READ_ONLY) that COM_STMT_FETCH reads on, as MariaDB's sql_cursor.cc
+answers: the metadata ends with SERVER_STATUS_CURSOR_EXISTS, each fetch sends up to its count
+of rows, and the fetch that finds the end says SERVER_STATUS_LAST_ROW_SENT and closes it. A
+cursor is the suspended read itself, never a copy of the table."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import struct
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 from cdc.protocol.constants import ColumnType, Status
-from cdc.protocol.packets import ProtocolError, eof_packet, ok_packet, read_lenenc_str
-from cdc.protocol.resultset import BINARY_FIXED, Column, result_set_packets
+from cdc.protocol.packets import ProtocolError, eof_packet, lenenc_int, ok_packet, read_lenenc_str
+from cdc.protocol.resultset import BINARY_FIXED, Column
 from dumper.server.context import SessionState
-from dumper.server.handlers import OkResult, QueryHandler, RowsResult, SqlError
-from dumper.server.wire.conn import Conn
+from dumper.server.handlers import ColumnPacket, OkResult, QueryHandler, Result, SqlError
+from dumper.server.wire.binary_rows import OpenRows, open_binary
+from dumper.server.wire.conn import ROWS_PER_TURN, Conn
 
 # Per session, as MySQL's max_prepared_stmt_count bounds them per server: memory stays bounded.
 MAX_STATEMENTS = 256
 ER_MAX_PREPARED_STMT_COUNT_REACHED = 1461
 ER_UNKNOWN_STMT_HANDLER = 1243
 ER_WRONG_ARGUMENTS = 1210
+ER_STMT_HAS_NO_OPEN_CURSOR = 1421
+ER_UNKNOWN = 1105
+CURSOR_TYPE_READ_ONLY = 0x01
+# Open cursors per session: each holds a suspended read (its DN connections and up to a few
+# pages per shard), so their number bounds a session's memory, as MAX_STATEMENTS does theirs.
+MAX_CURSORS = 16
 
 # A quoted run (kept whole) or a placeholder; the statement's comments are already gone.
 _QUOTED_OR_PLACEHOLDER = re.compile(
@@ -52,6 +65,9 @@ class Prepared:
     holes: list[int]
     types: list[tuple[int, bool]] = field(default_factory=list)  # (type, unsigned) per param
     long_data: dict[int, bytearray] = field(default_factory=dict)
+    checked: str | None = None  # the text with placeholder values that parsed at PREPARE
+    columns: Sequence[ColumnPacket] = ()  # the result's, when known at PREPARE
+    cursor: OpenRows | None = None
 
     @property
     def params(self) -> int:
@@ -77,7 +93,9 @@ def prepare(text: str, queries: QueryHandler) -> Prepared:
     first: SqlError | None = None
     for value in ("", 0, None):
         try:
-            queries.check(stmt.bind([value] * stmt.params))
+            text = stmt.bind([value] * stmt.params)
+            queries.check(text)
+            stmt.checked = text
             return stmt
         except SqlError as exc:
             first = first or exc
@@ -177,7 +195,18 @@ class PreparedStatements:
         self._prepared: dict[int, Prepared] = {}
         self._next_id = 1
 
-    def prepare(self, body: bytes) -> None:
+    def _end(self, status: int) -> bytes:
+        """The packet that ends metadata or rows: EOF, or OK with 0xFE for DEPRECATE_EOF
+        clients (net_send_eof)."""
+        if self.conn.deprecate_eof:
+            return ok_packet(status=status, header=0xFE)
+        return eof_packet(status=status)
+
+    def _columns(self, columns: Sequence[ColumnPacket]) -> None:
+        for column in columns:
+            self.conn.send(column.encode())
+
+    async def prepare(self, body: bytes) -> None:
         text = body.decode("utf-8", "replace")
         self.state.info = text[:200]
         try:
@@ -189,21 +218,31 @@ class PreparedStatements:
                     "42000",
                 )
             stmt = prepare(text, self.queries)
+            # The result columns, as MySQL announces them at PREPARE (Connector/J opens a
+            # cursor only for a statement that announced some): known before reading for rows
+            # of logical tables; other statements give theirs with each EXECUTE.
+            if stmt.checked is not None:
+                stmt.columns = await self.queries.describe(stmt.checked)
         except SqlError as exc:
             self.conn.send_error(exc.code, exc.message, exc.sql_state)
             return
+        finally:
+            self.state.info = None
         stmt_id = self._next_id
         self._next_id += 1
         self._prepared[stmt_id] = stmt
-        # No result columns announced: they come with each EXECUTE's result set.
-        self.conn.send(struct.pack("<BIHHBH", 0, stmt_id, 0, stmt.params, 0, 0))
+        self.conn.send(struct.pack("<BIHHBH", 0, stmt_id, len(stmt.columns), stmt.params, 0, 0))
         if stmt.params:
             for _ in range(stmt.params):
                 self.conn.send(Column("?").encode())
             if not self.conn.deprecate_eof:
                 self.conn.send(eof_packet())
+        if stmt.columns:
+            self._columns(stmt.columns)
+            if not self.conn.deprecate_eof:
+                self.conn.send(eof_packet())
 
-    def execute(self, body: bytes) -> None:
+    async def execute(self, body: bytes) -> None:
         stmt = self._prepared.get(_u32(body)) if len(body) >= 9 else None
         if stmt is None:
             self.conn.send_error(
@@ -211,30 +250,93 @@ class PreparedStatements:
                 "Unknown prepared statement handler given to mysqld_stmt_execute",
             )
             return
+        cursor = bool(body[4] & CURSOR_TYPE_READ_ONLY)
+        await self._close_cursor(stmt)  # a new EXECUTE closes the statement's cursor
         try:
             text = execute_text(stmt, body)
             self.state.info = text[:200]
-            result = self.queries.execute(text)
-            if not isinstance(result, OkResult) and (
-                not isinstance(result, RowsResult) or not isinstance(result.rows, list)
-            ):
+            if cursor and sum(s.cursor is not None for s in self._prepared.values()) >= MAX_CURSORS:
                 raise SqlError(
-                    "This command is not supported in the prepared statement protocol yet "
-                    "(send it as a plain query)",
-                    1295,
+                    f"this session has {MAX_CURSORS} open cursors: fetch one to its end, or "
+                    "close or reset its statement",
+                    ER_UNKNOWN,
+                    "HY000",
                 )
+            result: Result = self.queries.execute(text)
+            if isinstance(result, OkResult):
+                self.conn.send(ok_packet(affected=result.affected, status=Status.AUTOCOMMIT))
+                return
+            rows = await open_binary(result)
+            self.conn.send(lenenc_int(len(rows.columns)))
+            self._columns(rows.columns)
+            if cursor:
+                stmt.cursor = rows
+                self.conn.send(self._end(Status.AUTOCOMMIT | Status.CURSOR_EXISTS))
+                return
+            if not self.conn.deprecate_eof:
+                self.conn.send(eof_packet())
+            try:
+                await self._send_rows(rows.rows, None)
+            finally:
+                await rows.close()
+            self.conn.send(self._end(Status.AUTOCOMMIT))
         except SqlError as exc:
             self.conn.send_error(exc.code, exc.message, exc.sql_state)
-            return
         finally:
             self.state.info = None
-        if isinstance(result, OkResult):
-            self.conn.send(ok_packet(affected=result.affected, status=Status.AUTOCOMMIT))
+
+    async def fetch(self, body: bytes) -> None:
+        """COM_STMT_FETCH: up to its count of the cursor's next rows (Materialized_cursor::fetch
+        reads that many and no further: a cursor read to its last row ends at the next fetch)."""
+        stmt = self._prepared.get(_u32(body)) if len(body) >= 8 else None
+        if stmt is None:
+            self.conn.send_error(
+                ER_UNKNOWN_STMT_HANDLER,
+                "Unknown prepared statement handler given to mysqld_stmt_fetch",
+            )
             return
-        for payload in result_set_packets(
-            result.columns, result.rows, deprecate_eof=self.conn.deprecate_eof, binary=True
-        ):
-            self.conn.send(payload)
+        rows = stmt.cursor
+        if rows is None:
+            self.conn.send_error(
+                ER_STMT_HAS_NO_OPEN_CURSOR, f"The statement ({_u32(body)}) has no open cursor."
+            )
+            return
+        try:
+            ended = await self._send_rows(rows.rows, int.from_bytes(body[4:8], "little"))
+        except SqlError as exc:
+            await self._close_cursor(stmt)
+            self.conn.send_error(exc.code, exc.message, exc.sql_state)
+            return
+        if ended:
+            await self._close_cursor(stmt)
+            self.conn.send(self._end(Status.AUTOCOMMIT | Status.LAST_ROW_SENT))
+        else:
+            self.conn.send(self._end(Status.AUTOCOMMIT | Status.CURSOR_EXISTS))
+
+    async def _send_rows(self, rows: AsyncIterator[bytes | None], limit: int | None) -> bool:
+        """Rows as they are read, at most `limit`, flushed with back-pressure (a client that
+        reads slowly holds the read back); True when the rows ran out."""
+        conn = self.conn
+        if limit == 0:
+            return False
+        sent, budget = 0, ROWS_PER_TURN
+        async for row in rows:
+            if row is not None:
+                conn.send(row)
+                sent += 1
+            budget -= 1
+            if budget <= 0:
+                await conn.flush()  # waits while the client does not read
+                await asyncio.sleep(0)  # rows of a list: let the loop's other sessions run
+                budget = ROWS_PER_TURN
+            if limit is not None and sent >= limit:
+                return False
+        return True
+
+    async def _close_cursor(self, stmt: Prepared) -> None:
+        rows, stmt.cursor = stmt.cursor, None
+        if rows is not None:
+            await rows.close()
 
     def send_long_data(self, body: bytes) -> None:
         """A parameter's bytes in parts; no reply, as in MySQL."""
@@ -243,17 +345,25 @@ class PreparedStatements:
             if param < stmt.params:
                 stmt.long_data.setdefault(param, bytearray()).extend(body[6:])
 
-    def close(self, body: bytes) -> None:
+    async def close(self, body: bytes) -> None:
         """No reply."""
-        if len(body) >= 4:
-            self._prepared.pop(_u32(body), None)
+        if len(body) >= 4 and (stmt := self._prepared.pop(_u32(body), None)) is not None:
+            await self._close_cursor(stmt)
 
-    def reset(self, body: bytes) -> None:
+    async def reset(self, body: bytes) -> None:
+        """Long data dropped and the cursor closed (mysqld_stmt_reset)."""
         if len(body) >= 4 and (stmt := self._prepared.get(_u32(body))) is not None:
             stmt.long_data.clear()
+            await self._close_cursor(stmt)
             self.conn.send(ok_packet(status=Status.AUTOCOMMIT))
         else:
             self.conn.send_error(
                 ER_UNKNOWN_STMT_HANDLER,
                 "Unknown prepared statement handler given to mysqld_stmt_reset",
             )
+
+    async def close_all(self) -> None:
+        """The session ends: every cursor's read is released."""
+        for stmt in self._prepared.values():
+            await self._close_cursor(stmt)
+        self._prepared.clear()

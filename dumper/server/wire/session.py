@@ -16,13 +16,11 @@ from cdc.protocol.packets import eof_packet, err_packet, lenenc_int, ok_packet
 from cdc.protocol.resultset import result_set_packets, text_row
 from dumper.server.context import ServerContext, SessionState
 from dumper.server.handlers import HandlerFactory, OkResult, RowsResult, SqlError, StreamedRows
-from dumper.server.wire.conn import Closed, Conn, Fatal, Idle
+from dumper.server.wire.conn import ROWS_PER_TURN, Closed, Conn, Fatal, Idle
 from dumper.server.wire.handshake import handshake
 from dumper.server.wire.prepared import PreparedStatements
 
 log = logging.getLogger(__name__)
-# Rows (or skipped events) of a streamed result set per loop turn: ~1 ms of work.
-ROWS_PER_TURN = 64
 COM_STATISTICS = 0x09
 COM_RESET_CONNECTION = 0x1F
 
@@ -85,6 +83,8 @@ class Session:
         except Exception:
             log.exception("connection %d from %s: internal error", cid, self.state.host)
         finally:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.prepared.close_all())  # cursors' reads released
             self.ctx.sessions.pop(cid, None)
             self.ctx.replicas.pop(cid, None)
             conn.writer.close()
@@ -150,18 +150,21 @@ class Session:
                 conn.send(f"Uptime: {int(time.time() - self.ctx.started)}".encode())
             elif cmd == Command.STMT_PREPARE:
                 state.command = "Prepare"
-                self.prepared.prepare(body)
+                await self.prepared.prepare(body)
             elif cmd == Command.STMT_EXECUTE:
                 state.command = "Execute"
-                self.prepared.execute(body)
+                await self.prepared.execute(body)
+            elif cmd == Command.STMT_FETCH:
+                state.command = "Fetch"
+                await self.prepared.fetch(body)
             elif cmd == Command.STMT_SEND_LONG_DATA:  # no reply, as in MySQL
                 self.prepared.send_long_data(body)
                 continue
             elif cmd == Command.STMT_CLOSE:  # no reply
-                self.prepared.close(body)
+                await self.prepared.close(body)
                 continue
             elif cmd == Command.STMT_RESET:
-                self.prepared.reset(body)
+                await self.prepared.reset(body)
             elif cmd == Command.REGISTER_SLAVE:
                 self._register_replica(body)
             elif cmd == Command.BINLOG_DUMP or cmd == Command.BINLOG_DUMP_GTID:
