@@ -45,8 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _cn(args):
     from cn import ComputeNode
+    from cn.job_crash_points import JobCrashPoints
 
-    return ComputeNode(load(args.config))
+    # CDC_CN_JOB_CRASH_AT: the job chaos test kills a change at each of its steps.
+    return ComputeNode(load(args.config), job_crash_points=JobCrashPoints.from_env())
 
 
 def cmd_init(args) -> int:
