@@ -210,3 +210,36 @@ class JobLog:
             ]
         )
         return [_job(r) for r in rows]
+
+    async def live_members(self) -> set[int]:
+        (rows,) = await self._run(
+            [
+                (
+                    f"SELECT instance_id FROM `{self.db}`.cn_member WHERE lease_until > NOW(6)",
+                    None,
+                )
+            ]
+        )
+        return {int(r[0]) for r in rows}
+
+
+def render(jobs: list[Job], live: set[int]) -> str:
+    """`cdc cn jobs`: one line per job, newest first, with the reason of a failure below it."""
+    if not jobs:
+        return "no jobs"
+    lines = [
+        f"{'id':>5}  {'state':<11}  {'step reached':<24}  {'owner':<14}  {'updated':<19}  what"
+    ]
+    for j in jobs:
+        reached = f"{j.step or '-'} ({j.steps.index(j.step) + 1 if j.step else 0}/{len(j.steps)})"
+        if j.state != RUNNING:
+            owner = f"{j.owner}" if j.owner else "-"
+        else:
+            owner = f"{j.owner} ({'live' if j.owner in live else 'dead'})" if j.owner else "none"
+        lines.append(
+            f"{j.id:>5}  {j.state:<11}  {reached:<24}  {owner:<14}  {j.updated_at[:19]:<19}  "
+            f"{j.what}"
+        )
+        if j.reason:
+            lines.append(f"{'':>7}reason: {j.reason}")
+    return "\n".join(lines)

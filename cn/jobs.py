@@ -235,14 +235,16 @@ class JobRunner:
     async def locked(
         self, what: str, progress: Progress | None, taken: list[Job]
     ) -> AsyncIterator[ClusterChange]:
-        """The change lock, with the locked part of every dead owner's job finished first (the
-        jobs still to finish unlocked are appended to `taken`)."""
+        """The change lock, with the locked part of every dead owner's job finished first (so
+        no change starts over a half-done freeze); the jobs still to finish after their thaw
+        are taken and appended to `taken`."""
         async with cluster_change(self.ctx, self.store, what, progress) as change:
             for job in await self.log.orphans():
-                if job.done("thaw") or not await self.log.take(job, self.me):
+                if not await self.log.take(job, self.me):
                     continue
                 change.progress(f"taking over job {job.id} ({job.what}) after {job.step!r}")
-                await self._locked_part(self._run(job, change, change.progress))
+                if not job.done("thaw"):
+                    await self._locked_part(self._run(job, change, change.progress))
                 if job.state == RUNNING:
                     taken.append(job)
             yield change
@@ -264,9 +266,6 @@ class JobRunner:
         taken: list[Job] = []
         async with self.locked("taking over a dead CN's job", log.warning, taken):
             pass
-        for job in await self.log.orphans():
-            if job.done("thaw") and await self.log.take(job, self.me):
-                taken.append(job)
         for job in taken:
             await self._unlocked_part(self._run(job, None, log.warning))
 

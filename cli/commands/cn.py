@@ -1,4 +1,4 @@
-"""`cdc cn init|recover|add-dn|ddl|heartbeat|flush-logs`: the reference compute node."""
+"""`cdc cn init|recover|add-dn|ddl|jobs|heartbeat|flush-logs`: the reference compute node."""
 
 from __future__ import annotations
 
@@ -34,6 +34,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     kind.add_argument("--broadcast", action="store_true", help="CREATE TABLE: a copy on every DN")
     ddl.add_argument("--partitions", type=int, default=8, help="CREATE TABLE: default 8")
     ddl.set_defaults(func=cmd_ddl)
+    jobs = csub.add_parser(
+        "jobs", help="list cluster changes (running, done, rolled back) with their step and owner"
+    )
+    jobs.add_argument("--limit", type=int, default=20, help="the newest N jobs (default 20)")
+    jobs.set_defaults(func=cmd_jobs)
     hb = csub.add_parser("heartbeat", help="send heartbeats until interrupted (or --count)")
     hb.add_argument("--count", type=int, default=0, help="stop after N heartbeats (0: forever)")
     hb.set_defaults(func=cmd_heartbeat)
@@ -117,6 +122,23 @@ def cmd_ddl(args) -> int:
 
     tso = asyncio.run(run())
     print("nothing to do (IF [NOT] EXISTS)" if tso is None else f"DDL record at TSO {tso}")
+    return 0
+
+
+def cmd_jobs(args) -> int:
+    from cdc.cn_protocol.dn_pool import connect
+    from cdc.cn_protocol.gms import GmsStore
+    from cn.job_log import JobLog, render
+
+    config = load(args.config)
+    store = GmsStore(lambda: connect(config.gms), config.cn.catalogue_database)
+    log = JobLog(store.run, config.cn.catalogue_database)
+
+    async def run():
+        return await log.recent(args.limit), await log.live_members()
+
+    jobs, live = asyncio.run(run())
+    print(render(jobs, live))
     return 0
 
 

@@ -153,6 +153,10 @@ async def test_a_live_cn_takes_over_a_dead_owners_ddl(cn_config, short_lease, no
     assert frozen(cn_config) == "[]"
     assert ddl_records(cn_config, sql) == 1
     await columns_agree(node, "takeover")
+    listed = await asyncio.to_thread(cli, "cn", "jobs", "--config", str(path))
+    assert listed.returncode == 0, listed.stderr
+    line = next(x for x in listed.stdout.splitlines() if f"DDL on {DB}.takeover" in x)
+    assert " done " in line and "thaw (5/5)" in line, listed.stdout
     # Run again, the command reports the job the other CN finished rather than a second one.
     again = await asyncio.to_thread(cli, "cn", "ddl", sql, "--config", str(path))
     assert again.returncode == 0 and "DDL record at TSO" in again.stdout, (
@@ -161,7 +165,7 @@ async def test_a_live_cn_takes_over_a_dead_owners_ddl(cn_config, short_lease, no
     assert ddl_records(cn_config, sql) == 1
 
 
-async def test_a_ddl_a_shard_refuses_is_rolled_back_everywhere(cn_config, node):
+async def test_a_ddl_a_shard_refuses_is_rolled_back_everywhere(cn_config, cn_config_file, node):
     await node.execute_ddl(f"DROP TABLE IF EXISTS {DB}.refused")
     await node.execute_ddl(
         f"CREATE TABLE {DB}.refused (id INT PRIMARY KEY, v INT)", shard_key="id", partitions=4
@@ -180,6 +184,8 @@ async def test_a_ddl_a_shard_refuses_is_rolled_back_everywhere(cn_config, node):
     assert await definitions(node, "refused") == before
     assert jobs(cn_config)[-1][1] == "rolled back"
     assert "Duplicate entry" in jobs(cn_config)[-1][3]
+    listed = cli("cn", "jobs", "--config", str(cn_config_file))
+    assert "rolled back" in listed.stdout and "reason: the DDL failed on DN" in listed.stdout
     assert frozen(cn_config) == "[]"
     async with node.transaction() as tx:
         got = await tx.execute(f"SELECT id, v FROM {DB}.refused ORDER BY id")
