@@ -5,7 +5,7 @@ dies is finished by a live CN (`cn/jobs.py`); one that cannot finish is rolled b
 
 States: `running`, `done`, `rolled back`. `reported` is set once the command that asked for the
 job has told its user the outcome: a command run again adopts the unreported job of the same
-kind and spec instead of starting a second one.
+kind and spec (running, or ended within 10 minutes) instead of starting a second one.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from cdc.cn_protocol.errors import CatalogueError
 from cdc.cn_protocol.gms import Statements
 
 RUNNING, DONE, ROLLED_BACK = "running", "done", "rolled back"
+# A command run again adopts a job that another CN finished for it this recently.
+ADOPT_WITHIN_S = 600
 
 _COLUMNS = (
     "id, kind, what, spec, steps, step, detail, state, owner, reason, result, reported, "
@@ -184,17 +186,22 @@ class JobLog:
         )
         return [_job(r) for r in rows]
 
+    async def running(self) -> list[Job]:
+        (rows,) = await self._run(
+            [(f"SELECT {_COLUMNS} FROM `{self.db}`.cn_job WHERE state = %s", (RUNNING,))]
+        )
+        return [_job(r) for r in rows]
+
     async def unreported(self, kind: str, spec: dict[str, Any]) -> Job | None:
-        """The job of this kind and spec whose outcome no command has reported yet, if no
-        other change was asked for since (the same statement run again later is a new job)."""
+        """The job of this kind and spec whose outcome no command has reported yet: running,
+        or ended within `ADOPT_WITHIN_S` (the same statement run again later is a new job)."""
         (rows,) = await self._run(
             [
                 (
-                    f"SELECT {_COLUMNS} FROM `{self.db}`.cn_job j WHERE kind = %s AND spec = "
-                    "%s AND reported = 0 AND NOT EXISTS (SELECT 1 FROM "
-                    f"`{self.db}`.cn_job n WHERE n.id > j.id AND n.kind <> 'move') "
-                    "ORDER BY id DESC LIMIT 1",
-                    (kind, spec_text(spec)),
+                    f"SELECT {_COLUMNS} FROM `{self.db}`.cn_job WHERE kind = %s AND spec = %s "
+                    "AND reported = 0 AND (state = %s OR updated_at > NOW(6) - INTERVAL %s "
+                    "SECOND) ORDER BY id DESC LIMIT 1",
+                    (kind, spec_text(spec), RUNNING, ADOPT_WITHIN_S),
                 )
             ]
         )

@@ -260,6 +260,21 @@ class JobRunner:
         except Exception:  # noqa: BLE001 - logged; the next poll retries
             log.exception("CN instance %s: taking over a job failed", self.me)
 
+    async def finish_dead_owners_jobs(self) -> int:
+        """Take over every running job whose owner is dead, waiting out the lease of an owner
+        that has just died (`cdc cn recover`: the next `cdc cn` command finishes them); the
+        number of jobs still running, run by live CNs."""
+        deadline = time.monotonic() + 2 * self.ctx.config.cn.lease_ms / 1000
+        while True:
+            running = await self.log.running()
+            if not running:
+                return 0
+            if await self.log.orphans():
+                await self.takeover()
+            elif time.monotonic() > deadline:
+                return len(running)
+            await asyncio.sleep(self.ctx.membership.interval_s * 2)
+
     async def _takeover(self) -> None:
         if not (await self.ctx.membership.try_lock("taking over a dead CN's job"))[0]:
             return  # a live CN holds the lock: it finishes the locked parts itself

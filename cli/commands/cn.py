@@ -1,4 +1,5 @@
-"""`cdc cn init|recover|add-dn|ddl|jobs|heartbeat|flush-logs`: the reference compute node."""
+"""`cdc cn init|recover|add-dn|ddl|move|jobs|heartbeat|flush-logs`: the reference compute
+node."""
 
 from __future__ import annotations
 
@@ -34,6 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     kind.add_argument("--broadcast", action="store_true", help="CREATE TABLE: a copy on every DN")
     ddl.add_argument("--partitions", type=int, default=8, help="CREATE TABLE: default 8")
     ddl.set_defaults(func=cmd_ddl)
+    move = csub.add_parser("move", help="move one partition of a logical table to a DN")
+    move.add_argument("table", help="db.table")
+    move.add_argument("partition", type=int)
+    move.add_argument("--dn", type=int, required=True, help="the DN to move it to")
+    move.set_defaults(func=cmd_move)
     jobs = csub.add_parser(
         "jobs", help="list cluster changes (running, done, rolled back) with their step and owner"
     )
@@ -72,12 +78,16 @@ def cmd_recover(args) -> int:
         cn = _cn(args)
         await cn.start(recover=False)
         try:
-            return await cn.recover(wait_s=args.wait)
+            report = await cn.recover(wait_s=args.wait)
+            # A cluster change whose CN died is finished (or rolled back) too.
+            return report, await cn.jobs.finish_dead_owners_jobs()
         finally:
             await cn.close()
 
-    report = asyncio.run(run())
+    report, live_jobs = asyncio.run(run())
     print(f"recovery: {report.summary()}")
+    if live_jobs:
+        print(f"{live_jobs} job(s) still run by live CNs (`cdc cn jobs`)")
     return 1 if report.skipped else 0
 
 
@@ -122,6 +132,18 @@ def cmd_ddl(args) -> int:
 
     tso = asyncio.run(run())
     print("nothing to do (IF [NOT] EXISTS)" if tso is None else f"DDL record at TSO {tso}")
+    return 0
+
+
+def cmd_move(args) -> int:
+    db, _, table = args.table.partition(".")
+
+    async def run():
+        async with _cn(args) as cn:
+            return await cn.move_partition(db, table, args.partition, args.dn, progress)
+
+    tso = asyncio.run(run())
+    print("nothing to do (already there)" if tso is None else f"moved: MetaChange at TSO {tso}")
     return 0
 
 
