@@ -59,13 +59,15 @@ class ClusterChange:
             ) from None
         await self._settle_dead({m.instance_id for m in live})
 
-    async def thaw(self) -> int:
-        """Publish a version with nothing frozen (the lock kept: a job records that it is
-        thawed before it ends) and return once this process runs it, every live CN soon after."""
+    async def thaw(self, *, release: bool = False) -> int:
+        """Publish a version with nothing frozen (the lock kept unless `release`: a job records
+        that it is thawed before it ends) and return once this process runs it, every live CN
+        soon after."""
         membership = self.ctx.membership
         assert membership is not None
-        version = await membership.publish(set(), release=False)
+        version = await membership.publish(set(), release=release)
         await self._wait_applied(version)
+        # Like a DDL on one MySQL server: once it returns, every session sees it.
         try:
             await self.wait_acknowledged(version, "the new catalogue")
         except CatalogueError as exc:
@@ -183,12 +185,7 @@ async def _leave(change: ClusterChange) -> None:
     if change.thawed or change.keep_frozen:
         await membership.release()
         return
-    version = await membership.publish(set(), release=True)
-    await change._wait_applied(version)
-    # Like a DDL on one MySQL server: once it returns, every session sees it.
-    try:
-        await change.wait_acknowledged(version, "the new catalogue")
-    except CatalogueError as exc:
-        log.warning("%s (the change itself is done)", exc)
-    if change.frozen:
+    was_frozen = bool(change.frozen)
+    version = await change.thaw(release=True)
+    if was_frozen:
         change.progress(f"done: catalogue version {version}")

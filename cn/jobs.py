@@ -113,6 +113,13 @@ async def marker_once(
     return await write(tx)
 
 
+async def before_marker(run: JobRun, step: str) -> bool:
+    """Is the job's marker (written by `step`) not committed? Until it is, nothing outside the
+    job names what it made, and it can roll back."""
+    txn = run.job.detail.get("marker_txn")
+    return not run.job.done(step) and (not txn or await committed_tso(run.ctx, txn) is None)
+
+
 async def committed_tso(ctx: CnContext, txn_id: int) -> int | None:
     """The commit TSO of `txn_id` if some DN holds its commit record (it is, or recovery will
     make it, committed), else None."""

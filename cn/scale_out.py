@@ -18,6 +18,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import pymysql
+
 from cdc.cn_protocol import schema
 from cdc.cn_protocol.catalogue import LogicalTable, physical_db
 from cdc.cn_protocol.errors import CatalogueError
@@ -26,7 +28,7 @@ from cdc.cn_protocol.sql import literal
 from cdc.config import NodeConfig
 from cn.context import CnContext
 from cn.job_log import Job
-from cn.jobs import JobRun, committed_tso, marker_once
+from cn.jobs import JobRun, before_marker, marker_once
 from cn.markers import dn_addresses, topology
 
 log = logging.getLogger(__name__)
@@ -102,10 +104,7 @@ class AddDnJob:
             await run.reached("catalogue")
 
     async def can_roll_back(self, run: JobRun) -> bool:
-        txn = run.job.detail.get("marker_txn")
-        return not run.job.done("storage_change") and (
-            not txn or await committed_tso(run.ctx, txn) is None
-        )
+        return await before_marker(run, "storage_change")
 
     async def roll_back(self, run: JobRun) -> None:
         """Nothing names the DN yet (what was prepared on it stays, and is redone next time)."""
@@ -187,10 +186,7 @@ class MoveJob:
             await run.reached("catalogue")
 
     async def can_roll_back(self, run: JobRun) -> bool:
-        txn = run.job.detail.get("marker_txn")
-        return not run.job.done("meta_change") and (
-            not txn or await committed_tso(run.ctx, txn) is None
-        )
+        return await before_marker(run, "meta_change")
 
     async def roll_back(self, run: JobRun) -> None:
         """The old copy stays in force; the new one, which nothing names, is dropped."""
@@ -284,7 +280,7 @@ async def _copy_checked(ctx: CnContext, m: Move) -> None:
     name = m.table.physical_name(m.partition)
     try:
         ((_, target_sum),) = await ctx.pools.execute(m.target, f"CHECKSUM TABLE {name}")
-    except Exception:  # noqa: BLE001 - no such table (yet): copy it
+    except pymysql.err.MySQLError:  # no such database (yet): copy it
         target_sum = None
     if target_sum is not None:
         ((_, source_sum),) = await ctx.pools.execute(m.source, f"CHECKSUM TABLE {name}")
