@@ -77,7 +77,7 @@ class Membership:
         *,
         lease_s: float,
         interval_s: float,
-        takeover: Callable[[], Awaitable[None]] | None = None,
+        takeover: Callable[[], Awaitable[None]],
     ):
         self._connect = connect_gms
         self.db = catalogue_db
@@ -85,6 +85,8 @@ class Membership:
         self._reload = reload
         self._takeover = takeover
         self._taking_over: asyncio.Task | None = None
+        self._next_takeover = 0.0  # monotonic: not before it
+        self._takeover_seen: tuple = ()  # what was last logged as taken over
         self.lease_s = lease_s
         self.interval_s = interval_s
         self.instance_id = 0
@@ -232,18 +234,20 @@ class Membership:
             await self._gate.resume()
             return
         self._valid_until = self._deadline(sent)
-        if (orphaned or orphan_jobs) and self._takeover is not None:
-            if self._taking_over is None or self._taking_over.done():
+        idle = self._taking_over is None or self._taking_over.done()
+        if (orphaned or orphan_jobs) and idle and time.monotonic() >= self._next_takeover:
+            # Not every poll: another CN (holding the lock) may be finishing it already.
+            self._next_takeover = time.monotonic() + 5 * self.interval_s
+            seen = (owner, what, int(orphan_jobs))
+            if seen != self._takeover_seen:
+                self._takeover_seen = seen
                 log.warning(
                     "CN instance %s: taking over %s of a dead CN",
                     self.instance_id,
                     f"the change {what!r} of CN instance {owner}" if orphaned else "a job",
                 )
-                # In a task: a job may take a while, and the lease must not lapse meanwhile.
-                self._taking_over = asyncio.create_task(self._takeover())
-        elif orphaned:
-            await self._abandon(int(version), int(owner), what)
-            return
+            # In a task: a job may take a while, and the lease must not lapse meanwhile.
+            self._taking_over = asyncio.create_task(self._takeover())
         if int(version) != self.applied and (self._switching is None or self._switching.done()):
             # In a task: draining a partition may take a while, the lease must not lapse meanwhile.
             self._switching = asyncio.create_task(self._acknowledge(int(version), _keys(frozen)))
@@ -270,27 +274,6 @@ class Membership:
         async with self._applied_changed:
             self.applied = version
             self._applied_changed.notify_all()
-
-    async def _abandon(self, version: int, owner: int, what: str) -> None:
-        (n,) = (
-            await self.run(
-                [
-                    (
-                        f"UPDATE `{self.db}`.cn_change SET version = version + 1, frozen = '[]', "
-                        "owner = NULL, what = '' WHERE id = 1 AND version = %s AND owner = %s",
-                        (version, owner),
-                    )
-                ]
-            )
-        )[0]
-        if n:
-            log.warning(
-                "change %r of CN instance %s abandoned: its CN died (partitions unfrozen; "
-                "run it again)",
-                what,
-                owner,
-            )
-        self.poke()
 
     async def wait_applied(self, version: int) -> None:
         """Until this process runs catalogue `version` or a later one."""
