@@ -3,8 +3,8 @@
 
 The protocol itself (private tables, xid and commit-record formats, heartbeats, markers, XA
 recovery) is `cdc.cn_protocol`, which the pipeline uses; this package adds the reference CN's
-catalogue, routing, user transactions, DDL, scale-out, several CN processes (`membership.py`)
-and the workloads (`workloads/`).
+catalogue, routing, user transactions, DDL, scale-out, several CN processes (`membership.py`),
+cluster changes as jobs in the GMS (`jobs.py`) and the workloads (`workloads/`).
 
 Exports `ComputeNode` (built from `Config`), `connect` (a short-lived CN for a tool), `Transaction`,
 `init` (`cdc cn init`) and errors, imported on first use (importing the whole CN: pymysql, the

@@ -36,6 +36,8 @@ class ClusterChange:
     what: str
     progress: Progress
     frozen: set[PartitionKey] = field(default_factory=set)
+    thawed: bool = False  # `thaw()` published the catalogue after the change: leaving only unlocks
+    keep_frozen: bool = False  # a job failed half-way: leaving unlocks, its takeover thaws
 
     @property
     def _timeout_s(self) -> float:
@@ -45,6 +47,7 @@ class ClusterChange:
         """Freeze `keys` (besides those already frozen) on every live CN, and settle the
         in-doubt branches of dead CNs: afterwards nobody writes there until the change ends."""
         self.frozen |= keys
+        self.thawed = False
         membership = self.ctx.membership
         assert membership is not None
         version = await membership.publish(self.frozen, release=False)
@@ -55,6 +58,33 @@ class ClusterChange:
                 f"{exc}; a long transaction on a frozen partition? Nothing was changed"
             ) from None
         await self._settle_dead({m.instance_id for m in live})
+
+    async def thaw(self, *, release: bool = False) -> int:
+        """Publish a version with nothing frozen (the lock kept unless `release`: a job records
+        that it is thawed before it ends) and return once this process runs it, every live CN
+        soon after."""
+        membership = self.ctx.membership
+        assert membership is not None
+        version = await membership.publish(set(), release=release)
+        await self._wait_applied(version)
+        # Like a DDL on one MySQL server: once it returns, every session sees it.
+        try:
+            await self.wait_acknowledged(version, "the new catalogue")
+        except CatalogueError as exc:
+            log.warning("%s (the change itself is done)", exc)
+        self.frozen = set()
+        self.thawed = True
+        return version
+
+    async def _wait_applied(self, version: int) -> None:
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                await self.ctx.membership.wait_applied(version)
+        except TimeoutError:
+            raise CatalogueError(
+                f"{self.what}: done, but this CN could not load catalogue version {version} "
+                "(GMS unreachable?)"
+            ) from None
 
     async def wait_acknowledged(self, version: int, what: str) -> list[Member]:
         """Until every live CN runs catalogue `version`; a CN that does not in time is named."""
@@ -146,19 +176,16 @@ async def cluster_change(
         await reload_catalogue(ctx, store)  # another CN's change may have ended just now
         yield change
     finally:
-        version = await membership.publish(set(), release=True)
-        try:
-            async with asyncio.timeout(ctx.config.cn.change_timeout_ms / 1000):
-                await membership.wait_applied(version)
-        except TimeoutError:
-            raise CatalogueError(
-                f"{what}: done, but this CN could not load catalogue version {version} "
-                "(GMS unreachable?)"
-            ) from None
-        # Like a DDL on one MySQL server: once it returns, every session sees it.
-        try:
-            await change.wait_acknowledged(version, "the new catalogue")
-        except CatalogueError as exc:
-            log.warning("%s (the change itself is done)", exc)
-        if change.frozen:
-            say(f"done: catalogue version {version}")
+        await _leave(change)
+
+
+async def _leave(change: ClusterChange) -> None:
+    """Release the lock; unless `thaw()` did, publish the new version with nothing frozen first."""
+    membership = change.ctx.membership
+    if change.thawed or change.keep_frozen:
+        await membership.release()
+        return
+    was_frozen = bool(change.frozen)
+    version = await change.thaw(release=True)
+    if was_frozen:
+        change.progress(f"done: catalogue version {version}")

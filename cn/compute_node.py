@@ -19,6 +19,9 @@ from cdc.config import Config
 from cn import ddl, markers, scale_out
 from cn.cluster_change import Progress, reload_catalogue
 from cn.context import CnContext
+from cn.job_crash_points import JobCrashPoints
+from cn.job_log import JobLog
+from cn.jobs import JobRunner
 from cn.membership import Membership
 from cn.transaction import Transaction
 
@@ -36,6 +39,11 @@ class ComputeNode(ProtocolNode):
 
     store: CatalogueStore
     _ctx: CnContext | None
+    jobs: JobRunner | None = None  # cluster changes as jobs (set once started)
+
+    def __init__(self, config: Config, *, job_crash_points: JobCrashPoints | None = None, **kw):
+        super().__init__(config, **kw)
+        self._job_crash = job_crash_points or JobCrashPoints()
 
     def _make_store(self) -> CatalogueStore:
         return CatalogueStore(self._connect_gms, self.config.cn.catalogue_database)
@@ -63,6 +71,13 @@ class ComputeNode(ProtocolNode):
         await super().start(recover=recover, recovery_grace_s=recovery_grace_s)
         await self.store.ensure_schema()  # a catalogue made by an older version: add tables
         cn = self.config.cn
+        self.jobs = JobRunner(
+            self.ctx,
+            self.store,
+            JobLog(lambda statements: self.ctx.membership.run(statements), cn.catalogue_database),
+            {"ddl": ddl.DdlJob(), "add-dn": scale_out.AddDnJob(), "move": scale_out.MoveJob()},
+            self._job_crash,
+        )
         membership = Membership(
             self._connect_gms,
             cn.catalogue_database,
@@ -70,6 +85,7 @@ class ComputeNode(ProtocolNode):
             self.reload_catalogue,
             lease_s=cn.lease_ms / 1000,
             interval_s=cn.sync_interval_ms / 1000,
+            takeover=self.jobs.takeover,  # a dead CN's change or job: finish it
         )
         await membership.start(self.ctx.instance_id, cn.server_id)
         self.ctx.membership = membership
@@ -125,21 +141,27 @@ class ComputeNode(ProtocolNode):
         broadcast: bool = False,
         progress: Progress | None = None,
     ) -> int | None:
-        return await ddl.execute_ddl(
-            self.ctx,
-            self.store,
-            sql,
-            default_db=db,
-            shard_key=shard_key,
-            partitions=partitions,
-            broadcast=broadcast,
-            progress=progress,
+        """Run a logical DDL statement as a job; returns the DDL record's TSO (None if
+        IF [NOT] EXISTS made it a no-op). Run again after it was interrupted, it resumes it."""
+        spec = ddl.ddl_spec(
+            sql, default_db=db, shard_key=shard_key, partitions=partitions, broadcast=broadcast
         )
+        return await self.jobs.run("ddl", spec, progress)
 
     async def add_dn(
         self, dn_id: int, progress: Progress | None = None
     ) -> scale_out.ScaleOutResult:
-        return await scale_out.add_dn(self.ctx, self.store, dn_id, progress)
+        """Add DN `dn_id` (a job: broadcast tables frozen while they are copied to it), then
+        move its share of partitions to it, a job per partition: only the partition being
+        copied is frozen, on every CN, while it is copied and switched."""
+        return await self.jobs.run("add-dn", {"dn": dn_id}, progress)
+
+    async def move_partition(
+        self, db: str, table: str, partition: int, dn_id: int, progress: Progress | None = None
+    ) -> int | None:
+        """Move one partition to DN `dn_id` (a job); MetaChange's TSO, None if already there."""
+        spec = {"db": db, "table": table, "partition": partition, "target": dn_id}
+        return await self.jobs.run("move", spec, progress)
 
 
 @asynccontextmanager

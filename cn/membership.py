@@ -19,8 +19,8 @@ suspends new transactions and refuses commits (`lease_ok`) until it has register
 caught up. Members register with the version read under a shared lock on `cn_change`, so one
 joining during a change starts frozen. A closing member deletes its row; a killed one is ignored
 once its lease has run out (`lease_until` is GMS time: no clocks are compared across hosts). A
-change whose owner died is abandoned by the first member that sees it (its partitions unfrozen,
-a warning logged).
+change whose owner died, or a job (`cn/job_log.py`) whose owner died, is taken over by the first
+member that sees it (`takeover`: `cn/jobs.py` finishes the job or rolls it back, then thaws).
 """
 
 from __future__ import annotations
@@ -77,11 +77,16 @@ class Membership:
         *,
         lease_s: float,
         interval_s: float,
+        takeover: Callable[[], Awaitable[None]],
     ):
         self._connect = connect_gms
         self.db = catalogue_db
         self._gate = gate
         self._reload = reload
+        self._takeover = takeover
+        self._taking_over: asyncio.Task | None = None
+        self._next_takeover = 0.0  # monotonic: not before it
+        self._takeover_seen: tuple = ()  # what was last logged as taken over
         self.lease_s = lease_s
         self.interval_s = interval_s
         self.instance_id = 0
@@ -165,7 +170,7 @@ class Membership:
         )
 
     async def close(self) -> None:
-        for task in (self._task, self._switching):
+        for task in (self._task, self._switching, self._taking_over):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -204,14 +209,16 @@ class Membership:
 
     async def _step(self) -> None:
         sent = time.monotonic()
-        (renewed,), ((version, frozen, owner, what, orphaned),) = await self.run(
+        (renewed,), ((version, frozen, owner, what, orphaned, orphan_jobs),) = await self.run(
             [
                 self._ack(),  # renews the lease, and repeats the acknowledgement if it was lost
                 (
                     f"SELECT c.version, c.frozen, c.owner, c.what, c.owner IS NOT NULL AND "
-                    f"m.instance_id IS NULL FROM `{self.db}`.cn_change c LEFT JOIN "
-                    f"`{self.db}`.cn_member m ON m.instance_id = c.owner AND "
-                    "m.lease_until > NOW(6) WHERE c.id = 1",
+                    f"m.instance_id IS NULL, (SELECT COUNT(*) FROM `{self.db}`.cn_job j WHERE "
+                    f"j.state = 'running' AND j.owner NOT IN (SELECT instance_id FROM "
+                    f"`{self.db}`.cn_member WHERE lease_until > NOW(6))) FROM "
+                    f"`{self.db}`.cn_change c LEFT JOIN `{self.db}`.cn_member m ON "
+                    "m.instance_id = c.owner AND m.lease_until > NOW(6) WHERE c.id = 1",
                     None,
                 ),
             ]
@@ -227,9 +234,20 @@ class Membership:
             await self._gate.resume()
             return
         self._valid_until = self._deadline(sent)
-        if orphaned:
-            await self._abandon(int(version), int(owner), what)
-            return
+        idle = self._taking_over is None or self._taking_over.done()
+        if (orphaned or orphan_jobs) and idle and time.monotonic() >= self._next_takeover:
+            # Not every poll: another CN (holding the lock) may be finishing it already.
+            self._next_takeover = time.monotonic() + 5 * self.interval_s
+            seen = (owner, what, int(orphan_jobs))
+            if seen != self._takeover_seen:
+                self._takeover_seen = seen
+                log.warning(
+                    "CN instance %s: taking over %s of a dead CN",
+                    self.instance_id,
+                    f"the change {what!r} of CN instance {owner}" if orphaned else "a job",
+                )
+            # In a task: a job may take a while, and the lease must not lapse meanwhile.
+            self._taking_over = asyncio.create_task(self._takeover())
         if int(version) != self.applied and (self._switching is None or self._switching.done()):
             # In a task: draining a partition may take a while, the lease must not lapse meanwhile.
             self._switching = asyncio.create_task(self._acknowledge(int(version), _keys(frozen)))
@@ -257,27 +275,6 @@ class Membership:
             self.applied = version
             self._applied_changed.notify_all()
 
-    async def _abandon(self, version: int, owner: int, what: str) -> None:
-        (n,) = (
-            await self.run(
-                [
-                    (
-                        f"UPDATE `{self.db}`.cn_change SET version = version + 1, frozen = '[]', "
-                        "owner = NULL, what = '' WHERE id = 1 AND version = %s AND owner = %s",
-                        (version, owner),
-                    )
-                ]
-            )
-        )[0]
-        if n:
-            log.warning(
-                "change %r of CN instance %s abandoned: its CN died (partitions unfrozen; "
-                "run it again)",
-                what,
-                owner,
-            )
-        self.poke()
-
     async def wait_applied(self, version: int) -> None:
         """Until this process runs catalogue `version` or a later one."""
         async with self._applied_changed:
@@ -299,6 +296,18 @@ class Membership:
         )
         owner, current = rows[0]
         return owner == self.instance_id, f"{current!r} of CN instance {owner}"
+
+    async def release(self) -> None:
+        """Give the change lock up without a new version (a job's thaw published it)."""
+        await self.run(
+            [
+                (
+                    f"UPDATE `{self.db}`.cn_change SET owner = NULL, what = '' WHERE id = 1 AND "
+                    "owner = %s",
+                    (self.instance_id,),
+                )
+            ]
+        )
 
     async def publish(self, frozen: set[PartitionKey], *, release: bool) -> int:
         """A new catalogue version freezing `frozen` (the lock kept, or released)."""

@@ -1,20 +1,34 @@
-"""Scale-out: add a DN to the topology (StorageChange), move some partitions to it (copy, switch,
-delete) and record the switch (MetaChange with the before/after map)."""
+"""Scale-out as jobs (`jobs.py`): add a DN to the topology (StorageChange), then move its share
+of partitions to it, each move a job of its own (copy, MetaChange with the before/after map,
+switch, drop the old copy).
+
+An added DN's job: freeze the broadcast tables, prepare the DN (private tables, databases,
+broadcast copies), StorageChange, save it in the catalogue, thaw, then the moves. A move's job:
+freeze the partition, copy it (checked: CHECKSUM TABLE of both copies), MetaChange, switch the
+placement, thaw, drop the old copy. Either rolls back while its marker is not written (the DN
+unreachable for `change_timeout_ms`): nothing in the catalogue names the new copy yet; after
+the marker it only goes forward.
+"""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 from dataclasses import dataclass
+from typing import Any
+
+import pymysql
 
 from cdc.cn_protocol import schema
 from cdc.cn_protocol.catalogue import LogicalTable, physical_db
-from cdc.cn_protocol.catalogue_store import CatalogueStore
 from cdc.cn_protocol.errors import CatalogueError
 from cdc.cn_protocol.markers import write_instruction
 from cdc.cn_protocol.sql import literal
-from cn.cluster_change import Progress, cluster_change
+from cdc.config import NodeConfig
 from cn.context import CnContext
+from cn.job_log import Job
+from cn.jobs import JobRun, before_marker, marker_once
 from cn.markers import dn_addresses, topology
 
 log = logging.getLogger(__name__)
@@ -37,99 +51,192 @@ class ScaleOutResult:
     moved: list[tuple[str, str, int, int, int]]  # (db, table, partition, from DN, to DN)
 
 
-async def add_dn(
-    ctx: CnContext, store: CatalogueStore, dn_id: int, progress: Progress | None = None
-) -> ScaleOutResult:
-    """Add DN `dn_id` (one cluster change: broadcast tables frozen while they are copied to it),
-    then move its share of partitions to it, one cluster change per partition: only the
-    partition being copied is frozen, on every CN, while it is copied and switched."""
-    async with cluster_change(ctx, store, f"add DN {dn_id}", progress) as change:
-        cat = ctx.catalogue
-        if dn_id in cat.dns:
+def broadcast_keys(ctx: CnContext) -> set[tuple[str, str, int]]:
+    return {(t.db, t.name, -1) for t in ctx.catalogue.tables.values() if t.is_broadcast}
+
+
+class AddDnJob:
+    kind = "add-dn"
+    steps = ("freeze", "prepare", "storage_change", "catalogue", "thaw", "moves")
+
+    def what(self, spec: dict[str, Any]) -> str:
+        return f"add DN {spec['dn']}"
+
+    async def plan(self, run: JobRun) -> dict[str, Any] | None:
+        dn_id = run.job.spec["dn"]
+        if dn_id in run.ctx.catalogue.dns:
             raise CatalogueError(f"DN {dn_id} is already a storage DN")
-        ctx.pools.node(dn_id)  # must be configured
+        # Where it is, for a CN taking the job over whose config predates the DN.
+        return {"node": dataclasses.asdict(run.ctx.pools.node(dn_id))}
+
+    async def locked(self, run: JobRun) -> None:
+        ctx, job, dn_id = run.ctx, run.job, run.job.spec["dn"]
+        if not ctx.pools.knows(dn_id):
+            ctx.pools.add_node(NodeConfig(**job.detail["node"]))
         # Broadcast writes go to every storage DN: none while their copy is made.
-        await change.freeze({(t.db, t.name, -1) for t in cat.tables.values() if t.is_broadcast})
-        cat = ctx.catalogue
-        await _prepare_new_dn(ctx, dn_id)
-        # StorageChange is written by the current DNs only, naming the new one; the new DN
-        # takes part in transactions (heartbeats, markers, broadcast writes) only after it. So
-        # every transaction that touches the new DN has a TSO above the marker, where the
-        # pipeline starts merging its binlog (dumper/pipeline/leader.py).
-        dns = topology(ctx)["dns"]
-        new_entry = {"id": dn_id, **dn_addresses(ctx).get(dn_id, {})}
-        storage_tso = await write_instruction(
-            ctx, schema.STORAGE_CHANGE, {"dns": [*dns, new_entry], "added": [dn_id]}
+        await run.change.freeze(broadcast_keys(ctx))
+        if not job.done("freeze"):
+            await run.reached("freeze")
+        if not job.done("prepare"):
+            await run.retrying(f"DN {dn_id}", lambda: _prepare_new_dn(ctx, dn_id))
+            await run.reached("prepare")
+        if not job.done("storage_change"):
+            # StorageChange is written by the current DNs only, naming the new one; the new DN
+            # takes part in transactions (heartbeats, markers, broadcast writes) only after it.
+            # So every transaction that touches the new DN has a TSO above the marker, where the
+            # pipeline starts merging its binlog (dumper/pipeline/leader.py).
+            dns = topology(ctx)["dns"]
+            new_entry = {"id": dn_id, **dn_addresses(ctx).get(dn_id, {})}
+            content = {"dns": [*dns, new_entry], "added": [dn_id]}
+            tso = await marker_once(
+                run,
+                schema.STORAGE_CHANGE,
+                lambda tx: write_instruction(ctx, schema.STORAGE_CHANGE, content, tx),
+            )
+            job.detail["result"] = {"storage_change_tso": tso, "meta_change_tso": None, "moved": []}
+            run.progress(f"DN {dn_id} prepared; StorageChange at TSO {tso}")
+            await run.reached("storage_change")
+        if not job.done("catalogue"):
+            await run.store.save_dns([ctx.pools.node(dn_id)])
+            await run.store.add_storage([dn_id])
+            if dn_id not in ctx.catalogue.dns:
+                ctx.catalogue.dns.append(dn_id)
+            await run.reached("catalogue")
+
+    async def can_roll_back(self, run: JobRun) -> bool:
+        return await before_marker(run, "storage_change")
+
+    async def roll_back(self, run: JobRun) -> None:
+        """Nothing names the DN yet (what was prepared on it stays, and is redone next time)."""
+
+    async def unlocked(self, run: JobRun) -> None:
+        """The DN's share of partitions, one move (a job of its own) at a time: only the
+        partition being copied is frozen, on every CN, while it is copied and switched."""
+        ctx, job, dn_id = run.ctx, run.job, run.job.spec["dn"]
+        result = job.detail["result"]
+        await run.runner.reload()
+        for m in plan_moves(ctx.catalogue.tables.values(), ctx.catalogue.dns, dn_id):
+            spec = {
+                "db": m.table.db,
+                "table": m.table.name,
+                "partition": m.partition,
+                "target": dn_id,
+                "parent": job.id,
+            }
+            tso = await run.runner.run_unlocked_child("move", spec, run.progress)
+            if tso is not None:
+                result["meta_change_tso"] = tso
+                result["moved"].append([m.table.db, m.table.name, m.partition, m.source, m.target])
+                await run.log.save_detail(job)
+            run.point("move")
+        await run.reached("moves")
+
+    def result(self, job: Job) -> ScaleOutResult:
+        r = job.result
+        return ScaleOutResult(
+            r["storage_change_tso"], r["meta_change_tso"], [tuple(m) for m in r["moved"]]
         )
-        change.progress(f"DN {dn_id} prepared; StorageChange at TSO {storage_tso}")
-        await store.save_dns([ctx.pools.node(dn_id)])
-        await store.add_storage([dn_id])
-        cat.dns.append(dn_id)
-        moves = plan_moves(cat.tables.values(), cat.dns, dn_id)
-    meta_tso, moved = None, []
-    for m in moves:
-        tso = await move_partition(
-            ctx, store, m.table.db, m.table.name, m.partition, dn_id, progress
-        )
-        if tso is not None:
-            meta_tso = tso
-            moved.append((m.table.db, m.table.name, m.partition, m.source, m.target))
-    return ScaleOutResult(storage_tso, meta_tso, moved)
 
 
-async def move_partition(
-    ctx: CnContext,
-    store: CatalogueStore,
-    db: str,
-    name: str,
-    partition: int,
-    target: int,
-    progress: Progress | None = None,
-) -> int | None:
-    """Move one partition to DN `target`: freeze it on every CN, copy it, write MetaChange with
-    the before/after map, switch the catalogue; then drop the old copy. Returns MetaChange's TSO
-    (None if the partition is gone or already there)."""
-    what = f"move {db}.{name} partition {partition} to DN {target}"
-    async with cluster_change(ctx, store, what, progress) as change:
-        if not ctx.catalogue.has(db, name):
+class MoveJob:
+    kind = "move"
+    steps = ("freeze", "copy", "meta_change", "catalogue", "thaw", "drop_old")
+
+    def what(self, spec: dict[str, Any]) -> str:
+        return f"move {spec['db']}.{spec['table']} partition {spec['partition']} to DN {spec['target']}"
+
+    async def plan(self, run: JobRun) -> dict[str, Any] | None:
+        spec, cat = run.job.spec, run.ctx.catalogue
+        if not cat.has(spec["db"], spec["table"]):
             return None
-        table = ctx.catalogue.table(db, name)
-        if partition >= table.partitions or table.placement[partition] == target:
+        table = cat.table(spec["db"], spec["table"])
+        p = spec["partition"]
+        if p >= table.partitions or table.placement[p] == spec["target"]:
             return None
-        await change.freeze({(table.db, table.name, partition)})
-        cat = ctx.catalogue  # the follower reloaded it at the freeze
-        table = cat.table(db, name)
-        m = Move(table, partition, table.placement[partition], target)
-        await _copy_partition(ctx, m)
-        before = topology(ctx)
-        after_tables = copy.deepcopy(cat.tables)
-        after_tables[(db.lower(), name.lower())].placement[partition] = target
-        saved, cat.tables = cat.tables, after_tables
-        after = topology(ctx)
-        cat.tables = saved
-        meta_tso = await write_instruction(
-            ctx,
-            schema.META_CHANGE,
+        return {"source": table.placement[p]}
+
+    def _move(self, run: JobRun) -> Move:
+        spec = run.job.spec
+        table = run.ctx.catalogue.table(spec["db"], spec["table"])
+        return Move(table, spec["partition"], run.job.detail["source"], spec["target"])
+
+    async def locked(self, run: JobRun) -> None:
+        ctx, job, spec = run.ctx, run.job, run.job.spec
+        db, name, p, target = spec["db"], spec["table"], spec["partition"], spec["target"]
+        await run.change.freeze({(db, name, p)})
+        if not job.done("freeze"):
+            await run.reached("freeze")
+        m = self._move(run)  # the catalogue as reloaded at the freeze
+        if not job.done("copy"):
+            await run.retrying(f"DNs {m.source} and {target}", lambda: _copy_checked(ctx, m))
+            await run.reached("copy")
+        if not job.done("meta_change"):
+            content = _meta_change(ctx, m)
+            tso = await marker_once(
+                run,
+                schema.META_CHANGE,
+                lambda tx: write_instruction(ctx, schema.META_CHANGE, content, tx),
+            )
+            job.detail["result"] = {"meta_change_tso": tso}
+            run.progress(f"copied from DN {m.source}; MetaChange at TSO {tso}")
+            await run.reached("meta_change")
+        if not job.done("catalogue"):
+            m.table.placement[p] = target  # the switch: every CN routes to the new copy
+            await run.store.save_table(m.table)
+            await run.reached("catalogue")
+
+    async def can_roll_back(self, run: JobRun) -> bool:
+        return await before_marker(run, "meta_change")
+
+    async def roll_back(self, run: JobRun) -> None:
+        """The old copy stays in force; the new one, which nothing names, is dropped."""
+        m = self._move(run)
+        try:
+            await run.ctx.pools.execute(
+                m.target, f"DROP TABLE IF EXISTS {m.table.physical_name(m.partition)}"
+            )
+        except Exception as exc:  # noqa: BLE001 - a DN gone: its stray copy is named nowhere
+            log.warning("job %s: the partial copy on DN %s stays: %s", run.job.id, m.target, exc)
+
+    async def unlocked(self, run: JobRun) -> None:
+        # No CN writes the old copy any more: each was frozen until it loaded the new placement.
+        spec, source = run.job.spec, run.job.detail["source"]
+        await run.runner.reload()
+        table = run.ctx.catalogue.table(spec["db"], spec["table"])
+        if table.placement[spec["partition"]] != source:  # not moved back meanwhile
+            name = table.physical_name(spec["partition"])
+            await run.retrying(
+                f"DN {source}",
+                lambda: run.ctx.pools.execute(source, f"DROP TABLE IF EXISTS {name}"),
+            )
+        await run.reached("drop_old")
+
+    def result(self, job: Job) -> int | None:
+        return job.result.get("meta_change_tso")
+
+
+def _meta_change(ctx: CnContext, m: Move) -> dict[str, Any]:
+    """The MetaChange marker's content: the topology before and after the switch."""
+    cat = ctx.catalogue
+    before = topology(ctx)
+    after_tables = copy.deepcopy(cat.tables)
+    after_tables[(m.table.db.lower(), m.table.name.lower())].placement[m.partition] = m.target
+    saved, cat.tables = cat.tables, after_tables
+    after = topology(ctx)
+    cat.tables = saved
+    return {
+        "before": before,
+        "after": after,
+        "moved": [
             {
-                "before": before,
-                "after": after,
-                "moved": [
-                    {
-                        "db": db,
-                        "table": name,
-                        "partition": partition,
-                        "from": m.source,
-                        "to": target,
-                    }
-                ],
-            },
-        )
-        change.progress(f"copied from DN {m.source}; MetaChange at TSO {meta_tso}")
-        table.placement[partition] = target  # the switch: every CN routes to the new copy
-        await store.save_table(table)
-    # No CN writes the old copy any more: each was frozen until it loaded the new placement.
-    await ctx.pools.execute(m.source, f"DROP TABLE IF EXISTS {m.table.physical_name(partition)}")
-    return meta_tso
+                "db": m.table.db,
+                "table": m.table.name,
+                "partition": m.partition,
+                "from": m.source,
+                "to": m.target,
+            }
+        ],
+    }
 
 
 def plan_moves(tables, dns: list[int], new_dn: int) -> list[Move]:
@@ -167,8 +274,19 @@ async def _prepare_new_dn(ctx: CnContext, dn_id: int) -> None:
             await _copy_table(ctx, t.physical_name(None), first, dn_id)
 
 
-async def _copy_partition(ctx: CnContext, m: Move) -> None:
-    await _copy_table(ctx, m.table.physical_name(m.partition), m.source, m.target)
+async def _copy_checked(ctx: CnContext, m: Move) -> None:
+    """Copy the partition unless the target already holds the same rows (a copy finished
+    before a crash: the partition has been frozen since, so equal checksums mean done)."""
+    name = m.table.physical_name(m.partition)
+    try:
+        ((_, target_sum),) = await ctx.pools.execute(m.target, f"CHECKSUM TABLE {name}")
+    except pymysql.err.MySQLError:  # no such database (yet): copy it
+        target_sum = None
+    if target_sum is not None:
+        ((_, source_sum),) = await ctx.pools.execute(m.source, f"CHECKSUM TABLE {name}")
+        if source_sum == target_sum:
+            return
+    await _copy_table(ctx, name, m.source, m.target)
 
 
 async def _copy_table(ctx: CnContext, name: str, source: int, target: int) -> None:

@@ -51,6 +51,10 @@ class GmsStore:
         finally:
             conn.close()
 
+    async def run(self, statements: Statements) -> list[list]:
+        """`_run` for a reader that is no store of its own (`cdc cn jobs` lists the job log)."""
+        return await self._run(statements)
+
     async def _tx(self, statements: Statements) -> None:
         await self._run([("BEGIN", None), *statements, ("COMMIT", None)])
 

@@ -12,11 +12,17 @@ from cdc.cn_protocol.errors import CnError
 from cdc.cn_protocol.transaction import PrivateTransaction
 
 
-async def write_instruction(ctx: ProtocolContext, type_: str, content: dict[str, Any]) -> int:
-    """Insert one `__cdc_instruction__` row on every storage DN; returns its TSO."""
+async def write_instruction(
+    ctx: ProtocolContext,
+    type_: str,
+    content: dict[str, Any],
+    tx: PrivateTransaction | None = None,
+) -> int:
+    """Insert one `__cdc_instruction__` row on every storage DN; returns its TSO. `tx`: a
+    transaction made beforehand (a job records its txn_id first, to check it after a crash)."""
     if type_ not in schema.INSTRUCTION_TYPES:
         raise CnError(f"unknown instruction type {type_!r} (one of {schema.INSTRUCTION_TYPES})")
-    tx = PrivateTransaction(ctx, kind=type_)
+    tx = tx or PrivateTransaction(ctx, kind=type_)
     async with tx:
         await tx.execute_private(
             f"INSERT INTO `{schema.PRIVATE_DB}`.`{schema.INSTRUCTION}` (id, type, content) "
@@ -27,10 +33,16 @@ async def write_instruction(ctx: ProtocolContext, type_: str, content: dict[str,
 
 
 async def write_ddl_record(
-    ctx: ProtocolContext, db: str, table: str, ddl: str, logical_schema: dict[str, Any] | None
+    ctx: ProtocolContext,
+    db: str,
+    table: str,
+    ddl: str,
+    logical_schema: dict[str, Any] | None,
+    tx: PrivateTransaction | None = None,
 ) -> int:
-    """Insert one `__cdc_ddl_record__` row on every storage DN; returns its TSO."""
-    tx = PrivateTransaction(ctx, kind="ddl")
+    """Insert one `__cdc_ddl_record__` row on every storage DN; returns its TSO (`tx`: as
+    `write_instruction`'s)."""
+    tx = tx or PrivateTransaction(ctx, kind="ddl")
     async with tx:
         await tx.execute_private(
             f"INSERT INTO `{schema.PRIVATE_DB}`.`{schema.DDL_RECORD}` "

@@ -154,6 +154,15 @@ async def _settle(ctx, txn_id: int, dns: set[int], unreachable: set[int], report
 
 
 async def _commit(ctx, txn_id, dns, decision: CommitRecord, records, unreachable, report) -> None:
+    if ctx.ground_truth.enabled:
+        # Logged as soon as the decision is known to be commit, before any XA COMMIT: a
+        # recoverer killed after one, or two recoverers each committing a branch (each sees
+        # XAER_NOTA for the other's), must not leave a committed transaction unlogged. Logged
+        # again by another recoverer, it is read once (`ground_truth.read`).
+        kind = await _kind(ctx, txn_id, decision.participants)
+        ctx.ground_truth.record(
+            decision.commit_tso, txn_id, decision.participants, kind, recovered=True
+        )
     unrecorded = set()
     text = schema.format_participants(decision.participants)
     for dn in decision.participants:
@@ -171,20 +180,21 @@ async def _commit(ctx, txn_id, dns, decision: CommitRecord, records, unreachable
             done = False
     if done and not unrecorded:
         report.committed.append(txn_id)
-        if ctx.ground_truth.enabled:
-            kind = await _kind(ctx, txn_id, decision.participants)
-            ctx.ground_truth.record(
-                decision.commit_tso, txn_id, decision.participants, kind, recovered=True
-            )
 
 
 async def _kind(ctx: ProtocolContext, txn_id: int, participants: list[int]) -> str:
-    """The ground-truth kind of a transaction recovery just committed. Logging a recovered
+    """The ground-truth kind of a transaction recovery is about to commit. Logging a recovered
     heartbeat or marker as "txn" would make `cdc verify-binlog` expect it in the global binlog,
-    where heartbeats and markers never appear."""
+    where heartbeats and markers never appear. Read uncommitted: its branches may still be
+    prepared, and a heartbeat's row is an UPDATE that a committed read sees from before it."""
     for dn in participants:  # every participant holds the private row; the first that answers
         try:
-            rows = await ctx.pools.execute(dn, schema.SELECT_KIND, (txn_id, txn_id, txn_id))
+            # (SET STATEMENT cannot set the isolation level: the session's, then back.)
+            async with ctx.pools.connection(dn) as conn, conn.cursor() as cur:
+                await cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ UNCOMMITTED")
+                await cur.execute(schema.SELECT_KIND, (txn_id, txn_id, txn_id))
+                rows = await cur.fetchall()
+                await cur.execute("SET SESSION tx_isolation = @@GLOBAL.tx_isolation")
         except pymysql.err.MySQLError:
             continue
         return rows[0][0] if rows else "txn"

@@ -97,6 +97,15 @@ def gms_tables(catalogue_db: str) -> tuple[str, ...]:
         "what VARCHAR(255) NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
         f"INSERT IGNORE INTO {c}.cn_change (id, version, frozen, owner, what) "
         "VALUES (1, 0, '[]', NULL, '')",
+        # The job log (cn/job_log.py): every cluster change, recorded before its first step,
+        # with the step reached, so that a live CN finishes (or rolls back) a dead owner's.
+        f"CREATE TABLE IF NOT EXISTS {c}.cn_job (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT "
+        "PRIMARY KEY, kind VARCHAR(16) NOT NULL, what VARCHAR(255) NOT NULL, spec LONGTEXT "
+        "NOT NULL, steps LONGTEXT NOT NULL, step VARCHAR(64) NOT NULL, detail LONGTEXT NOT NULL, "
+        "state VARCHAR(16) NOT NULL, owner BIGINT UNSIGNED NOT NULL, reason TEXT NOT NULL, "
+        "result LONGTEXT NOT NULL, reported TINYINT UNSIGNED NOT NULL DEFAULT 0, "
+        "created_at DATETIME(6) NOT NULL, updated_at DATETIME(6) NOT NULL, KEY state (state)) "
+        "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
     )
 
 

@@ -1,4 +1,5 @@
-"""`cdc cn init|recover|add-dn|ddl|heartbeat|flush-logs`: the reference compute node."""
+"""`cdc cn init|recover|add-dn|ddl|move|jobs|heartbeat|flush-logs`: the reference compute
+node."""
 
 from __future__ import annotations
 
@@ -34,6 +35,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     kind.add_argument("--broadcast", action="store_true", help="CREATE TABLE: a copy on every DN")
     ddl.add_argument("--partitions", type=int, default=8, help="CREATE TABLE: default 8")
     ddl.set_defaults(func=cmd_ddl)
+    move = csub.add_parser("move", help="move one partition of a logical table to a DN")
+    move.add_argument("table", help="db.table")
+    move.add_argument("partition", type=int)
+    move.add_argument("--dn", type=int, required=True, help="the DN to move it to")
+    move.set_defaults(func=cmd_move)
+    jobs = csub.add_parser(
+        "jobs", help="list cluster changes (running, done, rolled back) with their step and owner"
+    )
+    jobs.add_argument("--limit", type=int, default=20, help="the newest N jobs (default 20)")
+    jobs.set_defaults(func=cmd_jobs)
     hb = csub.add_parser("heartbeat", help="send heartbeats until interrupted (or --count)")
     hb.add_argument("--count", type=int, default=0, help="stop after N heartbeats (0: forever)")
     hb.set_defaults(func=cmd_heartbeat)
@@ -45,8 +56,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _cn(args):
     from cn import ComputeNode
+    from cn.job_crash_points import JobCrashPoints
 
-    return ComputeNode(load(args.config))
+    # CDC_CN_JOB_CRASH_AT: the job chaos test kills a change at each of its steps.
+    return ComputeNode(load(args.config), job_crash_points=JobCrashPoints.from_env())
 
 
 def cmd_init(args) -> int:
@@ -65,12 +78,16 @@ def cmd_recover(args) -> int:
         cn = _cn(args)
         await cn.start(recover=False)
         try:
-            return await cn.recover(wait_s=args.wait)
+            report = await cn.recover(wait_s=args.wait)
+            # A cluster change whose CN died is finished (or rolled back) too.
+            return report, await cn.jobs.finish_dead_owners_jobs()
         finally:
             await cn.close()
 
-    report = asyncio.run(run())
+    report, live_jobs = asyncio.run(run())
     print(f"recovery: {report.summary()}")
+    if live_jobs:
+        print(f"{live_jobs} job(s) still run by live CNs (`cdc cn jobs`)")
     return 1 if report.skipped else 0
 
 
@@ -115,6 +132,35 @@ def cmd_ddl(args) -> int:
 
     tso = asyncio.run(run())
     print("nothing to do (IF [NOT] EXISTS)" if tso is None else f"DDL record at TSO {tso}")
+    return 0
+
+
+def cmd_move(args) -> int:
+    db, _, table = args.table.partition(".")
+
+    async def run():
+        async with _cn(args) as cn:
+            return await cn.move_partition(db, table, args.partition, args.dn, progress)
+
+    tso = asyncio.run(run())
+    print("nothing to do (already there)" if tso is None else f"moved: MetaChange at TSO {tso}")
+    return 0
+
+
+def cmd_jobs(args) -> int:
+    from cdc.cn_protocol.dn_pool import connect
+    from cdc.cn_protocol.gms import GmsStore
+    from cn.job_log import JobLog, render
+
+    config = load(args.config)
+    store = GmsStore(lambda: connect(config.gms), config.cn.catalogue_database)
+    log = JobLog(store.run, config.cn.catalogue_database)
+
+    async def run():
+        return await log.recent(args.limit), await log.live_members()
+
+    jobs, live = asyncio.run(run())
+    print(render(jobs, live))
     return 0
 
 

@@ -54,9 +54,9 @@ def in_doubt(cluster) -> dict:
 class Chaos:
     """One cluster + pipeline + replica for a chaos run; `close()` tears everything down."""
 
-    def __init__(self, directory: Path, *, replica: bool = True):
+    def __init__(self, directory: Path, *, replica: bool = True, spare_dns: int = 4):
         self.dir = directory
-        self.cluster = throwaway_cluster(directory / "cluster", dns=3)
+        self.cluster = throwaway_cluster(directory / "cluster", dns=3, spare_dns=spare_dns)
         self.procs: dict[str, subprocess.Popen] = {}
         self.replica = None
         self.kills: Counter[str] = Counter()
@@ -100,7 +100,9 @@ class Chaos:
         return spec.dn_id
 
     # -- processes -------------------------------------------------------------------------------
-    def cdc_result(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    def cdc_result(
+        self, *args: str, timeout: float = 120, env: dict | None = None
+    ) -> subprocess.CompletedProcess:
         """`cdc ARGS --config` of this cluster, its exit code and output, unchecked."""
         return subprocess.run(
             cdc(*args, "--config", self.config_path),
@@ -108,6 +110,7 @@ class Chaos:
             text=True,
             timeout=timeout,
             cwd=ROOT,
+            env={**os.environ, **(env or {})},
         )
 
     def run_cdc(self, *args: str, timeout: float = 120, check: bool = True) -> str:

@@ -218,6 +218,7 @@ def test_commands_scale_out_and_cn():
     assert "started dn4" in run(table(r"cluster add-dn"))
     assert "acknowledged" in run(table(r"cn add-dn"), timeout=180)
     assert "DDL record at TSO" in run(table(r"cn ddl"))
+    assert re.search(r"done .* DDL on bank\.accounts", run(table(r"cn jobs")))
     run(table(r"cn flush-logs"))
     run(table(r"cn recover"))
     run(table(r"cn init"))

@@ -1,0 +1,154 @@
+"""Cluster changes killed at their crash points (cn/job_crash_points.py, a row per point): the
+process running a logical DDL, an added DN or a partition move SIGKILLs itself at the point,
+while transfer, orders and ddl-mix write from other CN processes and the pipeline runs. The
+job is finished by a workload CN that notices (the owner's lease ran out) or by the command run
+again, which must report it done; no job stays running, nothing stays frozen, the transfer
+total is unchanged, and the end-of-run proof (`cdc verify-binlog` with the schema check, a
+MariaDB replica `cdc check` equal) passes.
+
+Size: CDC_CHAOS_JOB_POINTS is the number of rows picked at random (CDC_CHAOS_SEED), default 3
+(a point of each kind); "all" runs every point of every kind (22 rows).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import pytest
+
+from cn import ComputeNode
+from cn.job_crash_points import points
+from cn.workloads.transfer import TransferWorkload
+from tests.chaos.harness import ACCOUNTS, WORKLOADS, Chaos
+
+SIZE = os.environ.get("CDC_CHAOS_JOB_POINTS", "3")
+ROWS = [(kind, point) for kind in ("ddl", "add-dn", "move") for point in points(kind)]
+# An added DN's `move` point first: by the last add-dn rows, 8 partitions over 9+ DNs leave none
+# to move.
+ROWS.insert(ROWS.index(("add-dn", "recorded")), ROWS.pop(ROWS.index(("add-dn", "move"))))
+LOAD = {
+    "transfer": WORKLOADS["transfer"],
+    "orders": WORKLOADS["orders"],
+    "ddl-mix": ["--threads", "2"],
+}
+
+
+@pytest.fixture(scope="module")
+def chaos(tmp_path_factory):
+    # Every add-dn row starts a DN: room for all of them when every point runs.
+    c = Chaos(tmp_path_factory.mktemp("jobs"), spare_dns=9 if SIZE == "all" else 4)
+    try:
+        c.start_pipeline()
+        c.attach_replica()
+        yield c
+    finally:
+        c.close()
+
+
+def pick(c: Chaos) -> list[tuple[str, str]]:
+    """Every row, or SIZE rows at random: one point of each kind first."""
+    if SIZE == "all":
+        return list(ROWS)
+    kinds = ("ddl", "add-dn", "move")
+    rows = [(k, c.rng.choice(points(k))) for k in kinds][: int(SIZE)]
+    rest = [r for r in ROWS if r not in rows]
+    rows += c.rng.sample(rest, max(0, int(SIZE) - len(rows)))
+    return sorted(rows, key=ROWS.index)
+
+
+class Commands:
+    """The command of each row: a DDL that alternately adds and drops a column of the table
+    `transfer` writes; an added DN (one more started each time); a move of one of its
+    partitions to another DN."""
+
+    def __init__(self, c: Chaos):
+        self.c = c
+        self.ddl_n = 0
+
+    def next(self, kind: str) -> tuple[str, ...]:
+        if kind == "ddl":
+            n, self.ddl_n = self.ddl_n, self.ddl_n + 1
+            if n % 2 == 0:
+                return ("cn", "ddl", f"ALTER TABLE bank.accounts ADD COLUMN c{n} INT NULL")
+            return ("cn", "ddl", f"ALTER TABLE bank.accounts DROP COLUMN c{n - 1}")
+        if kind == "add-dn":
+            dn = self.c.add_dn()
+            return ("cn", "add-dn", "--dn", str(dn))
+        partition, target = self._move()
+        return ("cn", "move", "bank.accounts", str(partition), "--dn", str(target))
+
+    def _move(self) -> tuple[int, int]:
+        db = self.c.cfg.cn.catalogue_database
+        with self.c.cluster.gms.connect() as conn, conn.cursor() as cur:
+            cur.execute(
+                f"SELECT part, dn_id FROM `{db}`.cn_partition WHERE db = 'bank' AND "
+                "tbl = 'accounts' ORDER BY part"
+            )
+            placement = dict(cur.fetchall())
+            cur.execute(f"SELECT dn_id FROM `{db}`.cn_storage ORDER BY seq")
+            dns = [r[0] for r in cur.fetchall()]
+        partition = self.c.rng.choice(sorted(placement))
+        target = self.c.rng.choice([d for d in dns if d != placement[partition]])
+        return partition, target
+
+
+def gms_one(c: Chaos, sql: str):
+    with c.cluster.gms.connect() as conn, conn.cursor() as cur:
+        cur.execute(sql.format(db=c.cfg.cn.catalogue_database))
+        return cur.fetchall()
+
+
+DONE = {"ddl": "DDL record at TSO", "add-dn": "added: StorageChange", "move": "moved: MetaChange"}
+
+
+async def test_changes_killed_at_their_crash_points_finish(chaos):
+    c = chaos
+    began = time.monotonic()
+    for name, args in LOAD.items():
+        c.spawn(name, ["workload", name, "--duration", "3600", *args])
+    await asyncio.sleep(3)  # the workloads have made their tables
+    commands = Commands(c)
+    outcome: dict[str, int] = {"killed, resumed by the command": 0, "killed, taken over": 0}
+    not_reached = []
+    for kind, point in pick(c):
+        args = commands.next(kind)
+        env = {"CDC_CN_JOB_CRASH_AT": f"{kind}:{point}"}
+        if point == "shard":
+            env["CDC_CN_JOB_CRASH_AFTER"] = "2"
+        killed = await asyncio.to_thread(c.cdc_result, *args, env=env)
+        if killed.returncode == 0:  # e.g. an added DN with no partition to move
+            not_reached.append(f"{kind}:{point}")
+            continue
+        assert killed.returncode == -9, f"{kind}:{point}: {killed.stdout}{killed.stderr}"
+        again = await asyncio.to_thread(c.cdc_result, *args)
+        assert again.returncode == 0, f"{kind}:{point} run again: {again.stdout}{again.stderr}"
+        assert DONE[kind] in again.stdout, f"{kind}:{point}: {again.stdout}"
+        resumed = "resuming" in again.stdout or "taking over job" in again.stdout
+        outcome["killed, resumed by the command" if resumed else "killed, taken over"] += 1
+        c.assert_pipeline_alive()
+    # The proof's `cdc cn recover` finishes the jobs of the workloads it kills (ddl-mix's DDL).
+    proof = await c.prove("cluster changes killed at their crash points")
+    states = dict(gms_one(c, "SELECT state, COUNT(*) FROM `{db}`.cn_job GROUP BY state"))
+    assert set(states) <= {"done", "rolled back"}, states
+    assert gms_one(c, "SELECT frozen FROM `{db}`.cn_change")[0][0] == "[]"
+    cn = ComputeNode(c.cfg)
+    await cn.start(recover=False)
+    try:
+        workload = TransferWorkload(cn, db="bank", accounts=ACCOUNTS)
+        assert await workload.totals() == (ACCOUNTS, workload.expected_total)
+    finally:
+        await cn.close()
+    print(
+        f"\nCHAOS JOBS: {sum(outcome.values())} changes SIGKILLed at a crash point "
+        f"({', '.join(f'{k} {v}' for k, v in outcome.items())}; not reached: "
+        f"{', '.join(not_reached) or 'none'}); jobs {states}; transfer total unchanged; "
+        f"{proof}; {time.monotonic() - began:.0f}s"
+    )
+
+
+def test_every_point_has_a_row():
+    """The rows are the crash points, as `crash_points.STEPS` are the kill test's."""
+    assert len(ROWS) == sum(len(points(k)) for k in ("ddl", "add-dn", "move"))
+    assert ("ddl", "shard") in ROWS and ("move", "meta_change") in ROWS
