@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -44,10 +45,29 @@ COMPILED_MODULES = (
 C_LIBRARIES = {"cdc.binlog.fastpath": ("z",), "cdc.protocol.dump_stream": ("z",)}
 PURE_ENV = "CDC_PURE_PYTHON"
 ROOT = Path(__file__).resolve().parent.parent
+# `from cdc.binlog cimport constants, header` (modules of declarations only) or
+# `from merge_source.fragment cimport Fragment` (a compiled module's types).
+_CIMPORT = re.compile(r"^from ([\w.]+) cimport (.+)$", re.M)
 
 
 def source_path(module: str) -> Path:
     return ROOT / (module.replace(".", "/") + ".py")
+
+
+def cimported(pxd: Path) -> list[Path]:
+    """The .pxd files that a module's .pxd cimports: a compiled module is as old as the newest
+    of them (setup.py regenerates its C, which Cython's own dependency scan misses for what an
+    augmenting .pxd cimports; tests/test_compiled.py checks the .so against them)."""
+    if pxd.suffix != ".pxd" or not pxd.exists():
+        return []
+    found = []
+    for module, names in _CIMPORT.findall(pxd.read_text()):
+        path = ROOT / module.replace(".", "/")
+        if path.with_suffix(".pxd").exists():
+            found.append(path.with_suffix(".pxd"))
+        else:  # a package: the names are its modules
+            found += [path / f"{name.strip()}.pxd" for name in names.split(",")]
+    return found
 
 
 def is_compiled(module: str) -> bool:
