@@ -28,9 +28,11 @@ COMPILED_MODULES = (
     "merge_source.processor",
     "merge_source.renamer",  # NameMap.rename: once per TABLE_MAP released
     # The wire between the processes (the leader's decode: its offsets and per-event split in C,
-    # wire.pxd), the leader's encoder and the writer's stamping (the merge was measured too:
-    # compiled, it ran no faster than the interpreter).
+    # wire.pxd), the leader's merge (the fields of those values read in C; compiled when they
+    # were plain objects, it ran no faster than the interpreter), its encoder and the writer's
+    # stamping.
     "merge_source.wire",
+    "merge_joint.merger",
     "dumper.pipeline.txn_encoder",
     "cdc.binlog.fastpath",
     # The dump stream's split into events (every DumpClient: the MergeSource's DN reads).

@@ -1,5 +1,5 @@
 """The compiled hot loops (cdc/compiled.py): never stale, and the same source passes the
-MergeSource's recorded-binlog, spill, sorter and wire tests, the leader's encoder tests and the
+MergeSource's recorded-binlog, spill, sorter and wire tests, the merger's, the leader's encoder tests and the
 writer's stamping tests as plain Python too."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ PURE_TESTS = [
     "tests/merge_source/test_wire.py",
     "tests/merge_source/test_dn_restart.py",
     "tests/merge_source/test_fast_paths.py",
+    "tests/merge_joint/test_merger.py",
     "tests/dumper/test_txn_encoder.py",
     "tests/binlog_writer/test_recovery.py",
     "tests/binlog_writer/test_stream.py",
