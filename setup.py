@@ -78,17 +78,18 @@ def _package(module: str) -> str:
 
 
 def _packages_back_to_python(failed: set[str]) -> set[str]:
-    """`failed` and every package of a compiled module that cimports from one of them, until
+    """`failed` and every package of a compiled module that cimports a compiled module of one of
+    them (the codec's declaration-only .pxd files, constants and header, are no such link), until
     none is added."""
     root = Path(compiled.ROOT)
     while True:
-        more = {
-            _package(name)
-            for name in compiled.COMPILED_MODULES
-            for pxd in compiled.cimported(root / (name.replace(".", "/") + ".pxd"))
-            if ".".join(pxd.relative_to(root).parent.parts) in failed
-        } - failed
-        if not more:
+        more = set()
+        for name in compiled.COMPILED_MODULES:
+            for pxd in compiled.cimported(root / (name.replace(".", "/") + ".pxd")):
+                module = ".".join(pxd.relative_to(root).with_suffix("").parts)
+                if module in compiled.COMPILED_MODULES and _package(module) in failed:
+                    more.add(_package(name))
+        if not more - failed:
             return failed
         failed |= more
 
