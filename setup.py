@@ -9,8 +9,7 @@ when a listed file changes; the .so lands next to the .py and wins the import).
 
 from __future__ import annotations
 
-import ast
-import re
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -18,17 +17,19 @@ from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
 BUILD_DIR = Path("build/cython")
-CODEC_CIMPORT = re.compile(r"^from cdc\.binlog cimport (.+)$", re.M)
 
 
-def compiled_setting(name: str):
-    """A constant of cdc/compiled.py (COMPILED_MODULES, C_LIBRARIES): read, not imported, so no
-    package import during a build."""
-    tree = ast.parse(Path(__file__).with_name("cdc").joinpath("compiled.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == name:
-            return ast.literal_eval(node.value)
-    raise RuntimeError(f"cdc/compiled.py has no {name}")
+def _load_compiled():
+    """cdc/compiled.py (COMPILED_MODULES, C_LIBRARIES, cimported()), loaded from its file: the
+    `cdc` package is not imported during a build. It imports nothing but the standard library."""
+    path = Path(__file__).resolve().with_name("cdc") / "compiled.py"
+    spec = importlib.util.spec_from_file_location("_cdc_compiled", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+compiled = _load_compiled()
 
 
 class OptionalBuildExt(build_ext):
@@ -37,7 +38,8 @@ class OptionalBuildExt(build_ext):
     The compiled modules of one package call each other in C (`cimport` in their .pxd files:
     merge_source's processor → classifier → group → scan), and a compiled module whose
     cimported one runs as Python fails to import. So a failure takes its whole package back to
-    Python: the other modules of the package built now are removed again."""
+    Python, and with it every package that cimports from it (a module may read another
+    package's cdef classes in C): the other modules built now are removed again."""
 
     def run(self) -> None:
         self._failed: set[str] = set()
@@ -45,13 +47,13 @@ class OptionalBuildExt(build_ext):
             super().run()
         except Exception as exc:  # no compiler, no Python.h: fall back, loudly
             _warn(f"C compilation skipped ({exc}); the pure-Python modules run instead")
-        failed_packages = {name.rsplit(".", 1)[0] for name in self._failed}
+        failed_packages = _packages_back_to_python({_package(name) for name in self._failed})
         for ext in self.extensions:
-            if ext.name not in self._failed and ext.name.rsplit(".", 1)[0] in failed_packages:
+            if ext.name not in self._failed and _package(ext.name) in failed_packages:
                 path = Path(self.get_ext_fullpath(ext.name))
                 if path.exists():
                     path.unlink()
-                    _warn(f"{ext.name} removed: a module of its package did not compile")
+                    _warn(f"{ext.name} removed: a module it depends on did not compile")
 
     def copy_extensions_to_source(self) -> None:
         """(--inplace) Copy what was built: a failed module has nothing to copy, and its error
@@ -71,6 +73,27 @@ class OptionalBuildExt(build_ext):
             _warn(f"{ext.name} not compiled ({exc}); its pure-Python module runs instead")
 
 
+def _package(module: str) -> str:
+    return module.rsplit(".", 1)[0]
+
+
+def _packages_back_to_python(failed: set[str]) -> set[str]:
+    """`failed` and every package of a compiled module that cimports a compiled module of one of
+    them (the codec's declaration-only .pxd files, constants and header, are no such link), until
+    none is added."""
+    root = Path(compiled.ROOT)
+    while True:
+        more = set()
+        for name in compiled.COMPILED_MODULES:
+            for pxd in compiled.cimported(root / (name.replace(".", "/") + ".pxd")):
+                module = ".".join(pxd.relative_to(root).with_suffix("").parts)
+                if module in compiled.COMPILED_MODULES and _package(module) in failed:
+                    more.add(_package(name))
+        if not more - failed:
+            return failed
+        failed |= more
+
+
 def _warn(message: str) -> None:
     print(f"WARNING: {message}", file=sys.stderr)
 
@@ -81,9 +104,7 @@ def extensions() -> list:
     except ImportError:
         _warn("Cython is not installed; the pure-Python modules run instead")
         return []
-    modules = [
-        (name, name.replace(".", "/") + ".py") for name in compiled_setting("COMPILED_MODULES")
-    ]
+    modules = [(name, name.replace(".", "/") + ".py") for name in compiled.COMPILED_MODULES]
     for _, path in modules:
         _drop_stale_c(Path(path))
     try:
@@ -99,23 +120,25 @@ def extensions() -> list:
 
 
 def _drop_stale_c(py: Path) -> None:
-    """Cython's dependency scan misses what an augmenting .pxd cimports from the codec
-    (framing.pxd's `from cdc.binlog cimport constants`), so a changed codec .pxd left the
-    generated C, and the .so, with the old constants. Removing that C makes cythonize write it
-    again."""
-    c, pxd = BUILD_DIR / py.with_suffix(".c"), py.with_suffix(".pxd")
-    if not c.exists() or not pxd.exists():
+    """Cython's dependency scan misses what an augmenting .pxd cimports (framing.pxd's
+    `from cdc.binlog cimport constants`, wire.pxd's `from merge_source.fragment cimport
+    Fragment`), so a changed cimported .pxd left the generated C, and the .so, as it was.
+    Removing that C makes cythonize write it again."""
+    c = BUILD_DIR / py.with_suffix(".c")
+    if not c.exists():
         return
-    names = [n.strip() for line in CODEC_CIMPORT.findall(pxd.read_text()) for n in line.split(",")]
-    codec = [Path("cdc", "binlog", f"{name}.pxd") for name in names]
-    if any(p.exists() and p.stat().st_mtime > c.stat().st_mtime for p in codec):
+    if any(
+        p.stat().st_mtime > c.stat().st_mtime
+        for p in compiled.cimported(py.with_suffix(".pxd"))
+        if p.exists()
+    ):
         c.unlink()
 
 
 def _extension(name: str, path: str):
     from setuptools import Extension
 
-    libraries = list(compiled_setting("C_LIBRARIES").get(name, ()))
+    libraries = list(compiled.C_LIBRARIES.get(name, ()))
     return Extension(name, [path], extra_compile_args=["-O2"], libraries=libraries)
 
 

@@ -22,7 +22,7 @@ from backfill.columns import key_value, row_converter
 from backfill.errors import BackfillError
 from backfill.tables import TableSpec
 from cdc import admin_sql
-from cdc.binlog.constants import EventType
+from cdc.binlog.constants import FORMAT_DESCRIPTION_EVENT, QUERY_EVENT, TABLE_MAP_EVENT
 from cdc.binlog.events import cts_mark_text, decode_event, parse_cts
 from cdc.binlog.fde import FormatDescription
 from cdc.binlog.row_image import MISSING
@@ -30,9 +30,6 @@ from cdc.cn_protocol.errors import CatalogueError
 from cdc.cn_protocol.sql_text import parse_ddl
 from cdc.protocol import BinlogPosition, DumpClient, DumpError, DumpSettings
 
-FDE = int(EventType.FORMAT_DESCRIPTION)
-TABLE_MAP = int(EventType.TABLE_MAP)
-QUERY = int(EventType.QUERY)
 ROWS = frozenset({23, 24, 25, 30, 31, 32})
 LOCAL_MARK = b"::L"
 
@@ -142,7 +139,7 @@ class _Decoder:
         for data in events:
             ev = decode_event(data, fde)
             code = ev.type_code
-            if code == TABLE_MAP:
+            if code == TABLE_MAP_EVENT:
                 name = (ev.body.schema.decode(), ev.body.table.decode())
                 if name in self.specs:
                     tables[ev.body.table_id] = (name, ev.body.columns())
@@ -150,7 +147,7 @@ class _Decoder:
                 entry = tables.get(ev.body.table_id)
                 if entry is not None:
                     self._rows(entry, ev.body, window)
-            elif code == QUERY:
+            elif code == QUERY_EVENT:
                 self._ddl(ev.body, tso)
 
     def _rows(self, entry, body, window: Window) -> None:
@@ -250,10 +247,10 @@ async def _scan(dumper, start, snapshot_tso, stop_tso, specs, timeout) -> Window
     deadline = time.monotonic() + timeout
     async for ev in _events(dumper, start, idle_timeout=min(timeout, 30.0)):
         code = ev.type_code
-        if code == FDE:
+        if code == FORMAT_DESCRIPTION_EVENT:
             fde = FormatDescription.parse(ev.data[19:])
             continue
-        if code in ROWS or code == TABLE_MAP or code == QUERY:
+        if code in ROWS or code == TABLE_MAP_EVENT or code == QUERY_EVENT:
             pending.append(ev.data)
         elif fde is not None and (mark := cts_mark_text(ev.data)) is not None:
             key = mark_key(mark)
@@ -284,7 +281,7 @@ async def _scan(dumper, start, snapshot_tso, stop_tso, specs, timeout) -> Window
 async def _first_mark(dumper: Dumper, file: str, timeout: float) -> tuple[int, int] | None:
     fde = None
     async for ev in _events(dumper, BinlogPosition(file, 4), idle_timeout=timeout):
-        if ev.type_code == FDE:
+        if ev.type_code == FORMAT_DESCRIPTION_EVENT:
             fde = FormatDescription.parse(ev.data[19:])
         elif fde is not None and (mark := cts_mark_text(ev.data)) is not None:
             return mark_key(mark)

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 from binlog_writer import BinlogWriter, FsyncPolicy, MysqlGtids
+from cdc.binlog.constants import GTID_EVENT
 from cdc.binlog.constants import ColumnType as T
-from cdc.binlog.constants import EventType
 from cdc.binlog.events import (
     MysqlGtidEvent,
     QueryEvent,
@@ -141,7 +141,7 @@ def run_bench(
     return result
 
 
-GTID = encode_event(MysqlGtidEvent(int(EventType.GTID), 1, bytes(16), 0, 2))  # the encoder's
+GTID = encode_event(MysqlGtidEvent(GTID_EVENT, 1, bytes(16), 0, 2))  # the encoder's
 BATCH = 100  # transactions per append_batch, about what the leader gathers under load
 
 

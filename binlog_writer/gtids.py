@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from cdc.binlog.constants import HEADER_LEN, EventType
+from cdc.binlog.constants import GTID_EVENT, HEADER_LEN, PREVIOUS_GTIDS_EVENT
 from cdc.binlog.errors import CodecError
 from cdc.binlog.events import ROWS_QUERY_MARK, MarkCarrier, PreviousGtidsEvent
 from cdc.binlog.fde import FormatDescription, mysql57_fde
@@ -37,8 +37,6 @@ from cdc.binlog.gtid import (
 )
 from cdc.binlog.header import event_size, log_pos
 
-_GTID = int(EventType.GTID)
-_PREVIOUS_GTIDS = int(EventType.PREVIOUS_GTIDS)
 GTID_EVENT_SIZE = HEADER_LEN + GTID_BODY_LEN + 4
 # sid, gno, lt_type, last_committed, sequence_number: the GTID body after its flags byte.
 _FIELDS = struct.Struct("<16sQBQQ")
@@ -75,7 +73,7 @@ class MysqlGtids:
     """MySQL 5.7 GTID events `sid:gno` (type 33) and PREVIOUS_GTIDS, in 5.7-flavoured files."""
 
     flavor = "mysql"
-    event_type = _GTID
+    event_type = GTID_EVENT
     server_id_per_file = False
     mark = ROWS_QUERY_MARK
 
@@ -100,7 +98,7 @@ def stamp(buf: bytearray, offsets, sid: bytes, gno: int) -> int:
     are stamped afterwards). Returns the last gno given."""
     pack = _FIELDS.pack_into
     for at in offsets:  # the leader's path: once per transaction, so no call it can spare
-        if buf[at + 4] != _GTID or buf[at + 9] != GTID_EVENT_SIZE:
+        if buf[at + 4] != GTID_EVENT or buf[at + 9] != GTID_EVENT_SIZE:
             raise ValueError(
                 f"no GTID event at offset {at} (event type {buf[at + 4]}): every transaction "
                 "of a GTID-numbered binlog starts with one"
@@ -110,7 +108,7 @@ def stamp(buf: bytearray, offsets, sid: bytes, gno: int) -> int:
     return gno
 
 
-def find(buf, start: int, end: int, event_type: int = _GTID) -> list[int]:
+def find(buf, start: int, end: int, event_type: int = GTID_EVENT) -> list[int]:
     """Offsets of the GTID events (of `event_type`) among the whole events in `buf[start:end]`
     (walks their headers: for a single transaction or a stream's part; a batch brings its
     offsets)."""
@@ -164,7 +162,7 @@ def previous_gtids(buf) -> tuple[int, GtidSet] | None:
     fde_end = fde_at + event_size(buf, fde_at)
     if len(buf) < fde_end:
         return None
-    if len(buf) < fde_end + HEADER_LEN or buf[fde_end + 4] != _PREVIOUS_GTIDS:
+    if len(buf) < fde_end + HEADER_LEN or buf[fde_end + 4] != PREVIOUS_GTIDS_EVENT:
         return fde_end, GtidSet()
     end = fde_end + event_size(buf, fde_end)
     if len(buf) < end:
@@ -173,7 +171,7 @@ def previous_gtids(buf) -> tuple[int, GtidSet] | None:
 
 
 def _is_gtid_event(m, at: int) -> bool:
-    return is_whole_event(m, at, _GTID, GTID_EVENT_SIZE)
+    return is_whole_event(m, at, GTID_EVENT, GTID_EVENT_SIZE)
 
 
 def is_whole_event(m, at: int, event_type: int, size: int) -> bool:

@@ -19,7 +19,7 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
-from cdc.binlog.constants import HEADER_LEN, EventType
+from cdc.binlog.constants import GTID_LIST_EVENT, HEADER_LEN, MARIADB_GTID_EVENT
 from cdc.binlog.errors import CodecError
 from cdc.binlog.events import CHECKPOINT_MARK, DomainGtid, GtidListEvent
 from cdc.binlog.fde import FormatDescription, mariadb_fde
@@ -34,8 +34,6 @@ from cdc.binlog.mariadb_gtid import (
 
 from .gtids import find_event, is_whole_event
 
-_GTID = int(EventType.MARIADB_GTID)
-_GTID_LIST = int(EventType.GTID_LIST)
 MARIADB_GTID_EVENT_SIZE = HEADER_LEN + MARIADB_GTID_BODY_LEN + 4
 _SEQ_DOMAIN = struct.Struct("<QI")
 _U32 = struct.Struct("<I")
@@ -54,7 +52,7 @@ class MariadbGtids:
     """MariaDB GTIDs of domain `domain_id` in 10.11-flavoured files."""
 
     flavor = "mariadb"
-    event_type = _GTID
+    event_type = MARIADB_GTID_EVENT
     server_id_per_file = True
     # A ROWS_QUERY after a group's end stops a MariaDB replica in GTID mode; a
     # BINLOG_CHECKPOINT is outside any group there (docs/dumper.md, "Flavours").
@@ -86,7 +84,7 @@ class MariadbGtids:
         pack = _SEQ_DOMAIN.pack_into
         domain = self.domain_id
         for at in offsets:
-            if buf[at + 4] != _GTID or event_size(buf, at) != MARIADB_GTID_EVENT_SIZE:
+            if buf[at + 4] != MARIADB_GTID_EVENT or event_size(buf, at) != MARIADB_GTID_EVENT_SIZE:
                 raise ValueError(
                     f"no MariaDB GTID event at offset {at} (event type {buf[at + 4]}): every "
                     "transaction of a GTID-numbered binlog starts with one"
@@ -109,7 +107,9 @@ class MariadbGtids:
             if head is None:
                 return None
             needle = (
-                bytes((_GTID,)) + _U32.pack(head.server_id) + _U32.pack(MARIADB_GTID_EVENT_SIZE)
+                bytes((MARIADB_GTID_EVENT,))
+                + _U32.pack(head.server_id)
+                + _U32.pack(MARIADB_GTID_EVENT_SIZE)
             )
             hit = m.rfind(needle, head.end, min(end, len(m)))
             while hit >= 0:
@@ -135,7 +135,7 @@ class MariadbGtids:
             return None
         server_id = header_server_id(buf, fde_at)
         at = fde_at + event_size(buf, fde_at)
-        if len(buf) < at + HEADER_LEN or buf[at + 4] != _GTID_LIST:
+        if len(buf) < at + HEADER_LEN or buf[at + 4] != GTID_LIST_EVENT:
             return None if len(buf) < at + HEADER_LEN else FileHead(at, server_id, ())
         end = at + event_size(buf, at)
         if len(buf) < end:
@@ -153,7 +153,7 @@ class MariadbGtids:
 
     def _is_ours(self, m, at: int) -> bool:
         return (
-            is_whole_event(m, at, _GTID, MARIADB_GTID_EVENT_SIZE)
+            is_whole_event(m, at, MARIADB_GTID_EVENT, MARIADB_GTID_EVENT_SIZE)
             and _U32.unpack_from(m, at + MARIADB_GTID_DOMAIN_OFFSET)[0] == self.domain_id
         )
 

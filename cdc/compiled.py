@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -27,9 +28,11 @@ COMPILED_MODULES = (
     "merge_source.processor",
     "merge_source.renamer",  # NameMap.rename: once per TABLE_MAP released
     # The wire between the processes (the leader's decode: its offsets and per-event split in C,
-    # wire.pxd), the leader's encoder and the writer's stamping (the merge was measured too:
-    # compiled, it ran no faster than the interpreter).
+    # wire.pxd), the leader's merge (the fields of those values read in C; compiled when they
+    # were plain objects, it ran no faster than the interpreter), its encoder and the writer's
+    # stamping.
     "merge_source.wire",
+    "merge_joint.merger",
     "dumper.pipeline.txn_encoder",
     "cdc.binlog.fastpath",
     # The dump stream's split into events (every DumpClient: the MergeSource's DN reads).
@@ -44,10 +47,29 @@ COMPILED_MODULES = (
 C_LIBRARIES = {"cdc.binlog.fastpath": ("z",), "cdc.protocol.dump_stream": ("z",)}
 PURE_ENV = "CDC_PURE_PYTHON"
 ROOT = Path(__file__).resolve().parent.parent
+# `from cdc.binlog cimport constants, header` (modules of declarations only) or
+# `from merge_source.fragment cimport Fragment` (a compiled module's types).
+_CIMPORT = re.compile(r"^from ([\w.]+) cimport (.+)$", re.M)
 
 
 def source_path(module: str) -> Path:
     return ROOT / (module.replace(".", "/") + ".py")
+
+
+def cimported(pxd: Path) -> list[Path]:
+    """The .pxd files that a module's .pxd cimports: a compiled module is as old as the newest
+    of them (setup.py regenerates its C, which Cython's own dependency scan misses for what an
+    augmenting .pxd cimports; tests/test_compiled.py checks the .so against them)."""
+    if pxd.suffix != ".pxd" or not pxd.exists():
+        return []
+    found = []
+    for module, names in _CIMPORT.findall(pxd.read_text()):
+        path = ROOT / module.replace(".", "/")
+        if path.with_suffix(".pxd").exists():
+            found.append(path.with_suffix(".pxd"))
+        else:  # a package: the names are its modules
+            found += [path / f"{name.strip()}.pxd" for name in names.split(",")]
+    return found
 
 
 def is_compiled(module: str) -> bool:

@@ -80,7 +80,6 @@ class MergeJoint:
         history was recorded."""
         merger = self.merger
         queue = self.queue
-        push_fragment = merger.push_fragment
         while True:
             low = merger.low_watermark()  # all it released was consumed: see merged_tso
             if low is not None:
@@ -93,13 +92,7 @@ class MergeJoint:
             marks: dict[int, Watermark] = {}
             cps: dict[int, Watermark] = {}
             while True:
-                for item in batch:
-                    if type(item) is Watermark:
-                        marks[item.dn] = item
-                        if item.checkpoint is not None:
-                            cps[item.dn] = item
-                    else:
-                        push_fragment(item)  # type: ignore[arg-type]
+                merger.take(batch, marks, cps)  # compiled: the items' fields read in C
                 try:
                     batch = queue.get_nowait()  # drain what is there: fewer, larger merges
                 except asyncio.QueueEmpty:

@@ -11,12 +11,15 @@ Each source's fragments wait in their own FIFO queue (they arrive in key order):
 transaction is the smallest head, and every head with that key is one of its fragments. A
 handful of comparisons per transaction, where a heap over every waiting fragment cost two
 tuple comparisons per level of a heap thousands deep during a catch-up.
+
+Compiled (cdc/compiled.py), with C types in merger.pxd: the fields of the fragments and
+watermarks it reads, once or more per fragment, are C struct reads of merge_source's cdef
+classes (fragment.pxd), where interpreted code pays a descriptor call for each.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 
 from cdc.keys import GlobalKey, Kind, SortKey, lift
 from merge_source import Fragment, FragmentKind, Statement, Watermark
@@ -32,15 +35,41 @@ class MergeError(RuntimeError):
     """The streams contradict the commit protocol (e.g. a participant's fragment is missing)."""
 
 
-@dataclass(slots=True)
 class Transaction:
-    """One logical transaction of the global binlog."""
+    """One logical transaction of the global binlog. Typed fields in merger.pxd (compiled: a
+    cdef class, which the leader's compiled encoder reads in C)."""
 
-    key: GlobalKey
-    txn_id: int
-    kind: FragmentKind
-    fragments: list[Fragment]
-    statements: list[Statement] = field(default_factory=list)
+    __slots__ = ("key", "txn_id", "kind", "fragments", "statements")
+
+    def __init__(
+        self,
+        key: GlobalKey,
+        txn_id: int,
+        kind: FragmentKind,
+        fragments: list[Fragment],
+        statements: list[Statement] | None = None,
+    ):
+        self.key = key
+        self.txn_id = txn_id
+        self.kind = kind
+        self.fragments = fragments
+        self.statements: list[Statement] = [] if statements is None else statements
+
+    def _fields(self) -> tuple:
+        return (self.key, self.txn_id, self.kind, self.fragments, self.statements)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Transaction:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaced
+
+    def __repr__(self) -> str:
+        return (
+            f"Transaction(key={self.key!r}, txn_id={self.txn_id!r}, kind={self.kind!r},"
+            f" fragments={self.fragments!r}, statements={self.statements!r})"
+        )
 
     @property
     def tso(self) -> int:
@@ -72,10 +101,13 @@ class Merger:
 
     def low_watermark(self) -> GlobalKey | None:
         """The key up to which the merge is complete (the slowest source)."""
-        marks = list(self._wm.values())
-        if not marks or any(m is None for m in marks):
-            return None
-        return min(marks)  # type: ignore[type-var]
+        low = None
+        for mark in self._wm.values():
+            if mark is None:
+                return None
+            if low is None or mark < low:
+                low = mark
+        return low
 
     def add_source(self, dn: int, start: SortKey) -> None:
         """A new DN joins: it will deliver nothing at or below `start`."""
@@ -88,16 +120,29 @@ class Merger:
 
     def push(self, item: Fragment | Watermark) -> None:
         if type(item) is Watermark:
-            self.push_watermark(item)
+            self.push_watermark(item)  # type: ignore[arg-type]
         else:
             self.push_fragment(item)  # type: ignore[arg-type]
+
+    def take(self, batch: list, marks: dict, cps: dict) -> None:
+        """A batch from the sources: its fragments pushed, and of its watermarks the last one
+        per DN put in `marks`, and in `cps` the last one per DN with a checkpoint, for the
+        caller to push (and keep) once per drain instead of once per watermark."""
+        for item in batch:
+            if type(item) is Watermark:
+                mark: Watermark = item
+                marks[mark.dn] = mark
+                if mark.checkpoint is not None:
+                    cps[mark.dn] = mark
+            else:
+                self.push_fragment(item)
 
     def push_watermark(self, item: Watermark) -> None:
         dn = item.dn
         if dn not in self._wm:
             raise MergeError(f"watermark from unknown source dn{dn}")
         key = item.key
-        mark = _new_tuple(GlobalKey, (key.tso, key.kind, dn, key.seq))  # lift(), inlined
+        mark = _new_tuple(GlobalKey, (key[0], key[1], dn, key[2]))  # lift(), inlined
         old = self._wm[dn]
         if old is not None and mark < old:
             raise MergeError(f"dn{dn} watermark went back from {old} to {mark}")
@@ -111,7 +156,7 @@ class Merger:
         # global_key(), inlined: this runs once per fragment
         key = _new_tuple(
             GlobalKey,
-            (k.tso, _BRANCH, 0, 0) if k.kind == _BRANCH else (k.tso, k.kind, dn, k.seq),
+            (k[0], _BRANCH, 0, 0) if k[1] == _BRANCH else (k[0], k[1], dn, k[2]),
         )
         last = self.last_emitted
         if last is not None and key <= last:
@@ -165,13 +210,17 @@ def coalesce(key: GlobalKey, fragments: list[Fragment]) -> Transaction:
                 )
         return Transaction(key, first.txn_id, first.kind, fragments, list(first.statements))
     if key[1] == _BRANCH:
-        dns = [f.dn for f in fragments]
+        dns = []
+        expected: tuple = ()
+        for f in fragments:
+            dns.append(f.dn)
+            if not expected:
+                expected = f.participants
         dns.sort()
         if len(set(dns)) != len(dns):
             raise MergeError(
                 f"txn {first.txn_id} at TSO {key[0]}: two fragments from one DN ({dns})"
             )
-        expected = next((f.participants for f in fragments if f.participants), ())
         if expected and sorted(expected) != dns:
             raise MergeError(
                 f"txn {first.txn_id} at TSO {key[0]}: fragments from DNs {dns} but the commit record "
@@ -181,12 +230,15 @@ def coalesce(key: GlobalKey, fragments: list[Fragment]) -> Transaction:
         for f in fragments:
             if f.txn_id != txn_id:
                 raise MergeError(
-                    f"two transactions share TSO {key[0]}: {sorted({f.txn_id for f in fragments})}"
+                    f"two transactions share TSO {key[0]}: {sorted({g.txn_id for g in fragments})}"
                 )
     # (TraceId, DN, index) is unique per statement (one fragment per DN), so the tuples sort
     # without ever comparing the statements and without a key function call per item.
-    numbered = [
-        (s.trace_id or _NO_TRACE, f.dn, i, s) for f in fragments for i, s in enumerate(f.statements)
-    ]
+    numbered = []
+    for f in fragments:
+        i = 0
+        for s in f.statements:
+            numbered.append((s.trace_id or _NO_TRACE, f.dn, i, s))
+            i += 1
     numbered.sort()
     return Transaction(key, first.txn_id, first.kind, fragments, [t[3] for t in numbered])

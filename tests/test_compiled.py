@@ -1,17 +1,15 @@
 """The compiled hot loops (cdc/compiled.py): never stale, and the same source passes the
-MergeSource's recorded-binlog, spill, sorter and wire tests, the leader's encoder tests and the
+MergeSource's recorded-binlog, spill, sorter and wire tests, the merger's, the leader's encoder tests and the
 writer's stamping tests as plain Python too."""
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 
-from cdc.compiled import COMPILED_MODULES, PURE_ENV, ROOT, is_compiled, source_path
+from cdc.compiled import COMPILED_MODULES, PURE_ENV, ROOT, cimported, is_compiled, source_path
 
-CIMPORT = re.compile(r"^from cdc\.binlog cimport (.+)$", re.M)
 PURE_TESTS = [
     "tests/merge_source/test_recorded.py",
     "tests/merge_source/test_spill.py",
@@ -20,6 +18,7 @@ PURE_TESTS = [
     "tests/merge_source/test_wire.py",
     "tests/merge_source/test_dn_restart.py",
     "tests/merge_source/test_fast_paths.py",
+    "tests/merge_joint/test_merger.py",
     "tests/dumper/test_txn_encoder.py",
     "tests/binlog_writer/test_recovery.py",
     "tests/binlog_writer/test_stream.py",
@@ -30,19 +29,11 @@ PURE_TESTS = [
 ]
 
 
-def cimported(pxd):
-    """The codec's .pxd files that a module's .pxd cimports (`from cdc.binlog cimport x, y`)."""
-    if pxd.suffix != ".pxd":
-        return []
-    names = [n.strip() for line in CIMPORT.findall(pxd.read_text()) for n in line.split(",")]
-    return [ROOT / "cdc" / "binlog" / f"{name}.pxd" for name in names]
-
-
 def test_a_compiled_module_is_not_older_than_its_source():
     for module in COMPILED_MODULES:
         py = source_path(module)
         sources = [py, *[p for p in [py.with_suffix(".pxd")] if p.exists()]]  # C types of a .py
-        sources += cimported(sources[-1])  # the codec's C declarations it compiles in
+        sources += cimported(sources[-1])  # the C declarations it compiles in
         for so in py.parent.glob(py.stem + ".*.so"):
             for src in sources:
                 assert so.stat().st_mtime >= src.stat().st_mtime, (

@@ -6,13 +6,12 @@ from __future__ import annotations
 import struct
 import zlib
 
-from .constants import CHECKSUM_LEN, HEADER_LEN, EventFlag, EventType
+from .constants import CHECKSUM_LEN, FORMAT_DESCRIPTION_EVENT, HEADER_LEN, EventFlag
 from .errors import CodecError
 from .header import OFF_FLAGS, OFF_TYPE
 
 _U32 = struct.Struct("<I")
 _U16 = struct.Struct("<H")
-_FDE = int(EventType.FORMAT_DESCRIPTION)
 _IN_USE = int(EventFlag.BINLOG_IN_USE)
 
 Buffer = bytes | bytearray | memoryview
@@ -22,7 +21,7 @@ def event_crc(event: Buffer) -> int:
     """CRC32 of a whole event (header + body, without the trailing 4 CRC bytes)."""
     mv = memoryview(event)
     end = len(mv) - CHECKSUM_LEN
-    if mv[OFF_TYPE] == _FDE:
+    if mv[OFF_TYPE] == FORMAT_DESCRIPTION_EVENT:
         flags = _U16.unpack_from(mv, OFF_FLAGS)[0]
         if flags & _IN_USE:
             # As if the in-use flag were cleared (the file's final state).

@@ -8,7 +8,16 @@ from dataclasses import dataclass
 from typing import ClassVar, NamedTuple, Protocol
 
 from .checksum import seal
-from .constants import CHECKSUM_LEN, HEADER_LEN, ROWS_TYPES, EventFlag, EventType, MariadbGtidFlag
+from .constants import (
+    BINLOG_CHECKPOINT_EVENT,
+    CHECKSUM_LEN,
+    HEADER_LEN,
+    ROWS_QUERY_EVENT,
+    ROWS_TYPES,
+    EventFlag,
+    EventType,
+    MariadbGtidFlag,
+)
 from .errors import CodecError, NotSupportedError
 from .fde import FormatDescription
 from .header import EventHeader
@@ -135,12 +144,12 @@ class MarkCarrier(NamedTuple):
 
 
 # The mysql flavour's carrier: ROWS_QUERY (29), flagged IGNORABLE, a length byte then the text.
-ROWS_QUERY_MARK = MarkCarrier(int(EventType.ROWS_QUERY), int(EventFlag.IGNORABLE), HEADER_LEN + 1)
+ROWS_QUERY_MARK = MarkCarrier(ROWS_QUERY_EVENT, int(EventFlag.IGNORABLE), HEADER_LEN + 1)
 # The mariadb flavour's: BINLOG_CHECKPOINT (161) in MariaDB's layout (a u32 length, then the
 # "binlog file name", here the mark's text), flags 0 as MariaDB writes it. A MariaDB replica
 # in GTID mode takes it for what it is, an event outside any group (`is_group_event` false),
 # where a ROWS_QUERY after a group's end stops its I/O thread (docs/dumper.md, "Flavours").
-CHECKPOINT_MARK = MarkCarrier(int(EventType.BINLOG_CHECKPOINT), 0, HEADER_LEN + 4)
+CHECKPOINT_MARK = MarkCarrier(BINLOG_CHECKPOINT_EVENT, 0, HEADER_LEN + 4)
 MARK_CARRIERS = {c.type_code: c for c in (ROWS_QUERY_MARK, CHECKPOINT_MARK)}
 
 

@@ -22,7 +22,14 @@ from __future__ import annotations
 
 import struct
 
-from cdc.binlog.constants import EventType, MariadbGtidFlag
+from cdc.binlog.constants import (
+    ANNOTATE_ROWS_EVENT,
+    BINLOG_CHECKPOINT_EVENT,
+    GTID_LIST_EVENT,
+    MARIADB_GTID_EVENT,
+    STOP_EVENT,
+    MariadbGtidFlag,
+)
 from cdc.binlog.mariadb_gtid import MARIADB_GTID_FLAGS2_OFFSET
 from cdc.protocol.constants import BINLOG_SEND_ANNOTATE_ROWS_EVENT
 
@@ -41,12 +48,10 @@ class MariadbFlavor:
     """The MariaDB dialect of the binlog and of the dump handshake."""
 
     name = "mariadb"
-    gtid_event = int(EventType.MARIADB_GTID)
-    annotate_rows_event = int(EventType.ANNOTATE_ROWS)
+    gtid_event = MARIADB_GTID_EVENT
+    annotate_rows_event = ANNOTATE_ROWS_EVENT
     # Between groups, carrying no data: skipped by whoever cuts the stream into groups.
-    non_data_events = frozenset(
-        {int(EventType.GTID_LIST), int(EventType.BINLOG_CHECKPOINT), int(EventType.STOP)}
-    )
+    non_data_events = frozenset({GTID_LIST_EVENT, BINLOG_CHECKPOINT_EVENT, STOP_EVENT})
     # COM_BINLOG_DUMP flags: ANNOTATE_ROWS carries the statement (and the CN's TraceId hint).
     dump_flags = BINLOG_SEND_ANNOTATE_ROWS_EVENT
     # Its TABLE_MAP charset TLVs count GEOMETRY columns (`TableMapEvent.columns(mariadb=...)`).

@@ -9,13 +9,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .checksum import verify
-from .constants import BINLOG_MAGIC, CHECKSUM_LEN, DEFAULT_MAX_EVENT_SIZE, HEADER_LEN, EventType
+from .constants import (
+    BINLOG_MAGIC,
+    CHECKSUM_LEN,
+    DEFAULT_MAX_EVENT_SIZE,
+    FORMAT_DESCRIPTION_EVENT,
+    HEADER_LEN,
+)
 from .errors import CodecError
 from .events import Event, body_view, decode_event
 from .fde import FormatDescription
 from .header import EventHeader
-
-_FDE = int(EventType.FORMAT_DESCRIPTION)
 
 
 @dataclass(slots=True)
@@ -86,7 +90,7 @@ class EventReader:
                 return
             header = EventHeader.unpack(buf, pos)
             size = header.event_size
-            is_fde = header.type_code == _FDE
+            is_fde = header.type_code == FORMAT_DESCRIPTION_EVENT
             crc_len = (
                 CHECKSUM_LEN if is_fde or (self.fde is not None and self.fde.has_checksum) else 0
             )

@@ -18,7 +18,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from cdc.binlog.checksum import event_crc, stored_crc
-from cdc.binlog.constants import CRC32_RESIDUE, HEADER_LEN, EventFlag, EventType
+from cdc.binlog.constants import (
+    CRC32_RESIDUE,
+    FORMAT_DESCRIPTION_EVENT,
+    HEADER_LEN,
+    HEARTBEAT_EVENT,
+    ROTATE_EVENT,
+    EventFlag,
+)
 from cdc.binlog.flavor import MARIADB, MariadbFlavor
 from cdc.binlog.header import log_pos as header_log_pos
 from cdc.pauses import Backoff
@@ -31,9 +38,6 @@ log = logging.getLogger(__name__)
 
 HEADER_FIELDS = struct.Struct("<BxxxxIIH")  # from offset 4: type, event_size, log_pos, flags
 MAX_PACKET = 1 << 30
-ROTATE_EVENT = int(EventType.ROTATE)
-FORMAT_DESCRIPTION_EVENT = int(EventType.FORMAT_DESCRIPTION)
-HEARTBEAT_EVENT = int(EventType.HEARTBEAT)
 NOT_IN_FILE = frozenset({ROTATE_EVENT, HEARTBEAT_EVENT})  # handled, never handed out
 ARTIFICIAL_FLAG = int(EventFlag.ARTIFICIAL)
 ROTATE_NAME_AT = HEADER_LEN + 8  # ROTATE: u64 position, then the next file's name

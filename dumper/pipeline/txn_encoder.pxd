@@ -2,6 +2,10 @@
 import cython
 
 from cdc.binlog cimport constants, header
+# (Aliased: the .py imports the same classes by their packages' public names, which a cimport
+# of those names would shadow.)
+from merge_joint.merger cimport Transaction as CTransaction
+from merge_source.fragment cimport Fragment as CFragment, Statement as CStatement
 
 cdef class EventPatcher:
     cdef public unsigned int server_id
@@ -10,7 +14,7 @@ cdef class EventPatcher:
 
     cpdef bytes table_id(self, bytes table_map)
 
-    @cython.locals(n=Py_ssize_t, ids=dict)
+    @cython.locals(n=Py_ssize_t, ids=dict, st=CStatement)
     cpdef Py_ssize_t encode_rows(self, bytearray out, list statements,
                                  unsigned int timestamp) except -1
 
@@ -19,7 +23,8 @@ cdef class EventPatcher:
     cpdef int put_event(self, bytearray out, object e, dict ids,
                         unsigned int timestamp) except -1
 
-@cython.locals(fragments=list)
-cpdef unsigned int _timestamp(object txn) except? 0
+@cython.locals(fragments=list, f=CFragment)
+cpdef unsigned int _timestamp(CTransaction txn) except? 0
 
+@cython.locals(st=CStatement)
 cpdef bint has_events(list statements) except -1

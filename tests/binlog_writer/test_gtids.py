@@ -10,7 +10,7 @@ import pytest
 
 from binlog_writer import BinlogWriter
 from binlog_writer.gtids import GTID_EVENT_SIZE, MysqlGtids, find, previous_gtids
-from cdc.binlog.constants import EventType
+from cdc.binlog.constants import GTID_EVENT, EventType
 from cdc.binlog.errors import CodecError
 from cdc.binlog.events import MysqlGtidEvent, encode_event
 from cdc.binlog.gtid import GtidSet, gtid_text, sid_of
@@ -19,7 +19,7 @@ from tests.binlog_writer.test_recovery import readable
 from tests.binlog_writer.test_stream import raw
 
 SID = sid_of("3e11fa47-71ca-11e1-9e33-c80aa9429562")
-PLACEHOLDER = encode_event(MysqlGtidEvent(int(EventType.GTID), 1, bytes(16), 0, 2), timestamp=1)
+PLACEHOLDER = encode_event(MysqlGtidEvent(GTID_EVENT, 1, bytes(16), 0, 2), timestamp=1)
 
 
 def txn(i: int, gtids: int = 1) -> bytes:

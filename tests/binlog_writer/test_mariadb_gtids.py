@@ -11,7 +11,7 @@ import pytest
 
 from binlog_writer import BinlogWriter, MariadbGtids
 from binlog_writer.gtids import find
-from cdc.binlog.constants import EventType
+from cdc.binlog.constants import MARIADB_GTID_EVENT, EventType
 from cdc.binlog.errors import CodecError
 from cdc.binlog.events import (
     CHECKPOINT_MARK,
@@ -32,7 +32,7 @@ DOMAIN, SERVER = 7, 100
 PLACEHOLDER = encode_event(
     MariadbGtidEvent(0, 0, FLAGS2_TRANSACTION, trailer=bytes(6)), timestamp=1, server_id=SERVER
 )
-_162 = int(EventType.MARIADB_GTID)
+_162 = MARIADB_GTID_EVENT
 
 
 def layout(server_id: int = SERVER) -> MariadbGtids:

@@ -14,12 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from binlog_writer import layout
-from cdc.binlog.constants import HEADER_LEN, EventType
+from cdc.binlog.constants import FORMAT_DESCRIPTION_EVENT, HEADER_LEN
 from cdc.binlog.header import OFF_FLAGS, OFF_SERVER_ID, event_size, log_pos
 
 MAGIC = b"\xfebin"
 START = len(MAGIC)  # offset of the first event (the FDE)
-FDE_TYPE = int(EventType.FORMAT_DESCRIPTION)
 _NAME_RE = re.compile(r"^[^./]+\.\d{6,}$")
 _SCAN_CHUNK = 1 << 20
 
@@ -202,7 +201,7 @@ class BinlogFiles:
 
     def read_fde(self, name: str) -> RawEvent:
         event = self.read_event(name, len(MAGIC))
-        if event.type_code != FDE_TYPE:
+        if event.type_code != FORMAT_DESCRIPTION_EVENT:
             raise BinlogFileError(
                 f"{name}: first event is type {event.type_code}, not FORMAT_DESCRIPTION"
             )

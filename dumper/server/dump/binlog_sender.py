@@ -11,7 +11,7 @@ import time
 import zlib
 from typing import Protocol
 
-from cdc.binlog.constants import HEADER_LEN, EventFlag, EventType
+from cdc.binlog.constants import HEADER_LEN, HEARTBEAT_EVENT, ROTATE_EVENT, EventFlag
 from cdc.binlog.header import HEADER, OFF_FLAGS, OFF_LOG_POS, event_size
 from dumper.server.dump.ack_gate import AckGate
 from dumper.server.dump.binlog_files import (
@@ -32,8 +32,6 @@ from dumper.server.dump.request import (
 )
 from dumper.server.dump.shared_reads import FramedBatch, SharedReads
 
-ROTATE_EVENT = int(EventType.ROTATE)
-HEARTBEAT_EVENT = int(EventType.HEARTBEAT)
 LOG_EVENT_ARTIFICIAL_F = int(EventFlag.ARTIFICIAL)
 LOG_EVENT_BINLOG_IN_USE_F = int(EventFlag.BINLOG_IN_USE)
 START = len(MAGIC)

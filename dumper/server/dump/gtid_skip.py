@@ -15,13 +15,11 @@ from bisect import bisect_right
 from dataclasses import dataclass
 
 from binlog_writer.gtids import gno_at
-from cdc.binlog.constants import HEADER_LEN, EventType
+from cdc.binlog.constants import GTID_EVENT, HEADER_LEN, ROTATE_EVENT
 from cdc.binlog.gtid import GTID_GNO_OFFSET, GTID_SID_OFFSET, MAX_GNO, GtidSet
 from cdc.binlog.header import OFF_TYPE, event_size
 from cdc.protocol.packets import MAX_CHUNK
 
-_GTID = int(EventType.GTID)
-_ROTATE = int(EventType.ROTATE)
 _SID_END = GTID_SID_OFFSET + 16
 _LARGEST = MAX_CHUNK - 2  # bigger events go out split (`BinlogSender._send_unusual`), alone
 
@@ -75,14 +73,14 @@ class GtidSkip:
             if size < HEADER_LEN or size > _LARGEST or off + size > end:
                 break
             kind = data[off + OFF_TYPE]
-            if kind == _GTID and size >= GTID_GNO_OFFSET + 8:
+            if kind == GTID_EVENT and size >= GTID_GNO_OFFSET + 8:
                 gno = gno_at(data, off)
                 if gno > excluded.last:
                     self.done = True
                     break
                 sid = data[off + GTID_SID_OFFSET : off + _SID_END]
                 self.skipping = sid == excluded.sid and gno in excluded
-            if kind == _ROTATE or not self.skipping:
+            if kind == ROTATE_EVENT or not self.skipping:
                 keep.append(data[off : off + size])
             off += size
         return b"".join(keep), off
@@ -90,4 +88,4 @@ class GtidSkip:
     def drops(self, event: bytes) -> bool:
         """Is `event`, one `filter` does not take (a packet cannot hold it), dropped? It is
         never a GTID or ROTATE event, so it belongs to the group the walk is in."""
-        return self.skipping and event[OFF_TYPE] not in (_GTID, _ROTATE)
+        return self.skipping and event[OFF_TYPE] not in (GTID_EVENT, ROTATE_EVENT)

@@ -19,12 +19,15 @@ from pathlib import Path
 
 from binlog_writer import MariadbGtids
 from binlog_writer.mariadb_gtids import MARIADB_GTID_EVENT_SIZE
-from cdc.binlog.constants import HEADER_LEN, EventFlag, EventType, GtidListFlag
+from cdc.binlog.constants import (
+    BINLOG_CHECKPOINT_EVENT,
+    HEADER_LEN,
+    MARIADB_GTID_EVENT,
+    EventFlag,
+    GtidListFlag,
+)
 from cdc.binlog.events import DomainGtid, GtidListEvent, encode_event
 from cdc.binlog.header import OFF_TYPE, event_size
-
-_GTID = int(EventType.MARIADB_GTID)
-_MARK = int(EventType.BINLOG_CHECKPOINT)  # the mariadb flavour's CTS mark, a transaction's last
 
 
 class GtidUntil:
@@ -83,9 +86,9 @@ def _transaction_end(path: Path, at: int) -> int | None:
             if size < HEADER_LEN or off + size > end:
                 return None
             kind = m[off + OFF_TYPE]
-            if kind == _GTID:
+            if kind == MARIADB_GTID_EVENT:
                 return off
-            if kind == _MARK:
+            if kind == BINLOG_CHECKPOINT_EVENT:  # the CTS mark: a transaction's last event
                 return off + size
             off += size
     return None

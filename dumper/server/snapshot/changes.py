@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from cdc.binlog.constants import EventType
+from cdc.binlog.constants import FORMAT_DESCRIPTION_EVENT, QUERY_EVENT, TABLE_MAP_EVENT
 from cdc.binlog.events import cts_mark_text, decode_event, parse_cts
 from cdc.binlog.fde import FormatDescription
 from cdc.binlog.row_image import MISSING
@@ -21,9 +21,6 @@ from cdc.cn_protocol.sql_text import parse_ddl
 from dumper.server.dump.binlog_files import BinlogFiles
 from dumper.server.handlers import SqlError
 
-FDE = int(EventType.FORMAT_DESCRIPTION)
-TABLE_MAP = int(EventType.TABLE_MAP)
-QUERY = int(EventType.QUERY)
 ROWS = frozenset({23, 24, 25, 30, 31, 32})
 ER_UNKNOWN = 1105
 EVENTS_PER_TURN = 256  # ~1 ms of decoding between the loop's turns
@@ -83,11 +80,11 @@ class ChangedKeys:
 
     def _event(self, data: bytes, where: str) -> None:
         code = data[4]
-        if code == FDE:
+        if code == FORMAT_DESCRIPTION_EVENT:
             self._fde = FormatDescription.parse(data[19:])
             return
         assert self._fde is not None
-        if code == TABLE_MAP:
+        if code == TABLE_MAP_EVENT:
             ev = decode_event(data, self._fde)
             if (ev.body.schema.decode(), ev.body.table.decode()) == self.table:
                 self._maps[ev.body.table_id] = ev.body.columns()
@@ -96,7 +93,7 @@ class ChangedKeys:
             columns = self._maps.get(ev.body.table_id)
             if columns is not None:
                 self._rows(ev.body, columns, where)
-        elif code == QUERY:
+        elif code == QUERY_EVENT:
             self._ddl(decode_event(data, self._fde).body, where)
         elif (mark := cts_mark_text(data)) is not None:
             tso = parse_cts(mark)
