@@ -93,11 +93,14 @@ stop:
 	@if [ -x $(BIN)/cdc ] && [ -f $(DEMO_DIR)/cdc.toml ]; then $(BIN)/cdc stop --config $(DEMO_DIR)/cdc.toml; fi
 	@if [ -x $(BIN)/cdc ]; then $(BIN)/cdc cluster down --dir $(DEMO_DIR); fi
 
+# TEST_WORKERS=N runs N pytest-xdist workers, each handed whole test files (tests/conftest.py);
+# 0, the default, one process: not yet measured faster on 2 cores (docs/development.md).
+TEST_WORKERS ?= 0
 test: setup
-	$(BIN)/python -m pytest -q -ra
+	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS)
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -ra -m "not slow"
+	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) -m "not slow"
 
 # The long fuzz run (issue 10): dumper packet parsing, the SQL tokenizer on inputs of up to
 # 16 MB (issue 19, at most 1000 of those) and the binlog codec, FUZZ_EXAMPLES

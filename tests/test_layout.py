@@ -143,21 +143,14 @@ class Import:
     type_only: bool = False  # under `if TYPE_CHECKING:`: for annotations, never run
 
 
-def _type_checking_lines(tree: ast.Module) -> set[int]:
-    """The lines of the statements under `if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`)."""
-    lines = set()
-    for node in ast.walk(tree):
-        test = getattr(node, "test", None)
-        if isinstance(node, ast.If) and (
-            isinstance(test, ast.Name)
-            and test.id == "TYPE_CHECKING"
-            or isinstance(test, ast.Attribute)
-            and test.attr == "TYPE_CHECKING"
-        ):
-            lines |= {
-                n.lineno for stmt in node.body for n in ast.walk(stmt) if hasattr(n, "lineno")
-            }
-    return lines
+def _is_type_checking(test: ast.expr) -> bool:
+    """`TYPE_CHECKING` or `typing.TYPE_CHECKING`, the test of an `if`."""
+    return (
+        isinstance(test, ast.Name)
+        and test.id == "TYPE_CHECKING"
+        or isinstance(test, ast.Attribute)
+        and test.attr == "TYPE_CHECKING"
+    )
 
 
 @functools.cache
@@ -167,9 +160,13 @@ def imports_of(path: Path, root: Path = ROOT) -> list[Import]:
     tree = ast.parse(path.read_text(), filename=str(path))
     package = path.relative_to(root).parent.parts
     found = []
-    type_only = _type_checking_lines(tree)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
+    type_only = set()  # the lines of the statements under `if TYPE_CHECKING:`
+    for node in ast.walk(tree):  # once: the walks are most of this file's time
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            type_only |= {
+                n.lineno for stmt in node.body for n in ast.walk(stmt) if hasattr(n, "lineno")
+            }
+        elif isinstance(node, ast.Import):
             found += [Import(path, node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:

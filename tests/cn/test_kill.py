@@ -12,7 +12,8 @@ from cn.workloads.transfer import TransferWorkload
 from tests.cn.conftest import cli, xa_prepared
 from tests.cn.test_transfer import _check_commit_records
 
-ROUNDS = int(os.environ.get("CDC_TEST_KILL_ROUNDS", "5"))
+# Kills per step, each after another number of commits (1 + (i * 7) % 12); scale for a long run.
+ROUNDS = int(os.environ.get("CDC_TEST_KILL_ROUNDS", "2"))
 ACCOUNTS = 200
 
 
@@ -51,7 +52,7 @@ async def test_kill_at_every_protocol_step_then_recover(cn_config, cn_config_fil
             ), f"total changed after a kill at {step}"
         finally:
             await cn.close()
-    assert kills >= 20
+    assert kills == len(STEPS) * ROUNDS
     _check_commit_records(cn_config)
     print(f"{kills} kills + recoveries in {time.monotonic() - started:.1f}s")
 
