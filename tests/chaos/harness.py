@@ -18,6 +18,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from cdc.cn_protocol.ground_truth import read as read_ground_truth
@@ -255,3 +257,16 @@ class Chaos:
         if self.replica is not None:
             self.replica.stop()
         self.cluster.down()
+
+
+@contextmanager
+def running_chaos(directory: Path, **kwargs) -> Iterator[Chaos]:
+    """A `Chaos` with its pipeline running and a replica attached (a test module's cluster);
+    closed after, whatever happened."""
+    c = Chaos(directory, **kwargs)
+    try:
+        c.start_pipeline()
+        c.attach_replica()
+        yield c
+    finally:
+        c.close()

@@ -18,18 +18,13 @@ from pathlib import Path
 import pytest
 
 from cdc.cn_protocol.crash_points import STEPS
-from tests.chaos.harness import KILLS, WORKLOADS, Chaos
+from tests.chaos.harness import KILLS, WORKLOADS, Chaos, running_chaos
 
 
 @pytest.fixture(scope="module")
 def chaos(tmp_path_factory):
-    c = Chaos(tmp_path_factory.mktemp("chaos"))
-    try:
-        c.start_pipeline()
-        c.attach_replica()
+    with running_chaos(tmp_path_factory.mktemp("chaos")) as c:
         yield c
-    finally:
-        c.close()
 
 
 def start_load(c: Chaos) -> None:

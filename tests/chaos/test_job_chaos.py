@@ -21,7 +21,7 @@ import pytest
 from cn import ComputeNode
 from cn.job_crash_points import points
 from cn.workloads.transfer import TransferWorkload
-from tests.chaos.harness import ACCOUNTS, WORKLOADS, Chaos
+from tests.chaos.harness import ACCOUNTS, WORKLOADS, Chaos, running_chaos
 
 SIZE = os.environ.get("CDC_CHAOS_JOB_POINTS", "3")
 ROWS = [(kind, point) for kind in ("ddl", "add-dn", "move") for point in points(kind)]
@@ -41,13 +41,8 @@ ROW_COUNT = len(ROWS) if SIZE == "all" else int(SIZE)
 @pytest.fixture(scope="module")
 def chaos(tmp_path_factory):
     # Every add-dn row starts a DN: room for all of them when every point runs.
-    c = Chaos(tmp_path_factory.mktemp("jobs"), spare_dns=9 if SIZE == "all" else 4)
-    try:
-        c.start_pipeline()
-        c.attach_replica()
+    with running_chaos(tmp_path_factory.mktemp("jobs"), spare_dns=9 if SIZE == "all" else 4) as c:
         yield c
-    finally:
-        c.close()
 
 
 def pick(c: Chaos) -> list[tuple[str, str]]:
