@@ -30,9 +30,7 @@ import contextlib
 import json
 import logging
 import os
-import pickle
 import signal
-import struct
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +38,7 @@ from pathlib import Path
 from binlog_writer import file_number
 from cdc.config import Config
 from cdc.tasks import cancel_and_wait, wait_event
+from dumper.child_process import read_spec, spawn
 from dumper.server.dump.ack_gate import AckGate
 from dumper.server.serve_state import ServeState, ServeView, SharedStateNotifier
 
@@ -159,20 +158,10 @@ class ServeProcess:
             "server_uuid": self.server_uuid,
             "log_level": logging.getLogger().getEffectiveLevel(),
         }
-        self._proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            # Not `-m dumper.server.serve_process`: the package imports this module first, and
-            # runpy then warns that it runs a module already imported.
-            "-c",
-            "import sys; from dumper.server.serve_process import main; sys.exit(main())",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            pass_fds=(wake_r, self._state_fd),
+        self._proc = await spawn(
+            "dumper.server.serve_process", spec, pass_fds=(wake_r, self._state_fd)
         )
         self.pid = self._proc.pid
-        assert self._proc.stdin is not None and self._proc.stdout is not None
-        blob = pickle.dumps(spec)
-        self._proc.stdin.write(struct.pack("<Q", len(blob)) + blob)
         # stdin then stays open: its end tells the child that the leader is gone.
         try:
             line = await asyncio.wait_for(self._proc.stdout.readline(), START_TIMEOUT_S)
@@ -376,8 +365,9 @@ async def _child(spec: dict) -> None:
 
 
 def main() -> int:
-    (n,) = struct.unpack("<Q", sys.stdin.buffer.read(8))
-    spec = pickle.loads(sys.stdin.buffer.read(n))  # from our own parent, over its pipe
+    spec = read_spec()
+    if spec is None:
+        return 1  # the leader went before it sent the spec
     logging.basicConfig(
         level=spec["log_level"],
         format="%(asctime)s %(levelname)s %(name)s [serve]: %(message)s",

@@ -22,8 +22,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import pickle
-import struct
 import sys
 import time
 from pathlib import Path
@@ -32,6 +30,7 @@ from binlog_writer import last_written_key
 from cdc.config import Config
 from cdc.keys import GlobalKey
 from cdc.streams import stream_config, stream_server_uuid
+from dumper.child_process import read_spec
 from dumper.pipeline import LeaderStats
 from dumper.pipeline.leader import gtid_layout, open_writer
 from dumper.streams.wire import FromStream, ToStream, framed, key_message, read_frame
@@ -185,16 +184,6 @@ async def _serve_stream(spec: dict, frames_in: int, frames_out: int) -> None:
     await serve(config, Path(spec["state_dir"]), role=role, server_uuid=sw.server_uuid)
 
 
-def _read_exact(fd: int, n: int) -> bytes | None:
-    blob = b""
-    while len(blob) < n:
-        chunk = os.read(fd, n - len(blob))
-        if not chunk:
-            return None
-        blob += chunk
-    return blob
-
-
 def main() -> int:
     """The stream process: a pickled spec (length-prefixed) on stdin, then frames."""
     # stdout carries frames only: whatever prints goes to stderr.
@@ -202,11 +191,9 @@ def main() -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     frames_in = 0
-    head = _read_exact(frames_in, 8)
-    blob = _read_exact(frames_in, struct.unpack("<Q", head)[0]) if head is not None else None
-    if blob is None:
+    spec = read_spec(frames_in)
+    if spec is None:
         return 1  # the merge process went before it sent the spec
-    spec = pickle.loads(blob)
     logging.basicConfig(
         level=spec.get("log_level", logging.INFO),
         format=f"%(asctime)s stream{spec['stream']} %(levelname)s %(name)s: %(message)s",

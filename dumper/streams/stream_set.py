@@ -12,13 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import pickle
-import struct
-import sys
 from pathlib import Path
 
 from cdc.config import Config
 from cdc.keys import GlobalKey
+from dumper.child_process import spawn
 from dumper.streams.wire import FromStream, ToStream, WireError, framed, message_key, read_frame
 from merge_source import SourceProcessDied
 
@@ -66,16 +64,7 @@ class StreamProcess:
             "state_dir": str(self.state_dir),
             "log_level": logging.getLogger().getEffectiveLevel(),
         }
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            "import sys; from dumper.streams.stream_process import main; sys.exit(main())",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-        )
-        assert self.proc.stdin is not None
-        blob = pickle.dumps(spec)
-        self.proc.stdin.write(struct.pack("<Q", len(blob)) + blob)
+        self.proc = await spawn("dumper.streams.stream_process", spec)
         self._reader = asyncio.create_task(self._read(), name=f"stream{self.stream}-answers")
         log.info("stream %d: process %d started", self.stream, self.proc.pid)
 
