@@ -146,3 +146,21 @@ def running_snap(directory: Path, *, mariadb: bool = False) -> Iterator[Snap]:
                 snap.stop_traffic()
     finally:
         cluster.down()
+
+
+def shop_shards(config: Config, table: str) -> list[tuple[object, str]]:
+    """(DN node, physical table) of each shard of `shop.<table>`; a broadcast table
+    (`currencies`) counts once, on the first DN."""
+    out = []
+    for node in config.dn:
+        conn = pymysql.connect(
+            host=node.host, port=node.port, user=node.user, password=node.password
+        )
+        with conn.cursor() as cur:
+            cur.execute("SHOW TABLES FROM shop_p")
+            names = [r[0] for r in cur.fetchall() if r[0].startswith(table + "_")]
+        conn.close()
+        if table == "currencies":  # broadcast: one copy
+            names = names[:1] if node is config.dn[0] else []
+        out.extend((node, name) for name in names)
+    return out

@@ -25,7 +25,7 @@ from tests.dumper.snapshot.binary_client import (
     fields,
     param,
 )
-from tests.dumper.snapshot.conftest import READER
+from tests.dumper.snapshot.conftest import READER, shop_shards
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -93,22 +93,6 @@ def alltypes(snap):
         time.sleep(0.3)
 
 
-def _shards(snap, table: str) -> list[tuple[object, str]]:
-    out = []
-    for node in snap.config.dn:
-        conn = pymysql.connect(
-            host=node.host, port=node.port, user=node.user, password=node.password
-        )
-        with conn.cursor() as cur:
-            cur.execute("SHOW TABLES FROM shop_p")
-            names = [r[0] for r in cur.fetchall() if r[0].startswith(table + "_")]
-        conn.close()
-        if table == "currencies":  # broadcast: one copy
-            names = names[:1] if node is snap.config.dn[0] else []
-        out.extend((node, name) for name in names)
-    return out
-
-
 async def _run(host, port, user, password, sql, params, cursor_fetch=None):
     """PREPARE + EXECUTE (+ FETCH by `cursor_fetch` rows until the last): the column
     definitions announced at PREPARE, those of the result, the rows, and for a cursor the
@@ -146,7 +130,7 @@ def _both(snap, table: str, where: str = "", params=(), cursor_fetch=None, items
         )
     )
     prepared, columns, rows = None, None, []
-    for node, name in _shards(snap, table):
+    for node, name in shop_shards(snap.config, table):
         p, c, r, _ = asyncio.run(
             _run(
                 node.host,
@@ -259,7 +243,7 @@ def test_cursor_fetch_as_mariadb_answers_it(snap, alltypes, fetch):
     flags (PRI_KEY, PART_KEY, ...) its plain result has: the dumper's cursor keeps the plain
     result's definitions (equal to MariaDB's, the test above), as it holds no copy."""
     (_, columns, rows, replies), _ = _both(snap, "currencies", cursor_fetch=fetch)
-    (node, name), *_ = _shards(snap, "currencies")
+    (node, name), *_ = shop_shards(snap.config, "currencies")
     _, s_columns, s_rows, s_replies = asyncio.run(
         _run(
             node.host,

@@ -12,7 +12,14 @@ import pytest
 
 from cdc.protocol.client import MysqlClient
 from dumper.server.snapshot.values import ColumnDef
-from tests.dumper.snapshot.conftest import ACCOUNTS, BALANCE, BANK_ONLY, NO_ROWS, READER
+from tests.dumper.snapshot.conftest import (
+    ACCOUNTS,
+    BALANCE,
+    BANK_ONLY,
+    NO_ROWS,
+    READER,
+    shop_shards,
+)
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -115,24 +122,14 @@ def test_result_sets_byte_for_byte_as_the_shards_send_them(snap, table):
     )
     shard_rows: list[bytes] = []
     shard_columns: list[bytes] | None = None
-    for node in cfg.dn:
-        conn = pymysql.connect(
-            host=node.host, port=node.port, user=node.user, password=node.password
+    for node, name in shop_shards(cfg, table):
+        c, d = asyncio.run(
+            _raw(node.host, node.port, node.user, node.password, f"SELECT * FROM shop_p.{name}")
         )
-        with conn.cursor() as cur:
-            cur.execute("SHOW TABLES FROM shop_p")
-            physical = [r[0] for r in cur.fetchall() if r[0].startswith(table + "_")]
-        conn.close()
-        if table == "currencies":
-            physical = physical[:1] if node is cfg.dn[0] else []
-        for name in physical:
-            c, d = asyncio.run(
-                _raw(node.host, node.port, node.user, node.password, f"SELECT * FROM shop_p.{name}")
-            )
-            shard_columns = shard_columns or [
-                ColumnDef.parse(p).renamed("shop", table, table).encode() for p in c
-            ]
-            shard_rows.extend(d)
+        shard_columns = shard_columns or [
+            ColumnDef.parse(p).renamed("shop", table, table).encode() for p in c
+        ]
+        shard_rows.extend(d)
     assert columns == shard_columns
     assert sorted(data) == sorted(shard_rows)
     assert len(data) > 0
