@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pymysql
 import pytest
-import pytest_asyncio
 
 from cn import CatalogueError, ComputeNode
 from cn.job_crash_points import points
@@ -81,16 +80,6 @@ async def columns_agree(cn: ComputeNode, table: str) -> None:
     assert ("\n" + shape).count("\n  `") == len(logical), (logical, shape)
 
 
-@pytest_asyncio.fixture(loop_scope="function")
-async def node(cn_config):
-    cn = ComputeNode(cn_config)
-    await cn.start(recover=False)
-    try:
-        yield cn
-    finally:
-        await cn.close()
-
-
 @pytest.fixture
 def short_lease(cn_config, tmp_path) -> Path:
     """A config whose CNs count as dead 1.5 s after they die (the default is 3 s)."""
@@ -134,17 +123,17 @@ async def test_a_ddl_killed_at_every_point_resumes_when_run_again(cn_config, sho
     print(f"{len(POINTS)} DDL crash points, killed and resumed in {time.monotonic() - began:.1f}s")
 
 
-async def test_a_live_cn_takes_over_a_dead_owners_ddl(cn_config, short_lease, node):
+async def test_a_live_cn_takes_over_a_dead_owners_ddl(cn_config, short_lease, cn):
     path = short_lease
-    await node.execute_ddl(f"DROP TABLE IF EXISTS {DB}.takeover")
-    await node.execute_ddl(
+    await cn.execute_ddl(f"DROP TABLE IF EXISTS {DB}.takeover")
+    await cn.execute_ddl(
         f"CREATE TABLE {DB}.takeover (id INT PRIMARY KEY, v INT)", shard_key="id", partitions=4
     )
     sql = f"ALTER TABLE {DB}.takeover ADD COLUMN w INT NULL"
     env = {**os.environ, "CDC_CN_JOB_CRASH_AT": "ddl:shard", "CDC_CN_JOB_CRASH_AFTER": "2"}
     killed = await asyncio.to_thread(cli, "cn", "ddl", sql, "--config", str(path), env=env)
     assert killed.returncode == -9, killed.stdout + killed.stderr
-    # `node` (alive) sees the dead owner once its lease has run out, and finishes the job.
+    # `cn` (alive) sees the dead owner once its lease has run out, and finishes the job.
     deadline = time.monotonic() + 30
     while jobs(cn_config)[-1][1] == "running":
         assert time.monotonic() < deadline, jobs(cn_config)[-1]
@@ -152,7 +141,7 @@ async def test_a_live_cn_takes_over_a_dead_owners_ddl(cn_config, short_lease, no
     assert jobs(cn_config)[-1][1] == "done", jobs(cn_config)[-1]
     assert frozen(cn_config) == "[]"
     assert ddl_records(cn_config, sql) == 1
-    await columns_agree(node, "takeover")
+    await columns_agree(cn, "takeover")
     listed = await asyncio.to_thread(cli, "cn", "jobs", "--config", str(path))
     assert listed.returncode == 0, listed.stderr
     line = next(x for x in listed.stdout.splitlines() if f"DDL on {DB}.takeover" in x)
@@ -165,28 +154,28 @@ async def test_a_live_cn_takes_over_a_dead_owners_ddl(cn_config, short_lease, no
     assert ddl_records(cn_config, sql) == 1
 
 
-async def test_a_ddl_a_shard_refuses_is_rolled_back_everywhere(cn_config, cn_config_file, node):
-    await node.execute_ddl(f"DROP TABLE IF EXISTS {DB}.refused")
-    await node.execute_ddl(
+async def test_a_ddl_a_shard_refuses_is_rolled_back_everywhere(cn_config, cn_config_file, cn):
+    await cn.execute_ddl(f"DROP TABLE IF EXISTS {DB}.refused")
+    await cn.execute_ddl(
         f"CREATE TABLE {DB}.refused (id INT PRIMARY KEY, v INT)", shard_key="id", partitions=4
     )
-    t = node.catalogue.table(DB, "refused")
+    t = cn.catalogue.table(DB, "refused")
     ids = {}
     for i in range(1, 200):  # one row with v = 7 in partition 0, two in partition 3
         ids.setdefault(t.partition_for(i), []).append(i)
     rows = [(ids[0][0], 7), (ids[3][0], 7), (ids[3][1], 7), (ids[1][0], 1)]
-    async with node.transaction() as tx:
+    async with cn.transaction() as tx:
         for r in rows:
             await tx.execute(f"INSERT INTO {DB}.refused (id, v) VALUES (%s, %s)", r)
-    before = await definitions(node, "refused")
+    before = await definitions(cn, "refused")
     with pytest.raises(CatalogueError, match="rolled back: the DDL failed on DN"):
-        await node.execute_ddl(f"ALTER TABLE {DB}.refused ADD UNIQUE INDEX uv (v)")
-    assert await definitions(node, "refused") == before
+        await cn.execute_ddl(f"ALTER TABLE {DB}.refused ADD UNIQUE INDEX uv (v)")
+    assert await definitions(cn, "refused") == before
     assert jobs(cn_config)[-1][1] == "rolled back"
     assert "Duplicate entry" in jobs(cn_config)[-1][3]
     listed = cli("cn", "jobs", "--config", str(cn_config_file))
     assert "rolled back" in listed.stdout and "reason: the DDL failed on DN" in listed.stdout
     assert frozen(cn_config) == "[]"
-    async with node.transaction() as tx:
+    async with cn.transaction() as tx:
         got = await tx.execute(f"SELECT id, v FROM {DB}.refused ORDER BY id")
     assert sorted(tuple(r) for r in got.rows) == sorted(rows)
