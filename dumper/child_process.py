@@ -6,6 +6,7 @@ is gone."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pickle
 import struct
@@ -31,6 +32,20 @@ async def spawn(module: str, spec: dict[str, Any], pass_fds=()) -> asyncio.subpr
     blob = pickle.dumps(spec)
     proc.stdin.write(SPEC_LEN.pack(len(blob)) + blob)
     return proc
+
+
+async def stop_child(proc: asyncio.subprocess.Process | None, timeout_s: float) -> None:
+    """Close the child's stdin (its cue to stop) and wait for it; killed past `timeout_s`."""
+    if proc is None or proc.returncode is not None:
+        return
+    if proc.stdin is not None:
+        proc.stdin.close()
+    try:
+        await asyncio.wait_for(proc.wait(), timeout_s)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
 
 
 def read_spec(fd: int = 0) -> dict[str, Any] | None:

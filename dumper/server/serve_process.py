@@ -38,7 +38,7 @@ from pathlib import Path
 from binlog_writer import file_number
 from cdc.config import Config
 from cdc.tasks import cancel_and_wait, wait_event
-from dumper.child_process import read_spec, spawn
+from dumper.child_process import read_spec, spawn, stop_child
 from dumper.server.dump.ack_gate import AckGate
 from dumper.server.serve_state import ServeState, ServeView, SharedStateNotifier
 
@@ -216,15 +216,7 @@ class ServeProcess:
 
     async def close(self) -> None:
         await cancel_and_wait(self._tasks)
-        proc = self._proc
-        if proc is not None and proc.returncode is None:
-            if proc.stdin is not None:
-                proc.stdin.close()  # the child's cue to stop
-            try:
-                await asyncio.wait_for(proc.wait(), STOP_TIMEOUT_S)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
+        await stop_child(self._proc, STOP_TIMEOUT_S)
         if self._wake_w >= 0:
             os.close(self._wake_w)
             self._wake_w = -1

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cdc.config import Config
 from cdc.keys import GlobalKey
-from dumper.child_process import spawn
+from dumper.child_process import spawn, stop_child
 from dumper.streams.wire import FromStream, ToStream, WireError, framed, message_key, read_frame
 from merge_source import SourceProcessDied
 
@@ -137,16 +137,7 @@ class StreamProcess:
         await self.ask(ToStream(sync=self._sync_no), "synced", SYNC_TIMEOUT_S)
 
     async def stop(self) -> None:
-        proc = self.proc
-        if proc is not None and proc.returncode is None:
-            if proc.stdin is not None:
-                proc.stdin.close()  # the stream's cue to stop
-            try:
-                await asyncio.wait_for(proc.wait(), STOP_TIMEOUT_S)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
+        await stop_child(self.proc, STOP_TIMEOUT_S)
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
