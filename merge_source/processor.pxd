@@ -35,6 +35,7 @@ cdef class SourceProcessor:
     cdef public str _stream
     cdef public str _fde_file
     cdef public object restart_suspects
+    cdef set _reported
 
     cpdef list _group(self, BinlogGroup group)
     cpdef list _apply(self, BinlogGroup group)

@@ -98,6 +98,7 @@ class SourceProcessor:
         self.resume_after = resume_after
         # Physical -> logical names; None: pass names through (no topology known yet).
         self.names = names
+        self._reported: set[tuple[bytes, bytes]] = set()  # unmapped tables already logged
         # On a first start, nothing before the CdcStart marker belongs to the global binlog.
         self.started = not wait_for_start
         self._foreign = {}  # xid -> _Held
@@ -331,7 +332,23 @@ class SourceProcessor:
                 # else holds it.
                 st.in_memory = events
                 out.append(st)
+        if names.unreported:
+            self._report_unmapped(names)
         return out
+
+    def _report_unmapped(self, names: NameMap) -> None:
+        for db, table in names.unreported:
+            if (db, table) not in self._reported:
+                self._reported.add((db, table))
+                log.info(
+                    "dn%d: rows of %s.%s are left out of the global binlog: no logical table"
+                    " maps to it here (a partition copy in progress, a broadcast replica, or a"
+                    " table made outside the CN)",
+                    self.dn_id,
+                    db.decode(errors="replace"),
+                    table.decode(errors="replace"),
+                )
+        names.unreported.clear()
 
     def _seq(self, file, pos) -> int:  # str, int
         if file != self._file_name:

@@ -28,6 +28,10 @@ class NameMap:
     topology: dict[str, Any] = field(default_factory=dict)
     _cache: dict[bytes, tuple[bytes, bytes] | None] = field(default_factory=dict)
     dropped: int = 0  # TABLE_MAPs of unmapped physical tables seen (rows dropped with them)
+    # Unmapped physical (db, table) names not yet reported: the processor logs each once, so
+    # rows that leave the global binlog on purpose (a copy in progress, a broadcast replica)
+    # or by mistake (a table made outside the CN) leave a trail either way.
+    unreported: list[tuple[bytes, bytes]] = field(default_factory=list)
 
     @classmethod
     def from_topology(cls, dn_id: int, topology: dict[str, Any]) -> NameMap:
@@ -82,6 +86,7 @@ class NameMap:
         table = body[pos + 1 : pos + 1 + tbl_len]
         logical = self.names.get((bytes(db), bytes(table)))
         if logical is None:
+            self.unreported.append((bytes(db), bytes(table)))  # once: the result is cached
             return None
         ldb, ltable = logical
         names = bytes((len(ldb),)) + ldb + b"\0" + bytes((len(ltable),)) + ltable + b"\0"

@@ -8,6 +8,7 @@ the fragments, the last watermark and the checkpoint are compared with what the 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 
 import pytest
@@ -225,6 +226,15 @@ def test_without_wait_for_start_the_local_before_cdc_start_keeps_physical_names(
     assert (first.kind, first.tso, first.key.kind) == (FragmentKind.LOCAL, 0, Kind.LOCAL)
     assert table_name(first.statements[0].events[0]) == (b"rec_p", b"t_p0000")
     assert [(f.key, describe(f)) for f in rest] == [(f.key, describe(f)) for f in run.fragments()]
+
+
+def test_each_physical_table_left_out_is_logged_once(caplog):
+    """Rows dropped for want of a logical name leave a trail: one line per physical table."""
+    with caplog.at_level(logging.INFO, logger="merge_source.processor"):
+        feed_all(SourceProcessor(DN, wait_for_start=True))
+    left_out = sorted(r.getMessage().split()[3] for r in caplog.records if "left out" in r.message)
+    # The copy of a partition moving here and the broadcast replica that does not speak.
+    assert left_out == ["rec_p.b", "rec_p.t_p0001"]
 
 
 def test_spilling_every_group_gives_identical_fragments(run: Run, tmp_path):
