@@ -367,11 +367,15 @@ class HaNode:
             for c in self.copies
         ]
         try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            for t in done:
-                t.result()
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
             await cancel_and_wait(tasks)
+            # Every copy's error is looked at (a leader that died ends them all); the first
+            # one is raised.
+            errors = [t.exception() for t in tasks if t.done() and not t.cancelled()]
+        for error in errors:
+            if error is not None:
+                raise error
 
     async def _copy_one(self, lease: Lease, target: CopyTarget) -> None:
         d = self.config.dumper

@@ -201,7 +201,13 @@ def main() -> int:
     frames_out = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    frames_in = 0
+    # The frames come in on a copy of stdin, and fd 0 is /dev/null: the end of the frames
+    # closes their fd, and a number 0 free again would be the next file opened (the server's
+    # shared state, which its child finds by number, where its own stdin is).
+    frames_in = os.dup(0)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
     spec = read_spec(frames_in)
     if spec is None:
         return 1  # the merge process went before it sent the spec

@@ -6,10 +6,10 @@ the leader dumper and every process of it (merge, streams, servers) is SIGKILLed
 over both streams; the replica, re-pointed at dumper 2's stream 1 port with slave_pos and
 nothing else, continues without a replication error to the stream's end (its gtid_slave_pos is
 the stream's gtid_binlog_pos: no transaction missing, none twice) and ends `cdc check` equal;
-every committed transaction is in dumper 2's streams exactly once (`check_streams` against the
-ground truth). Dumper 1 then comes back as a follower and each of its stream copies ends
-byte-identical to the new leader's (its copy cut back where the new term began, if it held
-more)."""
+every committed transaction is in dumper 2's streams, none twice in a stream (against the CN's
+ground truth, read from its files). Dumper 1 then comes back as a follower and each of its
+stream copies ends byte-identical to the new leader's (cut back where the new term began, if
+it held more)."""
 
 from __future__ import annotations
 
@@ -21,16 +21,15 @@ import time
 
 from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.config import DumperPeer, load
-from cdc.streams import StreamRouter, stream_dir
+from cdc.streams import stream_dir
 from checks.downstream import run_check
-from checks.verify_binlog import check_streams, read_server
 from cn import ComputeNode, init
 from cn.workloads.runner import run_workload
 from cn.workloads.transfer import TransferWorkload
-from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from local_cluster.testing import free_base_port
 from tests.chaos.dumpers import Dumpers, copies_identical
 from tests.chaos.test_dumper_ha import acknowledging
+from tests.e2e.global_binlog import read_global_binlog
 from tests.e2e.test_mariadb_flavor import (  # noqa: F401 (fixture)
     DOMAIN,
     balances,
@@ -68,7 +67,9 @@ async def test_a_gtid_replica_of_one_stream_survives_the_failover_of_the_streams
     base = free_base_port(2 * (STREAMS + 1))
     cfg.dumper.streams = STREAMS
     cfg.dumper.stream_tables = {"bank": K}
-    cfg.dumper.ack_wait_ms = 10_000  # a loaded machine must not make the leader give up waiting
+    # Long enough that a loaded machine does not make the leader give up waiting before the
+    # kill; short, since the new leader waits that long for dumper 1 to follow again.
+    cfg.dumper.ack_wait_ms = 4000
     cfg.dumper.peers = [
         DumperPeer(
             i, port=base + (i - 1) * (STREAMS + 1), binlog_dir=str(directory / f"d{i}" / "binlog")
@@ -118,6 +119,7 @@ async def test_a_gtid_replica_of_one_stream_survives_the_failover_of_the_streams
         print(
             f"{time.monotonic() - started:5.1f}s took over in {time.monotonic() - killed_at:.1f}s"
         )
+        dumpers.start(1)  # comes back as a follower (its copies are compared at the end)
         await asyncio.sleep(1.0)
         stop.set()
         await load_task
@@ -126,24 +128,18 @@ async def test_a_gtid_replica_of_one_stream_survives_the_failover_of_the_streams
         report = await asyncio.to_thread(run_check, cfg, replica.host, replica.port, "root", "", 60)
         assert report.equal, report.render()
 
-        # Every committed transaction in the new leader's streams, exactly once.
+        # Every committed transaction in the new leader's streams, none twice in a stream
+        # (`cdc verify-binlog` reads the mysql flavour only: the files are read here).
         d2 = cfg.for_dumper(2).dumper
-        reads = [
-            await asyncio.to_thread(
-                read_server, d2.host, d2.port + 1 + i, DEFAULT_USER, DEFAULT_PASSWORD
-            )
-            for i in range(STREAMS)
-        ]
-        router = StreamRouter.of(cfg)
-        verified = check_streams(
-            reads,
-            read_ground_truth(cfg.cn.ground_truth_log),
-            lambda db, t: router.stream_of(db.encode(), t.encode()),
-        )
-        assert verified.ok, verified.render()
+        written: set[int] = set()
+        for i in range(STREAMS):
+            tsos = [t.tso for t in read_global_binlog(stream_dir(d2, i))]
+            assert len(tsos) == len(set(tsos)), f"stream {i} holds a transaction twice"
+            written.update(tsos)
+        truth = read_ground_truth(cfg.cn.ground_truth_log)
+        assert written == {e["tso"] for e in truth if e["kind"] in ("txn", "ddl")}
 
         # Dumper 1 follows again: each stream's copy ends the same bytes as the leader's.
-        dumpers.start(1)
         d1 = cfg.for_dumper(1).dumper
         await dumpers.wait(
             lambda: all(
