@@ -55,3 +55,16 @@ async def test_a_follower_waits_for_the_terms_start_in_every_stream(tmp_path):
     gms.terms.append(TermStart(3, 1, "binlog.000002", 4, stream=1))
     assert await node._align_with_terms(3)
     assert [read_state_term(c.dir) for c in node.copies] == [3, 3]
+
+
+def test_reseed_refuses_stream_copies(tmp_path):
+    from argparse import Namespace
+
+    from cli.commands.ha import cmd_reseed
+
+    cfg = config(tmp_path / "binlog")
+    cfg.dumper.streams = 2
+    cfg.dumper.peers = [DumperPeer(1, port=3307), DumperPeer(2, port=3310)]
+    cfg.dump(tmp_path / "cdc.toml")
+    with pytest.raises(ConfigError, match="stream copies"):
+        cmd_reseed(Namespace(config=str(tmp_path / "cdc.toml"), dumper_id=2))
