@@ -68,3 +68,23 @@ def test_reseed_refuses_stream_copies(tmp_path):
     cfg.dump(tmp_path / "cdc.toml")
     with pytest.raises(ConfigError, match="stream copies"):
         cmd_reseed(Namespace(config=str(tmp_path / "cdc.toml"), dumper_id=2))
+
+
+def test_status_shows_each_stream_copy_and_each_streams_gate():
+    from cli.commands.pipeline import _ha_line, _stream_lines
+
+    follower = {
+        "dumper_id": 2,
+        "address": "h:3310",
+        "role": "follower",
+        "term": 3,
+        "leader": "h:3307",
+        "copies": [
+            {"stream": 0, "file": "binlog.000002", "position": 900},
+            {"stream": 1, "file": "", "position": 0},
+        ],
+    }
+    line = _ha_line(follower)
+    assert "stream 0 at binlog.000002:900, stream 1 at -:0" in line
+    leading = {"stream": 1, "port": 3309, "ha": {"ack_gate_degraded": True}}
+    assert _stream_lines([leading])[1].endswith("acks DEGRADED")
