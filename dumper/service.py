@@ -145,17 +145,20 @@ def _ha_node(config: Config, uuid: str, heartbeat: bool, pauses: Pauses, state_d
     """The CN heartbeat runs only while this node leads (`on_lead`). With several streams each
     term's pipeline is the merge that feeds the stream processes (docs/streams.md, "HA
     followers"); this process's own port then answers `SHOW BINARY STREAMS` only."""
-    make = Leader
+    make, copy_servers = Leader, None
     if config.dumper.streams > 1:
+        from dumper.ha.stream_term import StreamCopyServers
         from dumper.streams import StreamLeader
 
         make = functools.partial(StreamLeader, state_dir=state_dir)
+        copy_servers = StreamCopyServers(config, uuid, lambda: node.current_notify())
     node = HaNode(
         config,
         GmsLeaseStore(config),
         DnLeaders(config, uuid, pauses, make=make),
         on_lead=(lambda: heartbeats(config, node.nodes.get, pauses)) if heartbeat else None,
         pauses=pauses,
+        copy_servers=copy_servers,
     )
     single = config.dumper.streams == 1
     return Role(

@@ -28,6 +28,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from binlog_writer import BinlogCopier, CopyError, layout, truncate_copy
 from cdc.config import Config, DumperConfig
@@ -49,6 +50,13 @@ FOLLOWER_SERVER_ID_BASE = 9900  # dump clients of followers register as base + d
 # The leader's 1236 for a file it does not list (binlog_sender.MSG_UNKNOWN_FILE, MySQL's text).
 MSG_PURGED = "Could not find first log file name"
 STREAM_PROGRESS_FILE = "stream.progress"  # dumper.streams.stream_process.PROGRESS_FILE
+
+
+class CopyServers(Protocol):
+    """The servers of a multi-stream follower's copies (`dumper.ha.stream_term`)."""
+
+    def start(self) -> None: ...
+    async def stop(self) -> None: ...
 
 
 class FencedError(LeaderError):
@@ -100,6 +108,7 @@ class HaNode:
         copy: Callable[[Lease], Awaitable[None]] | None = None,
         on_lead: Callable[[], Awaitable[None]] | None = None,
         pauses: Pauses | None = None,
+        copy_servers: CopyServers | None = None,
     ):
         self.config = config
         self.pauses = pauses or Pauses()
@@ -107,6 +116,9 @@ class HaNode:
         self._leaders = leaders
         self._copy_from = copy or self._copy
         self._on_lead = on_lead  # runs alongside the pipeline while this process leads
+        # Several streams: the servers of the stream copies while following (their ports are
+        # the leading stream processes' while this process leads).
+        self._copy_servers = copy_servers
         self.id = config.dumper.id
         self.address = f"{config.dumper.host}:{config.dumper.port}"
         self.dir = Path(config.dumper.binlog_dir)
@@ -179,6 +191,8 @@ class HaNode:
             reporter.cancel()
             with contextlib.suppress(BaseException):
                 await reporter
+            if self._copy_servers is not None:
+                await self._copy_servers.stop()
             await self._leaders.close()
 
     async def _turn(self) -> None:
@@ -322,6 +336,8 @@ class HaNode:
         renew_s = self.config.dumper.lease_renew_ms / 1000
         now: Lease | None = lease
         try:
+            if self._copy_servers is not None:
+                self._copy_servers.start()  # (in the background; a no-op while they run)
             while not copy.done():
                 # Look again when the lease would run out if not renewed meanwhile: a dead
                 # leader's lease is seen expired within ~50 ms, not up to a renew interval.
@@ -431,6 +447,8 @@ class HaNode:
     async def _lead(self, term: int, timeline: TakeoverTimeline | None = None) -> None:
         d = self.config.dumper
         self._valid_until = time.monotonic() + d.lease_ms / 1000 - LEASE_MARGIN_S
+        if self._copy_servers is not None:
+            await self._copy_servers.stop()  # this process's stream processes take the ports
         self.role, self.term = "leader", term
         self.took_over_at = time.time()
         if self.acks is not None:

@@ -1,15 +1,15 @@
 """HA of a multi-stream binlog (`[dumper] streams = 2` with two dumper peers, docs/streams.md
 "HA followers"), end to end on the mariadb flavour's cluster of tests/e2e/test_mariadb_flavor.py:
-dumper 1 leads both streams, dumper 2 keeps a copy of each; a real MariaDB replica follows
-stream 1 (where `bank` is pinned) by GTID (MASTER_USE_GTID=slave_pos). Under transfer traffic
-the leader dumper and every process of it (merge, streams, servers) is SIGKILLed; dumper 2 takes
-over both streams; the replica, re-pointed at dumper 2's stream 1 port with slave_pos and
-nothing else, continues without a replication error to the stream's end (its gtid_slave_pos is
-the stream's gtid_binlog_pos: no transaction missing, none twice) and ends `cdc check` equal;
-every committed transaction is in dumper 2's streams, none twice in a stream (against the CN's
-ground truth, read from its files). Dumper 1 then comes back as a follower and each of its
-stream copies ends byte-identical to the new leader's (cut back where the new term began, if
-it held more)."""
+dumper 1 leads both streams, dumper 2 keeps a copy of each and serves it read-only on its own
+stream ports; a real MariaDB replica follows stream 1 (where `bank` is pinned) by GTID
+(MASTER_USE_GTID=slave_pos). Under transfer traffic the leader dumper and every process of it
+(merge, streams, servers) is SIGKILLed; dumper 2 takes over both streams; the replica,
+re-pointed at dumper 2's stream 1 port with slave_pos and nothing else, continues without a
+replication error to the stream's end (its gtid_slave_pos is the stream's gtid_binlog_pos: no
+transaction missing, none twice) and ends `cdc check` equal; every committed transaction is in
+dumper 2's streams, none twice in a stream (against the CN's ground truth, read from its
+files). Dumper 1 then comes back as a follower and each of its stream copies ends
+byte-identical to the new leader's (cut back where the new term began, if it held more)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ import json
 import os
 import signal
 import time
+
+import pymysql
 
 from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.config import DumperPeer, load
@@ -33,6 +35,7 @@ from tests.e2e.global_binlog import read_global_binlog
 from tests.e2e.test_mariadb_flavor import (  # noqa: F401 (fixture)
     DOMAIN,
     balances,
+    dumper_gtid_pos,
     follow_by_gtid,
     mariadb_flavor,
 )
@@ -50,6 +53,15 @@ def stream_status(dumpers: Dumpers, dumper: int, stream: int) -> dict:
     except (OSError, ValueError):
         return {}
     return status if status.get("written_at", 0) > time.time() - 3 else {}
+
+
+def gtid_pos_or_none(port: int) -> str | None:
+    """Stream K's gtid_binlog_pos on `port`; None while nothing listens there yet."""
+    try:
+        pos = dumper_gtid_pos(port, DOMAIN + K)
+    except pymysql.err.OperationalError:
+        return None
+    return pos if pos.startswith(f"{DOMAIN + K}-") else None
 
 
 def kill_dumper(dumpers: Dumpers, i: int) -> None:
@@ -108,7 +120,9 @@ async def test_a_gtid_replica_of_one_stream_survives_the_failover_of_the_streams
         await dumpers.wait(
             lambda: acknowledging(stream_status(dumpers, 1, K)), 60, "no acknowledgement"
         )
-        await asyncio.sleep(1.0)
+        # Dumper 2 serves its copy of stream K read-only while it follows (mid-transaction
+        # never: a copy holds whole transactions).
+        await dumpers.wait(lambda: gtid_pos_or_none(port(2)), 60, "dumper 2 serves no copy")
         kill_dumper(dumpers, 1)  # the replica's master dies under traffic, with all of it
         killed_at = time.monotonic()
         await dumpers.wait(

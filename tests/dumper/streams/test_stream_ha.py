@@ -11,7 +11,7 @@ from cdc.config import ConfigError, DumperConfig, DumperPeer
 from cdc.streams import stream_dir
 from dumper.ha import HaNode
 from dumper.ha.ha_node import CopyTarget, read_state_term
-from tests.dumper.ha.fakes import FakeCopy, FakeGms, FakeLeaders, FakeLeaseStore
+from tests.dumper.ha.fakes import Cluster, FakeCopy, FakeGms, FakeLeaders, FakeLeaseStore
 from tests.dumper.pipeline.fakes import config
 from topology import Lease, TermStart
 
@@ -88,3 +88,34 @@ def test_status_shows_each_stream_copy_and_each_streams_gate():
     assert "stream 0 at binlog.000002:900, stream 1 at -:0" in line
     leading = {"stream": 1, "port": 3309, "ha": {"ack_gate_degraded": True}}
     assert _stream_lines([leading])[1].endswith("acks DEGRADED")
+
+
+class FakeCopyServers:
+    """Records when a node starts and stops serving its stream copies, with its role then."""
+
+    def __init__(self, node: HaNode | None = None) -> None:
+        self.node = node
+        self.log: list[tuple[str, str]] = []
+
+    def start(self) -> None:
+        self.log.append(("start", self.node.role))
+
+    async def stop(self) -> None:
+        self.log.append(("stop", self.node.role))
+
+
+async def test_copies_are_served_while_following_and_never_while_leading(tmp_path):
+    async with Cluster(tmp_path) as c:
+        nodes = {i: c.node(i, start=False) for i in (1, 2)}
+        for n in nodes.values():
+            n.ha._copy_servers = FakeCopyServers(n.ha)
+        c.start(nodes[1])
+        await c.until(lambda: nodes[1].ha.role == "leader")
+        c.start(nodes[2])
+        await c.until(lambda: nodes[2].copy.leases)
+        b = nodes[2].ha._copy_servers
+        assert b.log[-1] == ("start", "follower")
+        nodes[1].store.cut()  # the leader is gone: 2 takes over, its copy servers stop first
+        await c.until(lambda: nodes[2].ha.role == "leader")
+        assert b.log[-1] == ("stop", "follower")  # (before it became the leader)
+        assert nodes[1].ha._copy_servers.log[0] == ("stop", "candidate")
