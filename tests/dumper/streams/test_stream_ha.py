@@ -117,5 +117,7 @@ async def test_copies_are_served_while_following_and_never_while_leading(tmp_pat
         assert b.log[-1] == ("start", "follower")
         nodes[1].store.cut()  # the leader is gone: 2 takes over, its copy servers stop first
         await c.until(lambda: nodes[2].ha.role == "leader")
-        assert b.log[-1] == ("stop", "follower")  # (before it became the leader)
-        assert nodes[1].ha._copy_servers.log[0] == ("stop", "candidate")
+        assert b.log[-1][0] == "stop"  # before it became the leader
+        for n in nodes.values():  # (a loaded machine may fence a leader: it follows again)
+            assert all(role != "leader" for _, role in n.ha._copy_servers.log)
+        assert nodes[1].ha._copy_servers.log[0][0] == "stop"
