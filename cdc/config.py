@@ -259,10 +259,7 @@ class DumperConfig:
                     f"0..{self.streams - 1} ([dumper] streams = {self.streams})"
                 )
         if self.streams > 1 and self.peers:
-            raise ConfigError(
-                "[dumper] streams > 1 with [[dumper.peers]]: HA followers per stream are not "
-                "built yet (docs/streams.md); use one or the other"
-            )
+            self._check_stream_peers()
         if self.flavor not in FLAVORS:
             raise ConfigError(f"[dumper] flavor = {self.flavor!r}: must be one of {FLAVORS}")
         if not 0 <= self.gtid_domain_id < 1 << 32:
@@ -283,6 +280,23 @@ class DumperConfig:
                 f"[dumper] version = {self.version!r}: the mysql flavour needs a 5.x version "
                 f"like {MYSQL_VERSION!r} (mariadb-binlog and MariaDB replicas refuse 8.x)"
             )
+
+    def _check_stream_peers(self) -> None:
+        """Several streams with HA peers (docs/streams.md, "HA followers"): each dumper's
+        stream i listens on its own port + 1 + i, where its followers find it."""
+        if self.stream_port:
+            raise ConfigError(
+                f"[dumper] stream_port = {self.stream_port} with [[dumper.peers]]: each dumper's "
+                "stream i listens on that dumper's port + 1 + i; leave stream_port at 0"
+            )
+        ranges = sorted((p.host, p.port, p.id) for p in self.peers)
+        for (host, port, pid), (host2, port2, pid2) in zip(ranges, ranges[1:], strict=False):
+            if host == host2 and port2 <= port + self.streams:
+                raise ConfigError(
+                    f"[[dumper.peers]] {pid} and {pid2} on {host}: ports {port} and {port2} "
+                    f"overlap; each dumper needs {self.streams + 1} ports (its own, then one "
+                    "per stream)"
+                )
 
 
 @dataclass(slots=True)

@@ -86,9 +86,17 @@ def _served_status(
     return out
 
 
-def _ha_status(node: HaNode) -> dict:
+def _ha_status(node: HaNode, state_dir: Path) -> dict:
     status = leader_status(node.leader) if node.leader is not None else {"written_at": time.time()}
     status["ha"] = ha_status(node)
+    if node.config.dumper.streams > 1:
+        from dumper.streams import streams_status
+
+        status.setdefault("problems", [])
+        if node.role == "leader":  # (a follower's streams serve nothing: docs/streams.md)
+            status["streams"] = streams_status(node.config, state_dir)
+            for s in status["streams"]:
+                status["problems"].extend(s.get("problems", []))
     return status
 
 
@@ -107,11 +115,13 @@ def _server_uuid(config: Config, pauses: Pauses) -> str:
 
 
 def _role_of(config: Config) -> Callable[[Config, str, bool, Pauses, Path], Role]:
+    if config.dumper.peers:
+        return _ha_node
     if config.dumper.streams > 1:
         from dumper.streams import stream_merge_role
 
         return stream_merge_role
-    return _ha_node if config.dumper.peers else _plain_leader
+    return _plain_leader
 
 
 def _plain_leader(
@@ -131,20 +141,31 @@ def _plain_leader(
     )
 
 
-def _ha_node(config: Config, uuid: str, heartbeat: bool, pauses: Pauses, _state_dir: Path) -> Role:
-    """The CN heartbeat runs only while this node leads (`on_lead`)."""
+def _ha_node(config: Config, uuid: str, heartbeat: bool, pauses: Pauses, state_dir: Path) -> Role:
+    """The CN heartbeat runs only while this node leads (`on_lead`). With several streams each
+    term's pipeline is the merge that feeds the stream processes (docs/streams.md, "HA
+    followers"); this process's own port then answers `SHOW BINARY STREAMS` only."""
+    make, copy_servers = Leader, None
+    if config.dumper.streams > 1:
+        from dumper.ha.stream_term import StreamCopyServers
+        from dumper.streams import StreamLeader
+
+        make = functools.partial(StreamLeader, state_dir=state_dir)
+        copy_servers = StreamCopyServers(config, uuid, lambda: node.current_notify())
     node = HaNode(
         config,
         GmsLeaseStore(config),
-        DnLeaders(config, uuid, pauses),
+        DnLeaders(config, uuid, pauses, make=make),
         on_lead=(lambda: heartbeats(config, node.nodes.get, pauses)) if heartbeat else None,
         pauses=pauses,
+        copy_servers=copy_servers,
     )
+    single = config.dumper.streams == 1
     return Role(
         {"ha": node.run},
-        status=functools.partial(_ha_status, node),
+        status=functools.partial(_ha_status, node, state_dir),
         binlog_dir=lambda: node.dir,
-        writer=lambda: node.leader.writer if node.leader is not None else None,
+        writer=lambda: node.leader.writer if node.leader is not None and single else None,
         current_notify=node.current_notify,
         leading=lambda: node.role == "leader",
         read_only=node.read_only,

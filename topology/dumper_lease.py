@@ -39,6 +39,7 @@ class TermStart:
     dumper_id: int
     file: str
     position: int
+    stream: int | None = None  # a stream of a multi-stream binlog (None: the single one)
 
 
 class DumperLeaseStore:
@@ -107,6 +108,16 @@ class DumperLeaseStore:
             )
 
     def record_term(self, start: TermStart) -> None:
+        """A stream's start is recorded once per term (INSERT IGNORE): a stream process that
+        restarts within the term began writing where its first start did."""
+        if start.stream is not None:
+            with self._conn.cursor() as cur:
+                cur.execute(
+                    f"INSERT IGNORE INTO {self._db}.binlog_dumper_stream_term "
+                    "(term, stream, dumper_id, file_name, position) VALUES (%s, %s, %s, %s, %s)",
+                    (start.term, start.stream, start.dumper_id, start.file, start.position),
+                )
+            return
         with self._conn.cursor() as cur:
             cur.execute(
                 f"INSERT INTO {self._db}.binlog_dumper_term (term, dumper_id, file_name, position) "
@@ -114,14 +125,25 @@ class DumperLeaseStore:
                 (start.term, start.dumper_id, start.file, start.position),
             )
 
-    def terms_after(self, term: int) -> list[TermStart]:
+    def terms_after(self, term: int, stream: int | None = None) -> list[TermStart]:
+        """The starts of the terms after `term`: of the single stream, or of stream `stream`."""
         with self._conn.cursor() as cur:
-            cur.execute(
-                f"SELECT term, dumper_id, file_name, position FROM {self._db}.binlog_dumper_term "
-                "WHERE term > %s ORDER BY term",
-                (term,),
-            )
-            return [TermStart(int(r[0]), int(r[1]), r[2], int(r[3])) for r in cur.fetchall()]
+            if stream is None:
+                cur.execute(
+                    f"SELECT term, dumper_id, file_name, position FROM {self._db}.binlog_dumper_term "
+                    "WHERE term > %s ORDER BY term",
+                    (term,),
+                )
+            else:
+                cur.execute(
+                    f"SELECT term, dumper_id, file_name, position "
+                    f"FROM {self._db}.binlog_dumper_stream_term "
+                    "WHERE term > %s AND stream = %s ORDER BY term",
+                    (term, stream),
+                )
+            return [
+                TermStart(int(r[0]), int(r[1]), r[2], int(r[3]), stream) for r in cur.fetchall()
+            ]
 
     def report(self, m: Member) -> None:
         with self._conn.cursor() as cur:

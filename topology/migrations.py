@@ -126,6 +126,24 @@ MIGRATIONS: tuple[Migration, ...] = (
             ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
         ),
     ),
+    Migration(
+        4,
+        "dumper HA per stream: where each term began in each stream",
+        (
+            # With `[dumper] streams` > 1 a term begins in every stream at a place of its own
+            # (each stream's writer recovers its copy): a follower cuts each stream's copy back
+            # to its own start (docs/streams.md, "HA followers").
+            """CREATE TABLE binlog_dumper_stream_term (
+                term BIGINT UNSIGNED NOT NULL,
+                stream INT NOT NULL,
+                dumper_id INT NOT NULL,
+                file_name VARCHAR(64) NOT NULL,
+                position BIGINT UNSIGNED NOT NULL,
+                started_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+                PRIMARY KEY (term, stream)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+        ),
+    ),
 )
 
 

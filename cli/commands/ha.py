@@ -35,6 +35,11 @@ def cmd_reseed(args) -> int:
     config = load(args.config)
     if not config.dumper.peers:
         raise ConfigError(f"{args.config} lists no [[dumper.peers]]: there is no HA follower")
+    if config.dumper.streams > 1:
+        raise ConfigError(
+            "[dumper] streams > 1: re-seeding the stream copies of a follower is not built "
+            "yet (docs/streams.md, HA followers)"
+        )
     config = config.for_dumper(args.dumper_id)
     try:
         print(asyncio.run(reseed(config, GmsLeaseStore(config))))

@@ -209,9 +209,15 @@ def _stream_lines(streams: list[dict] | None) -> list[str]:
     lines = [f"{'STREAM':<8}{'PORT':<7}{'FILE:POSITION':<24}{'GTID':>8}{'LAST TSO':>22}{'TXNS':>9}"]
     for s in streams:
         where = f"{s.get('file') or '-'}:{s.get('position', 0)}"
+        gate = s.get("ha", {})  # HA: the stream's own ack gate (docs/streams.md)
+        acks = (
+            f"  acks {'DEGRADED' if gate['ack_gate_degraded'] else 'on'}"
+            if "ack_gate_degraded" in gate
+            else ""
+        )
         lines.append(
             f"{s['stream']:<8}{s['port']:<7}{where:<24}{s.get('gno', 0):>8}"
-            f"{s.get('last_tso', 0):>22}{s.get('transactions', 0):>9}"
+            f"{s.get('last_tso', 0):>22}{s.get('transactions', 0):>9}{acks}"
         )
     return lines
 
@@ -281,6 +287,11 @@ def _ha_line(ha: dict) -> str:
         )
         gate = "DEGRADED (serving unacknowledged data)" if ha["ack_gate_degraded"] else "on"
         return f"{head}; serving acknowledged data only: {gate}; acknowledged: {acks or 'none'}"
+    if ha["role"] == "follower" and "copies" in ha:  # one copy per stream (docs/streams.md)
+        copies = ", ".join(
+            f"stream {c['stream']} at {c['file'] or '-'}:{c['position']}" for c in ha["copies"]
+        )
+        return f"{head}; copying from {ha['leader']}: {copies}"
     if ha["role"] == "follower":
         behind = (
             f"{ha['behind_bytes']} bytes behind"

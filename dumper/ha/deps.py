@@ -6,6 +6,7 @@ the production ones; tests/dumper/ha/ passes in-memory fakes, so that the HA sta
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Protocol
 
 from cdc.config import Config, NodeConfig
@@ -25,7 +26,7 @@ class LeaseStore(Protocol):
     async def renew(self, holder: int, term: int, lease_ms: int) -> bool: ...
     async def release(self, holder: int, term: int) -> None: ...
     async def record_term(self, start: TermStart) -> None: ...
-    async def terms_after(self, term: int) -> list[TermStart]: ...
+    async def terms_after(self, term: int, stream: int | None = None) -> list[TermStart]: ...
     async def report(self, member: Member) -> None: ...
     async def members(self) -> list[Member]: ...
 
@@ -73,8 +74,8 @@ class GmsLeaseStore:
     async def record_term(self, start: TermStart) -> None:
         await self._run(lambda s: s.record_term(start))
 
-    async def terms_after(self, term: int) -> list[TermStart]:
-        return await self._run(lambda s: s.terms_after(term))
+    async def terms_after(self, term: int, stream: int | None = None) -> list[TermStart]:
+        return await self._run(lambda s: s.terms_after(term, stream))
 
     async def report(self, member: Member) -> None:
         await self._run(lambda s: s.report(member))
@@ -101,9 +102,16 @@ class DnLeaders:
     removed) saved the takeover only the forks."""
 
     def __init__(
-        self, config: Config, server_uuid: str | None = None, pauses: Pauses | None = None
+        self,
+        config: Config,
+        server_uuid: str | None = None,
+        pauses: Pauses | None = None,
+        make: Callable[..., Leader] = Leader,
     ):
+        """`make`: the pipeline's class (`Leader`'s arguments; a multi-stream binlog passes
+        its `StreamLeader`, which writes into the stream processes)."""
         self.config = config
+        self._make = make
         self.server_uuid = server_uuid  # the GTIDs' sid (None: read from the GMS per build)
         self.pauses = pauses or Pauses()  # every term's pipeline reports its waits here
         self._forks = ForkServer() if config.pipeline.source_processes else None
@@ -116,7 +124,7 @@ class DnLeaders:
         metadata = GmsMetadata(self.config, self.pauses)
         metadata.migrated = True  # by `HaNode.run` (`LeaseStore.migrate`: the same schema)
         factory = DnSourceFactory(self.config, metadata.names_at, self._forks)
-        return Leader(
+        return self._make(
             self.config,
             factory=factory,
             metadata=metadata,

@@ -10,6 +10,12 @@ take the lease once the GMS clock passed `expires_at`) never writes while the ol
 Copies of different terms: each new term records where it began (`binlog_dumper_term`). A copy
 that holds bytes of an older term past that point (it followed the old leader further than the
 new leader had copied) is cut back to it before it follows the new leader.
+
+Several streams (`[dumper] streams` > 1, docs/streams.md "HA followers"): the lease is the
+whole dumper's, so one process leads every stream (its merge feeds them all). A follower keeps
+one copy per stream (`<binlog_dir>/stream<i>`), each copied from the leader's stream port
+(its port + 1 + i) and acknowledged there; each stream's process records where the term began
+in its stream (`binlog_dumper_stream_term`), and each copy is cut back to its own stream's start.
 """
 
 from __future__ import annotations
@@ -22,11 +28,13 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from binlog_writer import BinlogCopier, CopyError, layout, truncate_copy
 from cdc.config import Config, DumperConfig
 from cdc.pauses import GMS, Backoff, Pauses
 from cdc.protocol import BinlogPosition, DumpClient, DumpError, DumpSettings
+from cdc.streams import stream_dir
 from cdc.tasks import cancel_and_wait
 from dumper.ha.deps import LeaderBuilder, LeaseStore
 from dumper.ha.takeover import TakeoverTimeline
@@ -41,6 +49,14 @@ STATE_FILE = "ha-state.json"  # the term whose stream this copy is a prefix of
 FOLLOWER_SERVER_ID_BASE = 9900  # dump clients of followers register as base + dumper id
 # The leader's 1236 for a file it does not list (binlog_sender.MSG_UNKNOWN_FILE, MySQL's text).
 MSG_PURGED = "Could not find first log file name"
+STREAM_PROGRESS_FILE = "stream.progress"  # dumper.streams.stream_process.PROGRESS_FILE
+
+
+class CopyServers(Protocol):
+    """The servers of a multi-stream follower's copies (`dumper.ha.stream_term`)."""
+
+    def start(self) -> None: ...
+    async def stop(self) -> None: ...
 
 
 class FencedError(LeaderError):
@@ -56,6 +72,23 @@ class FollowerProgress:
     leader_file: str = ""
     leader_position: int = 0
     last_copy_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CopyTarget:
+    """One copy this process keeps: the single global binlog (`stream` None) or one stream of
+    a multi-stream binlog."""
+
+    stream: int | None
+    dir: Path
+
+    def leader_address(self, lease: Lease) -> str:
+        """Where the leader serves what this copy follows: its port, or its stream's port
+        (port + 1 + stream: `[dumper] stream_port` is 0 with peers, cdc/config.py)."""
+        if self.stream is None:
+            return lease.address
+        host, _, port = lease.address.rpartition(":")
+        return f"{host}:{int(port) + 1 + self.stream}"
 
 
 class HaNode:
@@ -75,6 +108,7 @@ class HaNode:
         copy: Callable[[Lease], Awaitable[None]] | None = None,
         on_lead: Callable[[], Awaitable[None]] | None = None,
         pauses: Pauses | None = None,
+        copy_servers: CopyServers | None = None,
     ):
         self.config = config
         self.pauses = pauses or Pauses()
@@ -82,10 +116,21 @@ class HaNode:
         self._leaders = leaders
         self._copy_from = copy or self._copy
         self._on_lead = on_lead  # runs alongside the pipeline while this process leads
+        # Several streams: the servers of the stream copies while following (their ports are
+        # the leading stream processes' while this process leads).
+        self._copy_servers = copy_servers
         self.id = config.dumper.id
         self.address = f"{config.dumper.host}:{config.dumper.port}"
         self.dir = Path(config.dumper.binlog_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
+        d = config.dumper
+        self.copies = (
+            [CopyTarget(i, stream_dir(d, i)) for i in range(d.streams)]
+            if d.streams > 1
+            else [CopyTarget(None, self.dir)]
+        )
+        for c in self.copies:
+            c.dir.mkdir(parents=True, exist_ok=True)
         self.role = "candidate"
         self.term = 0
         self.leader: Leader | None = None
@@ -99,19 +144,12 @@ class HaNode:
         self._copied_at = 0.0  # monotonic: the leader was last heard (copy data or heartbeat)
         self._lease_free_at: float | None = None  # monotonic: first saw the lease expired
         self._purged_hint = 0  # the term whose leader was found without our next file
-        d = config.dumper
         # Followers acknowledge what they copied; as leader this process serves its other
-        # consumers only that (docs/dumper.md, "The leader-consumer gap").
+        # consumers only that (docs/dumper.md, "The leader-consumer gap"). With several
+        # streams each stream's process holds the gate of its own port (stream_process.py).
         self.acks_on = d.serve_acknowledged_only and len(d.peers) > 1
         self.acks = (
-            AckGate(
-                (FOLLOWER_SERVER_ID_BASE + p.id for p in d.peers if p.id != self.id),
-                live_ms=d.lease_ms,
-                wait_ms=d.ack_wait_ms,
-                active=lambda: self.role == "leader",
-            )
-            if self.acks_on
-            else None
+            follower_ack_gate(d, active=lambda: self.role == "leader") if d.streams == 1 else None
         )
 
     def current_notify(self) -> asyncio.Event:
@@ -153,6 +191,8 @@ class HaNode:
             reporter.cancel()
             with contextlib.suppress(BaseException):
                 await reporter
+            if self._copy_servers is not None:
+                await self._copy_servers.stop()
             await self._leaders.close()
 
     async def _turn(self) -> None:
@@ -206,17 +246,26 @@ class HaNode:
         return True
 
     def _copy_end(self) -> tuple[str, int]:
-        names = layout.read_index(self.dir, self.config.dumper.binlog_base)
+        """How far this process's copy reaches, as members compare it (`_may_take_over`). With
+        several streams: ("", the sum over the streams of (file number, position) as one
+        number), which grows with every stream's copy, so a copy ahead in every stream is ahead
+        (one ahead in some streams and behind in others: docs/streams.md, "HA followers")."""
+        if self.copies[0].stream is None:
+            return self._end_of(self.copies[0])
+        return "", sum(_order_number(*self._end_of(c)) for c in self.copies)
+
+    def _end_of(self, copy: CopyTarget) -> tuple[str, int]:
+        names = layout.read_index(copy.dir, self.config.dumper.binlog_base)
         if not names:
             return "", 0
-        path = self.dir / names[-1]
+        path = copy.dir / names[-1]
         return names[-1], path.stat().st_size if path.exists() else 0
 
     async def _report_loop(self) -> None:
         while True:
-            if self.leader is not None:
+            if self.leader is not None and self.copies[0].stream is None:
                 file, pos = self.leader.writer.file, self.leader.writer.position
-            else:
+            else:  # (the streams' writers write this process's stream directories)
                 file, pos = self._copy_end()
             member = Member(self.id, self.address, self.role, self.term, file, pos, 0.0)
             with contextlib.suppress(Exception):
@@ -229,43 +278,39 @@ class HaNode:
             await asyncio.sleep(self.config.dumper.lease_renew_ms / 1000)
 
     # -- follower -----------------------------------------------------------------------------
-    def _state_term(self) -> int:
-        try:
-            return int(json.loads((self.dir / STATE_FILE).read_text())["term"])
-        except (OSError, ValueError, KeyError):
-            return 0
-
-    def _save_state_term(self, term: int) -> None:
-        save_state_term(self.dir, term)
-
     async def _align_with_terms(self, upto: int) -> bool:
-        """Cut the copy back to the start of every recorded term after the one it was copied
-        from, up to `upto`. Returns whether term `upto` has recorded its start (a term that
-        never did wrote nothing)."""
-        state = self._state_term()
+        """Cut each copy back to the start of every recorded term after the one it was copied
+        from, up to `upto`. Returns whether term `upto` has recorded its start in every copy's
+        stream (a term that never did wrote nothing)."""
+        recorded = [await self._align_copy(c, upto) for c in self.copies]
+        return all(recorded)
+
+    async def _align_copy(self, copy: CopyTarget, upto: int) -> bool:
+        state = read_state_term(copy.dir)
         if state >= upto:
             # Already a prefix of that term's stream: a follower restarted (or re-seeded, or
             # whose dump broke) within the term copies on (terms_after(state) lacks `upto`).
             return True
-        terms = await self.store.terms_after(state)
+        terms = await self.store.terms_after(state, copy.stream)
         terms = [t for t in terms if t.term <= upto]
         if terms:
             first = min(terms, key=lambda t: _order(t.file, t.position))
-            await asyncio.to_thread(self._cut_copy, first)
+            await asyncio.to_thread(self._cut_copy, copy, first)
         recorded = any(t.term == upto for t in terms)
         if recorded:
-            self._save_state_term(upto)
+            save_state_term(copy.dir, upto)
         return recorded
 
-    def _cut_copy(self, start: TermStart) -> None:
-        end = _order(*self._copy_end())
+    def _cut_copy(self, copy: CopyTarget, start: TermStart) -> None:
+        end = _order(*self._end_of(copy))
         base = self.config.dumper.binlog_base
         if end > _order(start.file, start.position) and truncate_copy(
-            self.dir, base, start.file, start.position
+            copy.dir, base, start.file, start.position
         ):
             log.warning(
-                "dumper %d: cut the copy back to %s:%d where term %d began",
+                "dumper %d: cut the copy in %s back to %s:%d where term %d began",
                 self.id,
+                copy.dir,
                 start.file,
                 start.position,
                 start.term,
@@ -291,6 +336,8 @@ class HaNode:
         renew_s = self.config.dumper.lease_renew_ms / 1000
         now: Lease | None = lease
         try:
+            if self._copy_servers is not None:
+                self._copy_servers.start()  # (in the background; a no-op while they run)
             while not copy.done():
                 # Look again when the lease would run out if not renewed meanwhile: a dead
                 # leader's lease is seen expired within ~50 ms, not up to a renew interval.
@@ -326,10 +373,36 @@ class HaNode:
                 await copy
 
     async def _copy(self, lease: Lease) -> None:
+        """Copy every stream this process keeps; the first that ends ends them all, as the
+        single copy's end does (the follower then looks at the lease again and copies on)."""
+        if len(self.copies) == 1:
+            await self._copy_one(lease, self.copies[0])
+            return
+        tasks = [
+            asyncio.create_task(self._copy_one(lease, c), name=f"ha-copy-stream{c.stream}")
+            for c in self.copies
+        ]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            await cancel_and_wait(tasks)
+            # Every copy's error is looked at (a leader that died ends them all); the first
+            # one is raised.
+            errors = [t.exception() for t in tasks if t.done() and not t.cancelled()]
+        for error in errors:
+            if error is not None:
+                raise error
+
+    async def _copy_one(self, lease: Lease, target: CopyTarget) -> None:
         d = self.config.dumper
-        copier = BinlogCopier(self.dir, base=d.binlog_base)
+        if target.stream is not None:
+            # A copy ends at its last whole transaction: a progress this process saved when
+            # it led this stream (an older term) says nothing of what the copy holds now.
+            (target.dir / STREAM_PROGRESS_FILE).unlink(missing_ok=True)
+        copier = BinlogCopier(target.dir, base=d.binlog_base)
         file, pos = copier.resume_point()
-        client = DumpClient(leader_dump_settings(d, lease), BinlogPosition(file, pos))
+        settings = leader_dump_settings(d, lease, address=target.leader_address(lease))
+        client = DumpClient(settings, BinlogPosition(file, pos))
         acker = (
             asyncio.create_task(self._ack_loop(client, copier), name="ha-ack")
             if self.acks_on
@@ -350,7 +423,8 @@ class HaNode:
                     if copier.synced != acked:
                         acked = copier.synced
                         client.reply(ack_packet(*acked))
-                self.progress.file, self.progress.position = copier.file, copier.pos
+                if target.stream is None:
+                    self.progress.file, self.progress.position = copier.file, copier.pos
                 self.progress.last_copy_at = time.time()
                 self.notify.set()
                 self.notify = asyncio.Event()
@@ -373,6 +447,8 @@ class HaNode:
     async def _lead(self, term: int, timeline: TakeoverTimeline | None = None) -> None:
         d = self.config.dumper
         self._valid_until = time.monotonic() + d.lease_ms / 1000 - LEASE_MARGIN_S
+        if self._copy_servers is not None:
+            await self._copy_servers.stop()  # this process's stream processes take the ports
         self.role, self.term = "leader", term
         self.took_over_at = time.time()
         if self.acks is not None:
@@ -385,25 +461,25 @@ class HaNode:
         leader = self._leaders.build(self.nodes, Term(term, self._fence, timeline))
         if timeline is not None:
             timeline.mark("copy recovered")
-        rec = leader.writer.recovery
-        start = TermStart(
-            term,
-            self.id,
-            leader.writer.file,
-            4 if rec.started_new_file else leader.writer.position,
-        )
-        await self.store.record_term(start)
-        self._save_state_term(term)
-        if timeline is not None:
-            timeline.mark("term recorded")
+        if self.copies[0].stream is None:
+            rec = leader.writer.recovery
+            start = TermStart(
+                term,
+                self.id,
+                leader.writer.file,
+                4 if rec.started_new_file else leader.writer.position,
+            )
+            await self.store.record_term(start)
+            save_state_term(self.dir, term)
+            if timeline is not None:
+                timeline.mark("term recorded")
+            where = f"{start.file}:{start.position}"
+        else:
+            # Each stream's writer recovers its copy in its own process, which records where
+            # the term began in its stream (`dumper.streams.stream_process`).
+            where = f"the ends of its {len(self.copies)} stream copies"
         self.leader = leader
-        log.info(
-            "dumper %d: leader of term %d, writing from %s:%d",
-            self.id,
-            term,
-            start.file,
-            start.position,
-        )
+        log.info("dumper %d: leader of term %d, writing from %s", self.id, term, where)
         tasks = [
             asyncio.create_task(self._renew_loop(term), name="lease"),
             asyncio.create_task(leader.run(), name="leader"),
@@ -454,6 +530,27 @@ class HaNode:
             self._fence()
 
 
+def follower_ack_gate(d: DumperConfig, active: Callable[[], bool]) -> AckGate | None:
+    """The gate of a leader's dump server: the acknowledgements of dumper `d.id`'s followers
+    (None: `serve_acknowledged_only` is off, or there are no followers)."""
+    if not (d.serve_acknowledged_only and len(d.peers) > 1):
+        return None
+    return AckGate(
+        (FOLLOWER_SERVER_ID_BASE + p.id for p in d.peers if p.id != d.id),
+        live_ms=d.lease_ms,
+        wait_ms=d.ack_wait_ms,
+        active=active,
+    )
+
+
+def read_state_term(directory: Path) -> int:
+    """The term whose stream the copy in `directory` is a prefix of (0: none recorded)."""
+    try:
+        return int(json.loads((directory / STATE_FILE).read_text())["term"])
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
 def save_state_term(directory: Path, term: int) -> None:
     """Record that the copy in `directory` is a prefix of term `term`'s stream."""
     tmp = directory / (STATE_FILE + ".tmp")
@@ -462,11 +559,12 @@ def save_state_term(directory: Path, term: int) -> None:
 
 
 def leader_dump_settings(
-    d: DumperConfig, lease: Lease, *, non_blocking: bool = False
+    d: DumperConfig, lease: Lease, *, non_blocking: bool = False, address: str = ""
 ) -> DumpSettings:
     """The dump of the leader's files by follower `d.id` (its copy, or a re-seed of it): a
-    follower's server_id, so the leader's ack gate never holds it back."""
-    host, _, port = lease.address.rpartition(":")
+    follower's server_id, so the leader's ack gate never holds it back. `address`: where
+    (default: the lease's; a stream's copy dumps from the leader's stream port)."""
+    host, _, port = (address or lease.address).rpartition(":")
     return DumpSettings(
         host,
         int(port),
@@ -486,19 +584,25 @@ def _order(file: str, pos: int) -> tuple[int, int]:
     return (layout.file_number(file) if file else 0, pos)
 
 
+def _order_number(file: str, pos: int) -> int:
+    """`_order` as one number (positions stay below 2**40: 1 TiB files)."""
+    number, pos = _order(file, pos)
+    return (number << 40) + pos
+
+
 def ha_status(node: HaNode) -> dict:
     """The HA part of `cdc status`."""
     out = {"dumper_id": node.id, "role": node.role, "term": node.term, "address": node.address}
     if node.role == "leader":
         out["took_over_at"] = node.took_over_at
         if node.acks is not None:
-            out["acknowledged"] = {
-                str(sid): {"file": f, "position": p, "age_s": round(age, 3)}
-                for sid, (f, p, age) in node.acks.followers().items()
-            }
-            out["ack_gate_degraded"] = node.acks.degraded
-            out["ack_gate_gave_up"] = node.acks.degraded_count
+            out.update(ack_status(node.acks))
         return out
+    if len(node.copies) > 1:
+        out["copies"] = [
+            dict(zip(("stream", "file", "position"), (c.stream, *node._end_of(c)), strict=True))
+            for c in node.copies
+        ]
     p = node.progress
     out.update(
         leader=p.leader,
@@ -518,3 +622,15 @@ def ha_status(node: HaNode) -> dict:
         last_copy_at=p.last_copy_at,
     )
     return out
+
+
+def ack_status(gate: AckGate) -> dict:
+    """What a leader's ack gate says in `cdc status`: each follower's acknowledged end."""
+    return {
+        "acknowledged": {
+            str(sid): {"file": f, "position": p, "age_s": round(age, 3)}
+            for sid, (f, p, age) in gate.followers().items()
+        },
+        "ack_gate_degraded": gate.degraded,
+        "ack_gate_gave_up": gate.degraded_count,
+    }

@@ -33,13 +33,23 @@ log = logging.getLogger(__name__)
 class StreamLeader(Leader):
     """The `Leader` whose writer is the set of stream processes."""
 
-    def __init__(self, config: Config, *, state_dir: Path, server_uuid: str | None, pauses: Pauses):
-        """`server_uuid`: the cluster's (None: read from the GMS); each stream derives its own."""
+    def __init__(
+        self,
+        config: Config,
+        *,
+        state_dir: Path,
+        server_uuid: str | None,
+        pauses: Pauses,
+        **kwargs,
+    ):
+        """`server_uuid`: the cluster's (None: read from the GMS); each stream derives its own.
+        `kwargs`: the rest of `Leader`'s (an HA term's: its term, sources, metadata, DNs)."""
         self.state_dir = state_dir
         self.cluster_uuid = server_uuid
-        super().__init__(config, server_uuid=server_uuid, pauses=pauses)
+        super().__init__(config, server_uuid=server_uuid, pauses=pauses, **kwargs)
         self._own_writer = False  # a full disk is each stream's own (it stops; we restart)
         self.streams: StreamSet = self.writer  # type: ignore[assignment]
+        self.streams.term = self.term  # each stream records where it begins (HA)
         self.splitter = StreamSplitter(StreamRouter.of(config))
         # One per stream (its table ids and XID counter are the stream's), kept across
         # pipeline restarts as the single stream's encoder is.

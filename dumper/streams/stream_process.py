@@ -20,6 +20,7 @@ received durable before the merge saves DN checkpoints past it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import sys
@@ -166,6 +167,14 @@ async def _serve_stream(spec: dict, frames_in: int, frames_out: int) -> None:
     )
     out = asyncio.StreamWriter(transport, protocol, None, loop)
     sw = StreamWriter(config, spec["stream"], spec["cluster_uuid"])
+    term = spec.get("term", 0)
+    acks = None
+    status = sw.status
+    if term:  # an HA leader's stream: its term's start, its followers' acknowledgements
+        from dumper.ha.stream_term import lead_stream, stream_status
+
+        acks = await lead_stream(config, spec["stream"], sw.writer, term)
+        status = functools.partial(stream_status, sw.status, term, acks)
 
     async def run() -> None:
         try:
@@ -175,11 +184,13 @@ async def _serve_stream(spec: dict, frames_in: int, frames_out: int) -> None:
 
     role = Role(
         {"stream": run},
-        status=sw.status,
+        status=status,
         binlog_dir=lambda: sw.writer.dir,
         writer=lambda: sw.writer,
         current_notify=lambda: sw.notify,
         merged_tso=lambda: sw.merged_tso,
+        term=lambda: term,
+        acks=acks,
     )
     await serve(config, Path(spec["state_dir"]), role=role, server_uuid=sw.server_uuid)
 
@@ -190,7 +201,13 @@ def main() -> int:
     frames_out = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    frames_in = 0
+    # The frames come in on a copy of stdin, and fd 0 is /dev/null: the end of the frames
+    # closes their fd, and a number 0 free again would be the next file opened (the server's
+    # shared state, which its child finds by number, where its own stdin is).
+    frames_in = os.dup(0)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
     spec = read_spec(frames_in)
     if spec is None:
         return 1  # the merge process went before it sent the spec

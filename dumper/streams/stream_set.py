@@ -52,7 +52,8 @@ class StreamProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.returncode is None and self.error is None
 
-    async def start(self) -> None:
+    async def start(self, term: int = 0) -> None:
+        """`term`: the HA lease term this process leads in (0: no HA)."""
         if self.proc is not None:
             self.restarts += 1
             await self.stop()
@@ -62,6 +63,7 @@ class StreamProcess:
             "stream": self.stream,
             "cluster_uuid": self.cluster_uuid,
             "state_dir": str(self.state_dir),
+            "term": term,
             "log_level": logging.getLogger().getEffectiveLevel(),
         }
         self.proc = await spawn("dumper.streams.stream_process", spec)
@@ -159,12 +161,13 @@ class StreamSet:
         ]
         # What a status shows for "the" writer: the streams have one each.
         self.file, self.position, self.gno = "", 0, 0
+        self.term = 0  # HA: the lease term the streams are written in (0: no HA)
 
     async def start(self) -> list[GlobalKey | None]:
         """(Re)start the processes that are not running; then where each stream ends."""
         for p in self.processes:
             if not p.alive:
-                await p.start()
+                await p.start(self.term)
         return list(await asyncio.gather(*(p.resume_key() for p in self.processes)))
 
     def check(self) -> None:

@@ -43,23 +43,24 @@ def mariadb_flavor(tmp_path):
         cluster.down()
 
 
-def dumper_gtid_pos(port: int) -> str:
+def dumper_gtid_pos(port: int, domain: int = DOMAIN) -> str:
     conn = pymysql.connect(
         host="127.0.0.1", port=port, user=DEFAULT_USER, password=DEFAULT_PASSWORD
     )
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT @@version, @@gtid_domain_id, @@gtid_binlog_pos")
-            version, domain, pos = cur.fetchone()
+            version, domain_id, pos = cur.fetchone()
     finally:
         conn.close()
-    assert "MariaDB" in version and int(domain) == DOMAIN
+    assert "MariaDB" in version and int(domain_id) == domain
     return pos
 
 
-def follow_by_gtid(replica, port: int) -> str:
+def follow_by_gtid(replica, port: int, domain: int = DOMAIN) -> str:
     """(Re)point the replica at the dumper by GTID only (no file/position) and wait until its
-    gtid_slave_pos is the dumper's gtid_binlog_pos; returns that position."""
+    gtid_slave_pos is the dumper's gtid_binlog_pos; returns that position. `domain`: the
+    dumper's GTID domain (a stream's: `cdc.streams.stream_gtid_domain`)."""
     with replica.connect() as conn, conn.cursor() as cur:
         point_by_gtid(cur, port)
         cur.execute("START SLAVE")
@@ -67,8 +68,8 @@ def follow_by_gtid(replica, port: int) -> str:
         while True:
             # Read each time: a new leader may still be writing what was committed before the
             # traffic stopped (a target read once can fall behind the replica).
-            target = dumper_gtid_pos(port)
-            assert target.startswith(f"{DOMAIN}-")
+            target = dumper_gtid_pos(port, domain)
+            assert target.startswith(f"{domain}-")
             cur.execute("SHOW SLAVE STATUS")
             row = dict(zip([d[0] for d in cur.description], cur.fetchone(), strict=True))
             assert row["Last_IO_Error"] == "" and row["Last_SQL_Error"] == "", row

@@ -29,6 +29,13 @@ def test_lease_one_holder_new_term_after_expiry(meta):  # noqa: F811
     store.record_term(TermStart(2, 2, "binlog.000003", 1234))
     store.record_term(TermStart(3, 1, "binlog.000004", 4))
     assert [t.term for t in store.terms_after(1)] == [2, 3]
+    # Each stream of a multi-stream binlog has its own start per term, recorded once.
+    store.record_term(TermStart(2, 2, "binlog.000002", 500, stream=1))
+    store.record_term(TermStart(2, 2, "binlog.000009", 9, stream=1))  # a restart: ignored
+    store.record_term(TermStart(3, 1, "binlog.000001", 4, stream=0))
+    assert store.terms_after(1, stream=1) == [TermStart(2, 2, "binlog.000002", 500, 1)]
+    assert [t.term for t in store.terms_after(2, stream=0)] == [3]
+    assert [t.term for t in store.terms_after(1)] == [2, 3]
     store.report(Member(1, "h:1", "leader", 3, "binlog.000004", 900, 0))
     store.report(Member(1, "h:1", "leader", 3, "binlog.000004", 950, 0))
     (m,) = store.members()

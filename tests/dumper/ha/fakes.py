@@ -108,9 +108,10 @@ class FakeLeaseStore:
     async def record_term(self, start: TermStart) -> None:
         (await self._reach("record_term")).terms.append(start)
 
-    async def terms_after(self, term: int) -> list[TermStart]:
+    async def terms_after(self, term: int, stream: int | None = None) -> list[TermStart]:
         g = await self._reach("terms_after")
-        return sorted((t for t in g.terms if t.term > term), key=lambda t: t.term)
+        after = (t for t in g.terms if t.term > term and t.stream == stream)
+        return sorted(after, key=lambda t: t.term)
 
     async def report(self, member: Member) -> None:
         (await self._reach("report")).reported[member.dumper_id] = (member, time.monotonic())

@@ -1,0 +1,105 @@
+"""HA of a multi-stream binlog (docs/streams.md, "HA followers"). In a leading stream's
+process: where the leader's term began in this stream, and the gate that serves this stream's
+consumers only what the followers' copies of it acknowledged (rule 9, per stream). In a
+follower: the servers of its stream copies."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from binlog_writer import BinlogWriter
+from cdc.config import Config
+from cdc.streams import stream_config, stream_server_uuid
+from cdc.tasks import cancel_and_wait
+from dumper.ha.ha_node import ack_status, follower_ack_gate, save_state_term
+from dumper.server import AckGate, ServeProcess
+from topology import DumperLeaseStore, TermStart, gms
+
+log = logging.getLogger(__name__)
+
+
+def _record(config: Config, start: TermStart) -> None:
+    conn = gms.connect(config.gms)
+    try:
+        DumperLeaseStore(conn, config.pipeline.meta_database).record_term(start)
+    finally:
+        conn.close()
+
+
+async def lead_stream(
+    config: Config, stream: int, writer: BinlogWriter, term: int
+) -> AckGate | None:
+    """Before stream `stream` writes in HA term `term` (its writer opened, its copy recovered):
+    record where the term begins in it, as the single stream's leader does (once per term: a
+    stream process restarted within the term began where its first start did), and mark the
+    copy a prefix of the term. `config`: the stream's own. Returns the gate of its port."""
+    start = TermStart(
+        term,
+        config.dumper.id,
+        writer.file,
+        4 if writer.recovery.started_new_file else writer.position,
+        stream,
+    )
+    await asyncio.to_thread(_record, config, start)
+    save_state_term(writer.dir, term)
+    return follower_ack_gate(config.dumper, active=lambda: True)
+
+
+def stream_status(status: Callable[[], dict], term: int, acks: AckGate | None) -> dict:
+    """A leading stream's status with its HA part: the term, the followers' acknowledgements."""
+    out = status()
+    out["ha"] = {"role": "leader", "term": term, **(ack_status(acks) if acks is not None else {})}
+    return out
+
+
+class StreamCopyServers:
+    """A multi-stream follower's servers: each stream's copy served read-only on this dumper's
+    stream port while it follows, as the single stream's follower serves its copy (with its
+    retention). While it leads, its stream processes serve those ports: `stop` before it
+    leads, `start` again when it follows."""
+
+    def __init__(self, config: Config, cluster_uuid: str, notify: Callable[[], asyncio.Event]):
+        self.config = config
+        self.cluster_uuid = cluster_uuid
+        self._notify = notify  # set after each copied batch (any stream)
+        self.servers: dict[int, ServeProcess] = {}  # by stream
+        self._starting: asyncio.Task | None = None
+
+    def start(self) -> None:
+        """Start, in the background, the servers not running: starting a process takes
+        seconds on a loaded machine, and the follower must go on copying and watching the
+        lease meanwhile (a no-op while they start or all run)."""
+        if self._starting is not None and not self._starting.done():
+            return
+        if len(self.servers) < self.config.dumper.streams:
+            self._starting = asyncio.create_task(self._start(), name="stream-copy-servers")
+
+    async def _start(self) -> None:
+        for i in range(self.config.dumper.streams):
+            if i in self.servers:
+                continue
+            config = stream_config(self.config, i)
+            server = ServeProcess(
+                config,
+                config.dumper.binlog_dir,
+                current_notify=self._notify,
+                writer_end=lambda: None,  # a copy holds whole transactions only
+                leading=lambda: False,
+                read_only=lambda: True,
+                server_uuid=stream_server_uuid(self.cluster_uuid, i),
+            )
+            try:
+                self.servers[i] = await server.start()
+            except (OSError, RuntimeError) as exc:
+                # (its port still held): tried again at the follower's next look at the lease
+                log.warning("stream %d's copy is not served for now: %s", i, exc)
+
+    async def stop(self) -> None:
+        if self._starting is not None:
+            await cancel_and_wait([self._starting])
+            self._starting = None
+        servers, self.servers = self.servers, {}
+        for server in servers.values():
+            await server.close()

@@ -1,0 +1,123 @@
+"""HA followers of a multi-stream binlog (docs/streams.md, "HA followers"), without processes:
+the configuration it needs, where a follower copies each stream from, and how a follower
+waits for the new term's start in every stream before it copies (tests/dumper/ha/fakes.py's
+lease store; the real run is tests/e2e/test_streams_failover.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cdc.config import ConfigError, DumperConfig, DumperPeer
+from cdc.streams import stream_dir
+from dumper.ha import HaNode
+from dumper.ha.ha_node import CopyTarget, read_state_term
+from tests.dumper.ha.fakes import Cluster, FakeCopy, FakeGms, FakeLeaders, FakeLeaseStore
+from tests.dumper.pipeline.fakes import config
+from topology import Lease, TermStart
+
+
+def test_streams_with_peers_need_a_port_range_per_dumper():
+    peers = [DumperPeer(1, port=3307), DumperPeer(2, port=3310)]
+    assert DumperConfig(streams=2, peers=peers).streams == 2  # 3307-3309, 3310-3312
+    with pytest.raises(ConfigError, match="overlap"):
+        DumperConfig(streams=3, peers=peers)  # 3307-3310 meets 3310
+    with pytest.raises(ConfigError, match="stream_port"):
+        DumperConfig(streams=2, stream_port=4000, peers=peers)
+    other_host = [DumperPeer(1, port=3307), DumperPeer(2, host="10.0.0.2", port=3307)]
+    assert DumperConfig(streams=4, peers=other_host).streams == 4
+
+
+def test_a_stream_copy_follows_the_leaders_stream_port(tmp_path):
+    lease = Lease(1, "10.0.0.1:3307", 5, True)
+    assert CopyTarget(None, tmp_path).leader_address(lease) == "10.0.0.1:3307"
+    assert CopyTarget(0, tmp_path).leader_address(lease) == "10.0.0.1:3308"
+    assert CopyTarget(2, tmp_path).leader_address(lease) == "10.0.0.1:3310"
+
+
+async def test_a_follower_waits_for_the_terms_start_in_every_stream(tmp_path):
+    cfg = config(tmp_path / "binlog")
+    cfg.dumper.streams = 2
+    cfg.dumper.id, cfg.dumper.port = 2, 3310
+    gms = FakeGms()
+    node = HaNode(cfg, FakeLeaseStore(gms, 2), FakeLeaders(cfg), copy=FakeCopy())
+    assert [(c.stream, c.dir) for c in node.copies] == [
+        (i, stream_dir(cfg.dumper, i)) for i in range(2)
+    ]
+    assert node.acks is None  # each leading stream process holds its own port's gate
+    assert node._copy_end() == ("", 0)  # nothing copied yet
+
+    # Term 3 began in stream 0 only: the follower does not copy yet (stream 1's process has
+    # not recorded its start), then it does once both have.
+    gms.terms.append(TermStart(3, 1, "binlog.000001", 4, stream=0))
+    assert not await node._align_with_terms(3)
+    gms.terms.append(TermStart(3, 1, "binlog.000001", 4))  # the single stream's: not ours
+    assert not await node._align_with_terms(3)
+    gms.terms.append(TermStart(3, 1, "binlog.000002", 4, stream=1))
+    assert await node._align_with_terms(3)
+    assert [read_state_term(c.dir) for c in node.copies] == [3, 3]
+
+
+def test_reseed_refuses_stream_copies(tmp_path):
+    from argparse import Namespace
+
+    from cli.commands.ha import cmd_reseed
+
+    cfg = config(tmp_path / "binlog")
+    cfg.dumper.streams = 2
+    cfg.dumper.peers = [DumperPeer(1, port=3307), DumperPeer(2, port=3310)]
+    cfg.dump(tmp_path / "cdc.toml")
+    with pytest.raises(ConfigError, match="stream copies"):
+        cmd_reseed(Namespace(config=str(tmp_path / "cdc.toml"), dumper_id=2))
+
+
+def test_status_shows_each_stream_copy_and_each_streams_gate():
+    from cli.commands.pipeline import _ha_line, _stream_lines
+
+    follower = {
+        "dumper_id": 2,
+        "address": "h:3310",
+        "role": "follower",
+        "term": 3,
+        "leader": "h:3307",
+        "copies": [
+            {"stream": 0, "file": "binlog.000002", "position": 900},
+            {"stream": 1, "file": "", "position": 0},
+        ],
+    }
+    line = _ha_line(follower)
+    assert "stream 0 at binlog.000002:900, stream 1 at -:0" in line
+    leading = {"stream": 1, "port": 3309, "ha": {"ack_gate_degraded": True}}
+    assert _stream_lines([leading])[1].endswith("acks DEGRADED")
+
+
+class FakeCopyServers:
+    """Records when a node starts and stops serving its stream copies, with its role then."""
+
+    def __init__(self, node: HaNode | None = None) -> None:
+        self.node = node
+        self.log: list[tuple[str, str]] = []
+
+    def start(self) -> None:
+        self.log.append(("start", self.node.role))
+
+    async def stop(self) -> None:
+        self.log.append(("stop", self.node.role))
+
+
+async def test_copies_are_served_while_following_and_never_while_leading(tmp_path):
+    async with Cluster(tmp_path) as c:
+        nodes = {i: c.node(i, start=False) for i in (1, 2)}
+        for n in nodes.values():
+            n.ha._copy_servers = FakeCopyServers(n.ha)
+        c.start(nodes[1])
+        await c.until(lambda: nodes[1].ha.role == "leader")
+        c.start(nodes[2])
+        await c.until(lambda: nodes[2].copy.leases)
+        b = nodes[2].ha._copy_servers
+        assert b.log[-1] == ("start", "follower")
+        nodes[1].store.cut()  # the leader is gone: 2 takes over, its copy servers stop first
+        await c.until(lambda: nodes[2].ha.role == "leader")
+        assert b.log[-1][0] == "stop"  # before it became the leader
+        for n in nodes.values():  # (a loaded machine may fence a leader: it follows again)
+            assert all(role != "leader" for _, role in n.ha._copy_servers.log)
+        assert nodes[1].ha._copy_servers.log[0][0] == "stop"
