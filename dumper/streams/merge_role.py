@@ -38,7 +38,7 @@ class StreamLeader(Leader):
         self.state_dir = state_dir
         self.cluster_uuid = server_uuid
         super().__init__(config, server_uuid=server_uuid, pauses=pauses)
-        self._own_writer = False  # a full disk is each stream's own (it stops; we restart)
+        self._own_writer = False  # a full disk is each stream's own (it waits; so do we)
         self.streams: StreamSet = self.writer  # type: ignore[assignment]
         self.splitter = StreamSplitter(StreamRouter.of(config))
         # One per stream (its table ids and XID counter are the stream's), kept across
@@ -49,7 +49,7 @@ class StreamLeader(Leader):
     def _open_writer(self) -> StreamSet:  # type: ignore[override]
         if self.cluster_uuid is None:
             self.cluster_uuid = self.metadata.server_uuid()
-        return StreamSet(self.config, self.cluster_uuid, self.state_dir, self._gtids)
+        return StreamSet(self.config, self.cluster_uuid, self.state_dir, self._gtids, self.pauses)
 
     def _new_encoders(self) -> list[TransactionEncoder]:
         d = self.config.dumper
