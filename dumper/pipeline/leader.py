@@ -339,7 +339,7 @@ class Leader:
         async for ready in self.joint.transactions():
             if fence is not None:
                 fence()
-            batch = _Batch()
+            batch = EncodedBatch()
             for txn in ready:
                 if any(s.span is not None for s in txn.statements):  # Fragment.spilled, flat
                     self._write_batch(batch)
@@ -369,7 +369,7 @@ class Leader:
         self.notify.set()
         self.notify = asyncio.Event()
 
-    def _write_batch(self, batch: _Batch) -> None:
+    def _write_batch(self, batch: EncodedBatch) -> None:
         """The transactions encoded into `batch` so far, in one writer call; `batch` is then
         empty again."""
         if not batch.ends:
@@ -545,7 +545,7 @@ async def _room(directory: Path, reason: str, error: str, pauses: Pauses, backof
         )
 
 
-class _Batch:
+class EncodedBatch:
     """Transactions encoded one after the other into one buffer, for `BinlogWriter.append_batch`."""
 
     __slots__ = ("buf", "ends", "tsos", "gtids", "events")

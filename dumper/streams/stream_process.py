@@ -82,6 +82,7 @@ class StreamWriter:
         self.stats = LeaderStats()  # (restarts and spilled_bytes stay 0 here)
         self.notify = asyncio.Event()  # set after each batch reached the file (the server)
         self._file_first_tso: dict[str, int] = {}
+        self._open_part: tuple[str, int] | None = None  # a huge transaction: (file, bytes so far)
 
     def _open_writer(self) -> BinlogWriter:
         # (`stream_config` gave the stream a GTID domain of its own: `stream_gtid_domain`)
@@ -107,6 +108,11 @@ class StreamWriter:
                     if not is_disk_full(exc):
                         raise
                     await self._wait_for_room(str(exc), out)
+                if self._open_part is not None:
+                    raise RuntimeError(
+                        f"stream {self.stream}: a full disk cut a huge transaction short: "
+                        "restarting, the merge sends it again"
+                    )
                 if self.writer.gno < gno:
                     raise RuntimeError(
                         f"stream {self.stream}: after a full disk {self.writer.dir} ends at "
@@ -121,7 +127,12 @@ class StreamWriter:
         body = frame.WhichOneof("body")
         if body == "batch":
             self._append(frame.batch, done)
+        elif body == "part":
+            self._part(frame.part)
         elif body == "resume":
+            if self._open_part is not None:  # the merge starts again: it sends it again whole
+                self.writer.abort_stream()
+                self._open_part = None
             out.write(framed(FromStream(resumed=key_message(self.end_key()))))
         elif body == "sync":
             self.writer.sync()
@@ -168,6 +179,30 @@ class StreamWriter:
             self.progress = GlobalKey(*batch.progress)
             self.merged_tso = max(self.merged_tso, self.progress.tso)
         self._wake()
+
+    def _part(self, part) -> None:
+        """A part of a huge transaction (frames.proto `Part`), written as it comes: memory holds
+        one part; readers see the transaction once its last part is written."""
+        w = self.writer
+        if part.first:
+            w.begin_stream(part.size)
+            self._open_part = (w.file, 0)
+        assert self._open_part is not None, "a part of no transaction"
+        w.write_part([part.events])
+        file, size = self._open_part
+        self._open_part = (file, size + len(part.events))
+        if part.last:
+            w.end_stream()
+            w.flush()
+            self._open_part = None
+            self._file_first_tso.setdefault(file, part.tso)
+            s = self.stats
+            s.transactions += 1
+            s.events += part.event_count
+            s.bytes += size + len(part.events)
+            s.last_tso = part.tso
+            s.last_commit_at = time.time()
+            self._wake()
 
     def _wake(self) -> None:
         self.notify.set()

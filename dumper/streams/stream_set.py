@@ -17,13 +17,15 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from cdc.config import Config
 from cdc.keys import GlobalKey
 from cdc.pauses import BINLOG_DISK_FULL, Pauses
 from dumper.child_process import spawn, stop_child
+from dumper.pipeline.leader import STREAM_PART_BYTES
+from dumper.streams.frames_pb2 import Part
 from dumper.streams.wire import FromStream, ToStream, WireError, framed, message_key, read_frame
 from merge_source import SourceProcessDied
 
@@ -236,6 +238,40 @@ class StreamSet:
     async def drain(self) -> None:
         for p in self.processes:
             await p.drain()
+
+    async def send_streamed(
+        self,
+        stream: int,
+        events: Iterator[bytes | bytearray],
+        size: int,
+        tso: int,
+        fence: Callable[[], None] | None = None,
+        part_bytes: int = STREAM_PART_BYTES,
+    ) -> tuple[int, int]:
+        """A huge transaction's encoded `events` to `stream` in parts of about `part_bytes`
+        (frames.proto `Part`), read from `events` as they go: memory holds
+        one part, the pipe's backpressure paces the reads. `size`: the transaction's (a hint
+        for the file's rotation); `fence`: called between parts (an HA term that ended stops
+        it). Returns its events and bytes."""
+        process = self.processes[stream]
+        part: list[bytes | bytearray] = []
+        count = sent = part_size = 0
+        first = True
+        for e in events:
+            part.append(e)
+            part_size += len(e)
+            if part_size >= part_bytes:
+                process.send(ToStream(part=Part(events=b"".join(part), first=first, size=size)))
+                count, sent, first = count + len(part), sent + part_size, False
+                part, part_size = [], 0
+                await process.drain()
+                if fence is not None:
+                    fence()
+        count, sent = count + len(part), sent + part_size
+        last = Part(events=b"".join(part), first=first, size=size, last=True, tso=tso)
+        last.event_count = count
+        process.send(ToStream(part=last))
+        return count, sent
 
     async def sync(self) -> None:
         """Every stream made all it received durable."""
