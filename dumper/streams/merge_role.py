@@ -20,7 +20,7 @@ from cdc.config import Config
 from cdc.pauses import Pauses
 from cdc.streams import StreamRouter, stream_port
 from dumper.heartbeats import heartbeats
-from dumper.pipeline import Leader, leader_status
+from dumper.pipeline import Leader, PipelineMetadata, SourceFactory, leader_status
 from dumper.pipeline.leader import EncodedBatch
 from dumper.pipeline.stream_split import StreamSplitter
 from dumper.pipeline.txn_encoder import TransactionEncoder
@@ -35,11 +35,23 @@ log = logging.getLogger(__name__)
 class StreamLeader(Leader):
     """The `Leader` whose writer is the set of stream processes."""
 
-    def __init__(self, config: Config, *, state_dir: Path, server_uuid: str | None, pauses: Pauses):
-        """`server_uuid`: the cluster's (None: read from the GMS); each stream derives its own."""
+    def __init__(
+        self,
+        config: Config,
+        *,
+        state_dir: Path,
+        server_uuid: str | None,
+        pauses: Pauses,
+        factory: SourceFactory | None = None,
+        metadata: PipelineMetadata | None = None,
+    ):
+        """`server_uuid`: the cluster's (None: read from the GMS); each stream derives its own.
+        `factory`, `metadata`: as for `Leader` (a test passes its own)."""
         self.state_dir = state_dir
         self.cluster_uuid = server_uuid
-        super().__init__(config, server_uuid=server_uuid, pauses=pauses)
+        super().__init__(
+            config, server_uuid=server_uuid, pauses=pauses, factory=factory, metadata=metadata
+        )
         self._own_writer = False  # a full disk is each stream's own (it waits; so do we)
         self.streams: StreamSet = self.writer  # type: ignore[assignment]
         self.splitter = StreamSplitter(StreamRouter.of(config))

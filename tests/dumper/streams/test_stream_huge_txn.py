@@ -1,7 +1,7 @@
 """A huge (spilled) transaction with several streams: the splitter keeps a spilled statement in
 its spill file when its tables are one stream's (it reads only its leading TABLE_MAPs), and the
-merge sends it to its stream's process in parts encoded as they go (`StreamSet.send_streamed`),
-which writes it part by part between whole transactions: every transaction once, in order,
+merge (its own loop, with fake DN sources) sends it to its stream's process in parts encoded as
+they go (`StreamSet.send_streamed`), which writes it part by part between whole transactions: every transaction once, in order,
 gapless GTIDs, the huge one's events all there."""
 
 from __future__ import annotations
@@ -11,16 +11,21 @@ from cdc.binlog.constants import EventType
 from cdc.binlog.gtid import sid_of
 from cdc.binlog.reader import read_file
 from cdc.keys import GlobalKey
+from cdc.pauses import Pauses
 from cdc.streams import StreamRouter, stream_dir, stream_server_uuid
 from dumper.pipeline.stream_split import StreamSplitter
 from dumper.pipeline.txn_encoder import TransactionEncoder
+from dumper.streams import StreamLeader
 from dumper.streams.frames_pb2 import Batch
 from dumper.streams.stream_set import StreamSet
 from dumper.streams.wire import ToStream
+from local_cluster.testing import free_base_port
 from merge_joint import Transaction
 from merge_source.classifier import table_name
 from merge_source.fragment import Statement
 from merge_source.spill import SpanWriter, SpillFile
+from tests.dumper.pipeline import fakes
+from tests.dumper.pipeline.test_leader import run_until
 from tests.dumper.streams.test_stream_disk_full import marks_and_gtids
 from tests.dumper.streams.test_stream_process import CLUSTER_UUID, batch, config
 from tests.dumper.test_txn_encoder import transactions  # noqa: F401 (a fixture)
@@ -117,3 +122,47 @@ async def test_a_huge_transaction_goes_to_its_stream_in_parts(tmp_path, transact
         _, reader = read_file(stream_dir(cfg.dumper, 0) / name)
         written += sum(1 for raw in reader if raw.type_code in ROWS)
     assert written == sum(rows_events(t) for t in (*before, huge, *after))
+
+
+async def test_the_merge_sends_a_spilled_transaction_to_its_stream_in_parts(tmp_path):
+    """The merge's own loop (`StreamLeader`, fake DN sources): a spilled transaction between
+    two in-memory ones, all on stream 1's tables, reaches stream 1 whole and in order."""
+    cfg = fakes.config(tmp_path / "binlog")
+    cfg.dumper.streams = 2
+    cfg.dumper.port = free_base_port(2)
+    cfg.dumper.serve_process = False  # (test time: each stream's server on its writer's loop)
+    tables = {
+        table_name(e) for st in fakes.STATEMENTS for e in st.events if e[4] == EventType.TABLE_MAP
+    }
+    cfg.dumper.stream_tables = {f"{db.decode()}.{t.decode()}": 1 for db, t in tables}
+    spill = SpillFile(str(tmp_path))
+    statements = []
+    for st in fakes.STATEMENTS:
+        writer = SpanWriter(spill)
+        writer.extend(st.events)
+        statements.append(Statement(st.trace_id, span=writer.span()))
+    huge = fakes.branch(1, 200, (1,))
+    huge.statements[:] = statements
+    scripts = {
+        1: fakes.Script(
+            [
+                [fakes.branch(1, 100, (1,)), huge, fakes.mark(1, 250)],
+                [fakes.branch(1, 300, (1,)), fakes.mark(1, 400)],
+            ]
+        ),
+        2: fakes.Script([[fakes.mark(2, 250)], [fakes.mark(2, 400)]]),
+    }
+    meta = fakes.FakeMetadata()
+    leader = StreamLeader(
+        cfg,
+        state_dir=tmp_path / "state",
+        server_uuid=fakes.SERVER_UUID,
+        pauses=Pauses(),
+        factory=fakes.FakeFactory(scripts),
+        metadata=meta,
+    )
+    # both DNs' checkpoints at 250 saved once 300 is written: every stream synced up to there
+    await run_until(leader, lambda: len(meta.history) == 2 and leader.stats.last_tso == 300)
+    assert leader.stats.spilled_bytes > 0  # it went in parts
+    assert marks_and_gtids(stream_dir(cfg.dumper, 1))[0] == [100, 200, 300]
+    assert marks_and_gtids(stream_dir(cfg.dumper, 0))[0] == []
