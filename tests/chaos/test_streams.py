@@ -24,7 +24,7 @@ import time
 import pymysql
 
 from cdc.cn_protocol.ground_truth import read as read_ground_truth
-from cdc.streams import stream_port
+from cdc.streams import stream_dir, stream_port
 from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from local_cluster.testing import free_base_port
 from tests.chaos.harness import WORKLOADS, Chaos
@@ -219,6 +219,15 @@ async def test_two_streams_survive_ddl_a_scale_out_and_killed_streams(tmp_path):
         assert consumed > 0 and end > consumed
         got = gtids_after(chaos.cfg, 1, uuid, consumed)
         assert got == list(range(consumed + 1, end + 1)), (consumed, end, got[:5], got[-5:])
+        # the pin held: ddl-mix's scratch table (its DDL) is in stream 0's files only
+        has_scratch = [
+            any(
+                b"scratch" in f.read_bytes()
+                for f in stream_dir(chaos.cfg.dumper, i).glob("binlog.0*")
+            )
+            for i in range(STREAMS)
+        ]
+        assert has_scratch == [True, False]
         rows = show_binary_streams(chaos.cfg)
         assert [r[0] for r in rows] == ["stream0", "stream1"]
         assert [r[1] for r in rows] == [stream_port(chaos.cfg.dumper, i) for i in range(STREAMS)]
