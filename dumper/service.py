@@ -213,14 +213,16 @@ async def serve(
     own_process: bool = False,
     role: Role | None = None,
     server_uuid: str | None = None,
+    pauses: Pauses | None = None,
 ) -> None:
     """Run everything until SIGTERM/SIGINT (or cancellation). `own_process`: this is the whole
     process (`cdc start`), so a stop that hangs on I/O may end it the hard way. The MySQL
     protocol server runs in a child process (`[dumper] serve_process`, the default), so that
     no client can take this loop's turns from MergeJoint and the writer. `role` and
-    `server_uuid`: a stream's process passes its own (`dumper.streams`); by default the role
-    is the plain leader, an HA node, or with `[dumper] streams` > 1 the merge process that
-    feeds the streams, and the server_uuid is the cluster's."""
+    `server_uuid`: a stream's process passes its own (`dumper.streams`), and the `pauses` its
+    role's tasks report to; by default the role is the plain leader, an HA node, or with
+    `[dumper] streams` > 1 the merge process that feeds the streams, and the server_uuid is
+    the cluster's."""
     state_dir.mkdir(parents=True, exist_ok=True)
     # Its presence says "this run serves" (below): never a file left by an earlier run.
     (state_dir / "status.json").unlink(missing_ok=True)
@@ -230,7 +232,7 @@ async def serve(
         metrics = DumperMetrics()
         metrics.start(config.dumper.host, config.dumper.metrics_port)
     schema = HistorySchemaProvider(lambda: gms.connect(config.gms), config.pipeline.meta_database)
-    pauses = Pauses()  # what this process waits for now (docs/faults.md)
+    pauses = pauses or Pauses()  # what this process waits for now (docs/faults.md)
     # the sid of the GTIDs written/served
     uuid = server_uuid or await asyncio.to_thread(_server_uuid, config, pauses)
     # HA: lead or follow as the lease says; else the one leader. Either way one Role.

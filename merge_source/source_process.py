@@ -16,10 +16,11 @@ import time
 from typing import Any
 
 from cdc import stage_trace
+from cdc.frames import FRAME, FrameTooLarge, read_body
 from merge_source.fork_server import ForkedWorker, ForkServer
 from merge_source.fragment import Watermark
 from merge_source.source import Batch, SourceSpec
-from merge_source.wire import FRAME, MAX_FRAME, FatalError, Status, decode_body
+from merge_source.wire import FatalError, Status, decode_body
 from merge_source.worker import EXIT_SPILL_FULL
 
 log = logging.getLogger(__name__)
@@ -107,11 +108,10 @@ class SourceProcess:
         queue = self.queue
         while True:
             try:
-                (n,) = FRAME.unpack(await stdout.readexactly(FRAME.size))
-                if n > MAX_FRAME:
-                    raise SourceFailed(f"{self.name}: frame of {n} bytes from the MergeSource")
-                body = await stdout.readexactly(n)
-            except asyncio.IncompleteReadError:
+                body = await read_body(stdout)
+            except FrameTooLarge as exc:
+                raise SourceFailed(f"{self.name}: from the MergeSource, {exc}") from None
+            if body is None:
                 return  # the worker ended: `run` finds out how
             got = time.monotonic()
             batch = decode_body(body)

@@ -1,8 +1,9 @@
 """The frames between a MergeSource process and the leader (MergeJoint), as protobuf messages.
 
 The contract is `frames.proto` (its comments say what each field means); this module turns
-fragments and watermarks into those messages and back. A frame is `u32 length` + one serialized
-`Frame`: a batch, a status, or a fatal error (the last one the process sends).
+fragments and watermarks into those messages and back. A frame (`cdc.frames`: a u32 length,
+then the message) holds one serialized `Frame`: a batch, a status, or a fatal error (the last
+one the process sends).
 
 A batch is a few columns (packed repeated integers: 8 per fragment in one, 3 per statement in
 another; one `bytes` value per statement with its events concatenated): the leader reads a
@@ -21,13 +22,12 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from cdc.binlog import constants, header
+from cdc.frames import framed
 from cdc.keys import Checkpoint, Kind, SortKey, stream_name
 from merge_source.fragment import Fragment, FragmentKind, Statement, Watermark
 from merge_source.frames_pb2 import Frame
 from merge_source.spill import EventSpan, SpillFile, write_handoff
 
-FRAME = struct.Struct("<I")
-MAX_FRAME = 1 << 30
 FRAGMENT_FIELDS = 8  # entries of Batch.fragments per fragment (frames.proto)
 KINDS = list(FragmentKind)  # by position, as the proto's enum FragmentKind
 KIND_CODE = {k: i for i, k in enumerate(KINDS)}
@@ -43,17 +43,12 @@ class WireError(RuntimeError):
     """A frame that does not decode: the MergeSource process and this one disagree."""
 
 
-def _framed(frame: Frame) -> bytes:
-    body = frame.SerializeToString()
-    return FRAME.pack(len(body)) + body
-
-
 def encode_batch(items: list[Fragment | Watermark], spill_dir: str | None = None) -> bytes:
     """One frame of `items`, all of one DN. The receiver gets the fragments in order, then the
     watermarks in order (what MergeJoint does with a batch anyway)."""
     frame = Frame()
     _batch(frame.batch, items, spill_dir)
-    return _framed(frame)
+    return framed(frame)
 
 
 def _batch(b, items: list, spill_dir) -> None:  # C types: wire.pxd
@@ -152,11 +147,11 @@ def encode_status(status: dict[str, Any]) -> bytes:
     for name, value in status.items():
         if value is not None:
             setattr(frame.status, name, value)
-    return _framed(frame)
+    return framed(frame)
 
 
 def encode_error(text: str) -> bytes:
-    return _framed(Frame(fatal_error=text))
+    return framed(Frame(fatal_error=text))
 
 
 class Status(dict):

@@ -21,11 +21,12 @@ import sys
 import time
 
 from cdc import stage_trace
+from cdc.frames import FRAME
 from cdc.gc_tune import tune_gc
 from cdc.pauses import is_disk_full
 from cdc.tasks import cancel_and_wait
 from merge_source.source import Batch, MergeSource, SourceSpec
-from merge_source.wire import FRAME, collapse_watermarks, encode_batch, encode_error, encode_status
+from merge_source.wire import collapse_watermarks, encode_batch, encode_error, encode_status
 
 log = logging.getLogger(__name__)
 

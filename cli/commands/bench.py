@@ -276,6 +276,7 @@ def cmd_all(args) -> int:
     from bench.scale import main as scale
     from bench.snapshot import main as snapshot
     from bench.snapshot_isolation import main as snapshot_isolation
+    from bench.streams import main as streams
     from bench.writer import main as writer
 
     # (title, bench, its arguments, its arguments with --quick: every bench runs, and prints
@@ -304,6 +305,7 @@ def cmd_all(args) -> int:
             ["--accounts=200", "--workers=4", "--baseline=2", "--rounds=1"],
         ),
         ("scale", scale, [], ["--dns=2,4", "--events=5000"]),
+        ("streams", streams, [], ["--streams=1,2", "--dns=2", "--events=5000"]),
         ("hostile", hostile, [], ["--seconds=4", "--tps=100", "--query-mb=1"]),
         ("big-txn (1 GB; --quick: 16 MB)", big_txn, [], ["--mb=16"]),
     ]

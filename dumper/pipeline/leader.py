@@ -253,7 +253,9 @@ class Leader:
                 except DiskFull as exc:
                     if not self._own_writer:
                         raise LeaderError(str(exc)) from exc
-                    await self._wait_for_space(str(exc))
+                    self.writer = await reopen_with_room(
+                        self.writer.dir, str(exc), self.pauses, self._open_writer
+                    )
                     log.info("restarting the pipeline from the global binlog")
                 except (SpillFull, OSError) as exc:
                     if isinstance(exc, OSError) and not is_disk_full(exc):
@@ -275,23 +277,6 @@ class Leader:
         finally:
             await self.factory.aclose()
             self.close()
-
-    async def _wait_for_space(self, error: str) -> None:
-        """Until the binlog's file system has room and the writer opens again (recovery cuts
-        what the failed write left after the last whole transaction)."""
-        directory = self.writer.dir
-        self.pauses.begin(BINLOG_DISK_FULL, f"{directory}: {error}")
-        backoff = Backoff()
-        while True:
-            await _room(directory, BINLOG_DISK_FULL, error, self.pauses, backoff)
-            try:
-                self.writer = await asyncio.to_thread(self._open_writer)
-            except OSError as exc:
-                if not is_disk_full(exc):
-                    raise
-                continue
-            self.pauses.end(BINLOG_DISK_FULL)
-            return
 
     async def _wait_for_spill_space(self, error: str) -> None:
         """Until the spill directory has room again; the pipeline then restarts (the huge
@@ -354,7 +339,7 @@ class Leader:
         async for ready in self.joint.transactions():
             if fence is not None:
                 fence()
-            batch = _Batch()
+            batch = EncodedBatch()
             for txn in ready:
                 if any(s.span is not None for s in txn.statements):  # Fragment.spilled, flat
                     self._write_batch(batch)
@@ -384,7 +369,7 @@ class Leader:
         self.notify.set()
         self.notify = asyncio.Event()
 
-    def _write_batch(self, batch: _Batch) -> None:
+    def _write_batch(self, batch: EncodedBatch) -> None:
         """The transactions encoded into `batch` so far, in one writer call; `batch` is then
         empty again."""
         if not batch.ends:
@@ -526,6 +511,27 @@ def open_writer(config: Config, gtids: GtidLayout | None) -> BinlogWriter:
     )
 
 
+async def reopen_with_room(
+    directory: Path, error: str, pauses: Pauses, open_writer: Callable[[], BinlogWriter]
+) -> BinlogWriter:
+    """After a write to the binlog failed on a full file system (`error`): paused
+    (BINLOG_DISK_FULL) until `directory`'s file system has room and `open_writer` opens a
+    writer again (its recovery cuts what the failed write left after the last whole
+    transaction). The single stream's pipeline and each stream's process (dumper/streams)."""
+    pauses.begin(BINLOG_DISK_FULL, f"{directory}: {error}")
+    backoff = Backoff()
+    while True:
+        await _room(directory, BINLOG_DISK_FULL, error, pauses, backoff)
+        try:
+            writer = await asyncio.to_thread(open_writer)
+        except OSError as exc:
+            if not is_disk_full(exc):
+                raise
+            continue
+        pauses.end(BINLOG_DISK_FULL)
+        return writer
+
+
 async def _room(directory: Path, reason: str, error: str, pauses: Pauses, backoff: Backoff) -> None:
     """Until `directory`'s file system has `DISK_FREE_TO_RESUME` bytes free."""
     while True:
@@ -539,7 +545,7 @@ async def _room(directory: Path, reason: str, error: str, pauses: Pauses, backof
         )
 
 
-class _Batch:
+class EncodedBatch:
     """Transactions encoded one after the other into one buffer, for `BinlogWriter.append_batch`."""
 
     __slots__ = ("buf", "ends", "tsos", "gtids", "events")

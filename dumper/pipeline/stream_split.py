@@ -9,9 +9,16 @@ events on them, the last one flagged as the statement's end. A DDL goes to its t
 a database-level DDL (no table) to every stream under `stream_by = "table"`, to the database's
 under `"database"`. Markers that are not written (CdcStart, StorageChange, …) go nowhere;
 FlushLogs is the caller's (every stream rotates).
+
+A statement spilled to disk (a huge transaction) stays there when its tables are one stream's:
+only its leading TABLE_MAPs are read to route it, and the stream's writer streams it from its
+spill file as the single stream does. One spilled statement over tables of several streams (a
+huge multi-table UPDATE) is split in memory.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from cdc.binlog import constants, header
 from cdc.binlog.constants import HEADER_LEN, EventType, RowsFlag
@@ -61,11 +68,11 @@ class StreamSplitter:
         parts: dict[int, list[Statement]] = {}
         stream_of = self.router.stream_of
         for st in txn.statements:
-            if st.span is None:
-                stream = self._one_stream(st.in_memory)
-                if stream is not None:  # the common case: whole, no copy, no look at its rows
-                    parts.setdefault(stream, []).append(st)
-                    continue
+            # (a spilled statement: its first events read from the spill file, the rest not)
+            stream = self._one_stream(st.in_memory if st.span is None else st.iter_events())
+            if stream is not None:  # the common case: whole, no copy, no look at its rows
+                parts.setdefault(stream, []).append(st)
+                continue
             events = st.in_memory if st.span is None else list(st.iter_events())
             by_tid: dict[bytes, int] = {}  # the statement's DN table ids → their stream
             per: dict[int, list[bytes]] = {}
@@ -86,7 +93,7 @@ class StreamSplitter:
                 parts.setdefault(stream, []).append(Statement(st.trace_id, _end_statement(evs)))
         return parts
 
-    def _one_stream(self, events: list[bytes]) -> int | None:
+    def _one_stream(self, events: Iterable[bytes]) -> int | None:
         """The stream of a statement whose tables are all in one (None: split it). A
         statement's TABLE_MAPs come before its rows events, so its leading TABLE_MAPs name
         every table its rows touch."""

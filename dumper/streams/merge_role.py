@@ -1,6 +1,7 @@
 """The merge process of a multi-stream global binlog (`[dumper] streams = N`, docs/streams.md):
 MergeSources → MergeJoint → `StreamSplitter` → one encoder per stream → each stream's process
-(`StreamSet`). It serves no binlog itself: its port answers `SHOW BINARY STREAMS`, the
+(`StreamSet`). A huge (spilled) transaction goes to its stream in parts, encoded from its spill
+files as they are sent, as the single stream writes it (`Leader._write_streamed`). It serves no binlog itself: its port answers `SHOW BINARY STREAMS`, the
 streams' ports serve them.
 
 The restart protocol, per stream: each stream says where its binlog ends (`K_i`); the DNs
@@ -19,7 +20,8 @@ from cdc.config import Config
 from cdc.pauses import Pauses
 from cdc.streams import StreamRouter, stream_port
 from dumper.heartbeats import heartbeats
-from dumper.pipeline import Leader, leader_status
+from dumper.pipeline import Leader, PipelineMetadata, SourceFactory, leader_status
+from dumper.pipeline.leader import EncodedBatch
 from dumper.pipeline.stream_split import StreamSplitter
 from dumper.pipeline.txn_encoder import TransactionEncoder
 from dumper.role import Role
@@ -47,7 +49,7 @@ class StreamLeader(Leader):
         self.state_dir = state_dir
         self.cluster_uuid = server_uuid
         super().__init__(config, server_uuid=server_uuid, pauses=pauses, **kwargs)
-        self._own_writer = False  # a full disk is each stream's own (it stops; we restart)
+        self._own_writer = False  # a full disk is each stream's own (it waits; so do we)
         self.streams: StreamSet = self.writer  # type: ignore[assignment]
         self.streams.term = self.term  # each stream records where it begins (HA)
         self.splitter = StreamSplitter(StreamRouter.of(config))
@@ -59,7 +61,7 @@ class StreamLeader(Leader):
     def _open_writer(self) -> StreamSet:  # type: ignore[override]
         if self.cluster_uuid is None:
             self.cluster_uuid = self.metadata.server_uuid()
-        return StreamSet(self.config, self.cluster_uuid, self.state_dir, self._gtids)
+        return StreamSet(self.config, self.cluster_uuid, self.state_dir, self._gtids, self.pauses)
 
     def _new_encoders(self) -> list[TransactionEncoder]:
         d = self.config.dumper
@@ -80,7 +82,7 @@ class StreamLeader(Leader):
 
     async def _write_all(self) -> None:
         assert self.joint is not None
-        streams, stats, splitter, encoders = self.streams, self.stats, self.splitter, self.encoders
+        streams, splitter, encoders = self.streams, self.splitter, self.encoders
         ends = self.ends
         fence = self.fence
         async for ready in self.joint.transactions():
@@ -89,32 +91,59 @@ class StreamLeader(Leader):
             progress = list(ready[-1].key)
             for i, part in enumerate(splitter.split(ready)):
                 end = ends[i]
-                batch = Batch(progress=progress)
-                buf = bytearray()
-                ends_at: list[int] = []
-                gtids: list[int] = []
-                tsos: list[int] = []
-                events = 0
+                batch = EncodedBatch()
                 for txn in part:
                     if end is not None and txn.key <= end:
                         continue  # this stream holds it already (written before a restart)
-                    count = encoders[i].encode_into(txn, buf, gtids)
+                    if any(s.span is not None for s in txn.statements):  # spilled: in parts
+                        self._send_batch(i, batch, None)  # what came before it, first
+                        await self._send_streamed(i, txn)
+                        continue
+                    count = encoders[i].encode_into(txn, batch.buf, batch.gtids)
                     if count:
-                        ends_at.append(len(buf))
-                        tsos.append(txn.tso)
-                        events += count
-                if ends_at:
-                    batch.events = bytes(buf)
-                    batch.ends.extend(ends_at)
-                    batch.gtids.extend(gtids)
-                    batch.tsos.extend(tsos)
-                    batch.event_count = events
-                    stats.transactions += len(ends_at)
-                    stats.events += events
-                    stats.bytes += len(buf)
-                streams.send(i, ToStream(batch=batch))
+                        batch.ends.append(len(batch.buf))
+                        batch.tsos.append(txn.tso)
+                        batch.events += count
+                self._send_batch(i, batch, progress)
             await streams.drain()  # backpressure: the slowest stream paces the merge
             self._batch_written(ready)  # (sent: each stream syncs before checkpoints, below)
+
+    def _send_batch(self, stream: int, batch: EncodedBatch, progress: list[int] | None) -> None:
+        """`batch` to `stream` (then empty again); `progress`: the merge's key after it (None:
+        more of the merged batch follows)."""
+        message = Batch(progress=progress)
+        if batch.ends:
+            message.events = bytes(batch.buf)
+            message.ends.extend(batch.ends)
+            message.gtids.extend(batch.gtids)
+            message.tsos.extend(batch.tsos)
+            message.event_count = batch.events
+            self.stats.transactions += len(batch.ends)
+            self.stats.events += batch.events
+            self.stats.bytes += len(batch.buf)
+        elif progress is None:
+            return
+        self.streams.send(stream, ToStream(batch=message))
+        batch.clear()
+
+    async def _send_streamed(self, stream: int, txn) -> None:
+        events = self.encoders[stream].iter_encode(txn)
+        if events is None:
+            return
+        count, size = await self.streams.send_streamed(
+            stream, events, txn.size, txn.tso, self.fence
+        )
+        log.info(
+            "streamed transaction at TSO %d to stream %d: %d events, %d bytes",
+            txn.tso,
+            stream,
+            count,
+            size,
+        )
+        self.stats.transactions += 1
+        self.stats.events += count
+        self.stats.bytes += size
+        self.stats.spilled_bytes += txn.size
 
     async def persist_checkpoints(self) -> None:
         """Every stream syncs all it was sent; then the DN checkpoints up to what was sent are

@@ -15,6 +15,13 @@ cuts a torn tail at open; `resume` answers the key its binlog ends at (its last 
 its saved progress when that is further: an idle stream holds no transaction of the last
 batches, but the merge must not re-send it everything since its last one); `sync` makes all
 received durable before the merge saves DN checkpoints past it.
+
+A full file system pauses the stream in place, as it pauses the single stream's pipeline
+(docs/faults.md): the failed write is cut back to the last whole transaction, the stream tells
+the merge it waits (`paused`) and reads no frame meanwhile (the merge's sends back up behind
+it), its server goes on serving what is written; once there is room the writer opens again
+and the frame that failed is done again from where the file ends (a batch: its transactions
+past the last GTID that made it).
 """
 
 from __future__ import annotations
@@ -27,13 +34,14 @@ import sys
 import time
 from pathlib import Path
 
-from binlog_writer import last_written_key
+from binlog_writer import BinlogWriter, last_written_key
 from cdc.config import Config
 from cdc.keys import GlobalKey
+from cdc.pauses import Pauses, is_disk_full
 from cdc.streams import stream_config, stream_server_uuid
 from dumper.child_process import read_spec
 from dumper.pipeline import LeaderStats
-from dumper.pipeline.leader import gtid_layout, open_writer
+from dumper.pipeline.leader import gtid_layout, open_writer, reopen_with_room
 from dumper.streams.wire import FromStream, ToStream, framed, key_message, read_frame
 
 log = logging.getLogger(__name__)
@@ -62,18 +70,24 @@ def write_progress(directory: Path, key: GlobalKey) -> None:
 class StreamWriter:
     """The writing half of a stream process: frames in, binlog files out."""
 
-    def __init__(self, config: Config, stream: int, cluster_uuid: str):
-        """`config`: the stream's own (`cdc.streams.stream_config`)."""
+    def __init__(self, config: Config, stream: int, cluster_uuid: str, pauses: Pauses):
+        """`config`: the stream's own (`cdc.streams.stream_config`); `pauses`: its process's
+        (a full disk is shown there)."""
         self.config = config
         self.stream = stream
         self.server_uuid = stream_server_uuid(cluster_uuid, stream)
-        # (`stream_config` gave the stream a GTID domain of its own: `stream_gtid_domain`)
-        self.writer = open_writer(config, gtid_layout(config, self.server_uuid))
+        self.pauses = pauses
+        self.writer = self._open_writer()
         self.progress = read_progress(self.writer.dir)
         self.merged_tso = 0
         self.stats = LeaderStats()  # (restarts and spilled_bytes stay 0 here)
         self.notify = asyncio.Event()  # set after each batch reached the file (the server)
         self._file_first_tso: dict[str, int] = {}
+        self._open_part: tuple[str, int] | None = None  # a huge transaction: (file, bytes so far)
+
+    def _open_writer(self) -> BinlogWriter:
+        # (`stream_config` gave the stream a GTID domain of its own: `stream_gtid_domain`)
+        return open_writer(self.config, gtid_layout(self.config, self.server_uuid))
 
     def end_key(self) -> GlobalKey | None:
         """Where this stream's binlog ends: its last transaction's key or its progress."""
@@ -85,39 +99,111 @@ class StreamWriter:
     async def run(self, reader: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
         """Frames until the merge process is gone."""
         while (frame := await read_frame(reader, ToStream)) is not None:
-            body = frame.WhichOneof("body")
-            if body == "batch":
-                self._append(frame.batch)
-            elif body == "resume":
-                out.write(framed(FromStream(resumed=key_message(self.end_key()))))
-            elif body == "sync":
-                self.writer.sync()
-                if self.progress is not None:
-                    write_progress(self.writer.dir, self.progress)
-                out.write(framed(FromStream(synced=frame.sync)))
-            elif body == "rotate":
-                self.writer.rotate()
-            elif body == "merged_tso":
-                self.merged_tso = frame.merged_tso
-                self._wake()
+            # Where the frame begins: after a full disk, what of it is in the file already.
+            gno, file = self.writer.gno, self.writer.file
+            while True:
+                try:
+                    self._handle(frame, out, self.writer.gno - gno, file)
+                    break
+                except OSError as exc:
+                    if not is_disk_full(exc):
+                        raise
+                    await self._wait_for_room(str(exc), out)
+                if self._open_part is not None:
+                    raise RuntimeError(
+                        f"stream {self.stream}: a full disk cut a huge transaction short: "
+                        "restarting, the merge sends it again"
+                    )
+                if self.writer.gno < gno:
+                    raise RuntimeError(
+                        f"stream {self.stream}: after a full disk {self.writer.dir} ends at "
+                        f"GTID {self.writer.gno}, before the {gno} it had written: restarting "
+                        "from where it ends"
+                    )
             await out.drain()
 
-    def _append(self, batch) -> None:
+    def _handle(self, frame, out: asyncio.StreamWriter, done: int, file: str) -> None:
+        """One frame; `done`, `file`: a retry after a full disk (the batch's transactions in
+        the file already, the file the frame began in)."""
+        body = frame.WhichOneof("body")
+        if body == "batch":
+            self._append(frame.batch, done)
+        elif body == "part":
+            self._part(frame.part)
+        elif body == "resume":
+            if self._open_part is not None:  # the merge starts again: it sends it again whole
+                self.writer.abort_stream()
+                self._open_part = None
+            out.write(framed(FromStream(resumed=key_message(self.end_key()))))
+        elif body == "sync":
+            self.writer.sync()
+            if self.progress is not None:
+                write_progress(self.writer.dir, self.progress)
+            out.write(framed(FromStream(synced=frame.sync)))
+        elif body == "rotate":
+            if self.writer.file == file:  # (a retry: the ROTATE may have made it)
+                self.writer.rotate()
+        elif body == "merged_tso":
+            self.merged_tso = frame.merged_tso
+            self._wake()
+
+    async def _wait_for_room(self, error: str, out: asyncio.StreamWriter) -> None:
+        """A write failed on a full file system: paused here until there is room and the
+        writer is open again (the merge is told, and waits: its frames back up meanwhile)."""
+        self.writer.abandon()  # at once: nobody may be told an end inside the torn tail
+        out.write(framed(FromStream(paused=f"{self.writer.dir}: {error}")))
+        await out.drain()
+        self.writer = await reopen_with_room(self.writer.dir, error, self.pauses, self._open_writer)
+        out.write(framed(FromStream(paused="")))
+
+    def _append(self, batch, done: int = 0) -> None:
+        """`done`: its first transactions already in the file (a retry after a full disk)."""
         if batch.ends:
-            buf = bytearray(batch.events)
-            for file, first in self.writer.append_batch(buf, list(batch.ends), list(batch.gtids)):
-                self._file_first_tso.setdefault(file, batch.tsos[first])
+            ends = batch.ends
+            start = ends[done - 1] if done else 0
+            if done < len(ends):
+                buf = bytearray(batch.events[start:] if done else batch.events)
+                for file, first in self.writer.append_batch(
+                    buf,
+                    [e - start for e in ends[done:]],
+                    [g - start for g in batch.gtids if g >= start],
+                ):
+                    self._file_first_tso.setdefault(file, batch.tsos[done + first])
             self.writer.flush()
             s = self.stats
             s.transactions += len(batch.ends)
             s.events += batch.event_count
-            s.bytes += len(buf)
+            s.bytes += len(batch.events)
             s.last_tso = batch.tsos[-1]
             s.last_commit_at = time.time()
         if batch.progress:
             self.progress = GlobalKey(*batch.progress)
             self.merged_tso = max(self.merged_tso, self.progress.tso)
         self._wake()
+
+    def _part(self, part) -> None:
+        """A part of a huge transaction (frames.proto `Part`), written as it comes: memory holds
+        one part; readers see the transaction once its last part is written."""
+        w = self.writer
+        if part.first:
+            w.begin_stream(part.size)
+            self._open_part = (w.file, 0)
+        assert self._open_part is not None, "a part of no transaction"
+        w.write_part([part.events])
+        file, size = self._open_part
+        self._open_part = (file, size + len(part.events))
+        if part.last:
+            w.end_stream()
+            w.flush()
+            self._open_part = None
+            self._file_first_tso.setdefault(file, part.tso)
+            s = self.stats
+            s.transactions += 1
+            s.events += part.event_count
+            s.bytes += size + len(part.events)
+            s.last_tso = part.tso
+            s.last_commit_at = time.time()
+            self._wake()
 
     def _wake(self) -> None:
         self.notify.set()
@@ -166,7 +252,8 @@ async def _serve_stream(spec: dict, frames_in: int, frames_out: int) -> None:
         asyncio.streams.FlowControlMixin, os.fdopen(frames_out, "wb", 0)
     )
     out = asyncio.StreamWriter(transport, protocol, None, loop)
-    sw = StreamWriter(config, spec["stream"], spec["cluster_uuid"])
+    pauses = Pauses()
+    sw = StreamWriter(config, spec["stream"], spec["cluster_uuid"], pauses)
     term = spec.get("term", 0)
     acks = None
     status = sw.status
@@ -192,7 +279,9 @@ async def _serve_stream(spec: dict, frames_in: int, frames_out: int) -> None:
         term=lambda: term,
         acks=acks,
     )
-    await serve(config, Path(spec["state_dir"]), role=role, server_uuid=sw.server_uuid)
+    await serve(
+        config, Path(spec["state_dir"]), role=role, server_uuid=sw.server_uuid, pauses=pauses
+    )
 
 
 def main() -> int:

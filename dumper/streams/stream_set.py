@@ -5,18 +5,27 @@ A stream process that dies (killed, crashed) is found by the end of its stdout; 
 raises `StreamDied`, and the pipeline restarts as after a MergeSource's death (`Leader.run`):
 the dead stream is started again, recovers its files, and every stream says where it ends
 (`resume`), from which the DNs are read again. The streams that lived keep their processes, so
-their consumers stay connected."""
+their consumers stay connected.
+
+A stream whose binlog's file system is full says so (`paused`) and waits in place: the merge
+shows the pause (BINLOG_DISK_FULL, as the single stream's pipeline does), waits for its answers
+without a timeout meanwhile, and is held back by the frames backing up behind it."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from cdc.config import Config
 from cdc.keys import GlobalKey
+from cdc.pauses import BINLOG_DISK_FULL, Pauses
 from dumper.child_process import spawn, stop_child
+from dumper.pipeline.leader import STREAM_PART_BYTES
+from dumper.streams.frames_pb2 import Part
 from dumper.streams.wire import FromStream, ToStream, WireError, framed, message_key, read_frame
 from merge_source import SourceProcessDied
 
@@ -35,11 +44,22 @@ class StreamDied(SourceProcessDied):
 class StreamProcess:
     """One stream's process, as the merge process sees it."""
 
-    def __init__(self, config: Config, stream: int, cluster_uuid: str, state_dir: Path):
+    def __init__(
+        self,
+        config: Config,
+        stream: int,
+        cluster_uuid: str,
+        state_dir: Path,
+        on_pause: Callable[[], None] = lambda: None,
+    ):
+        """`on_pause`: called when `paused` changed."""
         self.config = config
         self.stream = stream
         self.cluster_uuid = cluster_uuid
         self.state_dir = state_dir
+        self.paused: str | None = None  # why the stream waits (a full disk), as it said
+        self._went_on = 0.0  # (monotonic) when it last stopped waiting
+        self._on_pause = on_pause
         self.proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task | None = None
         self._waiting: dict[str, asyncio.Future] = {}  # by the answer's name
@@ -58,6 +78,7 @@ class StreamProcess:
             self.restarts += 1
             await self.stop()
         self.error = None
+        self._set_paused(None)
         spec = {
             "config": self.config,
             "stream": self.stream,
@@ -75,6 +96,9 @@ class StreamProcess:
         try:
             while (frame := await read_frame(self.proc.stdout, FromStream)) is not None:
                 body = frame.WhichOneof("body")
+                if body == "paused":
+                    self._set_paused(frame.paused or None)
+                    continue
                 if body == "fatal_error":
                     self.error = frame.fatal_error
                     log.error("stream %d stopped: %s", self.stream, self.error)
@@ -101,6 +125,16 @@ class StreamProcess:
                 future.set_exception(StreamDied(self.error))
         self._waiting.clear()
         self._syncs.clear()
+        self._set_paused(None)
+
+    def _set_paused(self, why: str | None) -> None:
+        if why != self.paused:
+            self.paused = why
+            if why is not None:
+                log.warning("stream %d waits: %s", self.stream, why)
+            else:
+                self._went_on = time.monotonic()
+            self._on_pause()
 
     def send(self, message: ToStream) -> None:
         """Queue a frame (the transport buffers it; `drain` waits for room)."""
@@ -124,11 +158,17 @@ class StreamProcess:
             self._waiting[answer] = future
         self.send(message)
         await self.drain()
-        try:
-            async with asyncio.timeout(timeout):
-                return await future
-        except TimeoutError:
-            raise StreamDied(f"stream {self.stream}: no answer to {answer} in {timeout}s") from None
+        while True:
+            try:
+                return await asyncio.wait_for(asyncio.shield(future), timeout)
+            except TimeoutError:
+                # A paused stream answers once it goes on (after the frames before this one):
+                # the timeout counts from then.
+                if self.paused is None and time.monotonic() - self._went_on >= timeout:
+                    future.cancel()
+                    raise StreamDied(
+                        f"stream {self.stream}: no answer to {answer} in {timeout}s"
+                    ) from None
 
     async def resume_key(self) -> GlobalKey | None:
         key = await self.ask(ToStream(resume=True), "resumed", START_TIMEOUT_S)
@@ -151,12 +191,21 @@ class StreamSet:
     """Every stream's process. It stands where the single stream's `BinlogWriter` stands for
     the pipeline (`Leader`): `rotate` and `close` go to every stream; the rest is async."""
 
-    def __init__(self, config: Config, cluster_uuid: str, state_dir: Path, gtids):
+    def __init__(
+        self,
+        config: Config,
+        cluster_uuid: str,
+        state_dir: Path,
+        gtids,
+        pauses: Pauses | None = None,
+    ):
+        """`pauses`: the merge process's (a stream that waits for room shows there)."""
         self.config = config
         self.gtids = gtids  # the layout the encoders write for (its flavour)
+        self.pauses = pauses or Pauses()
         self.dir = Path(config.dumper.binlog_dir)
         self.processes = [
-            StreamProcess(config, i, cluster_uuid, state_dir / f"stream{i}")
+            StreamProcess(config, i, cluster_uuid, state_dir / f"stream{i}", self._paused)
             for i in range(config.dumper.streams)
         ]
         # What a status shows for "the" writer: the streams have one each.
@@ -169,6 +218,13 @@ class StreamSet:
             if not p.alive:
                 await p.start(self.term)
         return list(await asyncio.gather(*(p.resume_key() for p in self.processes)))
+
+    def _paused(self) -> None:
+        waiting = [f"stream {p.stream}: {p.paused}" for p in self.processes if p.paused]
+        if waiting:
+            self.pauses.begin(BINLOG_DISK_FULL, "; ".join(waiting))
+        else:
+            self.pauses.end(BINLOG_DISK_FULL)
 
     def check(self) -> None:
         for p in self.processes:
@@ -185,6 +241,40 @@ class StreamSet:
     async def drain(self) -> None:
         for p in self.processes:
             await p.drain()
+
+    async def send_streamed(
+        self,
+        stream: int,
+        events: Iterator[bytes | bytearray],
+        size: int,
+        tso: int,
+        fence: Callable[[], None] | None = None,
+        part_bytes: int = STREAM_PART_BYTES,
+    ) -> tuple[int, int]:
+        """A huge transaction's encoded `events` to `stream` in parts of about `part_bytes`
+        (frames.proto `Part`), read from `events` as they go: memory holds
+        one part, the pipe's backpressure paces the reads. `size`: the transaction's (a hint
+        for the file's rotation); `fence`: called between parts (an HA term that ended stops
+        it). Returns its events and bytes."""
+        process = self.processes[stream]
+        part: list[bytes | bytearray] = []
+        count = sent = part_size = 0
+        first = True
+        for e in events:
+            part.append(e)
+            part_size += len(e)
+            if part_size >= part_bytes:
+                process.send(ToStream(part=Part(events=b"".join(part), first=first, size=size)))
+                count, sent, first = count + len(part), sent + part_size, False
+                part, part_size = [], 0
+                await process.drain()
+                if fence is not None:
+                    fence()
+        count, sent = count + len(part), sent + part_size
+        last = Part(events=b"".join(part), first=first, size=size, last=True, tso=tso)
+        last.event_count = count
+        process.send(ToStream(part=last))
+        return count, sent
 
     async def sync(self) -> None:
         """Every stream made all it received durable."""

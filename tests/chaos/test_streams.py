@@ -1,12 +1,16 @@
 """A multi-stream global binlog for real (`[dumper] streams = 2`, docs/streams.md): the
-pipeline (`cdc start`) under transfer and orders traffic, one stream's process SIGKILLed on the
-way; a MariaDB replica follows both streams with one named (multi-source) connection each and
-ends `cdc check` equal; `cdc verify-binlog` checks each stream and their union against the CN's
-ground truth; `SHOW BINARY STREAMS` on the main port lists both; and a GTID consumer of the
-killed stream (python-mysql-replication with auto-position, as it stood before the kill) goes
-on after the stream came back with the next GTID, gapless, to the end.
+pipeline (`cdc start`) under transfer, orders and ddl-mix traffic (the DDL on tables of both
+streams: `mix.scratch` is pinned to stream 0, `mix.items` hashes to stream 1), a scale-out
+(`cdc cn add-dn`: a DN joins the merge while the streams run) and a SIGKILL of each stream's
+process, one after the other; a MariaDB replica follows both streams with one named
+(multi-source) connection each and ends `cdc check` equal; `cdc verify-binlog` checks each
+stream and their union against the CN's ground truth; `SHOW BINARY STREAMS` on the main port
+lists both; and a GTID consumer of a killed stream (python-mysql-replication with
+auto-position, as it stood before the kill) goes on after the stream came back with the next
+GTID, gapless, to the end.
 
-Sizes: CDC_STREAMS_TRAFFIC_S seconds of traffic before and after the kill (default 3)."""
+Sizes: CDC_STREAMS_TRAFFIC_S seconds of traffic between the steps (default 3),
+CDC_STREAMS_ADD_DNS DNs added (default 1)."""
 
 from __future__ import annotations
 
@@ -20,14 +24,25 @@ import time
 import pymysql
 
 from cdc.cn_protocol.ground_truth import read as read_ground_truth
-from cdc.streams import stream_port
+from cdc.streams import stream_dir, stream_port
 from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from local_cluster.testing import free_base_port
-from tests.chaos.harness import Chaos
+from tests.chaos.harness import WORKLOADS, Chaos
 from tests.chaos.test_pipeline_kill import _children
 
 TRAFFIC_S = float(os.environ.get("CDC_STREAMS_TRAFFIC_S", "3"))
+ADD_DNS = int(os.environ.get("CDC_STREAMS_ADD_DNS", "1"))
 STREAMS = 2
+# ddl-mix's two tables hash to stream 1 (CRC32): a pin puts its scratch table's CREATE,
+# TRUNCATE and DROP on stream 0, so both streams carry DDL (and the pins are exercised).
+PINS = {"mix.scratch": 0}
+# The harness's workloads with fewer threads, and ddl-mix: the proof's time grows with the
+# traffic (verify-binlog and cdc check read all of it), and the point is the kinds of change.
+LOAD = {
+    "transfer": ["--threads", "2", *WORKLOADS["transfer"][2:]],
+    "orders": ["--threads", "1", *WORKLOADS["orders"][2:]],
+    "ddl-mix": ["--threads", "1"],
+}
 
 
 class StreamsChaos(Chaos):
@@ -36,6 +51,11 @@ class StreamsChaos(Chaos):
         if not getattr(self, "stream_base", 0):
             self.stream_base = free_base_port(STREAMS - 1)
         cfg.dumper.stream_port = self.stream_base
+        cfg.dumper.stream_tables = dict(PINS)
+
+    def start_load(self) -> None:
+        for name, args in LOAD.items():
+            self.spawn(name, ["workload", name, "--duration", "3600", *args])
 
     def attach_replica(self) -> None:
         """One named connection per stream (MariaDB multi-source)."""
@@ -150,7 +170,24 @@ def show_binary_streams(cfg) -> list[tuple]:
         conn.close()
 
 
-async def test_two_streams_survive_a_killed_stream_and_a_replica_follows_both(tmp_path):
+async def add_dns(chaos: StreamsChaos, count: int) -> None:
+    """`count` more DNs, each added to the cluster by `cdc cn add-dn` while everything runs."""
+    for _ in range(count):
+        dn = await asyncio.to_thread(chaos.add_dn)
+        out = await asyncio.to_thread(chaos.run_cdc, "cn", "add-dn", "--dn", str(dn))
+        assert f"DN {dn} added" in out and "acknowledged" in out, out
+
+
+async def kill_streams(chaos: StreamsChaos, streams: list[int]) -> None:
+    """SIGKILL each stream's process in turn, the next once the merge started the last one
+    again (the traffic goes on meanwhile)."""
+    for stream in streams:
+        victim = stream_pid(chaos, stream)
+        os.kill(victim, signal.SIGKILL)
+        await streams_serve(chaos, not_pid=victim)
+
+
+async def test_two_streams_survive_ddl_a_scale_out_and_killed_streams(tmp_path):
     started = time.monotonic()
 
     def phase(what: str) -> None:
@@ -159,28 +196,38 @@ async def test_two_streams_survive_a_killed_stream_and_a_replica_follows_both(tm
     chaos = StreamsChaos(tmp_path)
     try:
         phase("cluster up")
+        assert chaos.cfg.dumper.stream_tables == PINS
         chaos.start_pipeline()
         await streams_serve(chaos)
         phase("pipeline and streams serve")
         chaos.attach_replica()
-        chaos.start_workload("transfer")
-        chaos.start_workload("orders")
-        await tables_created(chaos, 5)  # bank.accounts and shop's 4: a kill mid-DDL abandons it
+        chaos.start_load()
+        await tables_created(chaos, 6)  # bank.accounts, shop's 4 and mix.items
         phase("tables created")
         await asyncio.sleep(TRAFFIC_S)
         uuid, consumed = executed(chaos.cfg, 1)  # a GTID consumer of stream 1 got this far
-        victim = stream_pid(chaos, 1)
-        os.kill(victim, signal.SIGKILL)
+        # Each stream's process is killed in turn while a DN joins (the scale-out's
+        # StorageChange, its partition copies and moves): the restarts overlap the scale-out
+        # (test time), and a restart meets a cluster change in flight.
+        await asyncio.gather(add_dns(chaos, ADD_DNS), kill_streams(chaos, [1, 0]))
+        phase(f"{ADD_DNS} DN(s) added; streams 1 and 0 killed and back")
         await asyncio.sleep(TRAFFIC_S)
-        await streams_serve(chaos, not_pid=victim)  # the merge started stream 1 again
-        phase("stream killed and back")
-        summary = await chaos.prove("a SIGKILL of one stream's process")
+        summary = await chaos.prove("ddl-mix, a scale-out and a SIGKILL of each stream's process")
         print(summary)
         phase("proved")
         _, end = executed(chaos.cfg, 1)
         assert consumed > 0 and end > consumed
         got = gtids_after(chaos.cfg, 1, uuid, consumed)
         assert got == list(range(consumed + 1, end + 1)), (consumed, end, got[:5], got[-5:])
+        # the pin held: ddl-mix's scratch table (its DDL) is in stream 0's files only
+        has_scratch = [
+            any(
+                b"scratch" in f.read_bytes()
+                for f in stream_dir(chaos.cfg.dumper, i).glob("binlog.0*")
+            )
+            for i in range(STREAMS)
+        ]
+        assert has_scratch == [True, False]
         rows = show_binary_streams(chaos.cfg)
         assert [r[0] for r in rows] == ["stream0", "stream1"]
         assert [r[1] for r in rows] == [stream_port(chaos.cfg.dumper, i) for i in range(STREAMS)]

@@ -10,6 +10,7 @@ import signal
 
 import pytest
 
+from cdc.frames import FRAME
 from cdc.protocol import BinlogPosition, DumpSettings
 from merge_source.fork_server import ForkServer
 from merge_source.fragment import Fragment, Watermark
@@ -18,7 +19,6 @@ from merge_source.source import SourceSpec
 from merge_source.source_process import SourceFailed, SourceProcess, SourceProcessDied
 from merge_source.spill import HANDOFF_PREFIX, sweep_handoffs
 from merge_source.wire import (
-    FRAME,
     FatalError,
     Status,
     WireError,
