@@ -20,7 +20,7 @@ from cdc.config import Config
 from cdc.pauses import Pauses
 from cdc.streams import StreamRouter, stream_port
 from dumper.heartbeats import heartbeats
-from dumper.pipeline import Leader, PipelineMetadata, SourceFactory, leader_status
+from dumper.pipeline import Leader, leader_status
 from dumper.pipeline.leader import EncodedBatch
 from dumper.pipeline.stream_split import StreamSplitter
 from dumper.pipeline.txn_encoder import TransactionEncoder
