@@ -38,12 +38,12 @@ class RowEstimates:
     async def open(self) -> Sequence[Column]:
         return self.columns
 
-    async def rows(self) -> AsyncIterator[bytes]:
+    async def rows(self) -> AsyncIterator[list[bytes]]:
         try:
             for row in self.table_rows:
                 out = list(row)
                 out[self.rows_at] = await self._estimate(str(row[0]))
-                yield text_row(out)
+                yield [text_row(out)]
         finally:
             self.close()
 

@@ -22,6 +22,7 @@ from dumper.server.handlers import SqlError
 from dumper.server.snapshot.changes import ChangedKeys
 from dumper.server.snapshot.chunks import Key, chunk_bound, take_chunk, take_until
 from dumper.server.snapshot.order import Sorter, check_keep, row_order
+from dumper.server.snapshot.page_rows import keyed_rows
 from dumper.server.snapshot.source import DnReader, Shard, SnapshotSource
 from dumper.server.snapshot.values import (
     INTEGER_TYPES,
@@ -224,29 +225,30 @@ class SnapshotRead:
         return [ColumnDef.parse(p).renamed(self.db, stmt.table, alias) for p in defs]
 
     # -- rows ----------------------------------------------------------------------------------
-    async def rows(self) -> AsyncIterator[bytes]:
+    async def rows(self) -> AsyncIterator[list[bytes]]:
+        """The text rows, a chunk (a list) at a time: the caller sends a batch in one pass."""
         plan = self._plan
         assert plan is not None and self._table is not None
         stmt = self.stmt
         try:
             with self._as_sql_error():
-                async for row in self._rows(plan, stmt):
-                    yield row
+                async for rows in self._rows(plan, stmt):
+                    yield rows
         finally:
             self.close()
 
-    async def _rows(self, plan: _Plan, stmt: TableSelect) -> AsyncIterator[bytes]:
+    async def _rows(self, plan: _Plan, stmt: TableSelect) -> AsyncIterator[list[bytes]]:
         if stmt.limit == 0:
             return
         if stmt.aggregate:
             row = await self._aggregate(plan)
             if stmt.offset == 0 or stmt.first is not None:
-                yield row
+                yield [row]
             return
         chunks = self._at_p(plan) if plan.key_order else self._sorted_rows(plan)
         async for chunk in _window(chunks, stmt.offset, stmt.limit):
-            for payload in chunk:
-                yield payload
+            if chunk:
+                yield chunk
 
     async def _sorted(self, plan: _Plan) -> AsyncIterator[list]:
         """The rows' fields in the statement's order, a chunk at a time: key order as read, or
@@ -342,18 +344,12 @@ class SnapshotRead:
         elif plan.key_order and (keep := self._keep()) is not None:
             page_rows = max(1, min(page_rows, keep))
 
-        def parse(row: bytes) -> tuple[Key, object]:
-            keys, at = split_fields(row, nkey)
-            key = tuple(int(k) for k in keys) if plan.integer_key else tuple(keys)  # type: ignore[arg-type]
-            return key, (split_fields(row[at:], ndata)[0] if split else row[at:])
-
-        def parse_int(row: bytes) -> tuple[Key, object]:
-            # One integer key (the usual case): its text is shorter than 251 bytes, so its
-            # length is one byte; no field list built per row.
-            end = row[0] + 1
-            return (int(row[1:end]),), row[end:]
-
-        one_int = plan.integer_key and nkey == 1 and not split
+        def parse(page: list[bytes]) -> list[tuple[Key, object]]:
+            """(key, the data columns' text row, or its fields when `split`) of each row."""
+            rows = keyed_rows(page, nkey, plan.integer_key)
+            if split:
+                return [(key, split_fields(data, ndata)[0]) for key, data in rows]
+            return rows
 
         async def fill(i: int) -> None:
             """Top shard i's buffer up by one page, unless it holds a page already (the
@@ -366,7 +362,7 @@ class SnapshotRead:
                     f"more than snapshot_page_rows ({page_rows - 1}) rows in a shard of a "
                     "table whose primary key is not made of integers"
                 )
-            buffers[i].extend(map(parse_int if one_int else parse, page))
+            buffers[i].extend(parse(page))
             if len(page) < page_rows:
                 exhausted[i] = True
             if buffers[i]:
