@@ -35,7 +35,7 @@ class RowEstimates:
         self.rows_at = rows_at
         self._readers: dict[int, DnReader] = {}
 
-    async def open(self) -> Sequence[Column]:
+    async def open(self, binary: bool = False) -> Sequence[Column]:
         return self.columns
 
     async def rows(self) -> AsyncIterator[list[bytes]]:

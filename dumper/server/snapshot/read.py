@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 
 from cdc.cn_protocol.catalogue import LogicalTable
+from cdc.protocol.constants import ColumnType as T
 from dumper.server.dump.binlog_files import BinlogFiles
 from dumper.server.dump.notifiers import Notifier
 from dumper.server.handlers import SqlError
@@ -66,6 +67,9 @@ class _Plan:
     # ascending): streamed as read; otherwise sorted (`order.Sorter`).
     key_order: bool = True
     shown: int = 0  # of `data`, the fields the result shows (the rest: ORDER BY columns)
+    # A binary-protocol read: FLOAT data columns are read as DOUBLEs (CAST, exact), as the
+    # text protocol's 6 digits lose a FLOAT's last bits, which the binary row carries.
+    exact_floats: bool = False
     result: list[ColumnDef] = field(default_factory=list)
 
 
@@ -99,10 +103,12 @@ class SnapshotRead:
         self._plan: _Plan | None = None
 
     # -- plan ----------------------------------------------------------------------------------
-    async def open(self) -> list[ColumnDef]:
+    async def open(self, binary: bool = False) -> list[ColumnDef]:
+        """The result's columns; `binary`: its rows are for the binary protocol (FLOATs
+        exact)."""
         try:
             with self._as_sql_error():
-                return await self._open()
+                return await self._open(binary)
         except BaseException:
             self.close()
             raise
@@ -124,7 +130,7 @@ class SnapshotRead:
                 "HY000",
             ) from None
 
-    async def _open(self) -> list[ColumnDef]:
+    async def _open(self, binary: bool) -> list[ColumnDef]:
         stmt = self.stmt
         table = await self.source.table(self.db, stmt.table)
         if table is None:
@@ -161,7 +167,7 @@ class SnapshotRead:
         if not key_order:
             data += [index[c] for c, _ in stmt.order_by if index[c] not in data]
             check_keep(self._keep(), self.sort_rows)
-        plan = _Plan(columns, index, members, key, data, integer_key, key_order, shown)
+        plan = _Plan(columns, index, members, key, data, integer_key, key_order, shown, binary)
         plan.result = await self._result_columns(reader, first, plan)
         self._plan = plan
         return plan.result
@@ -322,7 +328,8 @@ class SnapshotRead:
 
         def render(image: tuple):
             texts = [
-                text_value(c, image[i], plan.members.get(i, ())) for i, c in enumerate(plan.columns)
+                text_value(c, image[i], plan.members.get(i, ()), plan.exact_floats)
+                for i, c in enumerate(plan.columns)
             ]
 
             def lookup(column: str):
@@ -410,7 +417,7 @@ class SnapshotRead:
 
     async def _page(self, plan: _Plan, shard: Shard, after: Key | None, rows: int) -> list[bytes]:
         names = [_q(plan.columns[i].org_name.decode()) for i in plan.key]
-        data = [_q(plan.columns[i].org_name.decode()) for i in plan.data]
+        data = [_data_column(plan, i) for i in plan.data]
         conds = []
         if after is not None:
             conds.append(_after(names, after))
@@ -500,6 +507,14 @@ def _after(names: list[str], key: Key) -> str:
         eq = [f"{names[i]} = {key[i]}" for i in range(n)]
         ors.append("(" + " AND ".join([*eq, f"{names[n]} > {key[n]}"]) + ")")
     return "(" + " OR ".join(ors) + ")"
+
+
+def _data_column(plan: _Plan, i: int) -> str:
+    """Column i as a page reads it: a FLOAT of a binary read as the DOUBLE it converts to
+    exactly (its text then has the digits of every bit)."""
+    col = plan.columns[i]
+    name = _q(col.org_name.decode())
+    return f"CAST({name} AS DOUBLE)" if plan.exact_floats and col.type == T.FLOAT else name
 
 
 def _key_value(plan: _Plan, i: int, value: object) -> object:

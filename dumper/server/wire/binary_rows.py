@@ -157,7 +157,7 @@ async def open_binary(result: RowsResult | StreamedRows) -> OpenRows:
         return OpenRows(result.columns, _listed(result), lambda: None)
     stream = result.stream
     try:
-        columns = await stream.open()
+        columns = await stream.open(binary=True)
     except BaseException:
         stream.close()
         raise

@@ -164,6 +164,44 @@ def test_text_values(column, value, text):
     assert text_value(column, value, ("basic", "silver", "gold")) == text
 
 
+def _f32(value: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", value))[0]
+
+
+# As MariaDB 10.11 prints them in the text protocol (read back from a FLOAT and a DOUBLE
+# column): a FLOAT rounded to 6 digits, a DOUBLE with the fewest that read back the same, fixed
+# notation unless past 15 digits (or 14 zeros after the point).
+@pytest.mark.parametrize(
+    ("type_", "value", "text"),
+    [
+        (T.FLOAT, _f32(3 / 7), b"0.428571"),
+        (T.FLOAT, _f32(123456789), b"123457000"),
+        (T.FLOAT, _f32(16777217), b"16777200"),
+        (T.FLOAT, _f32(3e9), b"3000000000"),
+        (T.FLOAT, _f32(1e15), b"1e15"),
+        (T.FLOAT, _f32(-3.4e38), b"-3.4e38"),
+        (T.FLOAT, _f32(1.23456789e-7), b"0.000000123457"),
+        (T.FLOAT, _f32(3.11295e-18), b"3.11295e-18"),
+        (T.FLOAT, -0.0, b"0"),
+        (T.DOUBLE, 3 / 7, b"0.42857142857142855"),
+        (T.DOUBLE, 1626983080611305.8, b"1626983080611305.8"),
+        (T.DOUBLE, 5370398386766039.0, b"5.370398386766039e15"),
+        (T.DOUBLE, 1e-5, b"0.00001"),
+        (T.DOUBLE, 1e10, b"10000000000"),
+    ],
+)
+def test_floats_as_mariadb_prints_them(type_, value, text):
+    assert text_value(col(type_), value) == text
+
+
+def test_exact_float_keeps_every_bit():
+    """A binary read's FLOAT (its pages read it as a DOUBLE): the text gives back its 4 bytes."""
+    for value in (3 / 7, 0.1, 16777217.0, 1.17549e-38, -3.4e38):
+        stored = struct.pack("<f", value)
+        text = text_value(col(T.FLOAT), _f32(value), exact_float=True)
+        assert struct.pack("<f", float(text)) == stored
+
+
 def test_column_def_round_trip_and_rename():
     packet = (
         b"\x03def\x06bank_p\x0eaccounts_p0001\x0eaccounts_p0001\x02id\x02id"
