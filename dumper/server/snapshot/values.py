@@ -13,6 +13,7 @@ from decimal import Decimal
 from cdc.binlog.row_image import Date, DateTime, Timestamp
 from cdc.protocol.constants import ColumnType
 from cdc.protocol.packets import lenenc_int, lenenc_str, read_lenenc_str
+from dumper.server.snapshot.collation import string_key
 
 T = ColumnType
 UNSIGNED_FLAG = 0x0020
@@ -194,8 +195,8 @@ def _real_text(value: float, width: int) -> bytes:
 
 
 def sort_key(col: ColumnDef, text: bytes) -> object:
-    """A text value's order for MIN/MAX: numbers by value, the rest by bytes (an exact order for
-    binary strings and dates; a case-insensitive collation's order is not modelled yet)."""
+    """A text value's order for ORDER BY and MIN/MAX: numbers by value, strings under the
+    column's collation (`collation.py`; dates and times are binary: their bytes)."""
     if col.numeric and col.type != T.YEAR:
         return Decimal(text.decode())
-    return text
+    return string_key(col.charset, text)

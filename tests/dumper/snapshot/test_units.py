@@ -18,7 +18,7 @@ from cdc.protocol.constants import ColumnType
 from dumper.server.handlers import SqlError
 from dumper.server.snapshot.chunks import chunk_bound, take_chunk, take_until
 from dumper.server.snapshot.order import Sorter, row_order
-from dumper.server.snapshot.values import ColumnDef, text_row, text_value
+from dumper.server.snapshot.values import ColumnDef, sort_key, text_row, text_value
 from dumper.server.snapshot.where import matches, to_sql
 from dumper.server.sql.parser import parse
 from dumper.server.sql.statements import Compare, InfoSchemaSelect, Select, TableSelect
@@ -200,6 +200,33 @@ def test_exact_float_keeps_every_bit():
         stored = struct.pack("<f", value)
         text = text_value(col(T.FLOAT), _f32(value), exact_float=True)
         assert struct.pack("<f", float(text)) == stored
+
+
+# The order MariaDB 10.11 gave these strings (ORDER BY the column, then id) under its default
+# collation, utf8mb4_general_ci (45), and under utf8mb4_bin (46): case and accents, PAD SPACE.
+WORDS = ["a", "B", "é", "e", "E", "f", "ß", "s", "Z", "á", "b ", "b", "ä", "A", "z", "ss", "Æ"]
+WORDS += ["ae", "Ø", "o", "ı", "i", "I", "İ", "😀", "\t", "a\t", ""]
+GENERAL_CI = "\t,,a\t,a,á,ä,A,ae,B,b ,b,é,e,E,f,ı,i,I,İ,o,ß,s,ss,Z,z,Æ,Ø,😀"
+UTF8MB4_BIN = "\t,,A,B,E,I,Z,a\t,a,ae,b ,b,e,f,i,o,s,ss,z,Æ,Ø,ß,á,ä,é,İ,ı,😀"
+
+
+@pytest.mark.parametrize(("collation", "order"), [(45, GENERAL_CI), (46, UTF8MB4_BIN)])
+def test_strings_sort_as_mariadb_sorts_them(collation, order):
+    column = col(T.VAR_STRING, charset=collation)
+    ids = sorted(range(len(WORDS)), key=lambda i: (sort_key(column, WORDS[i].encode()), i))
+    assert ",".join(WORDS[i] for i in ids) == order
+    binary = col(T.BLOB, charset=63)
+    assert sort_key(binary, b"a ") > sort_key(binary, b"a") > sort_key(binary, b"B")
+
+
+def test_where_compares_under_the_collation():
+    """A before-image's value against a literal, as the DN compares them (case, accents and
+    trailing spaces ignored under utf8mb4_general_ci; trailing spaces under utf8mb4_bin)."""
+    where = parse("SELECT * FROM t WHERE name = 'E '").where
+    names = [b"e", "\u00e9".encode(), b"E", b"E  ", b"E ", b"f"]
+    for charset, matching in ((45, names[:5]), (46, names[2:5]), (63, [b"E "])):
+        column = col(T.VAR_STRING, charset=charset)
+        assert [n for n in names if matches(where, lambda c, n=n, k=column: (k, n))] == matching
 
 
 def test_column_def_round_trip_and_rename():
