@@ -23,7 +23,6 @@ from dumper.server.handlers import SqlError
 from dumper.server.snapshot.changes import ChangedKeys
 from dumper.server.snapshot.chunks import Key, chunk_bound, take_chunk, take_until
 from dumper.server.snapshot.order import Sorter, check_keep, row_order
-from dumper.server.snapshot.page_rows import keyed_rows
 from dumper.server.snapshot.source import DnReader, Shard, SnapshotSource
 from dumper.server.snapshot.values import (
     INTEGER_TYPES,
@@ -317,7 +316,7 @@ class SnapshotRead:
     async def _at_p(self, plan: _Plan, *, split: bool = False) -> AsyncIterator:
         """The table's rows at P matching the WHERE, in key order, a chunk (a list) at a time:
         text rows of the data columns (or their fields, `split`)."""
-        nkey, ndata = len(plan.key), len(plan.data)
+        ndata = len(plan.data)
         changes = ChangedKeys(
             self.files,
             self.position,
@@ -351,12 +350,11 @@ class SnapshotRead:
         elif plan.key_order and (keep := self._keep()) is not None:
             page_rows = max(1, min(page_rows, keep))
 
-        def parse(page: list[bytes]) -> list[tuple[Key, object]]:
+        def parse(page: list[tuple[Key, bytes]]) -> list[tuple[Key, object]]:
             """(key, the data columns' text row, or its fields when `split`) of each row."""
-            rows = keyed_rows(page, nkey, plan.integer_key)
             if split:
-                return [(key, split_fields(data, ndata)[0]) for key, data in rows]
-            return rows
+                return [(key, split_fields(data, ndata)[0]) for key, data in page]
+            return page  # type: ignore[return-value]
 
         async def fill(i: int) -> None:
             """Top shard i's buffer up by one page, unless it holds a page already (the
@@ -415,7 +413,10 @@ class SnapshotRead:
                 return
             lo = hi
 
-    async def _page(self, plan: _Plan, shard: Shard, after: Key | None, rows: int) -> list[bytes]:
+    async def _page(
+        self, plan: _Plan, shard: Shard, after: Key | None, rows: int
+    ) -> list[tuple[Key, bytes]]:
+        """(key, the data columns' text row) of the next rows of a shard, in key order."""
         names = [_q(plan.columns[i].org_name.decode()) for i in plan.key]
         data = [_data_column(plan, i) for i in plan.data]
         conds = []
@@ -429,8 +430,7 @@ class SnapshotRead:
             f"ORDER BY {', '.join(names)} LIMIT {rows}"
         )
         reader = await self._reader(shard.dn)
-        _, page = await reader.query(sql)
-        return page
+        return await reader.keyed_page(sql, len(plan.key), plan.integer_key)
 
     async def _watermark(self, changes: ChangedKeys, high: int) -> None:
         """`high`, a TSO H taken after the reads: the global binlog read until a CTS mark ≥ H

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from cdc.protocol.packets import MAX_CHUNK, frame
-from dumper.server.snapshot.page_rows import keyed_rows
+from dumper.server.snapshot.page_rows import keyed_packets, keyed_rows
 from dumper.server.snapshot.values import split_fields, text_row
 from dumper.server.wire.row_packets import frame_rows
 
@@ -41,6 +41,44 @@ def test_text_keys_keep_their_bytes_whatever_their_length():
 def test_a_null_key_is_refused():
     with pytest.raises(ValueError):
         keyed_rows([text_row([None, b"v"])], 1, True)
+
+
+def stream(rows: list[bytes], last: bytes) -> bytes:
+    out, seq = b"", 3
+    for payload in [*rows, last]:
+        data, seq = frame(payload, seq)
+        out += data
+    return out
+
+
+EOF_PACKET = b"\xfe\x00\x00\x22\x00"
+
+
+@pytest.mark.parametrize("cut", [0, 1, 3, 4, 5, 17, 1000])
+def test_packets_of_a_result_cut_and_keyed_in_one_pass(cut):
+    """A page's rows as the DN's stream brings them, in any cut: every whole row taken, the
+    rest left for the next read; the EOF (or an ERR) ends them and is handed back."""
+    page = [text_row([str(k).encode(), b"v" * (k % 300), None]) for k in INTS + list(range(200))]
+    data = stream(page, EOF_PACKET)
+    out: list = []
+    pos, last = keyed_packets(data[:cut], 0, 1, True, out)
+    assert last is None and pos <= cut
+    rest = data[pos:]
+    pos, last = keyed_packets(rest, 0, 1, True, out)
+    assert (out, last, pos) == (reference(page, 1, True), EOF_PACKET, len(rest))
+
+
+def test_an_error_ends_the_rows_and_a_split_packet_is_left_to_the_caller():
+    err = b"\xff\x15\x04#HY000boom"
+    rows = [text_row([b"1", b"a"]), text_row([b"2", b"b"])]
+    out: list = []
+    assert keyed_packets(stream(rows, err), 0, 1, True, out) == (len(stream(rows, err)), err)
+    assert [key for key, _ in out] == [(1,), (2,)]
+    big = frame(text_row([b"3", b"x" * MAX_CHUNK]), 5)[0]
+    data = stream(rows, rows[0]) + big
+    out = []
+    pos, last = keyed_packets(data, 0, 1, True, out)
+    assert (data[pos : pos + 3], last, len(out)) == (b"\xff\xff\xff", None, 3)
 
 
 def test_rows_framed_as_frame_frames_each_with_wrapping_ids():
