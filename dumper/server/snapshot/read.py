@@ -28,6 +28,7 @@ from dumper.server.snapshot.values import (
     INTEGER_TYPES,
     ColumnDef,
     integer,
+    order_key,
     sort_key,
     split_fields,
     text_row,
@@ -265,8 +266,8 @@ class SnapshotRead:
         columns = []
         for column, descending in self.stmt.order_by:
             at = plan.data.index(plan.index[column])
-            col = plan.columns[plan.data[at]]
-            columns.append((at, descending, lambda text, col=col: sort_key(col, text)))
+            members = plan.members.get(plan.data[at], ())
+            columns.append((at, descending, order_key(plan.columns[plan.data[at]], members)))
         sorter = Sorter(row_order(columns), self.sort_rows, self._keep())
         async for chunk in self._at_p(plan, split=True):
             sorter.add(chunk)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from decimal import Decimal
 
@@ -200,3 +201,16 @@ def sort_key(col: ColumnDef, text: bytes) -> object:
     if col.numeric and col.type != T.YEAR:
         return Decimal(text.decode())
     return string_key(col.charset, text)
+
+
+def order_key(col: ColumnDef, members: tuple[str, ...]) -> Callable[[bytes], object]:
+    """How ORDER BY orders a column's text values: an ENUM by its members' order (its index;
+    '' is 0), a SET by its number (each member a bit), as MariaDB sorts them; any other as
+    `sort_key` (MIN/MAX compare ENUMs and SETs as strings)."""
+    if col.flags & ENUM_FLAG:
+        index = {m.encode(): i + 1 for i, m in enumerate(members)}
+        return lambda text: index.get(text, 0)
+    if col.flags & SET_FLAG:
+        bits = {m.encode(): 1 << i for i, m in enumerate(members)}
+        return lambda text: sum(bits.get(part, 0) for part in text.split(b",") if part)
+    return lambda text: sort_key(col, text)

@@ -153,6 +153,10 @@ SAME_RESULTS = [
     "SELECT id, c FROM shop.alltypes ORDER BY c DESC, vc, id LIMIT 2, 15",
     "SELECT id, f, vc FROM shop.alltypes WHERE vc = 'b' OR c IN ('E', 'a') OR f < 0.5",
     "SELECT COUNT(*), MIN(vc), MAX(vc), MIN(c), MAX(f), MIN(dt6) FROM shop.alltypes",
+    # ENUMs in their members' order (basic < silver < gold), not their text's.
+    "SELECT id, tier FROM shop.customers ORDER BY tier, id",
+    "SELECT customer_id, id, status FROM shop.orders o ORDER BY status DESC, customer_id, id",
+    "SELECT MIN(tier), MAX(tier) FROM shop.customers",
 ]
 
 
