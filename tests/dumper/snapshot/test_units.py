@@ -18,7 +18,7 @@ from cdc.protocol.constants import ColumnType
 from dumper.server.handlers import SqlError
 from dumper.server.snapshot.chunks import chunk_bound, take_chunk, take_until
 from dumper.server.snapshot.order import Sorter, row_order
-from dumper.server.snapshot.values import ColumnDef, sort_key, text_row, text_value
+from dumper.server.snapshot.values import ColumnDef, order_key, sort_key, text_row, text_value
 from dumper.server.snapshot.where import matches, to_sql
 from dumper.server.sql.parser import parse
 from dumper.server.sql.statements import Compare, InfoSchemaSelect, Select, TableSelect
@@ -217,6 +217,21 @@ def test_strings_sort_as_mariadb_sorts_them(collation, order):
     assert ",".join(WORDS[i] for i in ids) == order
     binary = col(T.BLOB, charset=63)
     assert sort_key(binary, b"a ") > sort_key(binary, b"a") > sort_key(binary, b"B")
+
+
+def test_enum_and_set_order_by_their_numbers():
+    """ORDER BY an ENUM follows its members' order ('' first), a SET its bits' number."""
+    members = ("basic", "silver", "gold")
+    enum = order_key(col(T.STRING, flags=0x100), members)
+    assert sorted([b"gold", b"basic", b"", b"silver"], key=enum) == [
+        b"",
+        b"basic",
+        b"silver",
+        b"gold",
+    ]
+    bits = order_key(col(T.STRING, flags=0x800), members)
+    values = [b"gold", b"basic,silver", b"silver", b""]
+    assert sorted(values, key=bits) == [b"", b"silver", b"basic,silver", b"gold"]
 
 
 def test_where_compares_under_the_collation():
