@@ -40,6 +40,10 @@ COMPILED_MODULES = (
     # The server's dump loop: the events of a batch framed as packets (one pass, no per-event
     # object), what a consumer costs the server process.
     "dumper.server.dump.framing",
+    # A snapshot read's rows (docs/snapshot-reads.md): each DN page's rows split into key and
+    # data, and the rows framed as packets a batch at a time (the read's per-row cost).
+    "dumper.server.snapshot.page_rows",
+    "dumper.server.wire.row_packets",
 )
 # C libraries a compiled module calls directly (cdc/binlog/zcrc.pxd, which it cimports, declares
 # what it uses): zlib's crc32 from C costs a fraction of the Python call per event.

@@ -1,6 +1,6 @@
 """The compiled hot loops (cdc/compiled.py): never stale, and the same source passes the
-MergeSource's recorded-binlog, spill, sorter and wire tests, the merger's, the leader's encoder tests and the
-writer's stamping tests as plain Python too."""
+MergeSource's recorded-binlog, spill, sorter and wire tests, the merger's, the leader's encoder tests, the
+writer's stamping tests and the snapshot read's row tests as plain Python too."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ PURE_TESTS = [
     "tests/binlog_writer/test_batch.py",
     "tests/cdc/binlog/test_fastpath.py",
     "tests/dumper/test_framing.py",
+    "tests/dumper/snapshot/test_page_rows.py",
     "tests/cdc/binlog/test_pxd_constants.py",
 ]
 

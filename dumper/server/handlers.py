@@ -41,12 +41,14 @@ class RowsResult:
 
 class RowStream(Protocol):
     """A result read from elsewhere while it is sent (snapshot reads from the DNs): `open()`
-    gives the column definitions (objects with `encode()`), `rows()` the text rows, encoded.
-    Both may raise SqlError; `rows()` cleans up when closed early."""
+    gives the column definitions (objects with `encode()`), `rows()` the text rows, encoded,
+    in lists (a batch is framed and sent in one pass); `open(binary=True)`: rows to be sent in
+    the binary protocol (a FLOAT's text then has the digits of its every bit). Both may raise
+    SqlError; `rows()` cleans up when closed early."""
 
-    async def open(self) -> Sequence[ColumnPacket]: ...
+    async def open(self, binary: bool = False) -> Sequence[ColumnPacket]: ...
 
-    def rows(self) -> AsyncIterator[bytes]: ...
+    def rows(self) -> AsyncIterator[list[bytes]]: ...
 
     def close(self) -> None:
         """Release what `open()` took, when the rows are never read (an error, a kill)."""

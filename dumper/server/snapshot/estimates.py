@@ -35,15 +35,15 @@ class RowEstimates:
         self.rows_at = rows_at
         self._readers: dict[int, DnReader] = {}
 
-    async def open(self) -> Sequence[Column]:
+    async def open(self, binary: bool = False) -> Sequence[Column]:
         return self.columns
 
-    async def rows(self) -> AsyncIterator[bytes]:
+    async def rows(self) -> AsyncIterator[list[bytes]]:
         try:
             for row in self.table_rows:
                 out = list(row)
                 out[self.rows_at] = await self._estimate(str(row[0]))
-                yield text_row(out)
+                yield [text_row(out)]
         finally:
             self.close()
 

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 
 from cdc.cn_protocol.catalogue import LogicalTable
+from cdc.protocol.constants import ColumnType as T
 from dumper.server.dump.binlog_files import BinlogFiles
 from dumper.server.dump.notifiers import Notifier
 from dumper.server.handlers import SqlError
@@ -27,6 +28,7 @@ from dumper.server.snapshot.values import (
     INTEGER_TYPES,
     ColumnDef,
     integer,
+    order_key,
     sort_key,
     split_fields,
     text_row,
@@ -65,6 +67,9 @@ class _Plan:
     # ascending): streamed as read; otherwise sorted (`order.Sorter`).
     key_order: bool = True
     shown: int = 0  # of `data`, the fields the result shows (the rest: ORDER BY columns)
+    # A binary-protocol read: FLOAT data columns are read as DOUBLEs (CAST, exact), as the
+    # text protocol's 6 digits lose a FLOAT's last bits, which the binary row carries.
+    exact_floats: bool = False
     result: list[ColumnDef] = field(default_factory=list)
 
 
@@ -98,10 +103,12 @@ class SnapshotRead:
         self._plan: _Plan | None = None
 
     # -- plan ----------------------------------------------------------------------------------
-    async def open(self) -> list[ColumnDef]:
+    async def open(self, binary: bool = False) -> list[ColumnDef]:
+        """The result's columns; `binary`: its rows are for the binary protocol (FLOATs
+        exact)."""
         try:
             with self._as_sql_error():
-                return await self._open()
+                return await self._open(binary)
         except BaseException:
             self.close()
             raise
@@ -123,7 +130,7 @@ class SnapshotRead:
                 "HY000",
             ) from None
 
-    async def _open(self) -> list[ColumnDef]:
+    async def _open(self, binary: bool) -> list[ColumnDef]:
         stmt = self.stmt
         table = await self.source.table(self.db, stmt.table)
         if table is None:
@@ -160,7 +167,7 @@ class SnapshotRead:
         if not key_order:
             data += [index[c] for c, _ in stmt.order_by if index[c] not in data]
             check_keep(self._keep(), self.sort_rows)
-        plan = _Plan(columns, index, members, key, data, integer_key, key_order, shown)
+        plan = _Plan(columns, index, members, key, data, integer_key, key_order, shown, binary)
         plan.result = await self._result_columns(reader, first, plan)
         self._plan = plan
         return plan.result
@@ -224,29 +231,30 @@ class SnapshotRead:
         return [ColumnDef.parse(p).renamed(self.db, stmt.table, alias) for p in defs]
 
     # -- rows ----------------------------------------------------------------------------------
-    async def rows(self) -> AsyncIterator[bytes]:
+    async def rows(self) -> AsyncIterator[list[bytes]]:
+        """The text rows, a chunk (a list) at a time: the caller sends a batch in one pass."""
         plan = self._plan
         assert plan is not None and self._table is not None
         stmt = self.stmt
         try:
             with self._as_sql_error():
-                async for row in self._rows(plan, stmt):
-                    yield row
+                async for rows in self._rows(plan, stmt):
+                    yield rows
         finally:
             self.close()
 
-    async def _rows(self, plan: _Plan, stmt: TableSelect) -> AsyncIterator[bytes]:
+    async def _rows(self, plan: _Plan, stmt: TableSelect) -> AsyncIterator[list[bytes]]:
         if stmt.limit == 0:
             return
         if stmt.aggregate:
             row = await self._aggregate(plan)
             if stmt.offset == 0 or stmt.first is not None:
-                yield row
+                yield [row]
             return
         chunks = self._at_p(plan) if plan.key_order else self._sorted_rows(plan)
         async for chunk in _window(chunks, stmt.offset, stmt.limit):
-            for payload in chunk:
-                yield payload
+            if chunk:
+                yield chunk
 
     async def _sorted(self, plan: _Plan) -> AsyncIterator[list]:
         """The rows' fields in the statement's order, a chunk at a time: key order as read, or
@@ -258,8 +266,8 @@ class SnapshotRead:
         columns = []
         for column, descending in self.stmt.order_by:
             at = plan.data.index(plan.index[column])
-            col = plan.columns[plan.data[at]]
-            columns.append((at, descending, lambda text, col=col: sort_key(col, text)))
+            members = plan.members.get(plan.data[at], ())
+            columns.append((at, descending, order_key(plan.columns[plan.data[at]], members)))
         sorter = Sorter(row_order(columns), self.sort_rows, self._keep())
         async for chunk in self._at_p(plan, split=True):
             sorter.add(chunk)
@@ -309,7 +317,7 @@ class SnapshotRead:
     async def _at_p(self, plan: _Plan, *, split: bool = False) -> AsyncIterator:
         """The table's rows at P matching the WHERE, in key order, a chunk (a list) at a time:
         text rows of the data columns (or their fields, `split`)."""
-        nkey, ndata = len(plan.key), len(plan.data)
+        ndata = len(plan.data)
         changes = ChangedKeys(
             self.files,
             self.position,
@@ -320,7 +328,8 @@ class SnapshotRead:
 
         def render(image: tuple):
             texts = [
-                text_value(c, image[i], plan.members.get(i, ())) for i, c in enumerate(plan.columns)
+                text_value(c, image[i], plan.members.get(i, ()), plan.exact_floats)
+                for i, c in enumerate(plan.columns)
             ]
 
             def lookup(column: str):
@@ -342,18 +351,11 @@ class SnapshotRead:
         elif plan.key_order and (keep := self._keep()) is not None:
             page_rows = max(1, min(page_rows, keep))
 
-        def parse(row: bytes) -> tuple[Key, object]:
-            keys, at = split_fields(row, nkey)
-            key = tuple(int(k) for k in keys) if plan.integer_key else tuple(keys)  # type: ignore[arg-type]
-            return key, (split_fields(row[at:], ndata)[0] if split else row[at:])
-
-        def parse_int(row: bytes) -> tuple[Key, object]:
-            # One integer key (the usual case): its text is shorter than 251 bytes, so its
-            # length is one byte; no field list built per row.
-            end = row[0] + 1
-            return (int(row[1:end]),), row[end:]
-
-        one_int = plan.integer_key and nkey == 1 and not split
+        def parse(page: list[tuple[Key, bytes]]) -> list[tuple[Key, object]]:
+            """(key, the data columns' text row, or its fields when `split`) of each row."""
+            if split:
+                return [(key, split_fields(data, ndata)[0]) for key, data in page]
+            return page  # type: ignore[return-value]
 
         async def fill(i: int) -> None:
             """Top shard i's buffer up by one page, unless it holds a page already (the
@@ -366,7 +368,7 @@ class SnapshotRead:
                     f"more than snapshot_page_rows ({page_rows - 1}) rows in a shard of a "
                     "table whose primary key is not made of integers"
                 )
-            buffers[i].extend(map(parse_int if one_int else parse, page))
+            buffers[i].extend(parse(page))
             if len(page) < page_rows:
                 exhausted[i] = True
             if buffers[i]:
@@ -412,9 +414,12 @@ class SnapshotRead:
                 return
             lo = hi
 
-    async def _page(self, plan: _Plan, shard: Shard, after: Key | None, rows: int) -> list[bytes]:
+    async def _page(
+        self, plan: _Plan, shard: Shard, after: Key | None, rows: int
+    ) -> list[tuple[Key, bytes]]:
+        """(key, the data columns' text row) of the next rows of a shard, in key order."""
         names = [_q(plan.columns[i].org_name.decode()) for i in plan.key]
-        data = [_q(plan.columns[i].org_name.decode()) for i in plan.data]
+        data = [_data_column(plan, i) for i in plan.data]
         conds = []
         if after is not None:
             conds.append(_after(names, after))
@@ -426,8 +431,7 @@ class SnapshotRead:
             f"ORDER BY {', '.join(names)} LIMIT {rows}"
         )
         reader = await self._reader(shard.dn)
-        _, page = await reader.query(sql)
-        return page
+        return await reader.keyed_page(sql, len(plan.key), plan.integer_key)
 
     async def _watermark(self, changes: ChangedKeys, high: int) -> None:
         """`high`, a TSO H taken after the reads: the global binlog read until a CTS mark ≥ H
@@ -504,6 +508,14 @@ def _after(names: list[str], key: Key) -> str:
         eq = [f"{names[i]} = {key[i]}" for i in range(n)]
         ors.append("(" + " AND ".join([*eq, f"{names[n]} > {key[n]}"]) + ")")
     return "(" + " OR ".join(ors) + ")"
+
+
+def _data_column(plan: _Plan, i: int) -> str:
+    """Column i as a page reads it: a FLOAT of a binary read as the DOUBLE it converts to
+    exactly (its text then has the digits of every bit)."""
+    col = plan.columns[i]
+    name = _q(col.org_name.decode())
+    return f"CAST({name} AS DOUBLE)" if plan.exact_floats and col.type == T.FLOAT else name
 
 
 def _key_value(plan: _Plan, i: int, value: object) -> object:

@@ -1,6 +1,7 @@
 """The cluster as snapshot reads see it (the I/O part): the catalogue and TSOs from the GMS
 (`cdc.cn_protocol`, the contract every CN follows: no CN needed), and plain read connections
-to the DNs, whose results stay raw packets (column definitions and text rows are forwarded).
+to the DNs, whose results stay raw packets (column definitions and text rows are forwarded;
+a page's rows are cut from the stream with their key split off, in C: `page_rows`).
 
 A shard read is one autocommit SELECT: an InnoDB consistent read, which takes no lock and
 waits for none, so the DNs' writers never wait for us."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from cdc.cn_protocol import dn_pool
@@ -18,8 +20,18 @@ from cdc.cn_protocol.tso import TsoOracle
 from cdc.config import Config, NodeConfig
 from cdc.protocol.client import MysqlClient
 from cdc.protocol.constants import Command
-from cdc.protocol.packets import ERR, OK, ProtocolError, ServerError, parse_err
+from cdc.protocol.packets import (
+    ERR,
+    MAX_CHUNK,
+    OK,
+    ProtocolError,
+    ServerError,
+    is_eof,
+    parse_err,
+    read_lenenc_int,
+)
 from dumper.server.handlers import SqlError
+from dumper.server.snapshot.page_rows import keyed_packets, keyed_rows
 
 ER_UNKNOWN = 1105
 CONNECT_TIMEOUT_S = 5.0
@@ -47,24 +59,91 @@ class DnReader:
 
     async def query(self, sql: str) -> tuple[list[bytes], list[bytes]]:
         """(column definition packets, text row packets) of one statement."""
-        try:
+        with self._reading():
             await self.client.send_command(Command.QUERY, sql.encode())
             first, columns, rows, last = await asyncio.wait_for(
                 self.client.read_result(), QUERY_TIMEOUT_S
             )
+        for packet in (first, last):
+            self._check(packet)
+        if first[0] == OK:
+            return [], []
+        return columns, rows
+
+    async def keyed_page(self, sql: str, nkey: int, integer_key: bool) -> list[tuple]:
+        """The rows of one statement whose first `nkey` columns are a primary key, each as
+        (key, the rest of its text row) (`page_rows`): cut from the DN's stream and split in
+        one pass in C, with no packet object per row."""
+        with self._reading():
+            await self.client.send_command(Command.QUERY, sql.encode())
+            return await asyncio.wait_for(self._keyed_rows(nkey, integer_key), QUERY_TIMEOUT_S)
+
+    async def _keyed_rows(self, nkey: int, integer_key: bool) -> list[tuple]:
+        first, data, pos = await self._packet(b"", 0)
+        if first[0] in (OK, ERR):
+            self._check(first)
+            return []
+        count, _ = read_lenenc_int(first, 0)
+        for _ in range(count or 0):
+            _, data, pos = await self._packet(data, pos)
+        eof, data, pos = await self._packet(data, pos)
+        if not is_eof(eof):
+            raise ProtocolError("expected EOF after column definitions")
+        rows: list[tuple] = []
+        while True:
+            pos, last = keyed_packets(data, pos, nkey, integer_key, rows)
+            if last is not None:  # nothing follows the result of one statement
+                self._check(last)
+                return rows
+            if data[pos : pos + 3] == b"\xff\xff\xff":  # a row of 16 MB or more: joined here
+                row, data, pos = await self._packet(data, pos)
+                rows.extend(keyed_rows([row], nkey, integer_key))
+            else:
+                data, pos = await self._more(data, pos), 0
+
+    async def _packet(self, data: bytes, pos: int) -> tuple[bytes, bytes, int]:
+        """The payload of the packet at data[pos:] (read whole, a split one joined), the
+        bytes and the position after it."""
+        parts = []
+        while True:
+            if len(data) - pos >= 4:
+                length = int.from_bytes(data[pos : pos + 3], "little")
+                if len(data) - pos - 4 >= length:
+                    parts.append(data[pos + 4 : pos + 4 + length])
+                    pos += 4 + length
+                    if length < MAX_CHUNK:
+                        return b"".join(parts), data, pos
+                    continue
+            data, pos = await self._more(data, pos), 0
+
+    async def _more(self, data: bytes, pos: int) -> bytes:
+        """data[pos:] and more from the stream: one read at least, and until the packet whose
+        header is there is whole (one join, not a copy per read of a large row)."""
+        rest = data[pos:]
+        need = 4 + int.from_bytes(rest[:3], "little") if len(rest) >= 4 else 0
+        parts, have = [rest], len(rest)
+        while True:
+            more = await self.client.read_raw()
+            parts.append(more)
+            have += len(more)
+            if have >= need:
+                return b"".join(parts)
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """A connection's failure as the statement's error."""
+        try:
+            yield
         except (OSError, ProtocolError, TimeoutError, asyncio.IncompleteReadError) as exc:
             raise SqlError(
                 f"reading {self.where} failed ({exc or type(exc).__name__}); run it again",
                 ER_UNKNOWN,
                 "HY000",
             ) from None
-        for packet in (first, last):
-            if packet[0] == ERR:
-                err = parse_err(packet)
-                raise SqlError(f"{self.where}: {err}", ER_UNKNOWN, "HY000")
-        if first[0] == OK:
-            return [], []
-        return columns, rows
+
+    def _check(self, packet: bytes) -> None:
+        if packet[0] == ERR:
+            raise SqlError(f"{self.where}: {parse_err(packet)}", ER_UNKNOWN, "HY000")
 
     def close(self) -> None:
         self.client.close()

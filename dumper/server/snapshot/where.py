@@ -4,8 +4,9 @@ DN saw a later state). docs/snapshot-reads.md says why pushing it down stays exa
 
 Python's reading of a comparison: NULL makes it unknown (false at the top, as in SQL's three
 values); numbers compare by value (a string literal against a number column is read as a
-number, as MySQL converts it); other columns compare their text, case-insensitively and
-without trailing spaces unless the column is binary or under a `_bin` collation."""
+number, as MySQL converts it); other columns compare their text under the column's collation
+(`collation.py`: case and accents ignored unless binary or `_bin`; trailing spaces ignored
+unless binary)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import re
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 
+from dumper.server.snapshot.collation import string_key
 from dumper.server.snapshot.values import ColumnDef
 from dumper.server.sql.statements import (
     Between,
@@ -25,9 +27,6 @@ from dumper.server.sql.statements import (
     WhereValue,
 )
 
-# Collation ids of the binary and `_bin` collations of the usual charsets (binary, latin1,
-# utf8mb3, utf8mb4, ascii): these compare bytes.
-_BYTE_COLLATIONS = frozenset({63, 47, 83, 46, 65, 84})
 _NUMERIC_PREFIX = re.compile(r"\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 
 
@@ -128,11 +127,8 @@ def _compare(col: ColumnDef, text: bytes, value: WhereValue) -> int | None:
         a, b = _number(text), _number(value)
         if a is not None and b is not None:
             return (a > b) - (a < b)
-    left: bytes | str = text
-    right: bytes | str = value.encode() if isinstance(value, str) else str(value).encode()
-    if col.charset not in _BYTE_COLLATIONS:
-        left = text.decode("utf-8", "replace").rstrip(" ").casefold()
-        right = right.decode("utf-8", "replace").rstrip(" ").casefold()
+    left = string_key(col.charset, text)
+    right = string_key(col.charset, value if isinstance(value, str) else str(value))
     return (left > right) - (left < right)  # type: ignore[operator]
 
 

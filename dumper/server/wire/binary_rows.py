@@ -157,7 +157,7 @@ async def open_binary(result: RowsResult | StreamedRows) -> OpenRows:
         return OpenRows(result.columns, _listed(result), lambda: None)
     stream = result.stream
     try:
-        columns = await stream.open()
+        columns = await stream.open(binary=True)
     except BaseException:
         stream.close()
         raise
@@ -170,7 +170,10 @@ async def _listed(result: RowsResult) -> AsyncIterator[bytes | None]:
         yield None if row is None else binary_row(columns, row)
 
 
-async def _streamed(rows: AsyncIterator[bytes], convert: BinaryRows) -> AsyncIterator[bytes | None]:
-    async with contextlib.aclosing(rows):  # type: ignore[type-var]
-        async for row in rows:
-            yield convert(row)
+async def _streamed(
+    batches: AsyncIterator[list[bytes]], convert: BinaryRows
+) -> AsyncIterator[bytes | None]:
+    async with contextlib.aclosing(batches):  # type: ignore[type-var]
+        async for rows in batches:
+            for row in rows:
+                yield convert(row)

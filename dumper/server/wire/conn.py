@@ -12,6 +12,8 @@ from cdc.protocol.packets import MAX_CHUNK, err_packet, frame
 
 # Rows (or skipped events) of a streamed result set per loop turn: ~1 ms of work.
 ROWS_PER_TURN = 64
+# Rows of a result read from elsewhere (snapshot reads), framed in one pass, per write: ~64 kB.
+ROWS_PER_WRITE = 512
 ER_NET_PACKET_TOO_LARGE = 1153
 ER_NET_PACKETS_OUT_OF_ORDER = 1156
 ER_NET_READ_INTERRUPTED = 1159

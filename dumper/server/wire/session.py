@@ -16,9 +16,10 @@ from cdc.protocol.packets import eof_packet, err_packet, lenenc_int, ok_packet
 from cdc.protocol.resultset import result_set_packets, text_row
 from dumper.server.context import ServerContext, SessionState
 from dumper.server.handlers import HandlerFactory, OkResult, RowsResult, SqlError, StreamedRows
-from dumper.server.wire.conn import ROWS_PER_TURN, Closed, Conn, Fatal, Idle
+from dumper.server.wire.conn import ROWS_PER_TURN, ROWS_PER_WRITE, Closed, Conn, Fatal, Idle
 from dumper.server.wire.handshake import handshake
 from dumper.server.wire.prepared import PreparedStatements
+from dumper.server.wire.row_packets import frame_rows
 
 log = logging.getLogger(__name__)
 COM_STATISTICS = 0x09
@@ -270,15 +271,10 @@ class Session:
             conn.send(column.encode())
         if not conn.deprecate_eof:
             conn.send(eof_packet(status=status & ~Status.MORE_RESULTS_EXISTS))
-        budget = ROWS_PER_TURN
         try:
-            async with contextlib.aclosing(result.stream.rows()) as rows:
-                async for row in rows:
-                    conn.send(row)
-                    budget -= 1
-                    if budget <= 0:
-                        await conn.flush()  # waits while the client does not read
-                        budget = ROWS_PER_TURN
+            async with contextlib.aclosing(result.stream.rows()) as batches:
+                async for rows in batches:
+                    await self._send_rows(rows)
         except SqlError as exc:
             self._send_sql_error(exc)
             return False
@@ -289,6 +285,23 @@ class Session:
         )
         conn.send(end)
         return True
+
+    async def _send_rows(self, rows: list[bytes]) -> None:
+        """`rows` as packets, ROWS_PER_WRITE framed in one pass (row_packets) and written at a
+        time: each write waits while the client does not read (back-pressure), then lets the
+        loop's other sessions run."""
+        conn = self.conn
+        start, end = 0, len(rows)
+        while start < end:
+            data, n, seq = frame_rows(rows, start, min(end, start + ROWS_PER_WRITE), conn.seq)
+            if n:
+                conn.send_framed(data, seq)
+            else:  # a row of 16 MB or more: split into packets
+                conn.send(rows[start])
+                n = 1
+            start += n
+            await conn.flush()
+            await asyncio.sleep(0)
 
     # -- replication ---------------------------------------------------------------------------
     def _register_replica(self, body: bytes) -> None:

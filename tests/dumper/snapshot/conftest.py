@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -146,6 +147,85 @@ def running_snap(directory: Path, *, mariadb: bool = False) -> Iterator[Snap]:
                 snap.stop_traffic()
     finally:
         cluster.down()
+
+
+ALLTYPES = (
+    "CREATE TABLE IF NOT EXISTS shop.alltypes (id BIGINT NOT NULL PRIMARY KEY, ti TINYINT, "
+    "tu TINYINT UNSIGNED, si SMALLINT, su SMALLINT UNSIGNED, mi MEDIUMINT, mu MEDIUMINT UNSIGNED, "
+    "i INT, iu INT UNSIGNED, bu BIGINT UNSIGNED, f FLOAT, d DOUBLE, dc DECIMAL(20,6), dd DATE, "
+    "dt DATETIME, dt6 DATETIME(6), ts TIMESTAMP(3) NULL, tm TIME, tm6 TIME(6), y YEAR, b BIT(10), "
+    "c CHAR(4), vc VARCHAR(32) CHARACTER SET utf8mb4, tx TEXT, bl BLOB, vb VARBINARY(8), "
+    "e ENUM('a','b'), st SET('x','y','z'), j JSON)"
+)
+COLUMNS = (
+    "id, ti, tu, si, su, mi, mu, i, iu, bu, f, d, dc, dd, dt, dt6, ts, tm, tm6, y, b, c, vc, tx, "
+    "bl, vb, e, st, j"
+)
+ALLTYPE_ROWS = [
+    "(0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
+    "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
+    "(1, -128, 255, -32768, 65535, -8388608, 16777215, -2147483648, 4294967295, "
+    "18446744073709551615, 1.5, 0.1, -12345678901234.123456, '1000-01-01', "
+    "'2026-01-01 00:00:00', '2026-11-25 10:20:30.000001', '1970-01-01 00:00:01.500', "
+    "'-838:59:59', '25:00:00.5', 1901, 682, 'ab', 'héllo ☃', 'text', 'blob\\0x', 'vb', 'a', "
+    "'x,z', '{\"a\": [1, 2]}')",
+    "(2, 127, 0, 32767, 0, 8388607, 0, 2147483647, 0, 0, -3.4e38, 1e-300, 0, '9999-12-31', "
+    "'9999-12-31 23:59:59', '2000-02-29 00:00:00.000000', '2038-01-19 03:14:07.999', "
+    "'00:00:00', '-00:00:01.000001', 2155, 0, '', '', '', '', '', 'b', '', '[]')",
+]
+ALLTYPE_ROWS += [
+    f"({i}, {i % 100}, {i % 200}, {i * 7}, {i}, {i * 1000}, {i}, {i * 99991}, {i}, {i * 10**12}, "
+    f"{i / 7}, {i / 3}, {i}.{i:06d}, '2020-{1 + i % 12:02d}-{1 + i % 28:02d}', "
+    f"'2021-03-04 05:06:{i % 60:02d}', '2022-01-01 00:00:00.{i:06d}', NULL, "
+    f"'{i % 24:02d}:{i % 60:02d}:00', '{i:02d}:00:01.{i:06d}', {1901 + i}, {i}, 'c{i}', "
+    f"'v{i}', 't{i}', 'b{i}', 'x{i}', 'a', 'y', '{{\"i\": {i}}}')"
+    for i in range(3, 40)
+]
+
+
+# Strings whose order differs by collation (case, accents, trailing spaces): ORDER BY vc or c
+# must give MariaDB's order (utf8mb4_general_ci).
+WORDS = [("B", "é"), ("a", "E"), ("É", "b"), ("e", "ä"), ("ß", "s"), ("Z", "z"), ("b ", "B")]
+WORDS += [("á", "a"), ("ss", "A")]
+ALLTYPE_ROWS += [
+    "("
+    + ", ".join([str(40 + n), *["NULL"] * 9, f"{n / 3}", *["NULL"] * 10, f"'{c}'", f"'{vc}'"])
+    + ", NULL" * 6
+    + ")"
+    for n, (vc, c) in enumerate(WORDS)
+]
+
+
+async def _create_alltypes(cfg) -> None:
+    cn = ComputeNode(cfg)
+    await cn.start()
+    warnings.simplefilter("ignore", pymysql.Warning)
+    try:
+        await cn.execute_ddl(ALLTYPES, shard_key="id", partitions=4)
+        async with cn.transaction() as tx:
+            await tx.execute(
+                f"INSERT INTO shop.alltypes ({COLUMNS}) VALUES {', '.join(ALLTYPE_ROWS)}"
+            )
+    finally:
+        await cn.close()
+
+
+@pytest.fixture(scope="package")
+def alltypes(snap):
+    """shop.alltypes, once its rows are in the global binlog (a read sees them)."""
+    asyncio.run(asyncio.wait_for(_create_alltypes(snap.config), 120))
+    deadline = time.monotonic() + 60
+    while True:
+        conn = snap.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT COUNT(*) FROM shop.alltypes")
+                if cur.fetchone()[0] == len(ALLTYPE_ROWS):
+                    return "alltypes"
+        finally:
+            conn.close()
+        assert time.monotonic() < deadline, "shop.alltypes did not reach the global binlog"
+        time.sleep(0.3)
 
 
 def shop_shards(config: Config, table: str) -> list[tuple[object, str]]:

@@ -13,6 +13,7 @@ Flink's default chunk size (8096 rows) would make bank.accounts (300 rows) one c
 from __future__ import annotations
 
 import os
+import time
 
 import pymysql
 import pytest
@@ -144,22 +145,39 @@ def test_flink_incremental_snapshot_under_transfers(snap):
 
     snap.stop_traffic()
     try:
-        end_conn = snap.connect(READER)
-        with end_conn.cursor() as cur:
-            end = master_status(cur)
-        end_conn.close()
+        truth = shard_balances(snap)
+        end = caught_up(snap, truth)
         # The binlog phase: from the smallest high watermark, a change counts once past its
         # chunk's high watermark.
         for at, before, after in changes(snap, min(h for _, h in high_marks), end, 5299):
             for inside, high in high_marks:
                 if at > high:
                     apply(table, before, after, inside)
-        truth = shard_balances(snap)
     finally:
         snap.start_traffic()
     assert len(table) == ACCOUNTS
     assert sum(table.values()) == ACCOUNTS * BALANCE
     assert table == truth
+
+
+def caught_up(snap, truth: dict[int, int], timeout: float = 60) -> Position:
+    """The global binlog's end once it holds every transfer the DNs committed (`truth`): the
+    last ones reach it a pipeline's latency after the traffic stopped. A read through the
+    dumper is as of the end when it starts, so the end read after it holds what it saw."""
+    deadline = time.monotonic() + timeout
+    while True:
+        conn = snap.connect(READER)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"SELECT id, balance FROM {TABLE}")
+                seen = dict(cur.fetchall())
+                end = master_status(cur)
+        finally:
+            conn.close()
+        if seen == truth:
+            return end
+        assert time.monotonic() < deadline, "the global binlog did not reach the DNs' state"
+        time.sleep(0.2)
 
 
 def shard_balances(snap) -> dict[int, int]:

@@ -7,15 +7,21 @@ alone. A snapshot not exactly at that position would lose or repeat transfers
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shutil
+import struct
 import subprocess
 
 import pytest
 
+from cdc.protocol.constants import ColumnType as T
+from cdc.protocol.constants import Command
 from checks import run_check
+from dumper.server.snapshot.values import ColumnDef
 from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from local_cluster.testing import throwaway_server
+from tests.dumper.snapshot.binary_client import BinaryClient, fields
 from tests.dumper.snapshot.conftest import ACCOUNTS, BALANCE, MARIADB_DOMAIN, running_snap
 from tests.dumper.test_replica import _query, _slave_status
 
@@ -34,8 +40,10 @@ def empty_mariadb(tmp_path):
         replica.stop()
 
 
-def test_mariadb_dump_seeds_a_replica_at_its_position(snap, empty_mariadb, tmp_path):
-    dump_and_replicate(snap, empty_mariadb, ["--databases", "bank", "shop"])
+def test_mariadb_dump_seeds_a_replica_at_its_position(snap, alltypes, empty_mariadb):
+    """... and once the replica has caught up, every statement's result set from the dumper
+    equals the replica's byte for byte (`same_results`)."""
+    dump_and_replicate(snap, empty_mariadb, ["--databases", "bank", "shop"], compare=True)
 
 
 @pytest.fixture
@@ -51,10 +59,12 @@ def test_mariadb_dump_gtid_seeds_a_replica_by_gtid(mariadb_snap, empty_mariadb):
     dump_and_replicate(mariadb_snap, empty_mariadb, ["--gtid", "--databases", "bank"], gtid=True)
 
 
-def dump_and_replicate(snap, replica, args: list[str], *, gtid: bool = False) -> None:
+def dump_and_replicate(
+    snap, replica, args: list[str], *, gtid: bool = False, compare: bool = False
+) -> None:
     """`mariadb-dump --single-transaction --master-data=1 <args>` under transfers, loaded into
     `replica`, which then replicates from the dump's position (its GTID with `gtid`) until
-    `cdc check` finds it equal."""
+    `cdc check` finds it equal; `compare`: then `same_results`."""
     port = snap.config.dumper.port
     dump = subprocess.run(
         [
@@ -123,8 +133,86 @@ def dump_and_replicate(snap, replica, args: list[str], *, gtid: bool = False) ->
             assert ("bank", "accounts") in tables
             if not gtid:
                 assert {("shop", "orders"), ("shop", "customers")} <= tables
+            if compare:  # the replica holds the global binlog's end: so does a dumper's read
+                same_results(snap, replica)
         finally:
             _query(conn, "STOP SLAVE")
             snap.start_traffic()
     finally:
         conn.close()
+
+
+# Every column type the workloads write (bank.accounts, the shop tables) and every other
+# (shop.alltypes); ORDER BY strings under their collation (utf8mb4_general_ci: case, accents
+# and trailing spaces), WHERE, aggregates.
+SAME_RESULTS = [
+    "SELECT * FROM bank.accounts",
+    *(f"SELECT * FROM shop.{t}" for t in ("customers", "orders", "order_events", "currencies")),
+    "SELECT * FROM shop.alltypes",
+    "SELECT id, vc, c FROM shop.alltypes ORDER BY vc, id",
+    "SELECT id, c FROM shop.alltypes ORDER BY c DESC, vc, id LIMIT 2, 15",
+    "SELECT id, f, vc FROM shop.alltypes WHERE vc = 'b' OR c IN ('E', 'a') OR f < 0.5",
+    "SELECT COUNT(*), MIN(vc), MAX(vc), MIN(c), MAX(f), MIN(dt6) FROM shop.alltypes",
+    # ENUMs in their members' order (basic < silver < gold), not their text's.
+    "SELECT id, tier FROM shop.customers ORDER BY tier, id",
+    "SELECT customer_id, id, status FROM shop.orders o ORDER BY status DESC, customer_id, id",
+    "SELECT MIN(tier), MAX(tier) FROM shop.customers",
+]
+
+
+def same_results(snap, replica) -> None:
+    """Each statement of SAME_RESULTS, in the text protocol and as a server-side prepared
+    statement (the binary protocol), answers the same bytes from the dumper as from `replica`
+    (a MariaDB replica of it at the same position): column definitions, rows, their order.
+    Both sessions read TIMESTAMPs in UTC (a difference that stays: the dumper's are UTC
+    whatever the session's time zone). A binary FLOAT is compared as the text protocol's 6
+    digits give it back (`_as_dumped`): the replica's rows were written by mariadb-dump, which
+    prints a FLOAT so, losing its last bits; the dumper's are the DNs' own (the shards' test in
+    test_binary_protocol.py)."""
+    dumper = ("127.0.0.1", snap.config.dumper.port, DEFAULT_USER, DEFAULT_PASSWORD)
+    mariadb = ("127.0.0.1", replica.port, "root", "")
+    for sql in SAME_RESULTS:
+        mine, theirs = (asyncio.run(_results(*server, sql)) for server in (dumper, mariadb))
+        assert mine[0] == theirs[0], f"text protocol, {sql}"
+        assert mine[1][:2] == theirs[1][:2], f"binary protocol's columns, {sql}"
+        assert _as_dumped(*mine[1][1:]) == theirs[1][2], _first_difference(sql, mine[1], theirs[1])
+        assert len(mine[0][1]) > 0, sql
+
+
+def _as_dumped(columns: list[bytes], rows: list[bytes]) -> list[bytes]:
+    """Binary rows with each FLOAT as mariadb-dump's text of it (6 digits) reads back."""
+    types = [ColumnDef.parse(c).type for c in columns]
+    out = []
+    for row in rows:
+        parts = [row[: 1 + (len(columns) + 9) // 8]]
+        for type_, value in zip(types, fields(columns, row).values(), strict=True):
+            if value is not None and type_ == T.FLOAT:
+                (f,) = struct.unpack("<f", value)
+                value = struct.pack("<f", float(f"{f:.6g}"))
+            parts.append(value or b"")
+        out.append(b"".join(parts))
+    return out
+
+
+def _first_difference(sql: str, mine: tuple, theirs: tuple) -> str:
+    for a, b in zip(mine[2], theirs[2], strict=False):
+        if a != b:
+            fa, fb = fields(mine[1], a), fields(theirs[1], b)
+            return f"binary protocol, {sql}: { ({k: (v, fb[k]) for k, v in fa.items() if v != fb[k]}) }"
+    return f"binary protocol, {sql}: {len(mine[2])} rows, {len(theirs[2])} from MariaDB"
+
+
+async def _results(host, port, user, password, sql: str) -> tuple:
+    """((column definitions, text rows), (definitions at PREPARE, at EXECUTE, binary rows))."""
+    client = await BinaryClient.connect(host, port, user, password)
+    try:
+        await client.client.query("SET time_zone = '+00:00'")
+        await client.client.send_command(Command.QUERY, sql.encode())
+        first, columns, rows, _ = await client.client.read_result()
+        assert first[0] not in (0x00, 0xFF), first
+        stmt = await client.prepare(sql)
+        result = await client.execute(stmt, [])
+        await client.close_statement(stmt)
+        return (columns, rows), (stmt.columns, result.columns, result.rows)
+    finally:
+        client.close()

@@ -18,7 +18,7 @@ from cdc.protocol.constants import ColumnType
 from dumper.server.handlers import SqlError
 from dumper.server.snapshot.chunks import chunk_bound, take_chunk, take_until
 from dumper.server.snapshot.order import Sorter, row_order
-from dumper.server.snapshot.values import ColumnDef, text_row, text_value
+from dumper.server.snapshot.values import ColumnDef, order_key, sort_key, text_row, text_value
 from dumper.server.snapshot.where import matches, to_sql
 from dumper.server.sql.parser import parse
 from dumper.server.sql.statements import Compare, InfoSchemaSelect, Select, TableSelect
@@ -162,6 +162,86 @@ def test_where_to_sql_and_over_images():
 )
 def test_text_values(column, value, text):
     assert text_value(column, value, ("basic", "silver", "gold")) == text
+
+
+def _f32(value: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", value))[0]
+
+
+# As MariaDB 10.11 prints them in the text protocol (read back from a FLOAT and a DOUBLE
+# column): a FLOAT rounded to 6 digits, a DOUBLE with the fewest that read back the same, fixed
+# notation unless past 15 digits (or 14 zeros after the point).
+@pytest.mark.parametrize(
+    ("type_", "value", "text"),
+    [
+        (T.FLOAT, _f32(3 / 7), b"0.428571"),
+        (T.FLOAT, _f32(123456789), b"123457000"),
+        (T.FLOAT, _f32(16777217), b"16777200"),
+        (T.FLOAT, _f32(3e9), b"3000000000"),
+        (T.FLOAT, _f32(1e15), b"1e15"),
+        (T.FLOAT, _f32(-3.4e38), b"-3.4e38"),
+        (T.FLOAT, _f32(1.23456789e-7), b"0.000000123457"),
+        (T.FLOAT, _f32(3.11295e-18), b"3.11295e-18"),
+        (T.FLOAT, -0.0, b"0"),
+        (T.DOUBLE, 3 / 7, b"0.42857142857142855"),
+        (T.DOUBLE, 1626983080611305.8, b"1626983080611305.8"),
+        (T.DOUBLE, 5370398386766039.0, b"5.370398386766039e15"),
+        (T.DOUBLE, 1e-5, b"0.00001"),
+        (T.DOUBLE, 1e10, b"10000000000"),
+    ],
+)
+def test_floats_as_mariadb_prints_them(type_, value, text):
+    assert text_value(col(type_), value) == text
+
+
+def test_exact_float_keeps_every_bit():
+    """A binary read's FLOAT (its pages read it as a DOUBLE): the text gives back its 4 bytes."""
+    for value in (3 / 7, 0.1, 16777217.0, 1.17549e-38, -3.4e38):
+        stored = struct.pack("<f", value)
+        text = text_value(col(T.FLOAT), _f32(value), exact_float=True)
+        assert struct.pack("<f", float(text)) == stored
+
+
+# The order MariaDB 10.11 gave these strings (ORDER BY the column, then id) under its default
+# collation, utf8mb4_general_ci (45), and under utf8mb4_bin (46): case and accents, PAD SPACE.
+WORDS = ["a", "B", "é", "e", "E", "f", "ß", "s", "Z", "á", "b ", "b", "ä", "A", "z", "ss", "Æ"]
+WORDS += ["ae", "Ø", "o", "ı", "i", "I", "İ", "😀", "\t", "a\t", ""]
+GENERAL_CI = "\t,,a\t,a,á,ä,A,ae,B,b ,b,é,e,E,f,ı,i,I,İ,o,ß,s,ss,Z,z,Æ,Ø,😀"
+UTF8MB4_BIN = "\t,,A,B,E,I,Z,a\t,a,ae,b ,b,e,f,i,o,s,ss,z,Æ,Ø,ß,á,ä,é,İ,ı,😀"
+
+
+@pytest.mark.parametrize(("collation", "order"), [(45, GENERAL_CI), (46, UTF8MB4_BIN)])
+def test_strings_sort_as_mariadb_sorts_them(collation, order):
+    column = col(T.VAR_STRING, charset=collation)
+    ids = sorted(range(len(WORDS)), key=lambda i: (sort_key(column, WORDS[i].encode()), i))
+    assert ",".join(WORDS[i] for i in ids) == order
+    binary = col(T.BLOB, charset=63)
+    assert sort_key(binary, b"a ") > sort_key(binary, b"a") > sort_key(binary, b"B")
+
+
+def test_enum_and_set_order_by_their_numbers():
+    """ORDER BY an ENUM follows its members' order ('' first), a SET its bits' number."""
+    members = ("basic", "silver", "gold")
+    enum = order_key(col(T.STRING, flags=0x100), members)
+    assert sorted([b"gold", b"basic", b"", b"silver"], key=enum) == [
+        b"",
+        b"basic",
+        b"silver",
+        b"gold",
+    ]
+    bits = order_key(col(T.STRING, flags=0x800), members)
+    values = [b"gold", b"basic,silver", b"silver", b""]
+    assert sorted(values, key=bits) == [b"", b"silver", b"basic,silver", b"gold"]
+
+
+def test_where_compares_under_the_collation():
+    """A before-image's value against a literal, as the DN compares them (case, accents and
+    trailing spaces ignored under utf8mb4_general_ci; trailing spaces under utf8mb4_bin)."""
+    where = parse("SELECT * FROM t WHERE name = 'E '").where
+    names = [b"e", "\u00e9".encode(), b"E", b"E  ", b"E ", b"f"]
+    for charset, matching in ((45, names[:5]), (46, names[2:5]), (63, [b"E "])):
+        column = col(T.VAR_STRING, charset=charset)
+        assert [n for n in names if matches(where, lambda c, n=n, k=column: (k, n))] == matching
 
 
 def test_column_def_round_trip_and_rename():

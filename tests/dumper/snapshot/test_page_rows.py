@@ -1,0 +1,99 @@
+"""The compiled per-row steps of a snapshot read (cdc/compiled.py; test_compiled runs this file
+as plain Python too): a DN page's rows split into key and data as the text protocol spells
+them, and rows framed as packets exactly as `frame` frames each."""
+
+from __future__ import annotations
+
+import pytest
+
+from cdc.protocol.packets import MAX_CHUNK, frame
+from dumper.server.snapshot.page_rows import keyed_packets, keyed_rows
+from dumper.server.snapshot.values import split_fields, text_row
+from dumper.server.wire.row_packets import frame_rows
+
+INTS = [0, 7, -7, 10**17, -(10**18) + 1, 10**18, 2**63 - 1, -(2**63), 2**64 - 1]
+
+
+def reference(page: list[bytes], nkey: int, integer_key: bool) -> list:
+    out = []
+    for row in page:
+        keys, at = split_fields(row, nkey)
+        out.append((tuple(int(k) for k in keys) if integer_key else tuple(keys), row[at:]))
+    return out
+
+
+@pytest.mark.parametrize("nkey", [1, 2])
+def test_integer_keys_of_any_size(nkey):
+    page = [text_row([str(k).encode()] * nkey + [b"data", None, b"x" * 300]) for k in INTS]
+    assert keyed_rows(page, nkey, True) == reference(page, nkey, True)
+    assert keyed_rows(page, nkey, True)[3] == (
+        (10**17,) * nkey,
+        text_row([b"data", None, b"x" * 300]),
+    )
+
+
+def test_text_keys_keep_their_bytes_whatever_their_length():
+    page = [text_row([b"k" * n, b"v"]) for n in (0, 1, 250, 251, 70_000)]
+    assert keyed_rows(page, 1, False) == reference(page, 1, False)
+    assert keyed_rows([], 1, False) == []
+
+
+def test_a_null_key_is_refused():
+    with pytest.raises(ValueError):
+        keyed_rows([text_row([None, b"v"])], 1, True)
+
+
+def stream(rows: list[bytes], last: bytes) -> bytes:
+    out, seq = b"", 3
+    for payload in [*rows, last]:
+        data, seq = frame(payload, seq)
+        out += data
+    return out
+
+
+EOF_PACKET = b"\xfe\x00\x00\x22\x00"
+
+
+@pytest.mark.parametrize("cut", [0, 1, 3, 4, 5, 17, 1000])
+def test_packets_of_a_result_cut_and_keyed_in_one_pass(cut):
+    """A page's rows as the DN's stream brings them, in any cut: every whole row taken, the
+    rest left for the next read; the EOF (or an ERR) ends them and is handed back."""
+    page = [text_row([str(k).encode(), b"v" * (k % 300), None]) for k in INTS + list(range(200))]
+    data = stream(page, EOF_PACKET)
+    out: list = []
+    pos, last = keyed_packets(data[:cut], 0, 1, True, out)
+    assert last is None and pos <= cut
+    rest = data[pos:]
+    pos, last = keyed_packets(rest, 0, 1, True, out)
+    assert (out, last, pos) == (reference(page, 1, True), EOF_PACKET, len(rest))
+
+
+def test_an_error_ends_the_rows_and_a_split_packet_is_left_to_the_caller():
+    err = b"\xff\x15\x04#HY000boom"
+    rows = [text_row([b"1", b"a"]), text_row([b"2", b"b"])]
+    out: list = []
+    assert keyed_packets(stream(rows, err), 0, 1, True, out) == (len(stream(rows, err)), err)
+    assert [key for key, _ in out] == [(1,), (2,)]
+    big = frame(text_row([b"3", b"x" * MAX_CHUNK]), 5)[0]
+    data = stream(rows, rows[0]) + big
+    out = []
+    pos, last = keyed_packets(data, 0, 1, True, out)
+    assert (data[pos : pos + 3], last, len(out)) == (b"\xff\xff\xff", None, 3)
+
+
+def test_rows_framed_as_frame_frames_each_with_wrapping_ids():
+    rows = [b"", b"a", b"x" * 300, *(bytes([i % 256]) * i for i in range(300))]
+    framed, n, seq = frame_rows(rows, 2, len(rows), 250)
+    expected, s = b"", 250
+    for row in rows[2:]:
+        data, s = frame(row, s)
+        expected += data
+    assert (bytes(framed), n, seq) == (expected, len(rows) - 2, s)
+    assert frame_rows(rows, 3, 3, 9) == (frame_rows(rows, 3, 3, 9)[0], 0, 9)
+
+
+def test_a_row_that_must_be_split_stops_the_batch():
+    rows = [b"a", b"b", bytes(MAX_CHUNK), b"c"]
+    framed, n, seq = frame_rows(rows, 0, 4, 0)
+    assert (bytes(framed), n, seq) == (frame(b"a", 0)[0] + frame(b"b", 1)[0], 2, 2)
+    assert frame_rows(rows, 2, 4, 5)[1:] == (0, 5)
