@@ -26,7 +26,16 @@ async def test_orders_and_ddl_mix(cn_config):
 
         mix = DdlMixWorkload(cn, db="mix_test", keys=100, ddl_every_s=0.3)
         await mix.setup()
-        stats = await run_workload(mix.step, threads=4, duration_s=4, seed=4)
+        stop = asyncio.Event()
+
+        async def enough_ddl() -> None:  # 5 DDLs, however long a loaded machine takes
+            while mix.ddl_done < 5:
+                await asyncio.sleep(0.1)
+            stop.set()
+
+        stopper = asyncio.create_task(enough_ddl())
+        stats = await run_workload(mix.step, threads=4, duration_s=120, seed=4, stop=stop)
+        stopper.cancel()
         # Stopped while one of its DDLs is a running job: that DDL ends first (a job left
         # running would be finished by the next CN to start, after the workload ended).
         while not await own_running_jobs(cn):
