@@ -39,7 +39,19 @@ COMMANDS = commands()
 SHOWN = {c.text for c in COMMANDS}
 RAN: set[str] = set()
 DEMO_CONFIG = ROOT / "var" / "demo" / "cdc.toml"
+# What the README's commands leave under var/: the demo, `cdc cluster`'s, the HA example's, ...
+VAR_DIRS = ("demo", "cluster", "ha", "snap")
 ENV = {**os.environ, "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '')}"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def var_removed_after(request):
+    """The module's datadirs and binlogs under var/ (GBs after the demo ran twice) are removed
+    once every test passed (everything they started is stopped by then); a failure keeps them."""
+    yield
+    if not request.session.testsfailed:
+        for name in VAR_DIRS:
+            shutil.rmtree(ROOT / "var" / name, ignore_errors=True)
 
 
 def shown(section: str, kind: str | None = None) -> list[str]:
@@ -129,7 +141,7 @@ def test_quick_start_demo():
     # From nothing, as after a clone: a demo left by an earlier run (its DNs added, its
     # replica loaded) would make the same commands mean something else.
     subprocess.run(["make", "stop"], cwd=ROOT, env=ENV, capture_output=True, timeout=120)
-    for name in ("demo", "cluster", "ha", "snap"):
+    for name in VAR_DIRS:
         shutil.rmtree(ROOT / "var" / name, ignore_errors=True)
     out = run("make demo", timeout=600)
     assert "\nall tables equal" in out, out[-3000:]
