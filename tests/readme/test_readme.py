@@ -30,6 +30,7 @@ from cdc.config import load
 from checks.downstream import run_check
 from local_cluster.leftovers import leftover_processes
 from local_cluster.testing import throwaway_server
+from tests.bench import quick as bench_quick
 from tests.readme.readme import ROOT, commands
 
 # Slow (a demo twice, a backfill, HA takeover): minutes, not seconds, for the module.
@@ -259,6 +260,8 @@ def test_other_targets():
     for command in shown("Commands", "sh"):
         out = run(command, timeout=600)
         assert "failed:" not in out, out[-3000:]
+        if command.startswith("make bench"):
+            bench_quick.check(out)  # every benchmark's fields (tests/bench does not rerun them)
 
 
 # -- Backfill -----------------------------------------------------------------------------------
