@@ -42,7 +42,13 @@ RAN: set[str] = set()
 DEMO_CONFIG = ROOT / "var" / "demo" / "cdc.toml"
 # What the README's commands leave under var/: the demo, `cdc cluster`'s, the HA example's, ...
 VAR_DIRS = ("demo", "cluster", "ha", "snap")
-ENV = {**os.environ, "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '')}"}
+# DEMO_DURATION=5: `make demo`'s workload at .ci/run's size (the Makefile's default is 20 s;
+# the later commands need some traffic, not more).
+ENV = {
+    **os.environ,
+    "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '')}",
+    "DEMO_DURATION": "5",
+}
 
 
 @pytest.fixture(scope="module", autouse=True)
