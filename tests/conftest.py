@@ -52,9 +52,11 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under xdist, the work units holding a test marked slow first (no long one starts when
-    the other worker is nearly done); alone, pytest's order."""
-    if getattr(config.option, "numprocesses", None):
+    """On an xdist worker (which collects; the controller hands out what the first worker
+    collected, in that order), the work units holding a test marked slow first: tests/readme,
+    the longest, would otherwise start among the last and end the run alone. Alone, pytest's
+    order."""
+    if hasattr(config, "workerinput"):  # (a worker's numprocesses is None)
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable
 
 
