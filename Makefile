@@ -94,7 +94,7 @@ stop:
 	@if [ -x $(BIN)/cdc ]; then $(BIN)/cdc cluster down --dir $(DEMO_DIR); fi
 
 # TEST_WORKERS pytest-xdist workers, each handed whole test files (tests/conftest.py): 2, one
-# per core of CI's machine, keep .ci/run under its 20 minutes (docs/development.md);
+# per core of CI's machine (the suite in ~16 min where one process took 23-26: docs/development.md);
 # TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 test: setup
