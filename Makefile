@@ -93,9 +93,10 @@ stop:
 	@if [ -x $(BIN)/cdc ] && [ -f $(DEMO_DIR)/cdc.toml ]; then $(BIN)/cdc stop --config $(DEMO_DIR)/cdc.toml; fi
 	@if [ -x $(BIN)/cdc ]; then $(BIN)/cdc cluster down --dir $(DEMO_DIR); fi
 
-# TEST_WORKERS=N runs N pytest-xdist workers, each handed whole test files (tests/conftest.py);
-# 0, the default, one process: not yet measured faster on 2 cores (docs/development.md).
-TEST_WORKERS ?= 0
+# TEST_WORKERS pytest-xdist workers, each handed whole test files (tests/conftest.py): 2, one
+# per core of CI's machine (the suite in ~16 min where one process took 23-26: docs/development.md);
+# TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
 test: setup
 	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS)
 

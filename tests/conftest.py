@@ -3,11 +3,20 @@
 It lives in its own temp dir on free ports and is torn down at the end, even on failure.
 Tests that must break a cluster (kill a DN, add a DN) start their own small one instead.
 
-Under pytest-xdist (`make test TEST_WORKERS=2`) each worker has its own session cluster; the
+Under pytest-xdist (`make test`: 2 workers) each worker has its own session cluster; the
 scheduler below keeps together what must run in one process.
+
+Disk: a passing test's `tmp_path` is removed as it ends (pyproject's `tmp_path_retention_policy
+= "failed"`), and so is the directory a wider fixture made with `tmp_path_factory` (a cluster's
+datadirs, a pipeline's binlogs) once it is torn down, as long as no test has failed in this
+process: a full run kept ~9 GB of datadirs to its end otherwise. After a failure everything is
+kept for debugging.
 """
 
 from __future__ import annotations
+
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -43,10 +52,44 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under xdist, the work units holding a test marked slow first (no long one starts when
-    the other worker is nearly done); alone, pytest's order."""
-    if getattr(config.option, "numprocesses", None):
+    """On an xdist worker (which collects; the controller hands out what the first worker
+    collected, in that order), the work units holding a test marked slow first: tests/readme,
+    the longest, would otherwise start among the last and end the run alone. Alone, pytest's
+    order."""
+    if hasattr(config, "workerinput"):  # (a worker's numprocesses is None)
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable
+
+
+class RemoveWhatPassed:
+    """Removes the directories a fixture wider than a test made with `tmp_path_factory` once
+    it is torn down (its servers stopped), unless a test has failed in this process (kept for
+    debugging). A plugin of its own: a conftest's hooks do not see session-scoped fixtures."""
+
+    def __init__(self) -> None:
+        self.made: dict[int, list[Path]] = {}  # by id(fixturedef)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_setup(self, fixturedef, request):
+        """The base temp dir's new entries while the fixture set up (its dependencies are
+        set up before)."""
+        if fixturedef.scope == "function" or "tmp_path_factory" not in fixturedef.argnames:
+            return (yield)
+        base = request.getfixturevalue("tmp_path_factory").getbasetemp()
+        before = set(base.iterdir())
+        try:
+            return (yield)
+        finally:
+            self.made[id(fixturedef)] = sorted(set(base.iterdir()) - before)
+
+    def pytest_fixture_post_finalizer(self, fixturedef, request):
+        made = self.made.pop(id(fixturedef), [])
+        if not request.session.testsfailed:
+            for path in made:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(RemoveWhatPassed(), "remove-what-passed")
 
 
 @pytest.fixture(scope="session")

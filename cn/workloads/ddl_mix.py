@@ -1,9 +1,15 @@
 """The ddl-mix workload: DML on a logical table while one task keeps changing its schema
-(ADD/DROP/MODIFY COLUMN, ADD/DROP INDEX) and churns a scratch table (CREATE/TRUNCATE/DROP)."""
+(ADD/DROP/MODIFY COLUMN, ADD/DROP INDEX) and churns a scratch table (CREATE/TRUNCATE/DROP).
+
+`report()` stops the DDL task between statements, never inside one: a DDL cut mid-job would
+stay `running` in the job log with its owner gone, and whichever CN starts next (even
+`cdc check`'s) would finish it, writing its DDL record after the workload, and perhaps the
+pipeline that was to read it, has stopped."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import random
 from dataclasses import dataclass, field
@@ -31,6 +37,7 @@ class DdlMixWorkload:
     ddl_every_s: float = 0.5
     ddl_done: int = 0
     _ddl_task: asyncio.Task | None = None
+    _stopping: asyncio.Event = field(default_factory=asyncio.Event)
     _cycle: itertools.cycle = field(default_factory=lambda: itertools.cycle(DDL_CYCLE))
 
     async def setup(self) -> None:
@@ -46,7 +53,11 @@ class DdlMixWorkload:
 
     async def _ddl_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.ddl_every_s)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.ddl_every_s):
+                    await self._stopping.wait()
+            if self._stopping.is_set():
+                return
             sql = next(self._cycle).format(db=self.db)
             await self.cn.execute_ddl(sql, shard_key="id", partitions=3)
             self.ddl_done += 1
@@ -71,6 +82,6 @@ class DdlMixWorkload:
 
     async def report(self) -> str:
         if self._ddl_task is not None:
-            self._ddl_task.cancel()
+            self._stopping.set()  # the DDL under way, if any, ends first (its job done)
             await asyncio.gather(self._ddl_task, return_exceptions=True)
         return f"DDL statements run: {self.ddl_done}"

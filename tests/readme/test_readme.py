@@ -30,6 +30,7 @@ from cdc.config import load
 from checks.downstream import run_check
 from local_cluster.leftovers import leftover_processes
 from local_cluster.testing import throwaway_server
+from tests.bench import quick as bench_quick
 from tests.readme.readme import ROOT, commands
 
 # Slow (a demo twice, a backfill, HA takeover): minutes, not seconds, for the module.
@@ -39,7 +40,25 @@ COMMANDS = commands()
 SHOWN = {c.text for c in COMMANDS}
 RAN: set[str] = set()
 DEMO_CONFIG = ROOT / "var" / "demo" / "cdc.toml"
-ENV = {**os.environ, "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '')}"}
+# What the README's commands leave under var/: the demo, `cdc cluster`'s, the HA example's, ...
+VAR_DIRS = ("demo", "cluster", "ha", "snap")
+# DEMO_DURATION=5: `make demo`'s workload at .ci/run's size (the Makefile's default is 20 s;
+# the later commands need some traffic, not more).
+ENV = {
+    **os.environ,
+    "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '')}",
+    "DEMO_DURATION": "5",
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def var_removed_after(request):
+    """The module's datadirs and binlogs under var/ (GBs after the demo ran twice) are removed
+    once every test passed (everything they started is stopped by then); a failure keeps them."""
+    yield
+    if not request.session.testsfailed:
+        for name in VAR_DIRS:
+            shutil.rmtree(ROOT / "var" / name, ignore_errors=True)
 
 
 def shown(section: str, kind: str | None = None) -> list[str]:
@@ -129,7 +148,7 @@ def test_quick_start_demo():
     # From nothing, as after a clone: a demo left by an earlier run (its DNs added, its
     # replica loaded) would make the same commands mean something else.
     subprocess.run(["make", "stop"], cwd=ROOT, env=ENV, capture_output=True, timeout=120)
-    for name in ("demo", "cluster", "ha", "snap"):
+    for name in VAR_DIRS:
         shutil.rmtree(ROOT / "var" / name, ignore_errors=True)
     out = run("make demo", timeout=600)
     assert "\nall tables equal" in out, out[-3000:]
@@ -247,6 +266,8 @@ def test_other_targets():
     for command in shown("Commands", "sh"):
         out = run(command, timeout=600)
         assert "failed:" not in out, out[-3000:]
+        if command.startswith("make bench"):
+            bench_quick.check(out)  # every benchmark's fields (tests/bench does not rerun them)
 
 
 # -- Backfill -----------------------------------------------------------------------------------
