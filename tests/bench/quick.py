@@ -26,6 +26,7 @@ FIELDS = {
     "cn-change": ["  move ", "total balance unchanged", "ratio  longest write stall"],
     "cn": [label for label, *_ in cn.MODES] + ["CN CPU per txn x", "TPS on 2 idle cores"],
     "scale": ["effective ev/s", "by CPU per effective event"],
+    "streams": ["streams bench:", "catch-up", "events/s", "merge", "writers (each)"],
     "hostile": ["without", "with", "ratio with/without hostile clients", "longest binlog pause"],
 }
 
@@ -55,6 +56,9 @@ def check(out: str) -> None:
     assert any(line.startswith("ratio dumper/mariadbd at 4 clients:") for line in fanout), fanout
     assert found["cn-change"].count("  DDL ") == 2, found["cn-change"]
     assert re.search(r"throughput \d+ DNs / \d+ DNs", found["scale"]), found["scale"]
+    # One row per stream count asked for (--streams=1,2): its count first.
+    rows = [line.split()[0] for line in found["streams"].splitlines() if line.startswith("  ")]
+    assert rows[1:] == ["1", "2"], found["streams"]
     # The pipeline bench generated at least the DN events it was asked for (--events=30000).
     events = re.search(r"([\d,]+) DN events", found["pipeline"])
     assert events and int(events.group(1).replace(",", "")) >= 30_000, found["pipeline"]
