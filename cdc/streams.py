@@ -89,6 +89,12 @@ def stream_dir(d: DumperConfig, stream: int) -> Path:
     return Path(d.binlog_dir) / f"stream{stream}"
 
 
+# In a stream's directory: the merge's key its stream process last synced (an idle stream holds
+# no transaction of the last batches; dumper/streams/stream_process.py writes it, an HA
+# follower's copy drops it).
+STREAM_PROGRESS_FILE = "stream.progress"
+
+
 def stream_gtid_domain(d: DumperConfig, stream: int) -> int:
     """The mariadb flavour's GTID domain of a stream: a replica that follows several streams
     (multi-source) keeps one position per domain, so each stream has its own."""

@@ -34,7 +34,7 @@ from binlog_writer import BinlogCopier, CopyError, layout, truncate_copy
 from cdc.config import Config, DumperConfig
 from cdc.pauses import GMS, Backoff, Pauses
 from cdc.protocol import BinlogPosition, DumpClient, DumpError, DumpSettings
-from cdc.streams import stream_dir
+from cdc.streams import STREAM_PROGRESS_FILE, stream_dir
 from cdc.tasks import cancel_and_wait
 from dumper.ha.deps import LeaderBuilder, LeaseStore
 from dumper.ha.takeover import TakeoverTimeline
@@ -49,7 +49,6 @@ STATE_FILE = "ha-state.json"  # the term whose stream this copy is a prefix of
 FOLLOWER_SERVER_ID_BASE = 9900  # dump clients of followers register as base + dumper id
 # The leader's 1236 for a file it does not list (binlog_sender.MSG_UNKNOWN_FILE, MySQL's text).
 MSG_PURGED = "Could not find first log file name"
-STREAM_PROGRESS_FILE = "stream.progress"  # dumper.streams.stream_process.PROGRESS_FILE
 
 
 class CopyServers(Protocol):

@@ -38,7 +38,7 @@ from binlog_writer import BinlogWriter, last_written_key
 from cdc.config import Config
 from cdc.keys import GlobalKey
 from cdc.pauses import Pauses, is_disk_full
-from cdc.streams import stream_config, stream_server_uuid
+from cdc.streams import STREAM_PROGRESS_FILE, stream_config, stream_server_uuid
 from dumper.child_process import read_spec
 from dumper.pipeline import LeaderStats
 from dumper.pipeline.leader import gtid_layout, open_writer, reopen_with_room
@@ -46,12 +46,10 @@ from dumper.streams.wire import FromStream, ToStream, framed, key_message, read_
 
 log = logging.getLogger(__name__)
 
-PROGRESS_FILE = "stream.progress"
-
 
 def read_progress(directory: Path) -> GlobalKey | None:
     try:
-        text = (directory / PROGRESS_FILE).read_text().split()
+        text = (directory / STREAM_PROGRESS_FILE).read_text().split()
     except (FileNotFoundError, NotADirectoryError):
         return None
     return GlobalKey(*map(int, text)) if len(text) == 4 else None
@@ -59,12 +57,12 @@ def read_progress(directory: Path) -> GlobalKey | None:
 
 def write_progress(directory: Path, key: GlobalKey) -> None:
     """After the binlog's fsync: the progress never claims what is not durable."""
-    tmp = directory / (PROGRESS_FILE + ".tmp")
+    tmp = directory / (STREAM_PROGRESS_FILE + ".tmp")
     with open(tmp, "w") as f:
         f.write(" ".join(map(str, key)))
         f.flush()
         os.fsync(f.fileno())
-    tmp.replace(directory / PROGRESS_FILE)
+    tmp.replace(directory / STREAM_PROGRESS_FILE)
 
 
 class StreamWriter:
