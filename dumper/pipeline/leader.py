@@ -83,6 +83,12 @@ class LeaderStats:
     spilled_bytes: int = 0  # of huge transactions streamed from MergeSource spill files
     started_at: float = field(default_factory=time.monotonic)
 
+    def add(self, transactions: int, events: int, nbytes: int) -> None:
+        """Transactions written (or sent to a stream), with their events and bytes."""
+        self.transactions += transactions
+        self.events += events
+        self.bytes += nbytes
+
 
 class Leader:
     """The pipeline of one leader term. Its dependencies are passed in (defaults: the real
@@ -376,9 +382,7 @@ class Leader:
             return
         for file, first in self.writer.append_batch(batch.buf, batch.ends, batch.gtids):
             self._file_first_tso.setdefault(file, batch.tsos[first])
-        self.stats.transactions += len(batch.ends)
-        self.stats.events += batch.events
-        self.stats.bytes += len(batch.buf)
+        self.stats.add(len(batch.ends), batch.events, len(batch.buf))
         batch.clear()
 
     async def _write_streamed(self, txn: Transaction) -> None:
@@ -412,9 +416,7 @@ class Leader:
             writer.abort_stream()
             raise
         log.info("streamed transaction at TSO %d: %d events, %d bytes", txn.tso, count, txn.size)
-        self.stats.transactions += 1
-        self.stats.events += count
-        self.stats.bytes += written
+        self.stats.add(1, count, written)
         self.stats.spilled_bytes += txn.size
 
     async def _checkpoint_loop(self) -> None:

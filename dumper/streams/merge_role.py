@@ -118,9 +118,7 @@ class StreamLeader(Leader):
             message.gtids.extend(batch.gtids)
             message.tsos.extend(batch.tsos)
             message.event_count = batch.events
-            self.stats.transactions += len(batch.ends)
-            self.stats.events += batch.events
-            self.stats.bytes += len(batch.buf)
+            self.stats.add(len(batch.ends), batch.events, len(batch.buf))
         elif progress is None:
             return
         self.streams.send(stream, ToStream(batch=message))
@@ -140,9 +138,7 @@ class StreamLeader(Leader):
             count,
             size,
         )
-        self.stats.transactions += 1
-        self.stats.events += count
-        self.stats.bytes += size
+        self.stats.add(1, count, size)
         self.stats.spilled_bytes += txn.size
 
     async def persist_checkpoints(self) -> None:

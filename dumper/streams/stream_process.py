@@ -168,12 +168,7 @@ class StreamWriter:
                 ):
                     self._file_first_tso.setdefault(file, batch.tsos[done + first])
             self.writer.flush()
-            s = self.stats
-            s.transactions += len(batch.ends)
-            s.events += batch.event_count
-            s.bytes += len(batch.events)
-            s.last_tso = batch.tsos[-1]
-            s.last_commit_at = time.time()
+            self._written(len(batch.ends), batch.event_count, len(batch.events), batch.tsos[-1])
         if batch.progress:
             self.progress = GlobalKey(*batch.progress)
             self.merged_tso = max(self.merged_tso, self.progress.tso)
@@ -195,13 +190,13 @@ class StreamWriter:
             w.flush()
             self._open_part = None
             self._file_first_tso.setdefault(file, part.tso)
-            s = self.stats
-            s.transactions += 1
-            s.events += part.event_count
-            s.bytes += size + len(part.events)
-            s.last_tso = part.tso
-            s.last_commit_at = time.time()
+            self._written(1, part.event_count, size + len(part.events), part.tso)
             self._wake()
+
+    def _written(self, transactions: int, events: int, nbytes: int, last_tso: int) -> None:
+        self.stats.add(transactions, events, nbytes)
+        self.stats.last_tso = last_tso
+        self.stats.last_commit_at = time.time()
 
     def _wake(self) -> None:
         self.notify.set()
