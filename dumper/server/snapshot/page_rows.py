@@ -11,12 +11,10 @@ and every other key go through Python's int() or stay bytes."""
 from __future__ import annotations
 
 from cdc.compiled import is_compiled
+from cdc.protocol.packets import EOF, ERR, MAX_CHUNK
 
-NULL = 0xFB
+NULL = 0xFB  # a length-encoded field's NULL marker
 MAX_DIGITS = 18  # a C long long holds any number of this many digits
-MAX_CHUNK = 0xFFFFFF  # a packet this long continues in the next one (a row of 16 MB or more)
-ERR = 0xFF
-EOF = 0xFE
 
 
 def keyed_rows(page: list, nkey, integer_key) -> list:  # C types: page_rows.pxd
