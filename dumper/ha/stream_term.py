@@ -13,19 +13,12 @@ from binlog_writer import BinlogWriter
 from cdc.config import Config
 from cdc.streams import stream_config, stream_server_uuid
 from cdc.tasks import cancel_and_wait
+from dumper.ha.deps import GmsLeaseStore
 from dumper.ha.ha_node import ack_status, follower_ack_gate, save_state_term
 from dumper.server import AckGate, ServeProcess
-from topology import DumperLeaseStore, TermStart, gms
+from topology import TermStart
 
 log = logging.getLogger(__name__)
-
-
-def _record(config: Config, start: TermStart) -> None:
-    conn = gms.connect(config.gms)
-    try:
-        DumperLeaseStore(conn, config.pipeline.meta_database).record_term(start)
-    finally:
-        conn.close()
 
 
 async def lead_stream(
@@ -42,7 +35,7 @@ async def lead_stream(
         4 if writer.recovery.started_new_file else writer.position,
         stream,
     )
-    await asyncio.to_thread(_record, config, start)
+    await GmsLeaseStore(config).record_term(start)
     save_state_term(writer.dir, term)
     return follower_ack_gate(config.dumper, active=lambda: True)
 
