@@ -355,11 +355,7 @@ class Leader:
                     # batch is written)
                     continue
                 else:
-                    count = self.encoder.encode_into(txn, batch.buf, batch.gtids)
-                    if count:
-                        batch.ends.append(len(batch.buf))
-                        batch.tsos.append(txn.tso)
-                        batch.events += count
+                    batch.add(self.encoder, txn)
             self._write_batch(batch)
             writer.flush()
             self._batch_written(ready)
@@ -561,6 +557,14 @@ class EncodedBatch:
         self.tsos: list[int] = []  # its commit TSO
         self.gtids: list[int] = []  # where the GTID events are in `buf` (the writer numbers them)
         self.events = 0
+
+    def add(self, encoder: TransactionEncoder, txn: Transaction) -> None:
+        """`txn` encoded at the end of the batch (nothing if it has no event to write)."""
+        count = encoder.encode_into(txn, self.buf, self.gtids)
+        if count:
+            self.ends.append(len(self.buf))
+            self.tsos.append(txn.tso)
+            self.events += count
 
 
 def storage_dns(records: list[TopologyRecord]) -> set[int] | None:

@@ -99,11 +99,7 @@ class StreamLeader(Leader):
                         self._send_batch(i, batch, None)  # what came before it, first
                         await self._send_streamed(i, txn)
                         continue
-                    count = encoders[i].encode_into(txn, batch.buf, batch.gtids)
-                    if count:
-                        batch.ends.append(len(batch.buf))
-                        batch.tsos.append(txn.tso)
-                        batch.events += count
+                    batch.add(encoders[i], txn)
                 self._send_batch(i, batch, progress)
             await streams.drain()  # backpressure: the slowest stream paces the merge
             self._batch_written(ready)  # (sent: each stream syncs before checkpoints, below)
