@@ -148,6 +148,11 @@ class MariadbServer:
             f"gtid_domain_id={self.server_id}",
             f"log_bin={self.home / 'binlog' / 'binlog'}",
             f"log_bin_index={self.home / 'binlog' / 'binlog.index'}",
+            # Internal temporary tables (information_schema reads, sorts) are Aria files named
+            # after the server's pid: in a shared /tmp, one server's could meet another's (a
+            # killed server's leftovers, a server of another pid namespace) - CI saw a DN die
+            # in ha_maria::drop_table on an information_schema.COLUMNS read.
+            f"tmpdir={self.home / 'tmp'}",
             *(f"{k}={v}" for k, v in SERVER_OPTIONS.items()),
             "",
             "[client]",
@@ -158,6 +163,7 @@ class MariadbServer:
         ]
         self.home.mkdir(parents=True, exist_ok=True)
         (self.home / "binlog").mkdir(exist_ok=True)
+        (self.home / "tmp").mkdir(exist_ok=True)
         self.config_file.write_text("\n".join(lines))
 
     def initialise(self, template: Path | None = None) -> None:
