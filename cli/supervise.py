@@ -23,6 +23,7 @@ from collections import deque
 from pathlib import Path
 
 from cdc.pauses import Backoff
+from cdc.processes import PidFile
 
 log = logging.getLogger("cdc.supervisor")
 
@@ -74,7 +75,7 @@ class Supervisor:
         if threading.current_thread() is threading.main_thread():  # (tests run it in a thread)
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, self._on_signal)
-        (self.dir / PID_FILE).write_text(str(os.getpid()))
+        PidFile(self.dir / PID_FILE).write()
         try:
             while not self.stop.is_set():
                 started = time.monotonic()
@@ -89,7 +90,7 @@ class Supervisor:
                 self._crashed(rc, time.monotonic() - started)
             return 0
         finally:
-            (self.dir / PID_FILE).unlink(missing_ok=True)
+            PidFile(self.dir / PID_FILE).remove()
             (self.dir / STATE_FILE).unlink(missing_ok=True)
 
     def _crashed(self, rc: int, ran_s: float) -> None:
@@ -138,14 +139,5 @@ def read_state(directory: Path) -> dict | None:
         state = json.loads((directory / STATE_FILE).read_text())
     except (OSError, ValueError):
         return None
-    return state if _alive(int(state.get("pid") or 0)) else None
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True
+    running = PidFile(directory / PID_FILE).running()
+    return state if running is not None and running.pid == state.get("pid") else None

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pymysql
 
+from cdc.processes import process_start_time, wait_exited
+
 # Small buffers: a test session runs 4-6 of these on a 2-core, shared machine.
 # (research/env.md §1: 32M pool + 48M redo is the sweet spot; smaller is slower to install.)
 SERVER_OPTIONS = {
@@ -87,30 +89,6 @@ def pid_is_mariadbd(pid: int, config_file: Path) -> bool:
     return b"mariadbd" in joined and str(config_file).encode() in joined
 
 
-def process_start_time(pid: int) -> int | None:
-    """The kernel's start time of `pid` (clock ticks since boot; with the pid, an identity
-    that survives pid reuse), or None once the process is gone: no such pid, or a zombie
-    with no thread left. (A SIGKILLed mariadbd's main thread turns zombie while its other
-    threads still exit, and they hold its files, the listening socket included.)"""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        if fields[0] in ("Z", "X") and len(os.listdir(f"/proc/{pid}/task")) <= 1:
-            return None
-    except (OSError, IndexError):
-        return None
-    return int(fields[19])  # field 22 of stat(5); fields[0] is field 3
-
-
-def wait_exited(pid: int, start_time: int, timeout: float) -> bool:
-    """Wait until the process (`pid`, `start_time`) has exited; False if it is still there."""
-    deadline = time.monotonic() + timeout
-    while process_start_time(pid) == start_time:
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
 @dataclass(slots=True)
 class NodeStatus:
     name: str
@@ -170,6 +148,11 @@ class MariadbServer:
             f"gtid_domain_id={self.server_id}",
             f"log_bin={self.home / 'binlog' / 'binlog'}",
             f"log_bin_index={self.home / 'binlog' / 'binlog.index'}",
+            # Internal temporary tables (information_schema reads, sorts) are Aria files named
+            # after the server's pid: in a shared /tmp, one server's could meet another's (a
+            # killed server's leftovers, a server of another pid namespace) - CI saw a DN die
+            # in ha_maria::drop_table on an information_schema.COLUMNS read.
+            f"tmpdir={self.home / 'tmp'}",
             *(f"{k}={v}" for k, v in SERVER_OPTIONS.items()),
             "",
             "[client]",
@@ -180,6 +163,7 @@ class MariadbServer:
         ]
         self.home.mkdir(parents=True, exist_ok=True)
         (self.home / "binlog").mkdir(exist_ok=True)
+        (self.home / "tmp").mkdir(exist_ok=True)
         self.config_file.write_text("\n".join(lines))
 
     def initialise(self, template: Path | None = None) -> None:
@@ -229,7 +213,7 @@ class MariadbServer:
             if proc is not None and proc.poll() is not None:
                 raise ServerError(
                     f"{self.name}: mariadbd exited with code {proc.returncode} during start; "
-                    f"last lines of {self.error_log}:\n{self._log_tail()}"
+                    f"last lines of {self.error_log}:\n{self.log_tail()}"
                 )
             try:
                 self.connect(connect_timeout=1).close()
@@ -328,7 +312,7 @@ class MariadbServer:
             conn.close()
         return st
 
-    def _log_tail(self, lines: int = 15) -> str:
+    def log_tail(self, lines: int = 15) -> str:
         try:
             return "\n".join(self.error_log.read_text(errors="replace").splitlines()[-lines:])
         except OSError:

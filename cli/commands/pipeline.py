@@ -17,10 +17,12 @@ import time
 from pathlib import Path
 
 from cdc.config import Config, ConfigError, load
+from cdc.processes import PidFile
 from cli.supervise import PID_FILE as SUPERVISOR_PID
 from cli.supervise import read_state
 
 DEFAULT_CONFIG = "cdc.toml"
+PIPELINE_PID = "pipeline.pid"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -80,7 +82,7 @@ def start(
     `background` (`supervise`: be that supervisor)."""
     directory = state_dir(config_path, dumper_id)
     directory.mkdir(parents=True, exist_ok=True)
-    pid_file = directory / "pipeline.pid"
+    pid_file = PidFile(directory / PIPELINE_PID)
     service = [sys.executable, "-m", "cli.main", "start", "--config", config_path] + (
         ["--dumper-id", str(dumper_id)] if dumper_id else []
     )
@@ -88,9 +90,10 @@ def start(
         from cli.supervise import supervise as run_supervisor
 
         return run_supervisor(service, directory)
-    for running in (directory / SUPERVISOR_PID, pid_file):
-        if _running(running) and int(running.read_text()) != os.getppid():  # (ours: we run)
-            print(f"already running (pid {running.read_text().strip()})")
+    for file in (PidFile(directory / SUPERVISOR_PID), pid_file):
+        running = file.running()
+        if running is not None and running.pid != os.getppid():  # (ours: we run)
+            print(f"already running (pid {running.pid})")
             return 0
     if background:
         # Started once the new process writes its status (it does once it serves): never
@@ -110,9 +113,10 @@ def start(
                 raise ConfigError(
                     f"the pipeline exited with code {proc.returncode}; see {directory / 'pipeline.log'}"
                 )
-            if (directory / "status.json").exists() and _running(pid_file):
+            service = pid_file.running()
+            if (directory / "status.json").exists() and service is not None:
                 print(
-                    f"started (pid {pid_file.read_text().strip()}, supervised by pid {proc.pid}: "
+                    f"started (pid {service.pid}, supervised by pid {proc.pid}: "
                     f"restarted after a crash); log: {directory / 'pipeline.log'}"
                 )
                 return 0
@@ -122,31 +126,31 @@ def start(
         )
     from dumper.service import run_service
 
-    pid_file.write_text(str(os.getpid()))
+    pid_file.write()
     try:
         return run_service(load_for(config_path, dumper_id), directory)
     finally:
-        pid_file.unlink(missing_ok=True)
+        pid_file.remove()
 
 
 def cmd_stop(args) -> int:
     directory = state_dir(args.config, args.dumper_id)
     # The supervisor first (it stops the service and restarts nothing), else the service.
-    files = [f for f in (directory / SUPERVISOR_PID, directory / "pipeline.pid") if _running(f)]
-    if not files:
+    # (A stale file names no process: its pid may since be another's, never signalled.)
+    files = [PidFile(directory / name) for name in (SUPERVISOR_PID, PIPELINE_PID)]
+    running = [(f, p) for f in files if (p := f.running()) is not None]
+    if not running:
         print("not running")
         return 0
-    pids = [int(f.read_text()) for f in files]
-    os.kill(pids[0], signal.SIGTERM)
+    os.kill(running[0][1].pid, signal.SIGTERM)
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+    while time.monotonic() < deadline and any(p.alive() for _, p in running):
         time.sleep(0.1)
-    for pid in pids:
-        if _alive(pid):
-            os.kill(pid, signal.SIGKILL)
-    for f in files:
-        f.unlink(missing_ok=True)
-    print(f"stopped (pid {pids[-1]})")
+    for f, p in running:
+        if p.alive():
+            os.kill(p.pid, signal.SIGKILL)
+        f.remove()
+    print(f"stopped (pid {running[-1][1].pid})")
     return 0
 
 
@@ -154,7 +158,7 @@ def cmd_status(args) -> int:
     directory = state_dir(args.config, args.dumper_id)
     status_file = directory / "status.json"
     supervisor = read_state(directory)
-    if not status_file.exists() or not _running(directory / "pipeline.pid"):
+    if not status_file.exists() or PidFile(directory / PIPELINE_PID).running() is None:
         if supervisor is None:
             print("not running")
         elif args.json:
@@ -303,21 +307,3 @@ def _ha_line(ha: dict) -> str:
             f"(leader {ha['leader_file']}:{ha['leader_position']}, {behind})"
         )
     return head + " (looking for a leader)"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _running(pid_file: Path) -> bool:
-    try:
-        return _alive(int(pid_file.read_text()))
-    except (OSError, ValueError):
-        return False

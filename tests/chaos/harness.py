@@ -166,6 +166,18 @@ class Chaos:
         proc = self.procs["pipeline"]
         assert proc.poll() is None, f"the pipeline exited ({proc.returncode}):\n{self.log_tail()}"
 
+    def servers_down(self) -> str:
+        """The cluster's servers that are not running, each with the end of its error log: when
+        the load stalls, whether a DN or the GMS died (and why) when no test stopped it."""
+        down = [s for s in self.cluster.servers() if not s.is_running()]
+        return (
+            "\n".join(
+                f"{s.name} (port {s.port}) is not running; {s.error_log} ends:\n{s.log_tail(30)}"
+                for s in down
+            )
+            or "every server of the cluster runs"
+        )
+
     def log_tail(self, n: int = 4000) -> str:
         return (self.dir / "processes.log").read_bytes()[-n:].decode(errors="replace")
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from cdc.processes import PidFile
 from tests.chaos.harness import WORKLOADS, Chaos
 
 FAULT_S = float(os.environ.get("CDC_FAULT_S", "6"))
@@ -90,7 +91,9 @@ async def wait_written(c: Chaos, more: int = 100, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while status(c).get("transactions", 0) < first + more:
         c.assert_pipeline_alive()
-        assert time.monotonic() < deadline, f"the load wrote nothing: {status(c)}"
+        assert time.monotonic() < deadline, (
+            f"the load wrote nothing: {status(c)}\n{c.servers_down()}"
+        )
         await asyncio.sleep(0.2)
 
 
@@ -102,7 +105,7 @@ async def wait_paused(c: Chaos, *reasons: str, timeout: float = 60) -> dict:
         pauses = [p for p in status(c).get("pauses", []) if p["reason"] in reasons]
         if pauses:
             return pauses[0]
-        assert time.monotonic() < deadline, f"no {reasons} pause in {status(c)}"
+        assert time.monotonic() < deadline, f"no {reasons} pause in {status(c)}\n{c.servers_down()}"
         await asyncio.sleep(0.2)
 
 
@@ -114,7 +117,7 @@ async def wait_resumed(c: Chaos, timeout: float = 120) -> None:
         st = status(c)
         if st and not st.get("pauses") and st.get("last_commit_at", 0) > time.time() - 5:
             return
-        assert time.monotonic() < deadline, f"still paused: {st}"
+        assert time.monotonic() < deadline, f"still paused: {st}\n{c.servers_down()}"
         await asyncio.sleep(0.3)
 
 
@@ -218,8 +221,8 @@ async def test_background_service_restarted_after_a_crash(chaos):
     del c.procs["pipeline"]
     await asyncio.to_thread(c.run_cdc, "start", "--background")
     try:
-        pid_file = c.state_dir / "pipeline.pid"
-        first = int(pid_file.read_text())
+        pid_file = PidFile(c.state_dir / "pipeline.pid")
+        first = pid_file.running().pid
         start_load(c)
         await asyncio.sleep(2)
         os.kill(first, signal.SIGKILL)
@@ -228,10 +231,7 @@ async def test_background_service_restarted_after_a_crash(chaos):
             # its first status `cdc status` fails (the killed one's status file may still be
             # there while the new process starts, which is slow on a loaded machine)
             await asyncio.sleep(0.3)
-            try:
-                pid = int(pid_file.read_text())
-            except (OSError, ValueError):
-                pid = first
+            pid = getattr(pid_file.running(), "pid", first)
             if pid != first:
                 res = await asyncio.to_thread(c.cdc_result, "status", timeout=60)
                 if res.returncode == 0:

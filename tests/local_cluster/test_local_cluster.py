@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from cdc.config import load
+from cdc.processes import process_start_time, wait_exited
 from local_cluster import LocalCluster
-from local_cluster.mariadb_server import process_start_time, wait_exited
 from local_cluster.testing import free_base_port
 
 

@@ -74,6 +74,8 @@ def start(datadir: Path, extra_args: list[str] | None = None, timeout: float = 6
     )
     port = free_port()
     mariadbd = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
+    tmpdir = datadir.with_name(datadir.name + "-tmp")  # not the shared /tmp: local_cluster's why
+    tmpdir.mkdir(exist_ok=True)
     args = [
         mariadbd,
         "--no-defaults",
@@ -83,6 +85,7 @@ def start(datadir: Path, extra_args: list[str] | None = None, timeout: float = 6
         f"--socket={datadir}/s.sock",
         f"--pid-file={datadir}/p.pid",
         f"--log-error={datadir}/err.log",
+        f"--tmpdir={tmpdir}",
         "--character-set-server=utf8mb4",
         "--innodb-buffer-pool-size=32M",
         "--innodb-log-file-size=48M",
