@@ -90,6 +90,14 @@ class CopyTarget:
         return f"{host}:{int(port) + 1 + self.stream}"
 
 
+def copy_targets(d: DumperConfig) -> list[CopyTarget]:
+    """The copies a follower of dumper config `d` keeps (and a re-seed replaces): the global
+    binlog in its binlog directory, or one per stream in `<binlog_dir>/stream<i>`."""
+    if d.streams > 1:
+        return [CopyTarget(i, stream_dir(d, i)) for i in range(d.streams)]
+    return [CopyTarget(None, Path(d.binlog_dir))]
+
+
 class HaNode:
     """One dumper process of an HA group: candidate → follower ⇄ leader (until fenced).
 
@@ -123,11 +131,7 @@ class HaNode:
         self.dir = Path(config.dumper.binlog_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         d = config.dumper
-        self.copies = (
-            [CopyTarget(i, stream_dir(d, i)) for i in range(d.streams)]
-            if d.streams > 1
-            else [CopyTarget(None, self.dir)]
-        )
+        self.copies = copy_targets(d)
         for c in self.copies:
             c.dir.mkdir(parents=True, exist_ok=True)
         self.role = "candidate"
