@@ -33,6 +33,18 @@ def test_streams_with_peers_need_a_port_range_per_dumper():
     assert DumperConfig(streams=4, peers=other_host).streams == 4
 
 
+def test_each_peer_has_a_metrics_port_per_stream(tmp_path):
+    """Stream i's process serves metrics on its dumper's metrics port + 1 + i: a peer's
+    default metrics port leaves room for the streams of the peers before it."""
+    cfg = config(tmp_path / "binlog")
+    cfg.dumper.streams, cfg.dumper.metrics_port = 2, 9100
+    cfg.dumper.peers = [DumperPeer(1, port=3307), DumperPeer(2, port=3310)]
+    ports = [cfg.for_dumper(i).dumper.metrics_port for i in (1, 2)]
+    assert ports == [9100, 9103]  # streams on 9101-9102 and 9104-9105
+    cfg.dumper.streams = 1
+    assert [cfg.for_dumper(i).dumper.metrics_port for i in (1, 2)] == [9100, 9101]
+
+
 def test_a_stream_copy_follows_the_leaders_stream_port(tmp_path):
     lease = Lease(1, "10.0.0.1:3307", 5, True)
     assert CopyTarget(None, tmp_path).leader_address(lease) == "10.0.0.1:3307"
