@@ -16,6 +16,8 @@ whole dumper's, so one process leads every stream (its merge feeds them all). A 
 one copy per stream (`<binlog_dir>/stream<i>`), each copied from the leader's stream port
 (its port + 1 + i) and acknowledged there; each stream's process records where the term began
 in its stream (`binlog_dumper_stream_term`), and each copy is cut back to its own stream's start.
+Members report each stream copy's end, and the election compares them stream by stream
+(`dumper/ha/election.py`).
 """
 
 from __future__ import annotations

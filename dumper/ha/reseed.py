@@ -8,10 +8,11 @@ with the follower's server_id into a `BinlogCopier`), non-blocking: it ends at t
 when it started. The copy is made beside the old one (`<binlog_dir>/.reseed/`) and replaces it
 only when whole, so an interrupted re-seed leaves the old copy as it was. A multi-stream
 follower (`[dumper] streams` > 1) keeps a copy per stream (`<binlog_dir>/stream<i>`): each is
-re-seeded the same way from the leader's stream port, all copied before any is replaced. The follower must
-not run meanwhile (its dump has the same server_id, and its copy is being replaced): the
-GMS's member reports say whether it does (right after `cdc stop`, it waits for a lease
-without reports).
+re-seeded the same way from the leader's stream port, all copied before any is replaced.
+
+The follower must not run meanwhile (its dump has the same server_id, and its copy is being
+replaced): the GMS's member reports say whether it does (right after `cdc stop`, it waits for
+a lease without reports).
 
 While it copies, the dump holds the leader's files as any connected dump does (retention
 never purges a file a dump reads or an earlier one), so it is safe while the leader serves.
@@ -119,7 +120,7 @@ async def _stage(d: DumperConfig, lease: Lease, target: CopyTarget) -> CopyResee
     staging = target.dir / STAGING
     shutil.rmtree(staging, ignore_errors=True)  # what an interrupted re-seed left
     address = target.leader_address(lease)
-    what = "" if target.stream is None else f"stream {target.stream} "
+    what = "" if target.stream is None else f" stream {target.stream}"
     copier = BinlogCopier(staging, base=d.binlog_base)
     settings = leader_dump_settings(d, lease, non_blocking=True, address=address)
     client = DumpClient(settings, BinlogPosition("", 4))
@@ -129,7 +130,7 @@ async def _stage(d: DumperConfig, lease: Lease, target: CopyTarget) -> CopyResee
                 copier.add(ev.file, ev.pos, ev.data)
     except (DumpError, CopyError, ConnectionError, OSError) as exc:
         raise ReseedError(
-            f"dumper {d.id}: copying {what}from dumper {lease.holder} at {address} failed: "
+            f"dumper {d.id}: copying{what} from dumper {lease.holder} at {address} failed: "
             f"{exc}; the old copy is unchanged, run the re-seed again"
         ) from None
     finally:
@@ -138,7 +139,7 @@ async def _stage(d: DumperConfig, lease: Lease, target: CopyTarget) -> CopyResee
     done = CopyReseeded(target.stream, layout.read_index(staging, d.binlog_base))
     if not done.files:
         raise ReseedError(
-            f"dumper {lease.holder} at {address} served no file{' of ' + what if what else ''}: "
+            f"dumper {lease.holder} at {address} served no file{what and ' of' + what}: "
             "nothing to re-seed from"
         )
     done.size = sum((staging / n).stat().st_size for n in done.files)
