@@ -116,7 +116,7 @@ class DumperPeer:
     # Each peer keeps its own copy of the global binlog (same file names, same bytes).
     binlog_dir: str = ""
     # Its metrics endpoint; 0 = [dumper] metrics_port + id - 1 when that is set (peers may
-    # share a host), else none.
+    # share a host; with several streams + (id - 1) * (streams + 1)), else none.
     metrics_port: int = 0
 
 
@@ -369,10 +369,18 @@ class Config:
             host=peer.host,
             port=peer.port,
             binlog_dir=peer.binlog_dir or f"{self.dumper.binlog_dir}-{dumper_id}",
-            metrics_port=peer.metrics_port
-            or (self.dumper.metrics_port + dumper_id - 1 if self.dumper.metrics_port else 0),
+            metrics_port=peer.metrics_port or self._peer_metrics_port(dumper_id),
         )
         return dataclasses.replace(self, dumper=dumper)
+
+    def _peer_metrics_port(self, dumper_id: int) -> int:
+        """Peer `dumper_id`'s default metrics port: [dumper] metrics_port + id - 1, or with
+        several streams + (id - 1) * (streams + 1), since each stream's process takes the
+        dumper's metrics port + 1 + stream (cdc/streams.py); 0 when metrics are off."""
+        d = self.dumper
+        if not d.metrics_port:
+            return 0
+        return d.metrics_port + (dumper_id - 1) * (d.streams + 1 if d.streams > 1 else 1)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -34,8 +34,10 @@ from local_cluster.mariadb_server import (
 )
 
 DEFAULT_BASE_PORT = 23400
-# The dumper (global binlog server) listens on base + 50 (HA peer i on base + 49 + i); DN i
-# is on base + i; replica i (a downstream of the dumper) on base + 60 + i.
+# The dumper (global binlog server) listens on base + 50 (HA peer i on base + 49 + i; with
+# `streams` > 1 each dumper takes streams + 1 ports, its own then one per stream, so peer i is
+# on base + 50 + (i - 1) * (streams + 1)); DN i is on base + i; replica i (a downstream of the
+# dumper) on base + 60 + i.
 DUMPER_PORT_OFFSET = 50
 REPLICA_PORT_OFFSET = 60
 REPLICA_SERVER_ID_BASE = 500
@@ -45,6 +47,12 @@ DEFAULT_PASSWORD = "repl"
 GMS_SERVER_ID = 1000
 STATE_FILE = "cluster.json"
 CONFIG_FILE = "cdc.toml"
+
+
+def dumper_ports(streams: int) -> int:
+    """The ports one dumper listens on: its own, then one per stream when there are several
+    (stream i on its port + 1 + i)."""
+    return streams + 1 if streams > 1 else 1
 
 
 class ClusterError(RuntimeError):
@@ -66,6 +74,7 @@ class LocalCluster:
         self.nodes: list[NodeSpec] = []
         self.base_port = DEFAULT_BASE_PORT
         self.dumpers = 1  # > 1: that many HA dumper peers in cdc.toml
+        self.streams = 1  # > 1: `[dumper] streams` in cdc.toml (docs/streams.md)
         if self.state_file.exists():
             self._load_state()
 
@@ -87,6 +96,7 @@ class LocalCluster:
             state = json.loads(self.state_file.read_text())
             self.base_port = int(state["base_port"])
             self.dumpers = int(state.get("dumpers", 1))
+            self.streams = int(state.get("streams", 1))
             self.nodes = [NodeSpec(**n) for n in state["nodes"]]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ClusterError(
@@ -101,6 +111,7 @@ class LocalCluster:
                 {
                     "base_port": self.base_port,
                     "dumpers": self.dumpers,
+                    "streams": self.streams,
                     "nodes": [asdict(n) for n in self.nodes],
                 },
                 indent=2,
@@ -129,15 +140,27 @@ class LocalCluster:
         return [self.server(n) for n in self.nodes]
 
     # -- operations ---------------------------------------------------------------------------
-    def up(self, dns: int = 3, base_port: int | None = None, dumpers: int = 1) -> Config:
+    def up(
+        self, dns: int = 3, base_port: int | None = None, dumpers: int = 1, streams: int = 1
+    ) -> Config:
         """Start GMS + `dns` DNs (reusing running ones); write `cdc.toml`, listing `dumpers`
-        HA dumper peers when more than one; return the config."""
+        HA dumper peers when more than one, each with `streams` binlog streams; return the
+        config."""
         if dns < 1:
             raise ClusterError(f"--dns must be at least 1 (got {dns})")
         if not 1 <= dumpers < REPLICA_PORT_OFFSET - DUMPER_PORT_OFFSET:
             raise ClusterError(f"--dumpers must be 1..9 (got {dumpers})")
+        if streams < 1:
+            raise ClusterError(f"--streams must be at least 1 (got {streams})")
+        if dumpers * dumper_ports(streams) > REPLICA_PORT_OFFSET - DUMPER_PORT_OFFSET:
+            raise ClusterError(
+                f"--dumpers {dumpers} with --streams {streams} need "
+                f"{dumpers * dumper_ports(streams)} ports from base+{DUMPER_PORT_OFFSET} "
+                f"(each dumper its own and one per stream); only "
+                f"{REPLICA_PORT_OFFSET - DUMPER_PORT_OFFSET} are kept before the replicas'"
+            )
         if not self.exists:
-            self.dumpers = dumpers
+            self.dumpers, self.streams = dumpers, streams
             self.base_port = base_port if base_port is not None else DEFAULT_BASE_PORT
             if not 1024 <= self.base_port <= 65535 - dns - 16:
                 raise ClusterError(
@@ -161,6 +184,11 @@ class LocalCluster:
             raise ClusterError(
                 f"{self.dir} already holds a cluster with {self.dumpers} dumper(s); "
                 "edit [[dumper.peers]] in its cdc.toml to change them"
+            )
+        elif streams != self.streams and streams != 1:
+            raise ClusterError(
+                f"{self.dir} already holds a cluster with {self.streams} stream(s); edit "
+                "[dumper] streams and the [[dumper.peers]] ports in its cdc.toml to change them"
             )
         current = len(self.dns)
         for _ in range(current, dns):
@@ -242,8 +270,10 @@ class LocalCluster:
 
     def config(self) -> Config:
         gms = self.gms
+        span = dumper_ports(self.streams)
         dumper = DumperConfig(
             port=self.base_port + DUMPER_PORT_OFFSET,
+            streams=self.streams,
             binlog_dir=str(self.dir / "global-binlog"),
             users=[
                 DumperUser(
@@ -260,7 +290,7 @@ class LocalCluster:
             peers=[
                 DumperPeer(
                     i,
-                    port=self.base_port + DUMPER_PORT_OFFSET + i - 1,
+                    port=self.base_port + DUMPER_PORT_OFFSET + (i - 1) * span,
                     binlog_dir=str(self.dir / f"dumper{i}" / "global-binlog"),
                 )
                 for i in range(1, self.dumpers + 1)

@@ -31,6 +31,9 @@ class Member:
     file: str
     position: int
     age_s: float  # since the member last reported
+    # With several streams: its copy's end in each stream (file, position), which the election
+    # compares (dumper/ha/election.py); `file` is then "" and `position` their sum.
+    streams: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,15 +157,38 @@ class DumperLeaseStore:
                 "position=VALUES(position), updated_at=NOW(6)",
                 (m.dumper_id, m.address, m.role, m.term, m.file, m.position),
             )
+            if m.streams:
+                cur.executemany(
+                    f"INSERT INTO {self._db}.binlog_dumper_member_stream (dumper_id, stream, file_name, position) "
+                    "VALUES (%s, %s, %s, %s) ON DUPLICATE KEY UPDATE file_name=VALUES(file_name), "
+                    "position=VALUES(position)",
+                    [(m.dumper_id, i, f, p) for i, (f, p) in enumerate(m.streams)],
+                )
 
     def members(self) -> list[Member]:
         with self._conn.cursor() as cur:
+            cur.execute(
+                f"SELECT dumper_id, stream, file_name, position FROM {self._db}.binlog_dumper_member_stream "
+                "ORDER BY dumper_id, stream"
+            )
+            streams: dict[int, list[tuple[str, int]]] = {}
+            for r in cur.fetchall():
+                streams.setdefault(int(r[0]), []).append((r[2], int(r[3])))
             cur.execute(
                 f"SELECT dumper_id, address, role, term, file_name, position, "
                 f"TIMESTAMPDIFF(MICROSECOND, updated_at, NOW(6)) / 1e6 FROM {self._db}.binlog_dumper_member "
                 "ORDER BY dumper_id"
             )
             return [
-                Member(int(r[0]), r[1], r[2], int(r[3]), r[4], int(r[5]), float(r[6]))
+                Member(
+                    int(r[0]),
+                    r[1],
+                    r[2],
+                    int(r[3]),
+                    r[4],
+                    int(r[5]),
+                    float(r[6]),
+                    tuple(streams.get(int(r[0]), ())),
+                )
                 for r in cur.fetchall()
             ]

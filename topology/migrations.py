@@ -144,6 +144,21 @@ MIGRATIONS: tuple[Migration, ...] = (
             ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
         ),
     ),
+    Migration(
+        5,
+        "dumper HA per stream: each member's copy end in each stream",
+        (
+            # With several followers of a multi-stream dumper the election compares the copies
+            # stream by stream (dumper/ha/election.py); binlog_dumper_member keeps their sum.
+            """CREATE TABLE binlog_dumper_member_stream (
+                dumper_id INT NOT NULL,
+                stream INT NOT NULL,
+                file_name VARCHAR(64) NOT NULL DEFAULT '',
+                position BIGINT UNSIGNED NOT NULL DEFAULT 0,
+                PRIMARY KEY (dumper_id, stream)
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
+        ),
+    ),
 )
 
 

@@ -39,6 +39,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=1,
         help="HA: list this many dumper peers in cdc.toml (`cdc start --dumper-id N`)",
     )
+    up.add_argument(
+        "--streams",
+        type=positive_int,
+        default=1,
+        help="[dumper] streams in cdc.toml (docs/streams.md); each dumper peer then takes "
+        "streams + 1 ports",
+    )
     up.set_defaults(func=cmd_up)
 
     for name, func, text in (
@@ -57,13 +64,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_up(args) -> int:
     cluster = LocalCluster(args.dir)
     started = time.monotonic()
-    cfg = cluster.up(dns=args.dns, base_port=args.base_port, dumpers=args.dumpers)
+    cfg = cluster.up(
+        dns=args.dns, base_port=args.base_port, dumpers=args.dumpers, streams=args.streams
+    )
     print(
         f"cluster up in {time.monotonic() - started:.1f}s: GMS {cfg.gms.address}, "
         f"DNs {', '.join(d.address for d in cfg.dn)}"
     )
+    n = cfg.dumper.streams
     for peer in cfg.dumper.peers:
-        print(f"dumper peer {peer.id}: {cfg.dumper.host}:{peer.port}, files in {peer.binlog_dir}")
+        streams = f" (streams on {peer.port + 1}..{peer.port + n})" if n > 1 else ""
+        print(
+            f"dumper peer {peer.id}: {cfg.dumper.host}:{peer.port}{streams}, "
+            f"files in {peer.binlog_dir}"
+        )
     print(f"config: {cluster.config_file}")
     return 0
 

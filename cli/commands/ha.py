@@ -1,6 +1,7 @@
 """`cdc ha reseed --dumper-id N`: an HA follower that was away so long that the leader purged
 the file its copy continues in (its dump gets 1236 for good) gets the leader's current files
-instead (`dumper.ha.reseed`); start it again afterwards and it follows."""
+instead (`dumper.ha.reseed`; every stream's copy with `[dumper] streams` > 1); start it again
+afterwards and it follows."""
 
 from __future__ import annotations
 
@@ -35,11 +36,6 @@ def cmd_reseed(args) -> int:
     config = load(args.config)
     if not config.dumper.peers:
         raise ConfigError(f"{args.config} lists no [[dumper.peers]]: there is no HA follower")
-    if config.dumper.streams > 1:
-        raise ConfigError(
-            "[dumper] streams > 1: re-seeding the stream copies of a follower is not built "
-            "yet (docs/streams.md, HA followers)"
-        )
     config = config.for_dumper(args.dumper_id)
     try:
         print(asyncio.run(reseed(config, GmsLeaseStore(config))))

@@ -16,6 +16,8 @@ whole dumper's, so one process leads every stream (its merge feeds them all). A 
 one copy per stream (`<binlog_dir>/stream<i>`), each copied from the leader's stream port
 (its port + 1 + i) and acknowledged there; each stream's process records where the term began
 in its stream (`binlog_dumper_stream_term`), and each copy is cut back to its own stream's start.
+Members report each stream copy's end, and the election compares them stream by stream
+(`dumper/ha/election.py`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from cdc.protocol import BinlogPosition, DumpClient, DumpError, DumpSettings
 from cdc.streams import STREAM_PROGRESS_FILE, stream_dir
 from cdc.tasks import cancel_and_wait
 from dumper.ha.deps import LeaderBuilder, LeaseStore
+from dumper.ha.election import member_ends, order, order_number, winner
 from dumper.ha.takeover import TakeoverTimeline
 from dumper.pipeline import Leader, LeaderError, Term
 from dumper.server import AckGate, ack_packet
@@ -90,6 +93,14 @@ class CopyTarget:
         return f"{host}:{int(port) + 1 + self.stream}"
 
 
+def copy_targets(d: DumperConfig) -> list[CopyTarget]:
+    """The copies a follower of dumper config `d` keeps (and a re-seed replaces): the global
+    binlog in its binlog directory, or one per stream in `<binlog_dir>/stream<i>`."""
+    if d.streams > 1:
+        return [CopyTarget(i, stream_dir(d, i)) for i in range(d.streams)]
+    return [CopyTarget(None, Path(d.binlog_dir))]
+
+
 class HaNode:
     """One dumper process of an HA group: candidate → follower ⇄ leader (until fenced).
 
@@ -123,11 +134,7 @@ class HaNode:
         self.dir = Path(config.dumper.binlog_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         d = config.dumper
-        self.copies = (
-            [CopyTarget(i, stream_dir(d, i)) for i in range(d.streams)]
-            if d.streams > 1
-            else [CopyTarget(None, self.dir)]
-        )
+        self.copies = copy_targets(d)
         for c in self.copies:
             c.dir.mkdir(parents=True, exist_ok=True)
         self.role = "candidate"
@@ -232,26 +239,27 @@ class HaNode:
         return timeline
 
     async def _may_take_over(self) -> bool:
-        """Only the live member whose copy reaches furthest takes over (ties: lowest id), so
-        followers of the old leader lose as little as possible."""
-        mine = _order(*self._copy_end())
+        """Only the live member whose copy reaches furthest takes over (`election.winner`:
+        with several streams, furthest in the most streams), so followers of the old leader
+        lose as little as possible."""
         stale_s = self.config.dumper.lease_ms / 1000
+        candidates = {self.id: self._copy_ends()}
         for m in await self.store.members():
             if m.dumper_id == self.id or m.age_s > stale_s or m.role == "leader":
                 continue
-            theirs = _order(m.file, m.position)
-            if theirs > mine or (theirs == mine and m.dumper_id < self.id):
-                return False
-        return True
+            candidates[m.dumper_id] = member_ends(m)
+        return winner(candidates) == self.id
+
+    def _copy_ends(self) -> list[tuple[str, int]]:
+        """How far each copy of this process reaches (one: the single global binlog)."""
+        return [self._end_of(c) for c in self.copies]
 
     def _copy_end(self) -> tuple[str, int]:
-        """How far this process's copy reaches, as members compare it (`_may_take_over`). With
-        several streams: ("", the sum over the streams of (file number, position) as one
-        number), which grows with every stream's copy, so a copy ahead in every stream is ahead
-        (one ahead in some streams and behind in others: docs/streams.md, "HA followers")."""
+        """How far this process's copy reaches, as one file:position: with several streams,
+        ("", the sum over the streams of (file number, position) as one number)."""
         if self.copies[0].stream is None:
             return self._end_of(self.copies[0])
-        return "", sum(_order_number(*self._end_of(c)) for c in self.copies)
+        return "", sum(order_number(*end) for end in self._copy_ends())
 
     def _end_of(self, copy: CopyTarget) -> tuple[str, int]:
         names = layout.read_index(copy.dir, self.config.dumper.binlog_base)
@@ -262,11 +270,14 @@ class HaNode:
 
     async def _report_loop(self) -> None:
         while True:
+            streams: tuple[tuple[str, int], ...] = ()
             if self.leader is not None and self.copies[0].stream is None:
                 file, pos = self.leader.writer.file, self.leader.writer.position
             else:  # (the streams' writers write this process's stream directories)
                 file, pos = self._copy_end()
-            member = Member(self.id, self.address, self.role, self.term, file, pos, 0.0)
+                if self.copies[0].stream is not None:
+                    streams = tuple(self._copy_ends())
+            member = Member(self.id, self.address, self.role, self.term, file, pos, 0.0, streams)
             with contextlib.suppress(Exception):
                 await self.store.report(member)
                 if self.role == "follower":
@@ -293,7 +304,7 @@ class HaNode:
         terms = await self.store.terms_after(state, copy.stream)
         terms = [t for t in terms if t.term <= upto]
         if terms:
-            first = min(terms, key=lambda t: _order(t.file, t.position))
+            first = min(terms, key=lambda t: order(t.file, t.position))
             await asyncio.to_thread(self._cut_copy, copy, first)
         recorded = any(t.term == upto for t in terms)
         if recorded:
@@ -301,9 +312,9 @@ class HaNode:
         return recorded
 
     def _cut_copy(self, copy: CopyTarget, start: TermStart) -> None:
-        end = _order(*self._end_of(copy))
+        end = order(*self._end_of(copy))
         base = self.config.dumper.binlog_base
-        if end > _order(start.file, start.position) and truncate_copy(
+        if end > order(start.file, start.position) and truncate_copy(
             copy.dir, base, start.file, start.position
         ):
             log.warning(
@@ -579,16 +590,6 @@ def leader_dump_settings(
     )
 
 
-def _order(file: str, pos: int) -> tuple[int, int]:
-    return (layout.file_number(file) if file else 0, pos)
-
-
-def _order_number(file: str, pos: int) -> int:
-    """`_order` as one number (positions stay below 2**40: 1 TiB files)."""
-    number, pos = _order(file, pos)
-    return (number << 40) + pos
-
-
 def ha_status(node: HaNode) -> dict:
     """The HA part of `cdc status`."""
     out = {"dumper_id": node.id, "role": node.role, "term": node.term, "address": node.address}
@@ -616,7 +617,7 @@ def ha_status(node: HaNode) -> dict:
             else None
         ),
         behind_files=(
-            _order(p.leader_file, 0)[0] - _order(p.file, 0)[0] if p.leader_file and p.file else None
+            order(p.leader_file, 0)[0] - order(p.file, 0)[0] if p.leader_file and p.file else None
         ),
         last_copy_at=p.last_copy_at,
     )

@@ -6,10 +6,13 @@ purged the file its copy continues in, its dump gets 1236 for good. The re-seed 
 leader's files as they are now, byte for byte, through the follower's own copy path (a dump
 with the follower's server_id into a `BinlogCopier`), non-blocking: it ends at the leader's end
 when it started. The copy is made beside the old one (`<binlog_dir>/.reseed/`) and replaces it
-only when whole, so an interrupted re-seed leaves the old copy as it was. The follower must
-not run meanwhile (its dump has the same server_id, and its copy is being replaced): the
-GMS's member reports say whether it does (right after `cdc stop`, it waits for a lease
-without reports).
+only when whole, so an interrupted re-seed leaves the old copy as it was. A multi-stream
+follower (`[dumper] streams` > 1) keeps a copy per stream (`<binlog_dir>/stream<i>`): each is
+re-seeded the same way from the leader's stream port, all copied before any is replaced.
+
+The follower must not run meanwhile (its dump has the same server_id, and its copy is being
+replaced): the GMS's member reports say whether it does (right after `cdc stop`, it waits for
+a lease without reports).
 
 While it copies, the dump holds the leader's files as any connected dump does (retention
 never purges a file a dump reads or an earlier one), so it is safe while the leader serves.
@@ -25,10 +28,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from binlog_writer import BinlogCopier, CopyError, RecoveryPoint, layout
-from cdc.config import Config
+from cdc.config import Config, DumperConfig
 from cdc.protocol import BinlogPosition, DumpClient, DumpError
+from cdc.streams import STREAM_PROGRESS_FILE
 from dumper.ha.deps import LeaseStore
-from dumper.ha.ha_node import STATE_FILE, leader_dump_settings, save_state_term
+from dumper.ha.ha_node import (
+    STATE_FILE,
+    CopyTarget,
+    copy_targets,
+    leader_dump_settings,
+    save_state_term,
+)
 from topology import Lease
 
 log = logging.getLogger(__name__)
@@ -41,11 +51,10 @@ class ReseedError(RuntimeError):
 
 
 @dataclass(slots=True)
-class Reseeded:
-    dumper_id: int
-    leader: int
-    address: str
-    term: int
+class CopyReseeded:
+    """One copy replaced: the global binlog (`stream` None) or one stream's."""
+
+    stream: int | None
     files: list[str] = field(default_factory=list)  # the new copy's files
     size: int = 0
     removed: list[str] = field(default_factory=list)  # the old copy's files
@@ -53,51 +62,87 @@ class Reseeded:
     def __str__(self) -> str:
         first, last = (self.files[0], self.files[-1]) if self.files else ("-", "-")
         old = f"{self.removed[0]}..{self.removed[-1]}" if self.removed else "nothing"
+        where = "" if self.stream is None else f"stream {self.stream}: "
+        return (
+            f"{where}{len(self.files)} file(s) {first}..{last}, {self.size} bytes; "
+            f"old copy ({old}) removed"
+        )
+
+
+@dataclass(slots=True)
+class Reseeded:
+    dumper_id: int
+    leader: int
+    address: str
+    term: int
+    copies: list[CopyReseeded] = field(default_factory=list)
+
+    def __str__(self) -> str:
         return (
             f"dumper {self.dumper_id}: re-seeded from dumper {self.leader} at {self.address} "
-            f"(term {self.term}): {len(self.files)} file(s) {first}..{last}, {self.size} bytes; "
-            f"old copy ({old}) removed"
+            f"(term {self.term}): " + "; ".join(str(c) for c in self.copies)
         )
 
 
 async def reseed(config: Config, store: LeaseStore) -> Reseeded:
     """Replace follower `config.dumper.id`'s copy (`config` as that peer runs it:
-    `Config.for_dumper`) with the leader's current files."""
+    `Config.for_dumper`) with the leader's current files. With several streams, every stream's
+    copy, each from the leader's stream port: all are staged before any is replaced, so a
+    failed copy leaves every old copy as it was."""
     d = config.dumper
     await _leader(store, d.id)
     await _stopped(store, d.id, d.lease_ms / 1000)
     lease = await _leader(store, d.id)  # again: a takeover may have happened meanwhile
-    target = Path(d.binlog_dir)
-    staging = target / STAGING
-    shutil.rmtree(staging, ignore_errors=True)  # what an interrupted re-seed left
+    targets = copy_targets(d)
     done = Reseeded(d.id, lease.holder, lease.address, lease.term)
-    copier = BinlogCopier(staging, base=d.binlog_base)
-    client = DumpClient(leader_dump_settings(d, lease, non_blocking=True), BinlogPosition("", 4))
     log.info("dumper %d: re-seeding from dumper %d at %s", d.id, lease.holder, lease.address)
+    try:
+        for target in targets:
+            done.copies.append(await _stage(d, lease, target))
+    except ReseedError:
+        for target in targets:
+            shutil.rmtree(target.dir / STAGING, ignore_errors=True)
+        raise
+    for target, copy in zip(targets, done.copies, strict=True):
+        staging = target.dir / STAGING
+        # The copy is a prefix of this term's stream (or of a later one's, if the leader
+        # changed meanwhile: the follower's term alignment then cuts it back, as for any copy).
+        save_state_term(staging, lease.term)
+        copy.removed = _replace_copy(target.dir, staging, d.binlog_base)
+        if target.stream is not None:
+            # What this dumper saved when it last led the stream says nothing of the new copy.
+            (target.dir / STREAM_PROGRESS_FILE).unlink(missing_ok=True)
+    return done
+
+
+async def _stage(d: DumperConfig, lease: Lease, target: CopyTarget) -> CopyReseeded:
+    """Copy the leader's files of `target` into `<its dir>/.reseed/`."""
+    staging = target.dir / STAGING
+    shutil.rmtree(staging, ignore_errors=True)  # what an interrupted re-seed left
+    address = target.leader_address(lease)
+    what = "" if target.stream is None else f" stream {target.stream}"
+    copier = BinlogCopier(staging, base=d.binlog_base)
+    settings = leader_dump_settings(d, lease, non_blocking=True, address=address)
+    client = DumpClient(settings, BinlogPosition("", 4))
     try:
         async for batch in client.batches():
             for ev in batch:
                 copier.add(ev.file, ev.pos, ev.data)
     except (DumpError, CopyError, ConnectionError, OSError) as exc:
-        shutil.rmtree(staging, ignore_errors=True)
         raise ReseedError(
-            f"dumper {d.id}: copying from dumper {lease.holder} at {lease.address} failed: "
+            f"dumper {d.id}: copying{what} from dumper {lease.holder} at {address} failed: "
             f"{exc}; the old copy is unchanged, run the re-seed again"
         ) from None
     finally:
         copier.close()
         await client.close()
-    done.files = layout.read_index(staging, d.binlog_base)
+    done = CopyReseeded(target.stream, layout.read_index(staging, d.binlog_base))
     if not done.files:
-        shutil.rmtree(staging, ignore_errors=True)
         raise ReseedError(
-            f"dumper {lease.holder} at {lease.address} served no file: nothing to re-seed from"
+            f"dumper {lease.holder} at {address} served no file{what and ' of' + what}: "
+            "nothing to re-seed from"
         )
     done.size = sum((staging / n).stat().st_size for n in done.files)
-    # The copy is a prefix of this term's stream (or of a later one's, if the leader changed
-    # meanwhile: the follower's term alignment then cuts it back, as for any copy).
-    save_state_term(staging, lease.term)
-    done.removed = _replace_copy(target, staging, d.binlog_base)
     return done
 
 

@@ -13,6 +13,7 @@ import pytest
 from cdc.config import load
 from cdc.processes import process_start_time, wait_exited
 from local_cluster import LocalCluster
+from local_cluster.local_cluster import GMS_SERVER_ID, ClusterError, NodeSpec
 from local_cluster.testing import free_base_port
 
 
@@ -105,6 +106,23 @@ def test_port_in_use(tmp_path):
         res.stderr
     )
     assert not LocalCluster(tmp_path).exists
+
+
+def test_dumper_peers_with_streams_get_a_port_range_each(tmp_path):
+    """`cdc cluster up --dumpers 2 --streams 2` (the layout only, no server started): each
+    dumper peer takes its port and one per stream after it, so the peers' stream ports never
+    meet; a layout that would reach the replicas' ports is refused before anything starts."""
+    cluster = LocalCluster(tmp_path)
+    cluster.nodes = [NodeSpec("gms", "gms", 23400, GMS_SERVER_ID)]
+    cluster.dumpers, cluster.streams = 2, 2
+    cfg = cluster.config()
+    assert cfg.dumper.streams == 2
+    assert [p.port for p in cfg.dumper.peers] == [23450, 23453]  # streams 23451-2, 23454-5
+    cfg.dump(tmp_path / "cdc.toml")
+    assert load(tmp_path / "cdc.toml").for_dumper(2).dumper.port == 23453
+    with pytest.raises(ClusterError, match="need 12 ports"):
+        LocalCluster(tmp_path / "other").up(dumpers=3, streams=3)
+    assert not (tmp_path / "other" / "cluster.json").exists()
 
 
 def test_status_without_cluster(tmp_path):

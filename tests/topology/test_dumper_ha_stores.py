@@ -40,6 +40,12 @@ def test_lease_one_holder_new_term_after_expiry(meta):  # noqa: F811
     store.report(Member(1, "h:1", "leader", 3, "binlog.000004", 950, 0))
     (m,) = store.members()
     assert (m.position, m.role) == (950, "leader") and m.age_s < 5
+    assert m.streams == ()
+    # A multi-stream member: its copy's end in each stream, for the election.
+    ends = (("binlog.000002", 300), ("", 0))
+    store.report(Member(2, "h:2", "follower", 3, "", 77, 0, ends))
+    store.report(Member(2, "h:2", "follower", 3, "", 78, 0, (ends[0], ("binlog.000001", 4))))
+    assert store.members()[1].streams == (("binlog.000002", 300), ("binlog.000001", 4))
 
 
 def test_checkpoint_history_newest_at_or_below_a_key(meta):  # noqa: F811
