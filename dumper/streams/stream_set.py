@@ -232,11 +232,13 @@ class StreamProcess:
         await self.ask(ToStream(sync=self._sync_no), "synced", SYNC_TIMEOUT_S)
 
     def _keep_status(self, text: str) -> None:
-        """A remote stream's status file, kept where a local one writes its own."""
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_dir / "status.json.tmp"
-        tmp.write_text(text)
-        tmp.replace(self.state_dir / "status.json")
+        """A remote stream's status file, kept where a local one writes its own (a status
+        that cannot be kept, on a full disk, is shown stale: the link goes on)."""
+        with contextlib.suppress(OSError):
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            tmp = self.state_dir / "status.json.tmp"
+            tmp.write_text(text)
+            tmp.replace(self.state_dir / "status.json")
 
     async def stop(self) -> None:
         if self.proc is not None:
