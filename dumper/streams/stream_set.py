@@ -3,12 +3,12 @@ stream (`stream_process.py`), feeds each its frames, and reads their answers. A 
 another host (`[dumper.stream_addresses]`) is linked to over TCP instead (`link.connect`, to its
 `cdc stream serve`): the same frames, the same protocol; its end of a link is a process too.
 
-A stream process that dies (killed, crashed) is found by the end of its stdout (or its link);
-the merge then raises `StreamDied`, and the pipeline restarts as after a MergeSource's death (`Leader.run`):
-the dead stream is started again (a remote one: linked again, its listener starts its process;
-while the listener cannot be reached the merge waits, paused), recovers its files, and every stream says where it ends
-(`resume`), from which the DNs are read again. The streams that lived keep their processes, so
-their consumers stay connected.
+A stream process that dies (killed, crashed) is found by the end of its stdout (or of its
+link); the merge then raises `StreamDied`, and the pipeline restarts as after a MergeSource's
+death (`Leader.run`): the dead stream is started again (a remote one is linked again and its
+listener starts its process; while the listener cannot be reached the merge waits, paused),
+recovers its files, and every stream says where it ends (`resume`), from which the DNs are
+read again. The streams that lived keep their processes, so their consumers stay connected.
 
 A stream whose binlog's file system is full says so (`paused`) and waits in place: the merge
 shows the pause (BINLOG_DISK_FULL, as the single stream's pipeline does), waits for its answers
