@@ -112,7 +112,7 @@ async def accept(
 ) -> Login:
     """The stream's end: the merge's login, checked and welcomed. Nothing more is read from
     the link here (what follows is the stream process's to read: reading is paused)."""
-    peer = "merge at {}:{}".format(*writer.get_extra_info("peername")[:2])
+    peer = "merge at {}:{}".format(*(writer.get_extra_info("peername") or ("?", 0))[:2])
     challenge = Challenge(nonce=os.urandom(NONCE_BYTES), stream=stream)
     writer.write(framed(challenge))
     await writer.drain()
