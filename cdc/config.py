@@ -227,6 +227,14 @@ class DumperConfig:
     # Pinned tables: "db.table" (or "db") = stream, winning over the hash (keep tables that
     # share transactions in one stream: a transaction is whole only within a stream).
     stream_tables: dict[str, int] = field(default_factory=dict)
+    # Streams whose process runs on another host (docs/streams.md, "A stream on another host"):
+    # "i" = "HOST:PORT" where `cdc stream serve --stream i` listens; the merge connects there
+    # instead of starting the process. Not with [[dumper.peers]].
+    stream_addresses: dict[str, str] = field(default_factory=dict)
+    # The shared secret both ends of a stream's TCP link prove they hold (HMAC, never sent);
+    # required with stream_addresses. The link is not encrypted: across hosts, put it on a
+    # private network or a TLS tunnel.
+    stream_secret: str = ""
 
     def __post_init__(self) -> None:
         # The client-facing bounds (issue 19): a value outside these ranges would disable one
@@ -260,6 +268,8 @@ class DumperConfig:
                 )
         if self.streams > 1 and self.peers:
             self._check_stream_peers()
+        if self.stream_addresses:
+            self._check_stream_addresses()
         if self.flavor not in FLAVORS:
             raise ConfigError(f"[dumper] flavor = {self.flavor!r}: must be one of {FLAVORS}")
         if not 0 <= self.gtid_domain_id < 1 << 32:
@@ -297,6 +307,35 @@ class DumperConfig:
                     f"overlap; each dumper needs {self.streams + 1} ports (its own, then one "
                     "per stream)"
                 )
+
+    def _check_stream_addresses(self) -> None:
+        for key, address in self.stream_addresses.items():
+            where = f"[dumper.stream_addresses] {key!r}"
+            if not key.isdigit() or not 0 <= int(key) < self.streams:
+                raise ConfigError(
+                    f"{where}: expected a stream number in 0..{self.streams - 1} "
+                    f"([dumper] streams = {self.streams})"
+                )
+            host_port(address, where)
+        if len(self.stream_secret) < 16:
+            raise ConfigError(
+                "[dumper] stream_addresses needs stream_secret (16 characters or more, the same "
+                "on every host): it keeps a stranger from feeding or impersonating a stream"
+            )
+        if self.peers:
+            raise ConfigError(
+                "[dumper] stream_addresses with [[dumper.peers]]: remote streams of an HA "
+                "group are not built (docs/streams.md)"
+            )
+
+
+def host_port(address: str, where: str = "address") -> tuple[str, int]:
+    """`HOST:PORT` (`[v6addr]:PORT` for IPv6) as (host, port)."""
+    host, sep, port = address.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{where} = {address!r}: expected HOST:PORT, e.g. 10.0.0.2:7000")
+    return host, int(port)
 
 
 @dataclass(slots=True)

@@ -22,7 +22,8 @@ GMS = "gms"  # the metadata database: checkpoints, marker history, a start's rea
 BINLOG_DISK_FULL = "binlog_disk_full"  # the global binlog's file system
 SPILL_DISK_FULL = "spill_disk_full"  # a MergeSource's spill directory
 HEARTBEAT = "heartbeat"  # the CN heartbeat (its TSO from the GMS, its XA on the DNs)
-REASONS = (GMS, BINLOG_DISK_FULL, SPILL_DISK_FULL, HEARTBEAT)
+STREAM_UNREACHABLE = "stream_unreachable"  # a stream's process on another host (its TCP link)
+REASONS = (GMS, BINLOG_DISK_FULL, SPILL_DISK_FULL, HEARTBEAT, STREAM_UNREACHABLE)
 
 # Write errors that free space (or a raised quota) cures: worth waiting for.
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)

@@ -13,7 +13,7 @@ import uuid
 import zlib
 from pathlib import Path
 
-from cdc.config import Config, ConfigError, DumperConfig
+from cdc.config import Config, ConfigError, DumperConfig, host_port
 
 STREAM_BY = ("table", "database")
 
@@ -84,6 +84,13 @@ def stream_port(d: DumperConfig, stream: int) -> int:
     return (d.stream_port or d.port + 1) + stream
 
 
+def stream_address(d: DumperConfig, stream: int) -> tuple[str, int] | None:
+    """Where stream `stream`'s process listens when it runs on another host
+    (`[dumper.stream_addresses]`); None: the merge starts it itself."""
+    address = d.stream_addresses.get(str(stream))
+    return None if address is None else host_port(address)
+
+
 def stream_dir(d: DumperConfig, stream: int) -> Path:
     """Stream `stream`'s binlog directory: its own files and index."""
     return Path(d.binlog_dir) / f"stream{stream}"
@@ -121,5 +128,6 @@ def stream_config(config: Config, stream: int) -> Config:
         metrics_port=d.metrics_port + 1 + stream if d.metrics_port else 0,
         streams=1,
         stream_tables={},
+        stream_addresses={},
     )
     return dataclasses.replace(config, dumper=dumper)

@@ -25,6 +25,7 @@ from cli.commands import demo as demo_cmd
 from cli.commands import ha as ha_cmd
 from cli.commands import locate as locate_cmd
 from cli.commands import pipeline as pipeline_cmd
+from cli.commands import stream as stream_cmd
 from cli.commands import verify as verify_cmd
 from cli.commands import workload as workload_cmd
 from local_cluster import ClusterError, ServerError
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         workload_cmd,
         pipeline_cmd,
         ha_cmd,
+        stream_cmd,
         check_cmd,
         verify_cmd,
         locate_cmd,

@@ -79,15 +79,19 @@ def cmd_verify(args) -> int:
 
 
 def _check_streams(config, args, truth):
-    """Every stream of a multi-stream binlog, read from its own port (docs/streams.md)."""
-    from cdc.streams import StreamRouter, stream_port
+    """Every stream of a multi-stream binlog, read from its own port (docs/streams.md); a
+    stream on another host (`[dumper.stream_addresses]`) on that host."""
+    from cdc.streams import StreamRouter, stream_address, stream_port
     from checks.verify_binlog import check_streams, read_server
     from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 
     user = args.user or DEFAULT_USER
     password = args.password if args.password is not None else DEFAULT_PASSWORD
     d = config.dumper
-    reads = [read_server(d.host, stream_port(d, i), user, password) for i in range(d.streams)]
+    reads = [
+        read_server((stream_address(d, i) or (d.host,))[0], stream_port(d, i), user, password)
+        for i in range(d.streams)
+    ]
     router = StreamRouter.of(config)
     return check_streams(
         reads, truth, lambda db, t: router.stream_of(db.encode(), t.encode()), args.allow_pending

@@ -3,7 +3,10 @@ writer (files, index, GTIDs, recovery, fsync) and, through `dumper.service.serve
 file, metrics and MySQL protocol server on its own port (the server in a child process, as for
 the single stream). It is fed by the merge process over the stage contract in frames.proto,
 on its stdin; its answers go to its stdout. The end of its stdin means the merge process is
-gone: the stream stops (its consumers reconnect to the next one on the same port).
+gone: the stream stops (its consumers reconnect to the next one on the same port). A stream on
+another host (`cdc stream serve`, listener.py) gets the same frames on a TCP link whose socket
+its listener hands it: the end of the link stops it, as does the end of its stdin (the listener
+is gone), and its status file goes to the merge over the link.
 
 Why a process per stream: CRC32 of every byte, the stamping, fsync and all of serving are the
 core-bound part of writing; in one process the streams would share one interpreter lock. And
@@ -27,9 +30,11 @@ past the last GTID that made it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -232,10 +237,9 @@ class StreamWriter:
         self.writer.close()
 
 
-async def _serve_stream(spec: dict, frames_in: int, frames_out: int) -> None:
-    from dumper.service import Role, serve  # the service imports the pipeline: not at module load
-
-    config = stream_config(spec["config"], spec["stream"])
+async def _pipes(
+    frames_in: int, frames_out: int
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=1 << 20)
     await loop.connect_read_pipe(
@@ -244,7 +248,47 @@ async def _serve_stream(spec: dict, frames_in: int, frames_out: int) -> None:
     transport, protocol = await loop.connect_write_pipe(
         asyncio.streams.FlowControlMixin, os.fdopen(frames_out, "wb", 0)
     )
-    out = asyncio.StreamWriter(transport, protocol, None, loop)
+    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+
+
+async def _until_end(fd: int) -> None:
+    """Until the pipe `fd` ends (its writer, our parent, is gone)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", 0)
+    )
+    while await reader.read(4096):
+        pass
+    log.info("the listener is gone: stopping")
+
+
+async def _send_status(state_dir: Path, out: asyncio.StreamWriter) -> None:
+    """The status file the service writes (about every second), to the merge over the link:
+    it keeps it where a stream on its own host writes its own."""
+    last = ""
+    while True:
+        await asyncio.sleep(1)
+        try:
+            text = (state_dir / "status.json").read_text()
+        except OSError:
+            continue
+        if text != last and not out.is_closing():
+            out.write(framed(FromStream(status=text)))
+            last = text
+
+
+async def _serve_stream(spec: dict, frames_in: int, frames_out: int) -> None:
+    from dumper.service import Role, serve  # the service imports the pipeline: not at module load
+
+    config = stream_config(spec["config"], spec["stream"])
+    linked = "frames_fd" in spec  # a TCP link (`cdc stream serve`), not the merge's pipes
+    if linked:
+        reader, out = await asyncio.open_connection(
+            sock=socket.socket(fileno=spec["frames_fd"]), limit=1 << 20
+        )
+    else:
+        reader, out = await _pipes(frames_in, frames_out)
     pauses = Pauses()
     sw = StreamWriter(config, spec["stream"], spec["cluster_uuid"], pauses)
     term = spec.get("term", 0)
@@ -262,8 +306,12 @@ async def _serve_stream(spec: dict, frames_in: int, frames_out: int) -> None:
         finally:
             sw.close()
 
+    tasks = {"stream": run}
+    if linked:  # the listener's pipe ends with it; the merge reads the status from the link
+        tasks["listener"] = functools.partial(_until_end, frames_in)
+        tasks["status"] = functools.partial(_send_status, Path(spec["state_dir"]), out)
     role = Role(
-        {"stream": run},
+        tasks,
         status=status,
         binlog_dir=lambda: sw.writer.dir,
         writer=lambda: sw.writer,
@@ -293,6 +341,9 @@ def main() -> int:
     spec = read_spec(frames_in)
     if spec is None:
         return 1  # the merge process went before it sent the spec
+    if "frames_fd" in spec:  # a TCP link: a fatal error goes there (stdin: our listener's)
+        os.close(frames_out)
+        frames_out = os.dup(spec["frames_fd"])
     logging.basicConfig(
         level=spec.get("log_level", logging.INFO),
         format=f"%(asctime)s stream{spec['stream']} %(levelname)s %(name)s: %(message)s",
@@ -301,6 +352,7 @@ def main() -> int:
         asyncio.run(_serve_stream(spec, frames_in, frames_out))
     except Exception as exc:
         log.exception("stream %d stopped", spec["stream"])
-        os.write(frames_out, framed(FromStream(fatal_error=f"stream {spec['stream']}: {exc}")))
+        with contextlib.suppress(OSError):  # (a link the merge closed)
+            os.write(frames_out, framed(FromStream(fatal_error=f"stream {spec['stream']}: {exc}")))
         return 2
     return 0

@@ -1,11 +1,14 @@
 """The merge process's side of the stream processes (docs/streams.md): starts one process per
-stream (`stream_process.py`), feeds each its frames, and reads their answers.
+stream (`stream_process.py`), feeds each its frames, and reads their answers. A stream on
+another host (`[dumper.stream_addresses]`) is linked to over TCP instead (`link.connect`, to its
+`cdc stream serve`): the same frames, the same protocol; its end of a link is a process too.
 
-A stream process that dies (killed, crashed) is found by the end of its stdout; the merge then
-raises `StreamDied`, and the pipeline restarts as after a MergeSource's death (`Leader.run`):
-the dead stream is started again, recovers its files, and every stream says where it ends
-(`resume`), from which the DNs are read again. The streams that lived keep their processes, so
-their consumers stay connected.
+A stream process that dies (killed, crashed) is found by the end of its stdout (or of its
+link); the merge then raises `StreamDied`, and the pipeline restarts as after a MergeSource's
+death (`Leader.run`): the dead stream is started again (a remote one is linked again and its
+listener starts its process; while the listener cannot be reached the merge waits, paused),
+recovers its files, and every stream says where it ends (`resume`), from which the DNs are
+read again. The streams that lived keep their processes, so their consumers stay connected.
 
 A stream whose binlog's file system is full says so (`paused`) and waits in place: the merge
 shows the pause (BINLOG_DISK_FULL, as the single stream's pipeline does), waits for its answers
@@ -22,10 +25,12 @@ from pathlib import Path
 
 from cdc.config import Config
 from cdc.keys import GlobalKey
-from cdc.pauses import BINLOG_DISK_FULL, Pauses
+from cdc.pauses import BINLOG_DISK_FULL, STREAM_UNREACHABLE, Backoff, Pauses
+from cdc.streams import stream_address
 from dumper.child_process import spawn, stop_child
 from dumper.pipeline.leader import STREAM_PART_BYTES
 from dumper.streams.frames_pb2 import Part
+from dumper.streams.link import LinkRefused, connect
 from dumper.streams.wire import FromStream, ToStream, WireError, framed, message_key, read_frame
 from merge_source import SourceProcessDied
 
@@ -34,6 +39,7 @@ log = logging.getLogger(__name__)
 START_TIMEOUT_S = 60.0  # Python start + imports on a loaded 2-core machine
 STOP_TIMEOUT_S = 15.0
 SYNC_TIMEOUT_S = 60.0
+RECONNECT_CAP_S = 5.0  # the longest wait between two tries to reach a stream on another host
 
 
 class StreamDied(SourceProcessDied):
@@ -60,42 +66,82 @@ class StreamProcess:
         self.paused: str | None = None  # why the stream waits (a full disk), as it said
         self._went_on = 0.0  # (monotonic) when it last stopped waiting
         self._on_pause = on_pause
-        self.proc: asyncio.subprocess.Process | None = None
+        self.address = stream_address(config.dumper, stream)  # None: a process of ours
+        self.proc: asyncio.subprocess.Process | None = None  # (a stream of ours)
+        # the link's byte streams: the process's stdout and stdin, or a TCP connection
+        self._in: asyncio.StreamReader | None = None
+        self._out: asyncio.StreamWriter | None = None
         self._reader: asyncio.Task | None = None
         self._waiting: dict[str, asyncio.Future] = {}  # by the answer's name
         self._syncs: dict[int, asyncio.Future] = {}  # by the sync's number
         self.error: str | None = None
+        self.unreachable: str | None = None  # a remote stream's link cannot be had: why
         self.restarts = 0
         self._sync_no = 0
 
     @property
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.returncode is None and self.error is None
+        return (
+            self._out is not None
+            and self._reader is not None
+            and not self._reader.done()
+            and self.error is None
+        )
 
     async def start(self, term: int = 0) -> None:
         """`term`: the HA lease term this process leads in (0: no HA)."""
-        if self.proc is not None:
+        if self._out is not None:
             self.restarts += 1
             await self.stop()
         self.error = None
         self._set_paused(None)
-        spec = {
-            "config": self.config,
-            "stream": self.stream,
-            "cluster_uuid": self.cluster_uuid,
-            "state_dir": str(self.state_dir),
-            "term": term,
-            "log_level": logging.getLogger().getEffectiveLevel(),
-        }
-        self.proc = await spawn("dumper.streams.stream_process", spec)
+        if self.address is not None:
+            self._in, self._out = await self._connect()
+        else:
+            spec = {
+                "config": self.config,
+                "stream": self.stream,
+                "cluster_uuid": self.cluster_uuid,
+                "state_dir": str(self.state_dir),
+                "term": term,
+                "log_level": logging.getLogger().getEffectiveLevel(),
+            }
+            self.proc = await spawn("dumper.streams.stream_process", spec)
+            self._in, self._out = self.proc.stdout, self.proc.stdin
+            log.info("stream %d: process %d started", self.stream, self.proc.pid)
         self._reader = asyncio.create_task(self._read(), name=f"stream{self.stream}-answers")
-        log.info("stream %d: process %d started", self.stream, self.proc.pid)
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A link to the stream's listener on another host; while it cannot be had, the
+        merge waits, paused (`stream_unreachable`), retrying with a backoff: the merge cannot
+        restart a process on another host, whoever runs its listener does."""
+        assert self.address is not None
+        host, port = self.address
+        backoff = Backoff(cap=RECONNECT_CAP_S)
+        while True:
+            try:
+                link = await connect(
+                    host, port, self.stream, self.cluster_uuid, self.config.dumper.stream_secret
+                )
+            except (OSError, TimeoutError, LinkRefused) as exc:
+                self.unreachable = f"stream {self.stream} at {host}:{port}: {exc or 'timed out'}"
+                self._on_pause()
+                await asyncio.sleep(backoff.next())
+                continue
+            if self.unreachable is not None:
+                self.unreachable = None
+                self._on_pause()
+            log.info("stream %d: linked to %s:%d", self.stream, host, port)
+            return link
 
     async def _read(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
+        assert self._in is not None
         try:
-            while (frame := await read_frame(self.proc.stdout, FromStream)) is not None:
+            while (frame := await read_frame(self._in, FromStream)) is not None:
                 body = frame.WhichOneof("body")
+                if body == "status":
+                    self._keep_status(frame.status)
+                    continue
                 if body == "paused":
                     self._set_paused(frame.paused or None)
                     continue
@@ -117,9 +163,16 @@ class StreamProcess:
                     future.set_result(getattr(frame, body))
         except WireError as exc:
             self.error = str(exc)
-        code = await self.proc.wait()
+        except OSError as exc:  # (a TCP link reset)
+            self.error = f"stream {self.stream}: {exc}"
+        if self.proc is not None:
+            code = await self.proc.wait()
+            ended = f"stream {self.stream}'s process ended (exit code {code})"
+        else:
+            ended = "stream {} at {}:{}: the link ended".format(self.stream, *self.address)
+            (self.state_dir / "status.json").unlink(missing_ok=True)  # (shows: no status)
         if self.error is None:
-            self.error = f"stream {self.stream}'s process ended (exit code {code})"
+            self.error = ended
         for future in [*self._waiting.values(), *self._syncs.values()]:
             if not future.done():
                 future.set_exception(StreamDied(self.error))
@@ -140,13 +193,13 @@ class StreamProcess:
         """Queue a frame (the transport buffers it; `drain` waits for room)."""
         if not self.alive:
             raise StreamDied(self.error or f"stream {self.stream} is not running")
-        assert self.proc is not None and self.proc.stdin is not None
-        self.proc.stdin.write(framed(message))
+        assert self._out is not None
+        self._out.write(framed(message))
 
     async def drain(self) -> None:
-        assert self.proc is not None and self.proc.stdin is not None
+        assert self._out is not None
         try:
-            await self.proc.stdin.drain()
+            await self._out.drain()
         except (ConnectionError, BrokenPipeError) as exc:
             raise StreamDied(self.error or f"stream {self.stream}: {exc}") from exc
 
@@ -178,8 +231,22 @@ class StreamProcess:
         self._sync_no += 1
         await self.ask(ToStream(sync=self._sync_no), "synced", SYNC_TIMEOUT_S)
 
+    def _keep_status(self, text: str) -> None:
+        """A remote stream's status file, kept where a local one writes its own (a status
+        that cannot be kept, on a full disk, is shown stale: the link goes on)."""
+        with contextlib.suppress(OSError):
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            tmp = self.state_dir / "status.json.tmp"
+            tmp.write_text(text)
+            tmp.replace(self.state_dir / "status.json")
+
     async def stop(self) -> None:
-        await stop_child(self.proc, STOP_TIMEOUT_S)
+        if self.proc is not None:
+            await stop_child(self.proc, STOP_TIMEOUT_S)
+        elif self._out is not None:  # the end of the link stops the stream's process there
+            self._out.close()
+            with contextlib.suppress(OSError, TimeoutError):
+                await asyncio.wait_for(self._out.wait_closed(), STOP_TIMEOUT_S)
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -225,6 +292,11 @@ class StreamSet:
             self.pauses.begin(BINLOG_DISK_FULL, "; ".join(waiting))
         else:
             self.pauses.end(BINLOG_DISK_FULL)
+        unreachable = [p.unreachable for p in self.processes if p.unreachable]
+        if unreachable:
+            self.pauses.begin(STREAM_UNREACHABLE, "; ".join(unreachable))
+        else:
+            self.pauses.end(STREAM_UNREACHABLE)
 
     def check(self) -> None:
         for p in self.processes:

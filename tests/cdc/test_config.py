@@ -34,6 +34,20 @@ def test_round_trip(tmp_path):
             '[cn]\ncatalog_database = "a"\ncatalogue_database = "b"\n',
             "cn.catalog_database and its new name catalogue_database are both set",
         ),
+        (
+            '[dumper]\nstreams = 2\nstream_secret = "0123456789abcdef"\n'
+            '[dumper.stream_addresses]\n2 = "10.0.0.2:7000"\n',
+            r"\[dumper.stream_addresses\] '2': expected a stream number in 0..1",
+        ),
+        (
+            '[dumper]\nstreams = 2\nstream_secret = "0123456789abcdef"\n'
+            '[dumper.stream_addresses]\n1 = "10.0.0.2"\n',
+            "'1' = '10.0.0.2': expected HOST:PORT",
+        ),
+        (
+            '[dumper]\nstreams = 2\n[dumper.stream_addresses]\n1 = "10.0.0.2:7000"\n',
+            "stream_addresses needs stream_secret",
+        ),
     ],
 )
 def test_bad_config(tmp_path, text, message):
