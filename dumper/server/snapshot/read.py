@@ -5,13 +5,11 @@ while the next pages are read, the chunk's rows at P (`chunks.take_chunk`), stre
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import contextlib
 import logging
 import re
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -21,8 +19,9 @@ from dumper.server.dump.binlog_files import BinlogFiles
 from dumper.server.dump.notifiers import Notifier
 from dumper.server.handlers import SqlError
 from dumper.server.snapshot.changes import ChangedKeys
-from dumper.server.snapshot.chunks import Key, chunk_bound, take_chunk, take_until
+from dumper.server.snapshot.chunks import Key, take_chunk
 from dumper.server.snapshot.order import Sorter, check_keep, row_order
+from dumper.server.snapshot.read_ahead import ReadAhead
 from dumper.server.snapshot.source import DnReader, Shard, SnapshotSource
 from dumper.server.snapshot.values import (
     INTEGER_TYPES,
@@ -39,7 +38,10 @@ from dumper.server.sql.parse_select import unsupported
 from dumper.server.sql.statements import TableSelect
 
 log = logging.getLogger(__name__)
-PAGE_ROWS = 10_000  # per shard read: fewer than 4 × shards × this many rows are held
+PAGE_ROWS = 10_000  # per shard read
+# The rows a statement holds (read and not yet sent): at most this many pages per shard
+# (read_ahead.py), enough to read on through a few chunks' watermark waits.
+READ_AHEAD_PAGES = 4
 SORT_ROWS = 100_000  # rows held for an ORDER BY other than the key (snapshot/order.py)
 # The global binlog reaches a fresh TSO within one heartbeat plus the pipeline's latency; this
 # long means the pipeline is not merging.
@@ -260,8 +262,9 @@ class SnapshotRead:
         """The rows' fields in the statement's order, a chunk at a time: key order as read, or
         all of them sorted (bounded: snapshot/order.py)."""
         if plan.key_order:
-            async for chunk in self._at_p(plan, split=True):
-                yield chunk
+            async with contextlib.aclosing(self._at_p(plan, split=True)) as chunks:
+                async for chunk in chunks:
+                    yield chunk
             return
         columns = []
         for column, descending in self.stmt.order_by:
@@ -342,77 +345,61 @@ class SnapshotRead:
             return fields if split else text_row(fields)
 
         shards = self._shards
-        buffers: list[deque] = [deque() for _ in shards]
-        lasts: list[Key | None] = [None] * len(shards)
-        exhausted = [False] * len(shards)
         page_rows = self.page_rows
         if not plan.integer_key:
             page_rows += 1  # one more than allowed: tells a shard that does not fit
         elif plan.key_order and (keep := self._keep()) is not None:
             page_rows = max(1, min(page_rows, keep))
 
-        def parse(page: list[tuple[Key, bytes]]) -> list[tuple[Key, object]]:
-            """(key, the data columns' text row, or its fields when `split`) of each row."""
-            if split:
-                return [(key, split_fields(data, ndata)[0]) for key, data in page]
-            return page  # type: ignore[return-value]
-
-        async def fill(i: int) -> None:
-            """Top shard i's buffer up by one page, unless it holds a page already (the
-            bound: fewer than two pages per shard buffered)."""
-            if exhausted[i] or len(buffers[i]) >= page_rows:
-                return
-            page = await self._page(plan, shards[i], lasts[i], page_rows)
+        async def read_page(i: int, after: Key | None) -> list[tuple[Key, object]]:
+            """(key, the data columns' text row, or its fields when `split`) of the next page
+            of shard i."""
+            page = await self._page(plan, shards[i], after, page_rows)
             if not plan.integer_key and len(page) == page_rows:
                 raise unsupported(
                     f"more than snapshot_page_rows ({page_rows - 1}) rows in a shard of a "
                     "table whose primary key is not made of integers"
                 )
-            buffers[i].extend(parse(page))
-            if len(page) < page_rows:
-                exhausted[i] = True
-            if buffers[i]:
-                lasts[i] = buffers[i][-1][0]
+            if split:
+                return [(key, split_fields(data, ndata)[0]) for key, data in page]
+            return page
 
-        async def fill_all() -> None:
-            """Every shard topped up: the DNs in parallel, one DN's shards in order on its
-            one connection."""
-            by_dn: dict[int, list[int]] = {}
-            for i, shard in enumerate(shards):
-                by_dn.setdefault(shard.dn, []).append(i)
-
-            async def dn(indexes: list[int]) -> None:
-                for i in indexes:
-                    await fill(i)
-
-            await _together(*(dn(indexes) for indexes in by_dn.values()))
-
-        await fill_all()
-        lo: Key | None = None
-        # The changed keys above `lo`, sorted: a chunk looks at its own range only (the map
-        # may hold many keys; a chunk would otherwise walk all of them).
-        ahead: list[Key] = []
-        seen = 0
-        while True:
-            # Chunk (lo, hi]: every key up to hi was read from every shard, and those reads
-            # are over before H is taken. The pages read during the wait (after H) only hold
-            # keys above hi, so they belong to later chunks, whose H is taken after them.
-            hi = chunk_bound(lasts, exhausted)
-            current = [take_until(buf, hi) for buf in buffers]
-            high = await self.source.tso()
-            # The next chunk's pages are read during the wait.
-            await _together(self._watermark(changes, high), fill_all())
-            for key in changes.added[seen:]:
-                if lo is None or key > lo:  # one at or below lo was emitted from its read
-                    bisect.insort(ahead, key)
-            seen = len(changes.added)
-            mine = len(ahead) if hi is None else bisect.bisect_right(ahead, hi)
-            chunk = take_chunk(current, lo, hi, changes.changes, render, ahead[:mine])
-            del ahead[:mine]
-            yield [payload for _key, payload in chunk]
-            if hi is None:
-                return
-            lo = hi
+        by_dn: dict[int, list[int]] = {}
+        for i, shard in enumerate(shards):
+            by_dn.setdefault(shard.dn, []).append(i)
+        reads = ReadAhead(
+            list(by_dn.values()),
+            read_page,
+            page_rows,
+            READ_AHEAD_PAGES * len(shards) * page_rows,
+            self.source.tso,
+        )
+        reads.start()
+        try:
+            lo: Key | None = None
+            # The changed keys above `lo`, sorted: a chunk looks at its own range only (the
+            # map may hold many keys; a chunk would otherwise walk all of them).
+            ahead: list[Key] = []
+            seen = 0
+            while True:
+                # Chunk (lo, hi]: every key up to hi was read from every shard before its
+                # TSO `high` was taken (read_ahead.py); later reads hold keys above hi only.
+                hi, current, high = await reads.next_chunk()
+                await self._watermark(changes, high)
+                for key in changes.added[seen:]:
+                    if lo is None or key > lo:  # one at or below lo was emitted from its read
+                        bisect.insort(ahead, key)
+                seen = len(changes.added)
+                mine = len(ahead) if hi is None else bisect.bisect_right(ahead, hi)
+                chunk = take_chunk(current, lo, hi, changes.changes, render, ahead[:mine])
+                del ahead[:mine]
+                yield [payload for _key, payload in chunk]
+                reads.release(sum(len(rows) for rows in current))
+                if hi is None:
+                    return
+                lo = hi
+        finally:
+            reads.close()
 
     async def _page(
         self, plan: _Plan, shard: Shard, after: Key | None, rows: int
@@ -473,31 +460,20 @@ class SnapshotRead:
 
 async def _window(chunks: AsyncIterator[list], skip: int, left: int | None) -> AsyncIterator[list]:
     """The chunks' rows after the first `skip`, `left` of them at most (None: all): LIMIT
-    [offset,] n, or the split query's first rows."""
-    async for chunk in chunks:
-        if skip:
-            taken = min(skip, len(chunk))
-            skip -= taken
-            chunk = chunk[taken:]
-        if left is not None:
-            chunk = chunk[:left]
-            left -= len(chunk)
-        yield chunk
-        if left is not None and left <= 0:
-            return
-
-
-async def _together(*coros) -> None:
-    """`coros` at once; the first failure cancels the others and is raised as it is (an
-    SqlError stays the statement's error)."""
-    tasks = [asyncio.ensure_future(c) for c in coros]
-    try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+    [offset,] n, or the split query's first rows. `chunks` is closed at the end (its reads
+    stop at once, not when it is collected)."""
+    async with contextlib.aclosing(chunks):  # type: ignore[type-var]
+        async for chunk in chunks:
+            if skip:
+                taken = min(skip, len(chunk))
+                skip -= taken
+                chunk = chunk[taken:]
+            if left is not None:
+                chunk = chunk[:left]
+                left -= len(chunk)
+            yield chunk
+            if left is not None and left <= 0:
+                return
 
 
 def _after(names: list[str], key: Key) -> str:
