@@ -18,7 +18,7 @@ from cdc.protocol.constants import ColumnType as T
 from dumper.server.dump.binlog_files import BinlogFiles
 from dumper.server.dump.notifiers import Notifier
 from dumper.server.handlers import SqlError
-from dumper.server.snapshot.changes import ChangedKeys
+from dumper.server.snapshot.changes import ChangedKeys, Image
 from dumper.server.snapshot.chunks import Key, take_chunk
 from dumper.server.snapshot.order import Sorter, check_keep, row_order
 from dumper.server.snapshot.read_ahead import ReadAhead
@@ -325,11 +325,15 @@ class SnapshotRead:
             self.files,
             self.position,
             (self._table.db, self._table.name),  # type: ignore[union-attr]
-            lambda image: tuple(_key_value(plan, i, image[i]) for i in plan.key),
+            plan.key,
+            lambda values: tuple(
+                _key_value(plan, i, v) for i, v in zip(plan.key, values, strict=True)
+            ),
             len(plan.columns),
         )
 
-        def render(image: tuple):
+        def render(before: Image):
+            image = before.values()
             texts = [
                 text_value(c, image[i], plan.members.get(i, ()), plan.exact_floats)
                 for i, c in enumerate(plan.columns)
