@@ -239,9 +239,11 @@ class SnapshotRead:
         assert plan is not None and self._table is not None
         stmt = self.stmt
         try:
+            # The reads stop with the statement (read_ahead.py's task), not when collected.
             with self._as_sql_error():
-                async for rows in self._rows(plan, stmt):
-                    yield rows
+                async with contextlib.aclosing(self._rows(plan, stmt)) as batches:
+                    async for rows in batches:
+                        yield rows
         finally:
             self.close()
 

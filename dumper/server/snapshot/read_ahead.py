@@ -54,13 +54,17 @@ class ReadAhead:
         self._freed = asyncio.Event()
         self._chunks: asyncio.Queue = asyncio.Queue()  # bounded by the budget
         self._task: asyncio.Task | None = None
+        self._closed = False
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
 
     def close(self) -> None:
-        """Stop reading (the statement ended or failed): the task is cancelled; the caller
-        closes the DN connections it read on."""
+        """Stop reading (the statement ended or failed): the task is cancelled, and stops at its
+        next step should a read's end swallow the cancellation; the caller closes the DN
+        connections it read on."""
+        self._closed = True
+        self._freed.set()
         if self._task is not None:
             self._task.cancel()
             self._task = None
@@ -86,7 +90,7 @@ class ReadAhead:
                 current = [take_until(buf, hi) for buf in self.buffers]
                 high = await self.tso()  # after the round: every row of `current` was read
                 self._chunks.put_nowait((hi, current, high))
-                if hi is None:
+                if hi is None or self._closed:
                     return
                 await self._round()  # keys above hi only: later chunks'
         except asyncio.CancelledError:
@@ -102,9 +106,11 @@ class ReadAhead:
         for i in indexes:
             if self.exhausted[i] or len(self.buffers[i]) >= self.page_rows:
                 continue
-            while self.held + self.page_rows > self.budget_rows:
+            while self.held + self.page_rows > self.budget_rows and not self._closed:
                 self._freed.clear()
                 await self._freed.wait()
+            if self._closed:
+                return
             self.held += self.page_rows  # reserved for the read under way
             try:
                 rows = await self.read_page(i, self.lasts[i])

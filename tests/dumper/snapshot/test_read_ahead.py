@@ -90,3 +90,33 @@ def test_a_failed_read_is_the_statements_error():
             reads.close()
 
     asyncio.run(main())
+
+
+def test_closing_stops_the_reads():
+    """The statement ends (a LIMIT met, the client gone) while the reads wait for room: they
+    stop, and read nothing more."""
+
+    async def main():
+        reads_made = []
+
+        async def read_page(i, after):
+            reads_made.append(i)
+            start = 0 if after is None else after[0] + 1
+            return [((k,), b"r") for k in range(start, start + 2)]
+
+        async def tso():
+            return 1
+
+        reads = ReadAhead([[0, 1]], read_page, 2, 4 * 2 * 2, tso)
+        reads.start()
+        await reads.next_chunk()  # nothing given back: the reads fill the budget and wait
+        for _ in range(20):
+            await asyncio.sleep(0)
+        task, made = reads._task, len(reads_made)
+        assert reads.held + 2 > reads.budget_rows and not task.done()
+        reads.close()
+        for _ in range(5):  # the cancellation reaches the round's tasks, then the task
+            await asyncio.sleep(0)
+        assert task.done() and len(reads_made) == made
+
+    asyncio.run(main())
