@@ -239,7 +239,6 @@ class SnapshotRead:
         assert plan is not None and self._table is not None
         stmt = self.stmt
         try:
-            # The reads stop with the statement (read_ahead.py's task), not when collected.
             with self._as_sql_error():
                 async with contextlib.aclosing(self._rows(plan, stmt)) as batches:
                     async for rows in batches:
@@ -256,13 +255,15 @@ class SnapshotRead:
                 yield [row]
             return
         chunks = self._at_p(plan) if plan.key_order else self._sorted_rows(plan)
-        async for chunk in _window(chunks, stmt.offset, stmt.limit):
-            if chunk:
-                yield chunk
+        async with contextlib.aclosing(_window(chunks, stmt.offset, stmt.limit)) as window:
+            async for chunk in window:
+                if chunk:
+                    yield chunk
 
     async def _sorted(self, plan: _Plan) -> AsyncIterator[list]:
         """The rows' fields in the statement's order, a chunk at a time: key order as read, or
-        all of them sorted (bounded: snapshot/order.py)."""
+        all of them sorted (bounded: snapshot/order.py). Each async generator of the read is
+        closed by its consumer, so its reads stop with the statement, not when collected."""
         if plan.key_order:
             async with contextlib.aclosing(self._at_p(plan, split=True)) as chunks:
                 async for chunk in chunks:
@@ -274,15 +275,17 @@ class SnapshotRead:
             members = plan.members.get(plan.data[at], ())
             columns.append((at, descending, order_key(plan.columns[plan.data[at]], members)))
         sorter = Sorter(row_order(columns), self.sort_rows, self._keep())
-        async for chunk in self._at_p(plan, split=True):
-            sorter.add(chunk)
+        async with contextlib.aclosing(self._at_p(plan, split=True)) as chunks:
+            async for chunk in chunks:
+                sorter.add(chunk)
         rows = sorter.sorted()
         for start in range(0, len(rows), self.page_rows):
             yield rows[start : start + self.page_rows]
 
     async def _sorted_rows(self, plan: _Plan) -> AsyncIterator[list[bytes]]:
-        async for chunk in self._sorted(plan):
-            yield [text_row(fields[: plan.shown]) for fields in chunk]
+        async with contextlib.aclosing(self._sorted(plan)) as chunks:
+            async for chunk in chunks:
+                yield [text_row(fields[: plan.shown]) for fields in chunk]
 
     async def _aggregate(self, plan: _Plan) -> bytes:
         """COUNT(*) / MIN / MAX over the rows; the split query's over its first rows only
@@ -298,18 +301,19 @@ class SnapshotRead:
                 j += 1
         stmt = self.stmt
         skip, left = (0, None) if stmt.first is None else (stmt.offset, stmt.first)
-        async for chunk in _window(self._sorted(plan), skip, left):
-            for fields in chunk:
-                count += 1
-                for i, at in data_at.items():
-                    text = fields[at]
-                    if text is None:
-                        continue
-                    col = plan.columns[plan.data[at]]
-                    k = sort_key(col, text)
-                    cur = best[i]
-                    if cur is None or (k < cur[0] if items[i].kind == "MIN" else k > cur[0]):  # type: ignore[operator]
-                        best[i] = (k, text)
+        async with contextlib.aclosing(_window(self._sorted(plan), skip, left)) as window:
+            async for chunk in window:
+                for fields in chunk:
+                    count += 1
+                    for i, at in data_at.items():
+                        text = fields[at]
+                        if text is None:
+                            continue
+                        col = plan.columns[plan.data[at]]
+                        k = sort_key(col, text)
+                        cur = best[i]
+                        if cur is None or (k < cur[0] if items[i].kind == "MIN" else k > cur[0]):  # type: ignore[operator]
+                            best[i] = (k, text)
         out: list[bytes | None] = []
         for i, item in enumerate(items):
             if item.kind == "COUNT":
