@@ -1,7 +1,8 @@
 """One SELECT over a logical table, as of a global binlog position P (docs/snapshot-reads.md):
-its plan (columns, key, the SQL of a page), then chunk after chunk: the rows read up to the
-chunk's bound set apart, a high watermark (a TSO from the GMS, waited for in the global binlog)
-while the next pages are read, the chunk's rows at P (`chunks.take_chunk`), streamed. COUNT(*) / MIN / MAX are folded over those rows."""
+its plan (columns, key, the SQL of a page), then chunk after chunk as the reads ahead queue
+them (`read_ahead.py`: the rows read up to the chunk's bound and a high watermark, a TSO from
+the GMS): the watermark waited for in the global binlog, the chunk's rows at P
+(`chunks.take_chunk`), streamed. COUNT(*) / MIN / MAX are folded over those rows."""
 
 from __future__ import annotations
 
