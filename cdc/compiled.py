@@ -44,6 +44,9 @@ COMPILED_MODULES = (
     # data, and the rows framed as packets a batch at a time (the read's per-row cost).
     "dumper.server.snapshot.page_rows",
     "dumper.server.wire.row_packets",
+    # A snapshot read's scan of the global binlog: the values of a changed row located, none
+    # decoded (its key is, and its before-image only if a chunk emits it).
+    "dumper.server.snapshot.image_walk",
 )
 # C libraries a compiled module calls directly (cdc/binlog/zcrc.pxd, which it cimports, declares
 # what it uses): zlib's crc32 from C costs a fraction of the Python call per event.

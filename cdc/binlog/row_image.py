@@ -63,6 +63,18 @@ _DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _TIMEF_INT_OFS = 0x800000
 _TIMEF_OFS = 0x800000000000
 _DATETIMEF_INT_OFS = 0x8000000000
+# The sizes of the other fixed-size values in a row image (value_widths).
+_FIXED = {
+    T.INT24: 3,
+    T.FLOAT: 4,
+    T.DOUBLE: 8,
+    T.DATE: 3,
+    T.NEWDATE: 3,
+    T.YEAR: 1,
+    T.TIMESTAMP: 4,
+    T.DATETIME: 8,
+    T.TIME: 3,
+}
 
 
 def _frac_len(fsp: int) -> int:
@@ -457,6 +469,46 @@ def decode_image(
             row.append(v)
         k += 1
     return row, pos
+
+
+def value_widths(columns: Sequence[Column]) -> list[tuple[int, int]]:
+    """How each column's value lies in a row image: (its fixed size, 0), or (0, the width of
+        its length prefix): a reader that wants some columns of an image steps over the others by
+    these, without decoding them."""
+    out = []
+    for idx, col in enumerate(columns):
+        t, meta = col.type, col.meta
+        if t in _INT:
+            out.append((_INT[t][0], 0))
+        elif t in _FIXED:
+            out.append((_FIXED[t], 0))
+        elif t == T.NEWDECIMAL:
+            out.append((decimal_size(meta >> 8, meta & 0xFF), 0))
+        elif t in (T.VARCHAR, T.VAR_STRING):
+            out.append((0, 1 if meta < 256 else 2))
+        elif t == T.STRING:
+            length = string_length(meta)
+            if real_type(t, meta) in (T.ENUM, T.SET):
+                out.append((length, 0))
+            else:
+                out.append((0, 1 if length < 256 else 2))
+        elif t in (T.ENUM, T.SET):
+            out.append((meta & 0xFF, 0))
+        elif t in (T.BLOB, T.GEOMETRY, T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB, T.JSON):
+            out.append((0, meta))
+        elif t == T.TIME2:
+            out.append((3 + _frac_len(meta), 0))
+        elif t == T.DATETIME2:
+            out.append((5 + _frac_len(meta), 0))
+        elif t == T.TIMESTAMP2:
+            out.append((4 + _frac_len(meta), 0))
+        elif t == T.BIT:
+            out.append(((meta >> 8) + (1 if meta & 0xFF else 0), 0))
+        else:
+            raise NotSupportedError(
+                f"column {idx + 1}: column type {t} is not supported by the row codec"
+            )
+    return out
 
 
 def encode_image(

@@ -15,11 +15,12 @@ from collections.abc import Callable
 from cdc.binlog.constants import FORMAT_DESCRIPTION_EVENT, QUERY_EVENT, TABLE_MAP_EVENT
 from cdc.binlog.events import cts_mark_text, decode_event, parse_cts
 from cdc.binlog.fde import FormatDescription
-from cdc.binlog.row_image import MISSING
+from cdc.binlog.row_image import decode_image, decode_value, value_widths
 from cdc.cn_protocol.errors import CatalogueError
 from cdc.cn_protocol.sql_text import parse_ddl
 from dumper.server.dump.binlog_files import BinlogFiles
 from dumper.server.handlers import SqlError
+from dumper.server.snapshot.image_walk import value_starts
 
 ROWS = frozenset({23, 24, 25, 30, 31, 32})
 ER_UNKNOWN = 1105
@@ -35,19 +36,23 @@ class ChangedKeys:
         files: BinlogFiles,
         start: tuple[str, int],
         table: tuple[str, str],
-        key_of: Callable[[tuple], Key],
+        key: list[int],
+        key_of: Callable[[list], Key],
         columns: int,
     ) -> None:
         self.files = files
         self.file, self.pos = start
         self.table = table
-        self.key_of = key_of
+        self.key = key  # the primary key's column positions
+        self.key_of = key_of  # its decoded values (in key order) → the key as a page has it
         self.columns = columns
-        self.changes: dict[Key, tuple | None] = {}
+        self.changes: dict[Key, Image | None] = {}
         self.added: list[Key] = []  # the keys of `changes`, in the order they came
         self.max_mark = 0  # the largest CTS mark's TSO read so far
         self._fde: FormatDescription | None = None
-        self._maps: dict[int, list] = {}  # table id → columns, for the table's TABLE_MAPs
+        # table id → (columns, their values' fixed sizes and length prefixes in a row image),
+        # for the table's TABLE_MAPs
+        self._maps: dict[int, tuple[list, tuple[list, list]]] = {}
 
     async def advance(self) -> None:
         """Read every whole event written since the last call, letting the loop's other
@@ -87,12 +92,13 @@ class ChangedKeys:
         if code == TABLE_MAP_EVENT:
             ev = decode_event(data, self._fde)
             if (ev.body.schema.decode(), ev.body.table.decode()) == self.table:
-                self._maps[ev.body.table_id] = ev.body.columns()
+                columns = ev.body.columns()
+                self._maps[ev.body.table_id] = (columns, layout(columns))
         elif code in ROWS:
             ev = decode_event(data, self._fde)
-            columns = self._maps.get(ev.body.table_id)
-            if columns is not None:
-                self._rows(ev.body, columns, where)
+            shape = self._maps.get(ev.body.table_id)
+            if shape is not None:
+                self._rows(ev.body, *shape, where)
         elif code == QUERY_EVENT:
             self._ddl(decode_event(data, self._fde).body, where)
         elif (mark := cts_mark_text(data)) is not None:
@@ -100,7 +106,10 @@ class ChangedKeys:
             if tso is not None and tso > self.max_mark:
                 self.max_mark = tso
 
-    def _rows(self, body, columns: list, where: str) -> None:
+    def _rows(self, body, columns: list, layout: tuple[list, list], where: str) -> None:
+        """The keys a rows event changes; a key's first change keeps its before-image's bytes
+        (decoded only if a chunk emits it: most changed keys are never looked at again, or
+        were emitted already). Only the key's columns are decoded."""
         name = ".".join(self.table)
         if len(columns) != self.columns:
             raise SqlError(
@@ -109,24 +118,34 @@ class ChangedKeys:
                 ER_UNKNOWN,
                 "HY000",
             )
-        for item in body.decode_rows(columns):
-            before, after = item if body.is_update else (item, item)
-            if any(v is MISSING for v in before) or any(v is MISSING for v in after):
-                raise SqlError(
-                    f"{name}: partial row image in the global binlog at {where}: snapshot "
-                    "reads need binlog_row_image=FULL on the DNs",
-                    ER_UNKNOWN,
-                    "HY000",
-                )
+        present, present_after = body.columns_present, body.columns_present_after
+        if not all(present) or (present_after is not None and not all(present_after)):
+            raise SqlError(
+                f"{name}: partial row image in the global binlog at {where}: snapshot "
+                "reads need binlog_row_image=FULL on the DNs",
+                ER_UNKNOWN,
+                "HY000",
+            )
+        data = body.rows_data
+        view = memoryview(data)
+        fixed, prefix = layout
+        changes, key, key_of = self.changes, self.key, self.key_of
+        starts = [0] * len(columns)
+        pos, end = 0, len(data)
+        while pos < end:
+            start = pos
+            pos = value_starts(data, pos, fixed, prefix, starts)
+            first = key_of(_values(columns, key, view, starts))
             if body.kind == "write":
-                self._first(self.key_of(after), None)
-            elif body.kind == "delete":
-                self._first(self.key_of(before), tuple(before))
-            else:
-                self._first(self.key_of(before), tuple(before))
-                self._first(self.key_of(after), None)  # a new key was absent at P
+                self._first(first, None)
+                continue
+            if first not in changes:  # its state at P
+                self._first(first, Image(columns, data[start:pos]))
+            if present_after is not None:  # an update: its after-image follows
+                pos = value_starts(data, pos, fixed, prefix, starts)
+                self._first(key_of(_values(columns, key, view, starts)), None)  # absent at P
 
-    def _first(self, key: Key, image: tuple | None) -> None:
+    def _first(self, key: Key, image: Image | None) -> None:
         """`key`'s state at P, unless an earlier change gave it already."""
         if key not in self.changes:
             self.changes[key] = image
@@ -147,6 +166,32 @@ class ChangedKeys:
                 ER_UNKNOWN,
                 "HY000",
             )
+
+
+class Image:
+    """A key's before-image as the global binlog holds it (every column present), decoded on
+    demand."""
+
+    __slots__ = ("columns", "data")
+
+    def __init__(self, columns: list, data: bytes) -> None:
+        self.columns = columns
+        self.data = data
+
+    def values(self) -> list:
+        present = (True,) * len(self.columns)
+        return decode_image(self.columns, present, memoryview(self.data), 0)[0]
+
+
+def layout(columns: list) -> tuple[list[int], list[int]]:
+    """Each column's fixed size and length-prefix width in a row image (`image_walk`)."""
+    widths = value_widths(columns)
+    return [fixed for fixed, _ in widths], [prefix for _, prefix in widths]
+
+
+def _values(columns: list, key: list[int], view: memoryview, starts: list) -> list:
+    """The key's values of the row image whose columns start at `starts`."""
+    return [None if starts[i] < 0 else decode_value(columns[i], view, starts[i], i)[0] for i in key]
 
 
 def _fde(files: BinlogFiles, name: str) -> FormatDescription:

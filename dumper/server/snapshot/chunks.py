@@ -15,7 +15,7 @@ unbounded chunk (no bound is compared); payloads are what the caller sends."""
 
 from __future__ import annotations
 
-from collections import deque
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from operator import itemgetter
 from typing import TypeVar
@@ -23,49 +23,48 @@ from typing import TypeVar
 Key = tuple
 P = TypeVar("P")
 Image = TypeVar("Image")
+_KEY = itemgetter(0)
 
 
 def take_chunk(
-    buffers: list[deque[tuple[Key, P]]],
+    rows: list[list[tuple[Key, P]]],
     lo: Key | None,
     hi: Key | None,
     changed: Mapping[Key, Image | None],
     render: Callable[[Image], P | None],
     images: Iterable[Key] | None = None,
 ) -> list[tuple[Key, P]]:
-    """The chunk `(lo, hi]` (None: unbounded) in key order. Rows with a key ≤ `hi` are taken
-    out of `buffers` (each in key order); later ones stay for the next chunk. `render` turns a
-    before-image into a payload, or None when it does not match the statement's WHERE.
-    `images`: the changed keys that may be in the chunk, when the caller knows (else every key
-    of `changed` is looked at)."""
+    """The chunk `(lo, hi]` (None: unbounded) in key order, from `rows`: each shard's rows read
+    with a key in it (`take_until`), in key order. `render` turns a before-image into a payload,
+    or None when it does not match the statement's WHERE. `images`: every changed key in the
+    chunk, when the caller knows (else every key of `changed` is looked at)."""
+    if images is None:
+        images = [k for k in changed if (lo is None or k > lo) and (hi is None or k <= hi)]
+    mine = set(images)
     out: list[tuple[Key, P]] = []
-    for buf in buffers:
-        while buf and (hi is None or buf[0][0] <= hi):
-            key, payload = buf.popleft()
-            if key not in changed:
-                out.append((key, payload))
-    for key in changed if images is None else images:
+    for shard in rows:
+        if mine:
+            out.extend(row for row in shard if row[0] not in mine)
+        else:
+            out.extend(shard)
+    for key in mine:
         image = changed[key]
-        if image is None or (lo is not None and key <= lo) or (hi is not None and key > hi):
+        if image is None:
             continue
         payload = render(image)
         if payload is not None:
             out.append((key, payload))
-    out.sort(key=itemgetter(0))
+    out.sort(key=_KEY)  # the shards' runs merged (the sort finds them)
     return out
 
 
-def take_until(buf: deque[tuple[Key, P]], hi: Key | None) -> deque[tuple[Key, P]]:
+def take_until(buf: list[tuple[Key, P]], hi: Key | None) -> list[tuple[Key, P]]:
     """The rows of `buf` (in key order) with a key ≤ `hi` (all when None), taken out of it:
     the chunk's share of a shard, set apart before its watermark while the buffer is refilled
     with later keys."""
-    if hi is None or (buf and buf[-1][0] <= hi):
-        out = buf.copy()
-        buf.clear()
-        return out
-    out: deque[tuple[Key, P]] = deque()
-    while buf and buf[0][0] <= hi:
-        out.append(buf.popleft())
+    at = len(buf) if hi is None else bisect_right(buf, hi, key=_KEY)
+    out = buf[:at]
+    del buf[:at]
     return out
 
 

@@ -1,17 +1,16 @@
 """One SELECT over a logical table, as of a global binlog position P (docs/snapshot-reads.md):
-its plan (columns, key, the SQL of a page), then chunk after chunk: the rows read up to the
-chunk's bound set apart, a high watermark (a TSO from the GMS, waited for in the global binlog)
-while the next pages are read, the chunk's rows at P (`chunks.take_chunk`), streamed. COUNT(*) / MIN / MAX are folded over those rows."""
+its plan (columns, key, the SQL of a page), then chunk after chunk as the reads ahead queue
+them (`read_ahead.py`: the rows read up to the chunk's bound and a high watermark, a TSO from
+the GMS): the watermark waited for in the global binlog, the chunk's rows at P
+(`chunks.take_chunk`), streamed. COUNT(*) / MIN / MAX are folded over those rows."""
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import contextlib
 import logging
 import re
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -20,9 +19,10 @@ from cdc.protocol.constants import ColumnType as T
 from dumper.server.dump.binlog_files import BinlogFiles
 from dumper.server.dump.notifiers import Notifier
 from dumper.server.handlers import SqlError
-from dumper.server.snapshot.changes import ChangedKeys
-from dumper.server.snapshot.chunks import Key, chunk_bound, take_chunk, take_until
+from dumper.server.snapshot.changes import ChangedKeys, Image
+from dumper.server.snapshot.chunks import Key, take_chunk
 from dumper.server.snapshot.order import Sorter, check_keep, row_order
+from dumper.server.snapshot.read_ahead import ReadAhead
 from dumper.server.snapshot.source import DnReader, Shard, SnapshotSource
 from dumper.server.snapshot.values import (
     INTEGER_TYPES,
@@ -39,7 +39,10 @@ from dumper.server.sql.parse_select import unsupported
 from dumper.server.sql.statements import TableSelect
 
 log = logging.getLogger(__name__)
-PAGE_ROWS = 10_000  # per shard read: fewer than 4 × shards × this many rows are held
+PAGE_ROWS = 10_000  # per shard read
+# The rows a statement holds (read and not yet sent): at most this many pages per shard
+# (read_ahead.py), enough to read on through a few chunks' watermark waits.
+READ_AHEAD_PAGES = 4
 SORT_ROWS = 100_000  # rows held for an ORDER BY other than the key (snapshot/order.py)
 # The global binlog reaches a fresh TSO within one heartbeat plus the pipeline's latency; this
 # long means the pipeline is not merging.
@@ -238,8 +241,9 @@ class SnapshotRead:
         stmt = self.stmt
         try:
             with self._as_sql_error():
-                async for rows in self._rows(plan, stmt):
-                    yield rows
+                async with contextlib.aclosing(self._rows(plan, stmt)) as batches:
+                    async for rows in batches:
+                        yield rows
         finally:
             self.close()
 
@@ -252,16 +256,19 @@ class SnapshotRead:
                 yield [row]
             return
         chunks = self._at_p(plan) if plan.key_order else self._sorted_rows(plan)
-        async for chunk in _window(chunks, stmt.offset, stmt.limit):
-            if chunk:
-                yield chunk
+        async with contextlib.aclosing(_window(chunks, stmt.offset, stmt.limit)) as window:
+            async for chunk in window:
+                if chunk:
+                    yield chunk
 
     async def _sorted(self, plan: _Plan) -> AsyncIterator[list]:
         """The rows' fields in the statement's order, a chunk at a time: key order as read, or
-        all of them sorted (bounded: snapshot/order.py)."""
+        all of them sorted (bounded: snapshot/order.py). Each async generator of the read is
+        closed by its consumer, so its reads stop with the statement, not when collected."""
         if plan.key_order:
-            async for chunk in self._at_p(plan, split=True):
-                yield chunk
+            async with contextlib.aclosing(self._at_p(plan, split=True)) as chunks:
+                async for chunk in chunks:
+                    yield chunk
             return
         columns = []
         for column, descending in self.stmt.order_by:
@@ -269,15 +276,17 @@ class SnapshotRead:
             members = plan.members.get(plan.data[at], ())
             columns.append((at, descending, order_key(plan.columns[plan.data[at]], members)))
         sorter = Sorter(row_order(columns), self.sort_rows, self._keep())
-        async for chunk in self._at_p(plan, split=True):
-            sorter.add(chunk)
+        async with contextlib.aclosing(self._at_p(plan, split=True)) as chunks:
+            async for chunk in chunks:
+                sorter.add(chunk)
         rows = sorter.sorted()
         for start in range(0, len(rows), self.page_rows):
             yield rows[start : start + self.page_rows]
 
     async def _sorted_rows(self, plan: _Plan) -> AsyncIterator[list[bytes]]:
-        async for chunk in self._sorted(plan):
-            yield [text_row(fields[: plan.shown]) for fields in chunk]
+        async with contextlib.aclosing(self._sorted(plan)) as chunks:
+            async for chunk in chunks:
+                yield [text_row(fields[: plan.shown]) for fields in chunk]
 
     async def _aggregate(self, plan: _Plan) -> bytes:
         """COUNT(*) / MIN / MAX over the rows; the split query's over its first rows only
@@ -293,18 +302,19 @@ class SnapshotRead:
                 j += 1
         stmt = self.stmt
         skip, left = (0, None) if stmt.first is None else (stmt.offset, stmt.first)
-        async for chunk in _window(self._sorted(plan), skip, left):
-            for fields in chunk:
-                count += 1
-                for i, at in data_at.items():
-                    text = fields[at]
-                    if text is None:
-                        continue
-                    col = plan.columns[plan.data[at]]
-                    k = sort_key(col, text)
-                    cur = best[i]
-                    if cur is None or (k < cur[0] if items[i].kind == "MIN" else k > cur[0]):  # type: ignore[operator]
-                        best[i] = (k, text)
+        async with contextlib.aclosing(_window(self._sorted(plan), skip, left)) as window:
+            async for chunk in window:
+                for fields in chunk:
+                    count += 1
+                    for i, at in data_at.items():
+                        text = fields[at]
+                        if text is None:
+                            continue
+                        col = plan.columns[plan.data[at]]
+                        k = sort_key(col, text)
+                        cur = best[i]
+                        if cur is None or (k < cur[0] if items[i].kind == "MIN" else k > cur[0]):  # type: ignore[operator]
+                            best[i] = (k, text)
         out: list[bytes | None] = []
         for i, item in enumerate(items):
             if item.kind == "COUNT":
@@ -322,11 +332,15 @@ class SnapshotRead:
             self.files,
             self.position,
             (self._table.db, self._table.name),  # type: ignore[union-attr]
-            lambda image: tuple(_key_value(plan, i, image[i]) for i in plan.key),
+            plan.key,
+            lambda values: tuple(
+                _key_value(plan, i, v) for i, v in zip(plan.key, values, strict=True)
+            ),
             len(plan.columns),
         )
 
-        def render(image: tuple):
+        def render(before: Image):
+            image = before.values()
             texts = [
                 text_value(c, image[i], plan.members.get(i, ()), plan.exact_floats)
                 for i, c in enumerate(plan.columns)
@@ -342,77 +356,61 @@ class SnapshotRead:
             return fields if split else text_row(fields)
 
         shards = self._shards
-        buffers: list[deque] = [deque() for _ in shards]
-        lasts: list[Key | None] = [None] * len(shards)
-        exhausted = [False] * len(shards)
         page_rows = self.page_rows
         if not plan.integer_key:
             page_rows += 1  # one more than allowed: tells a shard that does not fit
         elif plan.key_order and (keep := self._keep()) is not None:
             page_rows = max(1, min(page_rows, keep))
 
-        def parse(page: list[tuple[Key, bytes]]) -> list[tuple[Key, object]]:
-            """(key, the data columns' text row, or its fields when `split`) of each row."""
-            if split:
-                return [(key, split_fields(data, ndata)[0]) for key, data in page]
-            return page  # type: ignore[return-value]
-
-        async def fill(i: int) -> None:
-            """Top shard i's buffer up by one page, unless it holds a page already (the
-            bound: fewer than two pages per shard buffered)."""
-            if exhausted[i] or len(buffers[i]) >= page_rows:
-                return
-            page = await self._page(plan, shards[i], lasts[i], page_rows)
+        async def read_page(i: int, after: Key | None) -> list[tuple[Key, object]]:
+            """(key, the data columns' text row, or its fields when `split`) of the next page
+            of shard i."""
+            page = await self._page(plan, shards[i], after, page_rows)
             if not plan.integer_key and len(page) == page_rows:
                 raise unsupported(
                     f"more than snapshot_page_rows ({page_rows - 1}) rows in a shard of a "
                     "table whose primary key is not made of integers"
                 )
-            buffers[i].extend(parse(page))
-            if len(page) < page_rows:
-                exhausted[i] = True
-            if buffers[i]:
-                lasts[i] = buffers[i][-1][0]
+            if split:
+                return [(key, split_fields(data, ndata)[0]) for key, data in page]
+            return page
 
-        async def fill_all() -> None:
-            """Every shard topped up: the DNs in parallel, one DN's shards in order on its
-            one connection."""
-            by_dn: dict[int, list[int]] = {}
-            for i, shard in enumerate(shards):
-                by_dn.setdefault(shard.dn, []).append(i)
-
-            async def dn(indexes: list[int]) -> None:
-                for i in indexes:
-                    await fill(i)
-
-            await _together(*(dn(indexes) for indexes in by_dn.values()))
-
-        await fill_all()
-        lo: Key | None = None
-        # The changed keys above `lo`, sorted: a chunk looks at its own range only (the map
-        # may hold many keys; a chunk would otherwise walk all of them).
-        ahead: list[Key] = []
-        seen = 0
-        while True:
-            # Chunk (lo, hi]: every key up to hi was read from every shard, and those reads
-            # are over before H is taken. The pages read during the wait (after H) only hold
-            # keys above hi, so they belong to later chunks, whose H is taken after them.
-            hi = chunk_bound(lasts, exhausted)
-            current = [take_until(buf, hi) for buf in buffers]
-            high = await self.source.tso()
-            # The next chunk's pages are read during the wait.
-            await _together(self._watermark(changes, high), fill_all())
-            for key in changes.added[seen:]:
-                if lo is None or key > lo:  # one at or below lo was emitted from its read
-                    bisect.insort(ahead, key)
-            seen = len(changes.added)
-            mine = len(ahead) if hi is None else bisect.bisect_right(ahead, hi)
-            chunk = take_chunk(current, lo, hi, changes.changes, render, ahead[:mine])
-            del ahead[:mine]
-            yield [payload for _key, payload in chunk]
-            if hi is None:
-                return
-            lo = hi
+        by_dn: dict[int, list[int]] = {}
+        for i, shard in enumerate(shards):
+            by_dn.setdefault(shard.dn, []).append(i)
+        reads = ReadAhead(
+            list(by_dn.values()),
+            read_page,
+            page_rows,
+            READ_AHEAD_PAGES * len(shards) * page_rows,
+            self.source.tso,
+        )
+        reads.start()
+        try:
+            lo: Key | None = None
+            # The changed keys above `lo`, sorted: a chunk looks at its own range only (the
+            # map may hold many keys; a chunk would otherwise walk all of them).
+            ahead: list[Key] = []
+            seen = 0
+            while True:
+                # Chunk (lo, hi]: every key up to hi was read from every shard before its
+                # TSO `high` was taken (read_ahead.py); later reads hold keys above hi only.
+                hi, current, high = await reads.next_chunk()
+                await self._watermark(changes, high)
+                for key in changes.added[seen:]:
+                    if lo is None or key > lo:  # one at or below lo was emitted from its read
+                        bisect.insort(ahead, key)
+                seen = len(changes.added)
+                mine = len(ahead) if hi is None else bisect.bisect_right(ahead, hi)
+                chunk = take_chunk(current, lo, hi, changes.changes, render, ahead[:mine])
+                del ahead[:mine]
+                yield [payload for _key, payload in chunk]
+                reads.release(sum(len(rows) for rows in current))
+                if hi is None:
+                    return
+                lo = hi
+        finally:
+            reads.close()
 
     async def _page(
         self, plan: _Plan, shard: Shard, after: Key | None, rows: int
@@ -473,31 +471,20 @@ class SnapshotRead:
 
 async def _window(chunks: AsyncIterator[list], skip: int, left: int | None) -> AsyncIterator[list]:
     """The chunks' rows after the first `skip`, `left` of them at most (None: all): LIMIT
-    [offset,] n, or the split query's first rows."""
-    async for chunk in chunks:
-        if skip:
-            taken = min(skip, len(chunk))
-            skip -= taken
-            chunk = chunk[taken:]
-        if left is not None:
-            chunk = chunk[:left]
-            left -= len(chunk)
-        yield chunk
-        if left is not None and left <= 0:
-            return
-
-
-async def _together(*coros) -> None:
-    """`coros` at once; the first failure cancels the others and is raised as it is (an
-    SqlError stays the statement's error)."""
-    tasks = [asyncio.ensure_future(c) for c in coros]
-    try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+    [offset,] n, or the split query's first rows. `chunks` is closed at the end (its reads
+    stop at once, not when it is collected)."""
+    async with contextlib.aclosing(chunks):  # type: ignore[type-var]
+        async for chunk in chunks:
+            if skip:
+                taken = min(skip, len(chunk))
+                skip -= taken
+                chunk = chunk[taken:]
+            if left is not None:
+                chunk = chunk[:left]
+                left -= len(chunk)
+            yield chunk
+            if left is not None and left <= 0:
+                return
 
 
 def _after(names: list[str], key: Key) -> str:

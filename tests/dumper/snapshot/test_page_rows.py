@@ -1,15 +1,25 @@
 """The compiled per-row steps of a snapshot read (cdc/compiled.py; test_compiled runs this file
 as plain Python too): a DN page's rows split into key and data as the text protocol spells
-them, and rows framed as packets exactly as `frame` frames each."""
+them, rows framed as packets exactly as `frame` frames each, and the values of a row image
+from the global binlog located as the codec decodes them."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from cdc.binlog.constants import ColumnType
+from cdc.binlog.row_image import decode_image, decode_value, encode_image
+from cdc.binlog.rows import RowsEvent
+from cdc.binlog.table_map import Column
 from cdc.protocol.packets import MAX_CHUNK, frame
+from dumper.server.snapshot.changes import ChangedKeys, layout
+from dumper.server.snapshot.image_walk import value_starts
 from dumper.server.snapshot.page_rows import keyed_packets, keyed_rows
 from dumper.server.snapshot.values import split_fields, text_row
 from dumper.server.wire.row_packets import frame_rows
+from tests.cdc.binlog.strategies import columns_and_rows
 
 INTS = [0, 7, -7, 10**17, -(10**18) + 1, 10**18, 2**63 - 1, -(2**63), 2**64 - 1]
 
@@ -97,3 +107,61 @@ def test_a_row_that_must_be_split_stops_the_batch():
     framed, n, seq = frame_rows(rows, 0, 4, 0)
     assert (bytes(framed), n, seq) == (frame(b"a", 0)[0] + frame(b"b", 1)[0], 2, 2)
     assert frame_rows(rows, 2, 4, 5)[1:] == (0, 5)
+
+
+# -- the scan of the global binlog: a row image's values located, none decoded -------------------
+@settings(max_examples=200, deadline=None)
+@given(columns_and_rows, st.integers(0, 3))
+def test_value_starts_finds_every_value_of_every_type(cols_values, skip):
+    columns = [c for c, _ in cols_values]
+    row = [v for _, v in cols_values]
+    present = (True,) * len(columns)
+    data = b"\x07" * skip + encode_image(columns, present, row) * 2
+    fixed, prefix = layout(columns)
+    starts = [0] * len(columns)
+    view = memoryview(data)
+    pos, ends = skip, []
+    for _ in range(2):  # images follow one another: each ends where the next starts
+        expected, end = decode_image(columns, present, view, pos)
+        assert value_starts(data, pos, fixed, prefix, starts) == end
+        got = [
+            None if at < 0 else decode_value(c, view, at)[0]
+            for c, at in zip(columns, starts, strict=True)
+        ]
+        assert got == expected
+        pos = end
+        ends.append(end)
+    assert pos == len(data)
+    with pytest.raises(ValueError):  # an image cut short
+        value_starts(data[:-1], ends[0], fixed, prefix, starts)
+
+
+def test_changed_keys_keep_the_first_before_image_and_decode_only_keys():
+    columns = [
+        Column(ColumnType.LONGLONG),
+        Column(ColumnType.VARCHAR, 400),
+        Column(ColumnType.LONG),
+    ]
+    changes = ChangedKeys(None, ("binlog.000001", 4), ("d", "t"), [0], tuple, 3)  # type: ignore[arg-type]
+    shape = (columns, layout(columns))
+
+    def rows(type_code, items):
+        return RowsEvent.from_rows(type_code, 1, columns, items)
+
+    changes._rows(rows(23, [[5, b"new", None]]), *shape, "w")  # inserted: absent at P
+    changes._rows(
+        rows(24, [([1, b"one", 1], [1, b"uno", 2]), ([2, b"two", None], [9, b"two", 2])]),
+        *shape,
+        "u",
+    )
+    changes._rows(rows(24, [([1, b"uno", 2], [1, b"eins", 3])]), *shape, "u2")  # not the first
+    changes._rows(rows(25, [[3, b"three", 3], [5, b"new", None]]), *shape, "d")
+    assert changes.added == [(5,), (1,), (2,), (9,), (3,)]
+    states = {k: None if v is None else v.values() for k, v in changes.changes.items()}
+    assert states == {
+        (5,): None,
+        (1,): [1, b"one", 1],
+        (2,): [2, b"two", None],
+        (9,): None,  # a key an UPDATE moved a row to was absent at P
+        (3,): [3, b"three", 3],
+    }

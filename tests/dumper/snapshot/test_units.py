@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import struct
-from collections import deque
 from decimal import Decimal
 
 import pytest
@@ -63,7 +62,7 @@ def test_chunks_give_the_table_at_p_under_any_interleaving(at_p, moves, shards, 
         keys = sorted(k for k, s in live.items() if s == shard and (after is None or (k,) > after))
         return [((k,), ("row", k)) for k in keys[:page]]
 
-    buffers = [deque() for _ in range(shards)]
+    buffers: list[list] = [[] for _ in range(shards)]
     lasts, exhausted = [None] * shards, [False] * shards
 
     def fill():  # the read's schedule: a page for every shard holding less than one
@@ -77,28 +76,34 @@ def test_chunks_give_the_table_at_p_under_any_interleaving(at_p, moves, shards, 
             if rows:
                 lasts[i] = rows[-1][0]
 
+    # The reads run ahead (read_ahead.py): chunks are closed (bound, rows, H) and queued while
+    # earlier ones wait for their watermark; a chunk is emitted with the map as it is then,
+    # which holds every change before its H (and maybe later ones: harmless, see changes.py).
     fill()
-    out, lo = [], None
-    while True:
-        hi = chunk_bound(lasts, exhausted)
-        current = [take_until(buf, hi) for buf in buffers]
-        assert all(len(buf) < 2 * page for buf in current)  # the memory bound
-        some_changes()  # before H: in the map
-        at_h = dict(changed)
-        fill()  # read-ahead during the wait, after H: only keys above hi
-        assert all(not buf or buf[0][0] > hi for buf in buffers if hi is not None)
-        chunk = take_chunk(current, lo, hi, at_h, lambda image: image)
+    queued, out, lo, closed = [], [], None, False
+    while not closed or queued:
+        if not closed and (not queued or seed.random() < 0.6):
+            hi = chunk_bound(lasts, exhausted)
+            current = [take_until(buf, hi) for buf in buffers]
+            assert all(len(rows) < 2 * page for rows in current)  # a shard's share of a chunk
+            some_changes()  # before H
+            queued.append((hi, current, dict(changed)))
+            closed = hi is None
+            fill()  # after H: only keys above hi
+            assert all(not buf or buf[0][0] > hi for buf in buffers if hi is not None)
+            continue
+        hi, current, at_h = queued.pop(0)
+        some_changes()  # after H
+        assert at_h.items() <= changed.items()  # a key's entry never changes once set
+        chunk = take_chunk(current, lo, hi, dict(changed), lambda image: image)
         out.extend(chunk)
-        some_changes()  # after H: a later chunk's map has them too (harmless, see changes.py)
-        if hi is None:
-            break
         lo = hi
     assert [k for (k,), _ in out] == sorted(at_p)
     assert all(payload == ("row", k) for (k,), payload in out)
 
 
 def test_chunk_drops_rows_that_fail_the_where():
-    buffers = [deque([((1,), "a"), ((5,), "b")])]
+    buffers = [[((1,), "a"), ((5,), "b")]]
     changed = {(1,): "old1", (3,): "old3", (9,): "old9"}
     got = take_chunk(buffers, None, (5,), changed, lambda img: None if img == "old3" else img)
     assert got == [((1,), "old1"), ((5,), "b")]  # 9 is the next chunk's
