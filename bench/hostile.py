@@ -250,10 +250,32 @@ def measure(
     in_process: bool = False,
 ) -> tuple[Phase, Phase]:
     """(without, with) hostile clients, on one throw-away cluster and pipeline."""
+    without, (with_,) = measure_sets(
+        seconds=seconds,
+        tps=tps,
+        workers=workers,
+        dns=dns,
+        specs=[spec or HostileSet()],
+        in_process=in_process,
+    )
+    return without, with_
+
+
+def measure_sets(
+    *,
+    seconds: float,
+    tps: float,
+    workers: int = 8,
+    dns: int = 2,
+    specs: list[HostileSet],
+    in_process: bool = False,
+) -> tuple[Phase, list[Phase]]:
+    """(without clients, with each set of clients in turn), on one throw-away cluster and
+    pipeline: `cdc bench all --quick` measures the hostile clients and the table readers
+    against one phase without them, instead of starting a second cluster for the same baseline."""
     from cdc.config import load
     from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 
-    spec = spec or HostileSet()
     with scratch_cluster("cdc-bench-hostile-", dns) as (work, cluster):
         cfg = cluster.config()
         cfg.dumper.binlog_dir = str(work / "binlog")
@@ -268,31 +290,35 @@ def measure(
         state = work / "pipeline"
         with open(work / "pipeline.log", "ab") as log:
             pipeline = start_pipeline(config_path, state, log)
-        hostile_proc = None
         try:
             time.sleep(1)  # the setup's transactions pass first
             binlog = Path(cfg.dumper.binlog_dir)
             without = _phase(cfg, binlog, tps, seconds, workers)
-            ctx = multiprocessing.get_context("spawn")
-            ours, theirs = ctx.Pipe()
-            hostile_proc = ctx.Process(
-                target=hostile,
-                args=(cfg.dumper.host, cfg.dumper.port, DEFAULT_USER, DEFAULT_PASSWORD, spec),
-                kwargs={"conn": theirs},
-                daemon=True,
-            )
-            hostile_proc.start()
-            if not ours.poll(120) or ours.recv() != "ready":
-                raise RuntimeError("the hostile clients did not start")
-            time.sleep(1)  # they are all at work
-            with_ = _phase(cfg, binlog, tps, seconds, workers)
-            ours.send("stop")
-            with_.hostile = ours.recv() if ours.poll(60) else {"no report": 1}
-            return without, with_
+            client = (cfg.dumper.host, cfg.dumper.port, DEFAULT_USER, DEFAULT_PASSWORD)
+            withs = [_phase_with(cfg, binlog, tps, seconds, workers, client, s) for s in specs]
+            return without, withs
         finally:
-            if hostile_proc is not None and hostile_proc.is_alive():
-                hostile_proc.kill()
             stop_process(pipeline)
+
+
+def _phase_with(cfg, binlog: Path, tps, seconds, workers, client, spec: HostileSet) -> Phase:
+    """A phase with `spec`'s clients at work all along (in a process of their own, stopped
+    after it), and what they achieved."""
+    ctx = multiprocessing.get_context("spawn")
+    ours, theirs = ctx.Pipe()
+    proc = ctx.Process(target=hostile, args=(*client, spec), kwargs={"conn": theirs}, daemon=True)
+    proc.start()
+    try:
+        if not ours.poll(120) or ours.recv() != "ready":
+            raise RuntimeError("the hostile clients did not start")
+        time.sleep(1)  # they are all at work
+        with_ = _phase(cfg, binlog, tps, seconds, workers)
+        ours.send("stop")
+        with_.hostile = ours.recv() if ours.poll(60) else {"no report": 1}
+        return with_
+    finally:
+        if proc.is_alive():
+            proc.kill()
 
 
 def describe(

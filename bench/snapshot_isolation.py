@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench.hostile import HostileSet, describe, measure
+from bench.hostile import HostileSet, describe, measure_sets
 
 GOAL = 0.95
 
@@ -23,9 +23,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tps", type=float, default=300, help="target CN transactions/s")
     p.add_argument("--readers", type=int, default=4, help="clients reading the table in a loop")
     p.add_argument("--dns", type=int, default=2)
-    p.add_argument("--quick", action="store_true", help="3 s per phase at 100 TPS")
+    p.add_argument("--quick", action="store_true", help="2 s per phase at 100 TPS")
+    p.add_argument(
+        "--and-hostile",
+        action="store_true",
+        help="then `cdc bench hostile`'s clients (1 MB queries) in a third phase on the same"
+        " cluster, compared with the same phase without clients, printed as a `== hostile:`"
+        " section (`cdc bench all --quick`: one cluster for both benches)",
+    )
     args = p.parse_args(argv)
-    seconds, tps = (3.0, 100.0) if args.quick else (args.seconds, args.tps)
+    seconds, tps = (2.0, 100.0) if args.quick else (args.seconds, args.tps)
     spec = HostileSet(
         heartbeat_dumps=0,
         stalled_dumps=0,
@@ -35,13 +42,23 @@ def main(argv: list[str] | None = None) -> int:
         binlog_events_stalled=0,
         table_readers=args.readers,
     )
+    hostile = HostileSet(query_mb=1.0)
     print(
         f"snapshot isolation bench: {args.dns} DNs, transfers at {tps:g} TPS target for"
         f" {seconds:g} s per phase; {args.readers} clients reading {spec.table} whole in a loop"
     )
-    without, with_ = measure(seconds=seconds, tps=tps, dns=args.dns, spec=spec)
-    lines = describe("snapshot reads", without, with_, GOAL, "table readers")
+    specs = [spec, hostile] if args.and_hostile else [spec]
+    without, withs = measure_sets(seconds=seconds, tps=tps, dns=args.dns, specs=specs)
+    lines = describe("snapshot reads", without, withs[0], GOAL, "table readers")
     print("\n".join(lines), flush=True)
+    if args.and_hostile:
+        print(
+            "\n== hostile: on the snapshot-isolation bench's cluster, against its phase without"
+            f" clients\nhostile clients: {hostile.heartbeat_dumps} dumps at a 1 ns heartbeat"
+            f" period, {hostile.stalled_dumps} stalled dumps, {hostile.query_mb:g} MB queries,"
+            f" {hostile.binlog_events_loops} SHOW BINLOG EVENTS loops"
+        )
+        print("\n".join(describe("server in its own process", without, withs[1])), flush=True)
     return 0
 
 

@@ -59,6 +59,6 @@ def check(out: str) -> None:
     # One row per stream count asked for (--streams=1,2): its count first.
     rows = [line.split()[0] for line in found["streams"].splitlines() if line.startswith("  ")]
     assert rows[1:] == ["1", "2"], found["streams"]
-    # The pipeline bench generated at least the DN events it was asked for (--events=30000).
+    # The pipeline bench generated at least the DN events it was asked for (--events=10000).
     events = re.search(r"([\d,]+) DN events", found["pipeline"])
-    assert events and int(events.group(1).replace(",", "")) >= 30_000, found["pipeline"]
+    assert events and int(events.group(1).replace(",", "")) >= 10_000, found["pipeline"]

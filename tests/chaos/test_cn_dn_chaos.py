@@ -144,7 +144,7 @@ async def test_dns_paused_longer_than_heartbeat_and_idle_timeout(chaos):
 # Three CN processes write (each its own workload); DNs are added and DDL is issued by yet other
 # processes; workload processes are SIGKILLed and restarted at random moments meanwhile.
 SCALE_SECONDS = float(os.environ.get("CDC_CHAOS_SCALE_S", "30"))
-SCALE_DNS = int(os.environ.get("CDC_CHAOS_SCALE_DNS", "2"))  # DNs added: 3 -> 5
+SCALE_DNS = int(os.environ.get("CDC_CHAOS_SCALE_DNS", "1"))  # DNs added: 3 -> 4
 MANY = {
     "transfer": WORKLOADS["transfer"],
     "orders": WORKLOADS["orders"],
