@@ -27,7 +27,7 @@ M = TypeVar("M", bound=Message)
 NONCE_BYTES = 32
 HANDSHAKE_TIMEOUT_S = 10.0
 CONNECT_TIMEOUT_S = 5.0
-READ_LIMIT = 1 << 20  # the StreamReader's buffer, as on the local pipes
+READ_LIMIT = 1 << 20  # a frame reader's buffer, on a link as on a stream's local pipes
 
 
 class LinkRefused(RuntimeError):

@@ -22,8 +22,9 @@ import signal
 from pathlib import Path
 
 from cdc.config import Config
-from dumper.child_process import spawn, stop_child
+from dumper.child_process import stop_child
 from dumper.streams.link import LinkRefused, accept, keepalive
+from dumper.streams.spawn import spawn_stream
 
 log = logging.getLogger(__name__)
 
@@ -73,17 +74,12 @@ class StreamListener:
             await stop_child(self.proc, STOP_TIMEOUT_S)
             fd = os.dup(writer.get_extra_info("socket").fileno())
             try:
-                spec = {
-                    "config": self.config,
-                    "stream": self.stream,
-                    "cluster_uuid": login.cluster_uuid,
-                    "state_dir": str(self.state_dir / f"stream{self.stream}"),
-                    "term": 0,
-                    "log_level": logging.getLogger().getEffectiveLevel(),
-                    "frames_fd": fd,
-                }
-                self.proc = proc = await spawn(
-                    "dumper.streams.stream_process", spec, pass_fds=(fd,)
+                self.proc = proc = await spawn_stream(
+                    self.config,
+                    self.stream,
+                    login.cluster_uuid,
+                    self.state_dir / f"stream{self.stream}",
+                    link_fd=fd,
                 )
             finally:
                 os.close(fd)

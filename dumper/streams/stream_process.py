@@ -47,6 +47,7 @@ from cdc.streams import STREAM_PROGRESS_FILE, stream_config, stream_server_uuid
 from dumper.child_process import read_spec
 from dumper.pipeline import LeaderStats
 from dumper.pipeline.leader import gtid_layout, open_writer, reopen_with_room
+from dumper.streams.link import READ_LIMIT
 from dumper.streams.wire import FromStream, ToStream, framed, key_message, read_frame
 
 log = logging.getLogger(__name__)
@@ -237,14 +238,19 @@ class StreamWriter:
         self.writer.close()
 
 
+async def _read_pipe(fd: int) -> asyncio.StreamReader:
+    reader = asyncio.StreamReader(limit=READ_LIMIT)
+    await asyncio.get_running_loop().connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", 0)
+    )
+    return reader
+
+
 async def _pipes(
     frames_in: int, frames_out: int
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    reader = await _read_pipe(frames_in)
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=1 << 20)
-    await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(frames_in, "rb", 0)
-    )
     transport, protocol = await loop.connect_write_pipe(
         asyncio.streams.FlowControlMixin, os.fdopen(frames_out, "wb", 0)
     )
@@ -253,11 +259,7 @@ async def _pipes(
 
 async def _until_end(fd: int) -> None:
     """Until the pipe `fd` ends (its writer, our parent, is gone)."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", 0)
-    )
+    reader = await _read_pipe(fd)
     while await reader.read(4096):
         pass
     log.info("the listener is gone: stopping")
@@ -285,7 +287,7 @@ async def _serve_stream(spec: dict, frames_in: int, frames_out: int) -> None:
     linked = "frames_fd" in spec  # a TCP link (`cdc stream serve`), not the merge's pipes
     if linked:
         reader, out = await asyncio.open_connection(
-            sock=socket.socket(fileno=spec["frames_fd"]), limit=1 << 20
+            sock=socket.socket(fileno=spec["frames_fd"]), limit=READ_LIMIT
         )
     else:
         reader, out = await _pipes(frames_in, frames_out)

@@ -27,10 +27,11 @@ from cdc.config import Config
 from cdc.keys import GlobalKey
 from cdc.pauses import BINLOG_DISK_FULL, STREAM_UNREACHABLE, Backoff, Pauses
 from cdc.streams import stream_address
-from dumper.child_process import spawn, stop_child
+from dumper.child_process import stop_child
 from dumper.pipeline.leader import STREAM_PART_BYTES
 from dumper.streams.frames_pb2 import Part
 from dumper.streams.link import LinkRefused, connect
+from dumper.streams.spawn import spawn_stream
 from dumper.streams.wire import FromStream, ToStream, WireError, framed, message_key, read_frame
 from merge_source import SourceProcessDied
 
@@ -98,15 +99,9 @@ class StreamProcess:
         if self.address is not None:
             self._in, self._out = await self._connect()
         else:
-            spec = {
-                "config": self.config,
-                "stream": self.stream,
-                "cluster_uuid": self.cluster_uuid,
-                "state_dir": str(self.state_dir),
-                "term": term,
-                "log_level": logging.getLogger().getEffectiveLevel(),
-            }
-            self.proc = await spawn("dumper.streams.stream_process", spec)
+            self.proc = await spawn_stream(
+                self.config, self.stream, self.cluster_uuid, self.state_dir, term
+            )
             self._in, self._out = self.proc.stdout, self.proc.stdin
             log.info("stream %d: process %d started", self.stream, self.proc.pid)
         self._reader = asyncio.create_task(self._read(), name=f"stream{self.stream}-answers")
