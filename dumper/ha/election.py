@@ -37,6 +37,12 @@ def order_number(file: str, pos: int) -> int:
     return (number << 40) + pos
 
 
+def one_end(ends: Ends) -> tuple[str, int]:
+    """A copy's ends as the one file:position members report: the single stream's own, or
+    ("", `total`) with several streams."""
+    return ends[0] if len(ends) == 1 else ("", total(ends))
+
+
 def member_ends(m: Member) -> Ends:
     """What member `m` reported: its end per stream, or the single stream's file:position."""
     return m.streams or ((m.file, m.position),)
@@ -49,7 +55,7 @@ def winner(candidates: Mapping[int, Ends]) -> int:
         # A member that did not report its streams (a version without per-stream reports,
         # during an upgrade): only the sums compare (its position is its sum).
         def rank(item: tuple[int, Ends]) -> tuple[int, ...]:
-            return (_sum(item[1]), -item[0])
+            return (total(item[1]), -item[0])
     else:
         (streams,) = counts
         furthest = [max(order(*ends[i]) for ends in candidates.values()) for i in range(streams)]
@@ -57,10 +63,12 @@ def winner(candidates: Mapping[int, Ends]) -> int:
         def rank(item: tuple[int, Ends]) -> tuple[int, ...]:
             dumper_id, ends = item
             ahead = sum(order(*end) == top for end, top in zip(ends, furthest, strict=True))
-            return (ahead, _sum(ends), -dumper_id)
+            return (ahead, total(ends), -dumper_id)
 
     return max(candidates.items(), key=rank)[0]
 
 
-def _sum(ends: Ends) -> int:
+def total(ends: Ends) -> int:
+    """The sum over the streams of (file number, position) as one number: it grows with every
+    stream's copy ("" as a file: an end that is such a sum already)."""
     return sum(order_number(file, pos) if file else pos for file, pos in ends)

@@ -39,7 +39,7 @@ from cdc.protocol import BinlogPosition, DumpClient, DumpError, DumpSettings
 from cdc.streams import STREAM_PROGRESS_FILE, stream_dir
 from cdc.tasks import cancel_and_wait
 from dumper.ha.deps import LeaderBuilder, LeaseStore
-from dumper.ha.election import member_ends, order, order_number, winner
+from dumper.ha.election import member_ends, one_end, order, winner
 from dumper.ha.takeover import TakeoverTimeline
 from dumper.pipeline import Leader, LeaderError, Term
 from dumper.server import AckGate, ack_packet
@@ -255,11 +255,8 @@ class HaNode:
         return [self._end_of(c) for c in self.copies]
 
     def _copy_end(self) -> tuple[str, int]:
-        """How far this process's copy reaches, as one file:position: with several streams,
-        ("", the sum over the streams of (file number, position) as one number)."""
-        if self.copies[0].stream is None:
-            return self._end_of(self.copies[0])
-        return "", sum(order_number(*end) for end in self._copy_ends())
+        """How far this process's copy reaches, as one file:position (`election.one_end`)."""
+        return one_end(self._copy_ends())
 
     def _end_of(self, copy: CopyTarget) -> tuple[str, int]:
         names = layout.read_index(copy.dir, self.config.dumper.binlog_base)
@@ -274,9 +271,10 @@ class HaNode:
             if self.leader is not None and self.copies[0].stream is None:
                 file, pos = self.leader.writer.file, self.leader.writer.position
             else:  # (the streams' writers write this process's stream directories)
-                file, pos = self._copy_end()
+                ends = self._copy_ends()
+                file, pos = one_end(ends)
                 if self.copies[0].stream is not None:
-                    streams = tuple(self._copy_ends())
+                    streams = tuple(ends)
             member = Member(self.id, self.address, self.role, self.term, file, pos, 0.0, streams)
             with contextlib.suppress(Exception):
                 await self.store.report(member)
