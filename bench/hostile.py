@@ -54,6 +54,20 @@ class HostileSet:
     table_readers: int = 0
     table: str = "bank.accounts"
 
+    def clients(self) -> str:
+        """The hostile clients, as a bench's header names them."""
+        queries = (
+            f"SELECT '<{self.query_mb:g} MB>' and a {3 * self.query_mb:g} MB unquoted query in"
+            " loops"
+            if self.query_mb
+            else "no huge queries"
+        )
+        return (
+            f"{self.heartbeat_dumps} dumps at a 1 ns heartbeat period, {self.stalled_dumps}"
+            f" stalled dumps, {queries}, {self.binlog_events_loops} SHOW BINLOG EVENTS loops +"
+            f" {self.binlog_events_stalled} stalled"
+        )
+
 
 def hostile(host: str, port: int, user: str, password: str, spec: HostileSet, conn) -> None:
     """Process entry: run the hostile clients; "ready" once they all started, then on "stop"
@@ -372,17 +386,9 @@ def main(argv: list[str] | None = None) -> int:
         binlog_events_loops=args.binlog_events_loops,
     )
     kw = {"seconds": args.seconds, "tps": args.tps, "workers": args.workers, "dns": args.dns}
-    queries = (
-        f"SELECT '<{spec.query_mb:g} MB>' and a {3 * spec.query_mb:g} MB unquoted query in loops"
-        if spec.query_mb
-        else "no huge queries"
-    )
     print(
         f"hostile bench: {args.dns} DNs, transfers at {args.tps:g} TPS target for"
-        f" {args.seconds:g} s per phase; hostile: {spec.heartbeat_dumps} dumps at a 1 ns"
-        f" heartbeat period, {spec.stalled_dumps} stalled dumps, {queries},"
-        f" {spec.binlog_events_loops} SHOW BINLOG EVENTS loops + {spec.binlog_events_stalled}"
-        " stalled"
+        f" {args.seconds:g} s per phase; hostile: {spec.clients()}"
     )
     runs = [("server in its own process", False)]
     if args.in_process:

@@ -54,9 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.and_hostile:
         print(
             "\n== hostile: on the snapshot-isolation bench's cluster, against its phase without"
-            f" clients\nhostile clients: {hostile.heartbeat_dumps} dumps at a 1 ns heartbeat"
-            f" period, {hostile.stalled_dumps} stalled dumps, {hostile.query_mb:g} MB queries,"
-            f" {hostile.binlog_events_loops} SHOW BINLOG EVENTS loops"
+            f" clients\nhostile clients: {hostile.clients()}"
         )
         print("\n".join(describe("server in its own process", without, withs[1])), flush=True)
     return 0
