@@ -473,7 +473,7 @@ def decode_image(
 
 def value_widths(columns: Sequence[Column]) -> list[tuple[int, int]]:
     """How each column's value lies in a row image: (its fixed size, 0), or (0, the width of
-        its length prefix): a reader that wants some columns of an image steps over the others by
+    its length prefix): a reader that wants some columns of an image steps over the others by
     these, without decoding them."""
     out = []
     for idx, col in enumerate(columns):
