@@ -1,6 +1,7 @@
 """A multi-stream takeover where the winner is behind another follower in one stream
-(docs/streams.md, "The winner fetches the tails it lacks"), end to end: 2 DNs, `[dumper] streams = 2` (`bank0` pinned to stream 0,
-`bank` to stream 1, transfer traffic in each), three dumpers: 1 leads, 2 and 3 follow.
+(docs/streams.md, "The winner fetches the tails it lacks"), end to end: 2 DNs, `[dumper]
+streams = 2` (`bank0` pinned to stream 0, `bank` to stream 1, transfer traffic in each),
+three dumpers: 1 leads, 2 and 3 follow.
 
 Each follower is made to lag in one stream, as a crash or a slow link would: dumper 2
 copies the traffic of both streams (a consumer of each stream reads it from the leader); then
