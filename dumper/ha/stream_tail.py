@@ -26,10 +26,9 @@ import asyncio
 import logging
 import mmap
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from binlog_writer import BinlogCopier, CopyError, mark_event_ending_at
-from cdc.binlog.constants import EventType
+from cdc.binlog.constants import HEADER_LEN, EventType
 from cdc.binlog.header import event_size, log_pos
 from cdc.config import DumperConfig
 from cdc.protocol import BinlogPosition, DumpClient, DumpError, DumpSettings
@@ -41,14 +40,6 @@ log = logging.getLogger(__name__)
 
 class TailError(RuntimeError):
     """The other copy does not continue this one (it differs at this copy's last event)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Fetched:
-    stream: int
-    source: int  # the dumper id it came from
-    before: tuple[str, int]
-    after: tuple[str, int]
 
 
 def sources(
@@ -97,7 +88,10 @@ def _walk_to(buf, end: int) -> int | None:
     (a copy that does not end at a mark: a file's header events, or its ROTATE)."""
     pos, last = 4, None
     while pos < end:
-        last, pos = pos, pos + event_size(buf, pos)
+        size = event_size(buf, pos)
+        if size < HEADER_LEN:
+            return None  # (not an event: a copy holds only checked ones, but never loop)
+        last, pos = pos, pos + size
     return last if pos == end else None
 
 
@@ -145,11 +139,10 @@ async def catch_up(
     end_of: Callable,
     settings: Settings,
     timeout_s: float,
-) -> list[Fetched]:
+) -> None:
     """Bring each stream copy of `copies` (`CopyTarget`s) up to the furthest live follower's
     among `members`; `end_of(copy)` is a copy's end. Each follower that may hold more is asked
     in turn (a no-op for one that does not); one that fails is passed over."""
-    done: list[Fetched] = []
     lease_s = d.lease_ms / 1000
     for copy in copies:
         before = end_of(copy)
@@ -172,7 +165,7 @@ async def catch_up(
                 )
                 continue
             if order(*now) > order(*had):
-                log.warning(
+                log.info(
                     "dumper %d: stream %d's copy brought up from %s:%d to %s:%d from %s "
                     "(its consumers may have read that far)",
                     d.id,
@@ -181,5 +174,3 @@ async def catch_up(
                     *now,
                     what,
                 )
-                done.append(Fetched(copy.stream, m.dumper_id, had, now))
-    return done

@@ -15,6 +15,7 @@ from cdc.binlog.query import QueryEvent
 from cdc.config import DumperPeer
 from cdc.streams import stream_dir
 from dumper.ha import HaNode
+from dumper.ha.stream_tail import sources, stream_port_address
 from local_cluster.testing import free_base_port
 from tests.chaos.dumpers import copies_identical
 from tests.dumper.ha.fakes import FakeCopy, FakeGms, FakeLeaders, FakeLeaseStore
@@ -109,3 +110,21 @@ async def test_a_copy_that_does_not_continue_this_one_is_not_taken(tmp_path, cap
     assert node._end_of(node.copies[1]) != ends[1]
     assert "stream 1's tail not taken from dumper 3" in caplog.text
     assert "differs from this copy" in caplog.text
+
+
+def test_only_live_followers_at_or_past_this_copy_are_asked_furthest_first():
+    def member(i, role, age, end):
+        return Member(i, f"h:{i}", role, 1, "", 0, age, (("binlog.000002", 100), end))
+
+    members = [
+        member(1, "leader", 0.1, ("binlog.000009", 4)),  # (a leader serves no copy)
+        member(3, "follower", 0.1, ("binlog.000003", 50)),
+        member(4, "follower", 9.0, ("binlog.000009", 4)),  # not heard from within the lease
+        member(5, "follower", 0.1, ("binlog.000003", 900)),
+        member(6, "follower", 0.1, ("binlog.000003", 10)),  # behind this copy
+        member(7, "follower", 0.1, ("binlog.000003", 50)),
+        member(2, "follower", 0.1, ("binlog.000009", 4)),  # this dumper
+    ]
+    found = sources(members, 2, 1, ("binlog.000003", 50), lease_s=2.0)
+    assert [m.dumper_id for m in found] == [5, 3, 7]
+    assert stream_port_address("10.0.0.1:3307", 1) == "10.0.0.1:3309"
