@@ -3,16 +3,16 @@
 streams = 2` (`bank0` pinned to stream 0, `bank` to stream 1, transfer traffic in each),
 three dumpers: 1 leads, 2 and 3 follow.
 
-Each follower is made to lag in one stream, as a crash or a slow link would: dumper 2
-copies the traffic of both streams (a consumer of each stream reads it from the leader); then
-the leader's stream 0 server is frozen (SIGSTOP: no one copies stream 0 any more), dumper 3
-starts and dumper 2 is killed, and traffic goes on: dumper 3 copies stream 1 further than
-dumper 2 (and none of stream 0) and the consumer of stream 1 reads it. So dumper 2 is
-furthest in stream 0, dumper 3 in stream 1, and each stream's consumer has read as far as the
-furthest follower. The leader's stream 1 server is frozen too, dumper 2 started again (it
-copies nothing more), and the leader dies with all its processes (SIGKILL): whichever wins
-(dumper 2, by the sum of its ends) is behind the other in one stream, whose consumer read past
-the winner's copy.
+Each follower is made to lag in one stream, as a slow link would: the leader's stream server
+is frozen (SIGSTOP) until the followers' dumps of it time out (each then waits for the
+server's greeting on a new connection: a follower frozen then never logs in there, so it gets
+nothing from that server even once it is thawed). So dumper 3, frozen, misses traffic of
+stream 0 that dumper 2 copies; then dumper 2, frozen, misses traffic of stream 1 that dumper 3
+copies, while no one copies stream 0 (its server frozen again). An ordinary consumer of each
+stream has read, from the leader, as far as the furthest follower. With every stream server
+of the leader frozen, dumper 2 thawed and the leader SIGKILLed with all its processes, dumper 2
+wins (by the sums of its ends) behind dumper 3 in stream 1, whose consumer read past dumper
+2's copy there.
 
 The winner fetches that stream's tail from the other follower before its term begins there;
 each consumer, moved to the new leader at the position it had read to, reads on to the end
@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -75,12 +74,6 @@ def listener_pid(port: int) -> int:
         except OSError:
             continue
     raise AssertionError(f"nothing listens on {port}")
-
-
-def listens(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(1.0)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def signal_group(dumpers: Dumpers, i: int, sig: int) -> None:
@@ -155,8 +148,9 @@ class Consumer:
 
 
 async def until(dumpers: Dumpers, predicate, what: str) -> None:
+    started = time.monotonic()
     await dumpers.wait(predicate, TIMEOUT_S, what)
-    print(f"ok: {what}")
+    print(f"ok: {what} ({time.monotonic() - started:.1f}s)")
 
 
 async def traffic(workloads, seconds: float, streams=range(STREAMS)) -> None:
@@ -204,41 +198,65 @@ async def test_a_streams_tail_is_fetched_from_the_follower_ahead_in_it(tmp_path)
         dumpers.start(1)
         await until(dumpers, lambda: stream_status(dumpers, 1, STREAMS - 1), "dumper 1 leads")
         dumpers.start(2)
-        await until(dumpers, lambda: dumpers.role(2) == "follower", "dumper 2 follows")
+        dumpers.start(3)
+        await until(
+            dumpers, lambda: dumpers.role(2) == dumpers.role(3) == "follower", "2 and 3 follow"
+        )
         consumers = [Consumer(i, port(1, i)) for i in range(STREAMS)]
+        servers = [listener_pid(port(1, i)) for i in range(STREAMS)]  # the leader's
 
         def copied(dumper: int, streams=range(STREAMS)) -> bool:
             return all(copies_identical(copy(1, i), copy(dumper, i)) for i in streams)
 
-        def serves(dumper: int) -> bool:  # a follower whose copy servers listen
-            return dumpers.role(dumper) == "follower" and all(
-                listens(port(dumper, i)) for i in range(STREAMS)
+        def consumed(streams=range(STREAMS)) -> bool:
+            return all(
+                consumers[i].events and consumers[i].end == end_of(copy(1, i)) for i in streams
+            )
+
+        async def cut_off(stream: int, *followers: int) -> None:
+            """Freeze the leader's server of `stream` and wait until the dump of each of
+            `followers` from it timed out: each then waits for that server's greeting on a
+            new connection, and a follower frozen meanwhile will never log in there (so it
+            receives nothing from it, even once the server is thawed)."""
+            log = tmp_path / "dumpers.log"
+            since = log.stat().st_size
+            os.kill(servers[stream], signal.SIGSTOP)
+
+            def timed_out(follower: int) -> bool:
+                lines = log.read_bytes()[since:].decode(errors="replace").splitlines()
+                return any(
+                    f"dumper {follower}: copy from" in line
+                    and f"(127.0.0.1:{port(1, stream)})" in line
+                    for line in lines
+                )
+
+            await until(
+                dumpers,
+                lambda: all(timed_out(f) for f in followers),
+                f"the dumps of stream {stream} by {followers} timed out",
             )
 
         await traffic(workloads, 1.0)
-        await until(dumpers, lambda: copied(2), "dumper 2 copied the traffic")
-        await until(
-            dumpers,
-            lambda: all(c.events and c.end == end_of(copy(1, c.stream)) for c in consumers),
-            "the consumers read what dumper 2 copied",
-        )
-        # No one copies (or reads) stream 0 any more; dumper 3 starts, dumper 2 dies (killed,
-        # not frozen: its sockets would buffer what it missed).
-        os.kill(listener_pid(port(1, 0)), signal.SIGSTOP)
-        dumpers.start(3)
-        await until(dumpers, lambda: serves(3) and copied(3, [1]), "dumper 3 copies stream 1")
-        kill_dumper(dumpers, 2)
+        await until(dumpers, lambda: copied(2) and copied(3) and consumed(), "all copied and read")
+        # Dumper 3 misses stream 0's next transactions, which dumper 2 copies.
+        await cut_off(0, 2, 3)
+        signal_group(dumpers, 3, signal.SIGSTOP)
+        os.kill(servers[0], signal.SIGCONT)
         await traffic(workloads, 1.0)
-        await until(dumpers, lambda: copied(3, [1]), "dumper 3 copied stream 1")
-        await until(
-            dumpers,
-            lambda: consumers[1].end == end_of(copy(1, 1)),
-            "the consumer of stream 1 read what dumper 3 copied",
-        )
-        # Dumper 2 is back, copying nothing: every stream of the leader is frozen.
-        os.kill(listener_pid(port(1, 1)), signal.SIGSTOP)
-        dumpers.start(2)
-        await until(dumpers, lambda: serves(2), "dumper 2 follows, serving its copies")
+        await until(dumpers, lambda: copied(2) and consumed(), "dumper 2 copied, all read")
+        # Dumper 2 misses stream 1's next transactions, which dumper 3 copies; no one copies or
+        # reads stream 0 any more.
+        await cut_off(1, 2)
+        os.kill(servers[0], signal.SIGSTOP)
+        signal_group(dumpers, 2, signal.SIGSTOP)
+        signal_group(dumpers, 3, signal.SIGCONT)
+        os.kill(servers[1], signal.SIGCONT)
+        await traffic(workloads, 1.0)
+        await until(dumpers, lambda: copied(3, [1]) and consumed([1]), "dumper 3 copied stream 1")
+        os.kill(servers[1], signal.SIGSTOP)  # every stream of the leader frozen
+        signal_group(dumpers, 2, signal.SIGCONT)
+        await asyncio.sleep(2 * cfg.dumper.lease_renew_ms / 1000)  # (dumper 2 reports again)
+        await until(dumpers, lambda: dumpers.role(2) == "follower", "dumper 2 is back")
         ends = {d: [end_of(copy(d, i)) for i in range(STREAMS)] for d in (2, 3)}
         assert order(ends[2][0]) > order(ends[3][0]) and order(ends[3][1]) > order(ends[2][1])
         kill_dumper(dumpers, 1)
