@@ -10,9 +10,9 @@ nothing from that server even once it is thawed). So dumper 3, frozen, misses tr
 stream 0 that dumper 2 copies; then dumper 2, frozen, misses traffic of stream 1 that dumper 3
 copies, while no one copies stream 0 (its server frozen again). An ordinary consumer of each
 stream has read, from the leader, as far as the furthest follower. With every stream server
-of the leader frozen, dumper 2 thawed and the leader SIGKILLed with all its processes, dumper 2
-wins (by the sums of its ends) behind dumper 3 in stream 1, whose consumer read past dumper
-2's copy there.
+of the leader frozen, dumper 2 thawed and the leader SIGKILLed with all its processes, either
+wins (each is furthest in one stream; the sums of their ends decide) and is behind the other
+in one stream, whose consumer read past the winner's copy there.
 
 The winner fetches that stream's tail from the other follower before its term begins there;
 each consumer, moved to the new leader at the position it had read to, reads on to the end
