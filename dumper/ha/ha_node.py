@@ -518,7 +518,8 @@ class HaNode:
         """Several streams: each copy brought up to the furthest live follower's in its stream
         before the term begins there (`dumper.ha.stream_tail`: the election cannot pick a
         member furthest in every stream, and the old leader served each stream's consumers as
-        far as any follower acknowledged). Bounded by what is left of the lease."""
+        far as any follower acknowledged). Each dump is bounded by `lease_ms`; the lease is
+        renewed meanwhile (`_lead`)."""
         d = self.config.dumper
         try:
             members = await self.store.members()
