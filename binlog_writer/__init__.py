@@ -11,7 +11,7 @@ from .gtids import GtidLayout, MysqlGtids
 from .layout import file_name, file_number
 from .mariadb_gtids import MariadbGtids
 from .recovery import Boundary, TailScan, scan
-from .recovery_point import RecoveryPoint, scan_file
+from .recovery_point import RecoveryPoint, mark_event_ending_at, scan_file
 from .resume import key_from_mark, last_written_key, resume_file
 from .writer import BinlogWriter, RecoveryReport, TxnPosition
 
@@ -37,6 +37,7 @@ __all__ = [
     "last_written_key",
     "layout",
     "locate",
+    "mark_event_ending_at",
     "resume_file",
     "scan",
     "scan_file",

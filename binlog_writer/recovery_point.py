@@ -84,6 +84,14 @@ def cut(directory: Path, base: str, keep: list[str], file: str, pos: int) -> Non
 def mark_ending_at(buf: bytes | bytearray | memoryview, pos: int, header_end: int) -> bytes | None:
     """The text of the `CTS::` mark event (either carrier) that ends exactly at `pos`, if there
     is one whose header says so (`event_size`, `log_pos`) and whose CRC is right; else None."""
+    found = mark_event_ending_at(buf, pos, header_end)
+    return None if found is None else found[1]
+
+
+def mark_event_ending_at(
+    buf: bytes | bytearray | memoryview, pos: int, header_end: int
+) -> tuple[int, bytes] | None:
+    """`mark_ending_at`'s event: where it starts and its mark text (None: no such mark)."""
     if pos > len(buf):
         return None
     for start in range(pos - HEADER_LEN - 5, max(header_end, pos - _MAX_MARK) - 1, -1):
@@ -97,7 +105,7 @@ def mark_ending_at(buf: bytes | bytearray | memoryview, pos: int, header_end: in
         if zlib.crc32(event[:-4]) == _U32.unpack_from(event, len(event) - 4)[0]:
             mark = cts_mark_text(event)
             if mark is not None:
-                return mark
+                return start, mark
     return None
 
 

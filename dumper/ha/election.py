@@ -7,12 +7,13 @@ One stream: the furthest copy (file number, then position); ties go to the lowes
 
 Several streams: a copy has an end per stream, and with more than one follower none may be
 furthest in every stream. The leader served stream i's consumers up to the furthest end any
-follower acknowledged in stream i, so every stream in which the winner is behind another
-follower is a stream whose consumers may have read past where the new term begins there (what
-follows it is written again by the new leader, not necessarily at the same positions). Hence:
-the member furthest (or level with the furthest) in the most streams wins; then the greatest
-sum over the streams of (file number, position), which grows with every stream; then the
-lowest id. A member furthest in every stream always wins, as the plain sum would make it.
+follower acknowledged in stream i, so in every stream where the winner is behind another
+follower its consumers may have read past the winner's end: the new leader fetches those tails
+from the followers that hold them before its term begins (`dumper.ha.stream_tail`). The rule
+keeps those fetches few: the member furthest (or level with the furthest) in the most streams
+wins; then the greatest sum over the streams of (file number, position), which grows with
+every stream; then the lowest id. A member furthest in every stream always wins, as the plain
+sum would make it.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from cdc.streams import STREAM_PROGRESS_FILE, stream_dir
 from cdc.tasks import cancel_and_wait
 from dumper.ha.deps import LeaderBuilder, LeaseStore
 from dumper.ha.election import member_ends, one_end, order, winner
+from dumper.ha.stream_tail import catch_up, stream_port_address
 from dumper.ha.takeover import TakeoverTimeline
 from dumper.pipeline import Leader, LeaderError, Term
 from dumper.server import AckGate, ack_packet
@@ -89,8 +90,7 @@ class CopyTarget:
         (port + 1 + stream: `[dumper] stream_port` is 0 with peers, cdc/config.py)."""
         if self.stream is None:
             return lease.address
-        host, _, port = lease.address.rpartition(":")
-        return f"{host}:{int(port) + 1 + self.stream}"
+        return stream_port_address(lease.address, self.stream)
 
 
 def copy_targets(d: DumperConfig) -> list[CopyTarget]:
@@ -461,40 +461,16 @@ class HaNode:
         self.took_over_at = time.time()
         if self.acks is not None:
             self.acks.reset()
-        # Terms between the one this copy came from and ours may have cut the stream below
-        # our end (a term that never recorded its start wrote nothing).
-        await self._align_with_terms(term - 1)
-        if timeline is not None:
-            timeline.mark("copy aligned with the terms")
-        leader = self._leaders.build(self.nodes, Term(term, self._fence, timeline))
-        if timeline is not None:
-            timeline.mark("copy recovered")
-        if self.copies[0].stream is None:
-            rec = leader.writer.recovery
-            start = TermStart(
-                term,
-                self.id,
-                leader.writer.file,
-                4 if rec.started_new_file else leader.writer.position,
-            )
-            await self.store.record_term(start)
-            save_state_term(self.dir, term)
-            if timeline is not None:
-                timeline.mark("term recorded")
-            where = f"{start.file}:{start.position}"
-        else:
-            # Each stream's writer recovers its copy in its own process, which records where
-            # the term began in its stream (`dumper.streams.stream_process`).
-            where = f"the ends of its {len(self.copies)} stream copies"
-        self.leader = leader
-        log.info("dumper %d: leader of term %d, writing from %s", self.id, term, where)
-        tasks = [
-            asyncio.create_task(self._renew_loop(term), name="lease"),
-            asyncio.create_task(leader.run(), name="leader"),
-        ]
-        if self._on_lead is not None:
-            tasks.append(asyncio.create_task(self._on_lead(), name="on-lead"))
+        # Renewed from now: what comes before the pipeline runs (fetching stream tails,
+        # recovering the copy) may take a good part of the lease.
+        tasks = [asyncio.create_task(self._renew_loop(term), name="lease")]
         try:
+            leader, where = await self._begin_term(term, timeline, tasks[0])
+            self.leader = leader
+            log.info("dumper %d: leader of term %d, writing from %s", self.id, term, where)
+            tasks.append(asyncio.create_task(leader.run(), name="leader"))
+            if self._on_lead is not None:
+                tasks.append(asyncio.create_task(self._on_lead(), name="on-lead"))
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for t in done:
                 t.result()
@@ -505,6 +481,59 @@ class HaNode:
                 with contextlib.suppress(Exception):  # (TimeoutError included)
                     async with asyncio.timeout(2):  # not wait_for (ARCHITECTURE §8)
                         await self.store.release(self.id, term)
+
+    async def _begin_term(
+        self, term: int, timeline: TakeoverTimeline | None, renew: asyncio.Task
+    ) -> tuple[Leader, str]:
+        """The copy made ready for term `term`, and its pipeline; where it writes from."""
+        # Terms between the one this copy came from and ours may have cut the stream below
+        # our end (a term that never recorded its start wrote nothing).
+        await self._align_with_terms(term - 1)
+        if timeline is not None:
+            timeline.mark("copy aligned with the terms")
+        if self.copies[0].stream is not None:
+            await self._catch_up_streams()
+            if renew.done():
+                renew.result()  # (fenced meanwhile: raises)
+            if timeline is not None:
+                timeline.mark("stream tails fetched")
+        leader = self._leaders.build(self.nodes, Term(term, self._fence, timeline))
+        if timeline is not None:
+            timeline.mark("copy recovered")
+        if self.copies[0].stream is not None:
+            # Each stream's writer recovers its copy in its own process, which records where
+            # the term began in its stream (`dumper.streams.stream_process`).
+            return leader, f"the ends of its {len(self.copies)} stream copies"
+        rec = leader.writer.recovery
+        start = TermStart(
+            term, self.id, leader.writer.file, 4 if rec.started_new_file else leader.writer.position
+        )
+        await self.store.record_term(start)
+        save_state_term(self.dir, term)
+        if timeline is not None:
+            timeline.mark("term recorded")
+        return leader, f"{start.file}:{start.position}"
+
+    async def _catch_up_streams(self) -> None:
+        """Several streams: each copy brought up to the furthest live follower's in its stream
+        before the term begins there (`dumper.ha.stream_tail`: the election cannot pick a
+        member furthest in every stream, and the old leader served each stream's consumers as
+        far as any follower acknowledged). Each dump is bounded by `lease_ms`; the lease is
+        renewed meanwhile (`_lead`)."""
+        d = self.config.dumper
+        try:
+            members = await self.store.members()
+        except gms.UNREACHABLE as exc:
+            log.warning("dumper %d: members not read, no stream tail fetched: %s", self.id, exc)
+            return
+        await catch_up(
+            d,
+            self.copies,
+            members,
+            self._end_of,
+            lambda address, what: peer_dump_settings(d, address, what, non_blocking=True),
+            timeout_s=max(1.0, d.lease_ms / 1000),
+        )
 
     def _fence(self) -> None:
         if time.monotonic() >= self._valid_until:
@@ -572,14 +601,23 @@ def leader_dump_settings(
     """The dump of the leader's files by follower `d.id` (its copy, or a re-seed of it): a
     follower's server_id, so the leader's ack gate never holds it back. `address`: where
     (default: the lease's; a stream's copy dumps from the leader's stream port)."""
-    host, _, port = (address or lease.address).rpartition(":")
+    name = f"leader dumper {lease.holder}"
+    return peer_dump_settings(d, address or lease.address, name, non_blocking=non_blocking)
+
+
+def peer_dump_settings(
+    d: DumperConfig, address: str, name: str, *, non_blocking: bool = False
+) -> DumpSettings:
+    """A dump by dumper `d.id` of another member's files at `address` (the leader's, or a
+    follower's copy: `stream_tail`), as a follower: its server_id."""
+    host, _, port = address.rpartition(":")
     return DumpSettings(
         host,
         int(port),
         d.peer_user,
         d.peer_password,
         server_id=FOLLOWER_SERVER_ID_BASE + d.id,
-        name=f"leader dumper {lease.holder}",
+        name=name,
         heartbeat_period=0.5,
         idle_timeout=max(2.0, d.lease_ms / 1000),
         reconnect=False,

@@ -123,6 +123,13 @@ async def test_a_gtid_replica_of_one_stream_survives_the_failover_of_the_streams
         # Dumper 2 serves its copy of stream K read-only while it follows (mid-transaction
         # never: a copy holds whole transactions).
         await dumpers.wait(lambda: gtid_pos_or_none(port(2)), 60, "dumper 2 serves no copy")
+        # For a failure's diagnosis: a gate that gave up waiting for dumper 2 (ack_wait_ms,
+        # under load) served the replica past dumper 2's copy, which the takeover then forks.
+        gate = stream_status(dumpers, 1, K).get("ha", {})
+        print(
+            f"{time.monotonic() - started:5.1f}s stream {K}'s gate before the kill: degraded "
+            f"{gate.get('ack_gate_degraded')}, gave up {gate.get('ack_gate_gave_up')} time(s)"
+        )
         kill_dumper(dumpers, 1)  # the replica's master dies under traffic, with all of it
         killed_at = time.monotonic()
         await dumpers.wait(
