@@ -87,15 +87,31 @@ class JobLog:
         self.db = catalogue_db
 
     async def create(
-        self, kind: str, what: str, spec: dict[str, Any], steps: list[str], owner: int
+        self,
+        kind: str,
+        what: str,
+        spec: dict[str, Any],
+        steps: list[str],
+        detail: dict[str, Any],
+        owner: int,
     ) -> Job:
+        """The job's row, with its plan (`detail`) in the same statement: a process killed
+        right after the INSERT leaves a job any taker can run, never one without a target."""
         _, ((job_id,),) = await self._run(
             [
                 (
                     f"INSERT INTO `{self.db}`.cn_job (kind, what, spec, steps, step, detail, "
                     "state, owner, reason, result, created_at, updated_at) VALUES (%s, %s, %s, "
-                    "%s, '', '{}', %s, %s, '', '{}', NOW(6), NOW(6))",
-                    (kind, what[:255], spec_text(spec), json.dumps(steps), RUNNING, owner),
+                    "%s, '', %s, %s, %s, '', '{}', NOW(6), NOW(6))",
+                    (
+                        kind,
+                        what[:255],
+                        spec_text(spec),
+                        json.dumps(steps),
+                        json.dumps(detail),
+                        RUNNING,
+                        owner,
+                    ),
                 ),
                 ("SELECT LAST_INSERT_ID()", None),
             ]

@@ -199,9 +199,9 @@ class JobRunner:
                 detail = await k.plan(run)
                 if detail is None:
                     return None
-                job = await self.log.create(kind, k.what(spec), spec, list(k.steps), self.me)
-                job.detail = detail
-                await self.log.save_detail(job)
+                job = await self.log.create(
+                    kind, k.what(spec), spec, list(k.steps), detail, self.me
+                )
                 self.crash.reached(kind, "recorded")
                 say(f"job {job.id}: {job.what}")
             else:
