@@ -40,6 +40,11 @@ from cn.job_log import DONE, ROLLED_BACK, RUNNING, Job, JobLog
 log = logging.getLogger(__name__)
 
 NO_OWNER = 0  # a job given up by a live CN: any member's takeover retries it
+POISONED = 3  # takeovers failed in a row: `cdc cn recover` reports the job instead of retrying
+# The `detail` key recording a decision to roll back, before the first undo: a taker that finds
+# it goes on rolling back (a half-undone job resumed forward would leave the undo's leftovers,
+# and a DROP half-undone cannot go either way).
+ROLLING_BACK = "rolling_back"
 
 
 class JobFailed(Exception):
@@ -58,6 +63,15 @@ class JobRun:
     progress: Progress
     crash: JobCrashPoints
     runner: JobRunner
+
+    async def freeze(self, keys) -> None:
+        """A job's first step: freeze `keys` (redone by a taker: its own change must know them)
+        and record it. A job whose roll-back had begun goes on rolling back from here."""
+        await self.change.freeze(keys)
+        if not self.job.done("freeze"):
+            await self.reached("freeze")
+        if ROLLING_BACK in self.job.detail:
+            raise JobFailed(self.job.detail[ROLLING_BACK])
 
     def point(self, name: str) -> None:
         """A crash point inside a step (`job_crash_points.py`)."""
@@ -215,6 +229,7 @@ class JobRunner:
         job = await self.log.get(job.id)  # one of `taken`, maybe
         if job.state == RUNNING:
             await self._unlocked_part(self._run(job, None, say))
+            job = await self.log.get(job.id)
         await self.log.mark_reported(job)
         if job.state == ROLLED_BACK:
             raise CatalogueError(f"job {job.id} ({job.what}) rolled back: {job.reason}")
@@ -300,14 +315,22 @@ class JobRunner:
         try:
             await k.locked(run)
         except JobFailed as exc:
-            if not await k.can_roll_back(run):
-                change.keep_frozen = True
-                await self._give_up(job, f"{exc} (past the point of rolling back; retried)")
-                raise CatalogueError(f"job {job.id} ({job.what}): {exc}; retried") from None
+            if ROLLING_BACK not in job.detail:
+                if not await k.can_roll_back(run):
+                    change.keep_frozen = True
+                    await self._give_up(job, f"{exc} (past the point of rolling back; retried)")
+                    raise CatalogueError(f"job {job.id} ({job.what}): {exc}; retried") from None
+                job.detail[ROLLING_BACK] = str(exc)  # before the first undo (see ROLLING_BACK)
+                await self.log.save_detail(job)
             run.progress(f"job {job.id}: rolling back: {exc}")
-            await k.roll_back(run)
+            try:
+                await k.roll_back(run)
+            except Exception as undo:
+                change.keep_frozen = True  # half undone: the next taker goes on undoing
+                await self._give_up(job, f"rolling back: {type(undo).__name__}: {undo}")
+                raise
             await change.thaw()
-            await self.log.finish(job, ROLLED_BACK, reason=str(exc))
+            await self.log.finish(job, ROLLED_BACK, reason=job.detail[ROLLING_BACK])
             return
         except Exception as exc:
             change.keep_frozen = True
@@ -319,7 +342,10 @@ class JobRunner:
             await self.log.finish(job, DONE, result=job.detail.get("result", {}))
 
     async def _unlocked_part(self, run: JobRun) -> None:
-        k, job = self.kinds[run.job.kind], run.job
+        k = self.kinds[run.job.kind]
+        # As it is now: a job taken before another's unlocked part may have been finished by it
+        # (an added DN's move, adopted by the DN's job).
+        run.job = job = await self.log.get(run.job.id)
         if job.state != RUNNING:
             return
         try:

@@ -74,9 +74,7 @@ class AddDnJob:
         if not ctx.pools.knows(dn_id):
             ctx.pools.add_node(NodeConfig(**job.detail["node"]))
         # Broadcast writes go to every storage DN: none while their copy is made.
-        await run.change.freeze(broadcast_keys(ctx))
-        if not job.done("freeze"):
-            await run.reached("freeze")
+        await run.freeze(broadcast_keys(ctx))
         if not job.done("prepare"):
             await run.retrying(f"DN {dn_id}", lambda: _prepare_new_dn(ctx, dn_id))
             await run.reached("prepare")
@@ -163,9 +161,7 @@ class MoveJob:
     async def locked(self, run: JobRun) -> None:
         ctx, job, spec = run.ctx, run.job, run.job.spec
         db, name, p, target = spec["db"], spec["table"], spec["partition"], spec["target"]
-        await run.change.freeze({(db, name, p)})
-        if not job.done("freeze"):
-            await run.reached("freeze")
+        await run.freeze({(db, name, p)})
         m = self._move(run)  # the catalogue as reloaded at the freeze
         if not job.done("copy"):
             await run.retrying(f"DNs {m.source} and {target}", lambda: _copy_checked(ctx, m))
