@@ -255,7 +255,9 @@ class DdlJob:
         """Every shard reachable back to the definition before the job."""
         ctx, job = run.ctx, run.job
         table, verb = _table(job.detail), self._target(run).verb
-        before = job.detail.get("before")
+        if "before" not in job.detail:
+            return  # saved before the first shard's DDL: no shard has run it
+        before = job.detail["before"]
         for dn, p in _shards(ctx, table):
             try:
                 now = await self._definition(run, dn, table, p)
