@@ -282,20 +282,52 @@ class JobRunner:
         except Exception:  # noqa: BLE001 - logged; the next poll retries
             log.exception("CN instance %s: taking over a job failed", self.me)
 
-    async def finish_dead_owners_jobs(self) -> int:
+    async def finish_dead_owners_jobs(self) -> tuple[int, list[Job]]:
         """Take over every running job whose owner is dead, waiting out the lease of an owner
-        that has just died (`cdc cn recover`: the next `cdc cn` command finishes them); the
-        number of jobs still running, run by live CNs."""
+        that has just died (`cdc cn recover`: the next `cdc cn` command finishes them). Returns
+        the number of jobs still running, run by live CNs, and the dead owners' jobs whose
+        takeover here failed and has failed `POISONED` times in a row: retrying them is
+        pointless until their cause is fixed (or they are rolled back: `roll_back_job`)."""
         deadline = time.monotonic() + 2 * self.ctx.config.cn.lease_ms / 1000
+        tried: set[int] = set()
         while True:
             running = await self.log.running()
-            if not running:
-                return 0
-            if await self.log.orphans():
+            orphans = await self.log.orphans()
+            stuck = [j for j in orphans if j.id in tried and j.failures >= POISONED]
+            if not running or stuck:
+                return len(running) - len(orphans), stuck
+            if orphans:
+                tried |= {j.id for j in orphans}
                 await self.takeover()
             elif time.monotonic() > deadline:
-                return len(running)
+                return len(running), []
             await asyncio.sleep(self.ctx.membership.interval_s * 2)
+
+    async def roll_back_job(self, job_id: int, progress: Progress | None = None) -> Job:
+        """The operator's way out of a job whose takeover fails every time (`cdc cn jobs
+        --roll-back ID`): a running job whose owner is no live CN, of a kind that can still roll
+        it back (no marker written, no shard's DROP run), is rolled back now under the change
+        lock. The decision is recorded first (`ROLLING_BACK`): killed half-way, it goes on."""
+        say = progress or log.info
+        async with self._busy:
+            job = await self.log.get(job_id)
+            if job.state != RUNNING:
+                raise CatalogueError(f"job {job.id} ({job.what}) is {job.state}, not running")
+            run = self._run(job, None, say)
+            if ROLLING_BACK not in job.detail and not await self.kinds[job.kind].can_roll_back(run):
+                raise CatalogueError(
+                    f"job {job.id} ({job.what}) is past the point of rolling back (step "
+                    f"{job.step or '(none)'}): it can only be finished"
+                )
+            if not await self.log.take(job, self.me):
+                raise CatalogueError(
+                    f"job {job.id} ({job.what}) is run by CN instance {job.owner}, a live CN"
+                )
+            job.detail.setdefault(ROLLING_BACK, "rolled back by the operator (`cdc cn jobs`)")
+            await self.log.save_detail(job)
+            async with self.locked(f"rolling back job {job.id}", say, []) as change:
+                await self._locked_part(self._run(job, change, say))
+            return await self.log.get(job.id)
 
     async def _takeover(self) -> None:
         if not (await self.ctx.membership.try_lock("taking over a dead CN's job"))[0]:
