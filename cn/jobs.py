@@ -341,37 +341,52 @@ class JobRunner:
     # -- the parts -----------------------------------------------------------------------------
     async def _locked_part(self, run: JobRun) -> None:
         """The steps up to the thaw. A JobFailed rolls the job back (when its kind still can);
-        any other failure leaves it running and frozen, given up to whichever CN retries it."""
+        any other failure, the thaw's and the roll-back's too, leaves it running and frozen,
+        given up to whichever CN retries it (never owned by a live CN that no longer runs it)."""
         k, job, change = self.kinds[run.job.kind], run.job, run.change
         assert change is not None
         try:
             await k.locked(run)
         except JobFailed as exc:
-            if ROLLING_BACK not in job.detail:
-                if not await k.can_roll_back(run):
-                    change.keep_frozen = True
-                    await self._give_up(job, f"{exc} (past the point of rolling back; retried)")
-                    raise CatalogueError(f"job {job.id} ({job.what}): {exc}; retried") from None
-                job.detail[ROLLING_BACK] = str(exc)  # before the first undo (see ROLLING_BACK)
-                await self.log.save_detail(job)
-            run.progress(f"job {job.id}: rolling back: {exc}")
-            try:
-                await k.roll_back(run)
-            except Exception as undo:
-                change.keep_frozen = True  # half undone: the next taker goes on undoing
-                await self._give_up(job, f"rolling back: {type(undo).__name__}: {undo}")
-                raise
-            await change.thaw()
-            await self.log.finish(job, ROLLED_BACK, reason=job.detail[ROLLING_BACK])
+            if ROLLING_BACK not in job.detail and not await k.can_roll_back(run):
+                await self._stall(change, job, f"{exc} (past the point of rolling back; retried)")
+                raise CatalogueError(f"job {job.id} ({job.what}): {exc}; retried") from None
+            await self._guarded(change, job, "rolling back: ", self._roll_back(run, exc))
             return
         except Exception as exc:
-            change.keep_frozen = True
-            await self._give_up(job, f"{type(exc).__name__}: {exc}")
+            await self._stall(change, job, f"{type(exc).__name__}: {exc}")
             raise
+        await self._guarded(change, job, "", self._thaw(run))
+
+    async def _roll_back(self, run: JobRun, exc: JobFailed) -> None:
+        job, change = run.job, run.change
+        if ROLLING_BACK not in job.detail:
+            job.detail[ROLLING_BACK] = str(exc)  # before the first undo (see ROLLING_BACK)
+            await self.log.save_detail(job)
+        run.progress(f"job {job.id}: rolling back: {exc}")
+        await self.kinds[job.kind].roll_back(run)
         await change.thaw()
+        await self.log.finish(job, ROLLED_BACK, reason=job.detail[ROLLING_BACK])
+
+    async def _thaw(self, run: JobRun) -> None:
+        job = run.job
+        await run.change.thaw()
         await run.reached("thaw")
         if job.steps[-1] == "thaw":
             await self.log.finish(job, DONE, result=job.detail.get("result", {}))
+
+    async def _guarded(
+        self, change: ClusterChange, job: Job, what: str, step: Awaitable[None]
+    ) -> None:
+        try:
+            await step
+        except Exception as exc:
+            await self._stall(change, job, f"{what}{type(exc).__name__}: {exc}")
+            raise
+
+    async def _stall(self, change: ClusterChange, job: Job, why: str) -> None:
+        change.keep_frozen = True  # the next taker thaws (after finishing or rolling back)
+        await self._give_up(job, why)
 
     async def _unlocked_part(self, run: JobRun) -> None:
         k = self.kinds[run.job.kind]
