@@ -177,43 +177,44 @@ async def test_changes_killed_at_random_moments_finish(chaos):
     while not gms_one(c, "SELECT 1 FROM `{db}`.cn_partition WHERE tbl = 'accounts' LIMIT 1"):
         await asyncio.sleep(0.2)  # run alone, this test waits for transfer's table
     commands = Commands(c, column="r")
-    # The delays: between the latest kill that came before the job began and the command's
-    # whole run, both learnt as it goes (a process's start takes seconds on a loaded machine).
-    low = dict.fromkeys(KILL_KINDS, 0.5)
-    took = {"ddl": 5.0, "move": 5.0, "add-dn": 12.0}
+    # Most delays count from the job's row (its steps), the rest from the process's start (its
+    # start, the plan): drawn up to what the command, or its job, took when last measured.
+    whole = {"ddl": 5.0, "move": 5.0, "add-dn": 12.0}
+    in_job = {"ddl": 1.5, "move": 2.0, "add-dn": 5.0}
     outcome: Counter[str] = Counter()
     ddls = []
     for i in range(KILLS):
         kind = KILL_KINDS[i % len(KILL_KINDS)]
         args = commands.next(kind)
         (last_job,) = gms_one(c, "SELECT COALESCE(MAX(id), 0) FROM `{db}`.cn_job")[0]
-        delay = rng.uniform(low[kind], max(low[kind], took[kind]))
+        from_job = rng.random() < 0.75
+        delay = rng.uniform(0, (in_job if from_job else whole)[kind])
         start = time.monotonic()
         proc = c.spawn(f"{kind} {i}", [*args])
+        while from_job and proc.poll() is None and last_job_of(c, kind, last_job) is None:
+            await asyncio.sleep(0.02)
+        anchor = time.monotonic()
         try:
             await asyncio.to_thread(proc.wait, delay)
             outcome["ended before the kill"] += 1
             assert proc.returncode == 0, f"{args} (not killed) exited {proc.returncode}"
-            took[kind] = time.monotonic() - start
+            whole[kind] = time.monotonic() - start
+            if from_job:
+                in_job[kind] = time.monotonic() - anchor
             job = last_job_of(c, kind, last_job)
-            low[kind] = min(low[kind], took[kind] / 2)
         except subprocess.TimeoutExpired:
             await c.kill(f"{kind} {i}")
             job = last_job_of(c, kind, last_job)
             if job is not None and job[2]:
                 outcome["killed after reporting"] += 1
             else:
-                start = time.monotonic()
                 again = await asyncio.to_thread(c.cdc_result, *args)
                 assert again.returncode == 0, (
                     f"{args} killed after {delay:.2f}s (seed {seed}), run again: "
                     f"{again.stdout}{again.stderr}"
                 )
                 assert DONE[kind] in again.stdout or "nothing to do" in again.stdout, again.stdout
-                took[kind] = max(took[kind], low[kind] + time.monotonic() - start)
                 outcome["killed before its job" if job is None else "killed, resumed"] += 1
-                if job is None:
-                    low[kind] = delay
                 job = last_job_of(c, kind, last_job)
         assert job is None or job[1] == "done", (args, delay, seed, job)
         assert gms_one(c, "SELECT frozen FROM `{db}`.cn_change")[0][0] == "[]", (args, delay)
