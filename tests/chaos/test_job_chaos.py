@@ -180,14 +180,14 @@ async def test_changes_killed_at_random_moments_finish(chaos):
     # Most delays count from the job's row (its steps), the rest from the process's start (its
     # start, the plan): drawn up to what the command, or its job, took when last measured.
     whole = {"ddl": 5.0, "move": 5.0, "add-dn": 12.0}
-    in_job = {"ddl": 1.5, "move": 2.0, "add-dn": 5.0}
+    in_job = {"ddl": 1.0, "move": 1.0, "add-dn": 3.0}
     outcome: Counter[str] = Counter()
     ddls = []
     for i in range(KILLS):
         kind = KILL_KINDS[i % len(KILL_KINDS)]
         args = commands.next(kind)
         (last_job,) = gms_one(c, "SELECT COALESCE(MAX(id), 0) FROM `{db}`.cn_job")[0]
-        from_job = rng.random() < 0.75
+        from_job = rng.random() < 0.85
         delay = rng.uniform(0, (in_job if from_job else whole)[kind])
         start = time.monotonic()
         proc = c.spawn(f"{kind} {i}", [*args])
