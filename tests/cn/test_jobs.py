@@ -257,3 +257,26 @@ async def test_a_job_whose_takeover_always_fails_is_reported_and_can_be_rolled_b
     again = cli("cn", "jobs", "--roll-back", str(job_id), "--config", str(short_lease))
     assert again.returncode == 1 and "not running" in again.stderr, again.stdout + again.stderr
     print(f"a poison job: `cdc cn recover` gave up after {took:.1f}s")
+
+
+async def test_a_move_over_a_stray_copy_of_an_older_definition(cn_config, cn):
+    """A move rolled back while its target DN was gone leaves its copy there; after an ALTER,
+    the next move to that DN copies over it (the source's rows did not fit it: every retry of
+    the move failed, and every later change waited)."""
+    await cn.execute_ddl(f"DROP TABLE IF EXISTS {DB}.stray")
+    await cn.execute_ddl(
+        f"CREATE TABLE {DB}.stray (id INT PRIMARY KEY, v INT)", shard_key="id", partitions=4
+    )
+    t = cn.catalogue.table(DB, "stray")
+    target = next(dn for dn in cn.catalogue.dns if dn != t.placement[0])
+    await cn.ctx.pools.execute(target, f"CREATE TABLE {t.physical_name(0)} (id INT PRIMARY KEY)")
+    rows = [(i, i * 10) for i in range(1, 40)]
+    async with cn.transaction() as tx:
+        for r in rows:
+            await tx.execute(f"INSERT INTO {DB}.stray (id, v) VALUES (%s, %s)", r)
+    assert await cn.move_partition(DB, "stray", 0, target) is not None
+    assert cn.catalogue.table(DB, "stray").placement[0] == target
+    async with cn.transaction() as tx:
+        got = await tx.execute(f"SELECT id, v FROM {DB}.stray ORDER BY id")
+    assert sorted(tuple(r) for r in got.rows) == rows
+    assert jobs(cn_config)[-1][1] == "done" and frozen(cn_config) == "[]"
