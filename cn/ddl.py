@@ -130,10 +130,7 @@ class DdlJob:
         # No DML through any CN between the first shard's DDL and the DDL record: otherwise a
         # row written to an already-altered shard would reach the global binlog before the
         # logical DDL (at the record's TSO) with a column set the downstream does not have yet.
-        # Redone by a taker: its own freeze must know the keys.
-        await run.change.freeze(gate_keys(table))
-        if not job.done("freeze"):
-            await run.reached("freeze")
+        await run.freeze(gate_keys(table))
         if not job.done("shards"):
             await self._run_on_shards(run, table, target)
             await run.reached("shards")
@@ -200,26 +197,40 @@ class DdlJob:
             job.detail["before"] = await run.retrying(
                 f"DN {dn}", lambda: self._definition(run, dn, table, p)
             )
+            # From here on a shard may have run the DDL whether or not its definition after is
+            # saved yet: a DROP or TRUNCATE can no longer roll back (`can_roll_back`).
+            job.detail["started"] = True
             await run.log.save_detail(job)
         before = job.detail["before"]
+        tried: set[tuple] = set()  # a DDL retried after a lost connection may have run
         for dn, p in shards:
             name = table.physical_name(p)
 
             async def one(dn=dn, p=p, name=name) -> bool:
-                if not fresh:
+                if not fresh or (dn, p) in tried:
                     now = await self._definition(run, dn, table, p)
                     if target.verb != "TRUNCATE" and now == job.detail.get("after", "absent"):
                         return False  # done before a crash
+                    if now != before and "after" not in job.detail:
+                        # The first shard, run before a crash that came before its definition
+                        # after was saved: that definition is the one every shard must reach.
+                        job.detail["after"] = now
+                        await run.log.save_detail(job)
+                        return False
                     if now != before:
                         raise JobFailed(
                             f"shard {name} on DN {dn} is neither as before the DDL nor as after it"
                         )
                 physical = sql[: target.name_start] + name + sql[target.name_end :]
+                tried.add((dn, p))
                 try:
                     await ctx.pools.execute(dn, physical)
                 except pymysql.err.MySQLError as exc:
                     if errno(exc) in UNREACHABLE:
                         raise
+                    if "after" not in job.detail:  # the first shard refused: none has run it
+                        job.detail.pop("started", None)
+                        await run.log.save_detail(job)
                     raise JobFailed(
                         f"the DDL failed on DN {dn} ({name}): {exc.args[-1] if exc.args else exc}"
                     ) from None
@@ -238,19 +249,23 @@ class DdlJob:
         verb = self._target(run).verb
         if verb in ("CREATE", "ALTER"):
             return True
-        return "after" not in run.job.detail  # DROP/TRUNCATE: while no shard ran it
+        return "started" not in run.job.detail  # DROP/TRUNCATE: while no shard may have run it
 
     async def roll_back(self, run: JobRun) -> None:
         """Every shard reachable back to the definition before the job."""
         ctx, job = run.ctx, run.job
         table, verb = _table(job.detail), self._target(run).verb
-        before = job.detail.get("before")
+        if "before" not in job.detail:
+            return  # saved before the first shard's DDL: no shard has run it
+        before = job.detail["before"]
         for dn, p in _shards(ctx, table):
             try:
                 now = await self._definition(run, dn, table, p)
             except (pymysql.err.OperationalError, OSError):
                 continue  # a DN gone: nothing ran there since its last answer
             if now == before:
+                if verb == "ALTER":  # a rebuild killed between its RENAME and its DROP
+                    await ctx.pools.execute(dn, _drop_leftovers(table, p))
                 continue
             if verb == "CREATE":
                 await ctx.pools.execute(dn, f"DROP TABLE IF EXISTS {table.physical_name(p)}")
@@ -270,10 +285,10 @@ async def _rebuild(ctx: CnContext, dn: int, table: LogicalTable, p, before: str)
     (unlogged: they are no new change), swapped in by one RENAME. Nothing writes the shard
     meanwhile (the table is frozen on every CN)."""
     phys_db, phys = table.physical_db, physical_table(table.name, p)
-    tmp, old = f"{phys}__cdc_rollback", f"{phys}__cdc_old"
+    tmp, old = _rebuild_names(phys)
     async with ctx.pools.connection(dn) as conn, conn.cursor() as cur:
+        await cur.execute(_drop_leftovers(table, p))
         await cur.execute(f"USE `{phys_db}`")
-        await cur.execute(f"DROP TABLE IF EXISTS `{tmp}`, `{old}`")
         await cur.execute(_NAME.sub(f"CREATE TABLE `{tmp}`", before, count=1))
         await cur.execute(
             "SELECT a.COLUMN_NAME FROM information_schema.COLUMNS a JOIN "
@@ -290,6 +305,16 @@ async def _rebuild(ctx: CnContext, dn: int, table: LogicalTable, p, before: str)
             await cur.execute("SET SESSION sql_log_bin = 1")
         await cur.execute(f"RENAME TABLE `{phys}` TO `{old}`, `{tmp}` TO `{phys}`")
         await cur.execute(f"DROP TABLE `{old}`")
+
+
+def _rebuild_names(phys: str) -> tuple[str, str]:
+    """`_rebuild`'s table being built and the old one it swaps out."""
+    return f"{phys}__cdc_rollback", f"{phys}__cdc_old"
+
+
+def _drop_leftovers(table: LogicalTable, p) -> str:
+    tmp, old = _rebuild_names(physical_table(table.name, p))
+    return f"DROP TABLE IF EXISTS `{table.physical_db}`.`{tmp}`, `{table.physical_db}`.`{old}`"
 
 
 async def logical_schema(ctx: CnContext, table: LogicalTable) -> dict[str, Any]:

@@ -19,6 +19,10 @@ from cdc.cn_protocol.errors import CatalogueError
 from cdc.cn_protocol.gms import Statements
 
 RUNNING, DONE, ROLLED_BACK = "running", "done", "rolled back"
+# `detail`'s count of the attempts given up since the job last reached a step: a job whose
+# takeover fails every time (a bug, a shard that refuses past the point of rolling back) blocks
+# every later change, and says so (`render`, `cdc cn recover`).
+FAILURES = "failures"
 # A command run again adopts a job that another CN finished for it this recently.
 ADOPT_WITHIN_S = 600
 
@@ -44,6 +48,11 @@ class Job:
     reported: bool = False
     created_at: str = ""
     updated_at: str = ""
+
+    @property
+    def failures(self) -> int:
+        """Attempts given up in a row (no step reached since)."""
+        return int(self.detail.get(FAILURES, 0))
 
     def done(self, step: str) -> bool:
         """Has `step` been done (recorded)?"""
@@ -144,6 +153,7 @@ class JobLog:
 
     async def reached(self, job: Job, step: str) -> None:
         """Record `step` as done, with the job's `detail` as it is now."""
+        job.detail.pop(FAILURES, None)  # it moves again
         await self._update(job, "step = %s, detail = %s", (step, json.dumps(job.detail)))
         job.step = step
 
@@ -181,8 +191,12 @@ class JobLog:
         return bool(n)
 
     async def give_up(self, job: Job, owner: int, reason: str) -> None:
-        """Leave a running job to whoever takes it next (`owner` no live CN), saying why."""
-        await self._update(job, "owner = %s, reason = %s", (owner, reason))
+        """Leave a running job to whoever takes it next (`owner` no live CN), saying why and
+        counting the attempt (`FAILURES`)."""
+        job.detail[FAILURES] = job.failures + 1
+        await self._update(
+            job, "owner = %s, reason = %s, detail = %s", (owner, reason, json.dumps(job.detail))
+        )
         job.owner, job.reason = owner, reason
 
     async def mark_reported(self, job: Job) -> None:
@@ -265,4 +279,9 @@ def render(jobs: list[Job], live: set[int]) -> str:
         )
         if j.reason:
             lines.append(f"{'':>7}reason: {j.reason}")
+        if j.state == RUNNING and j.failures:
+            lines.append(
+                f"{'':>7}{j.failures} attempt(s) in a row failed (no step reached since): "
+                "every later change waits for this job"
+            )
     return "\n".join(lines)

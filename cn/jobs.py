@@ -40,6 +40,11 @@ from cn.job_log import DONE, ROLLED_BACK, RUNNING, Job, JobLog
 log = logging.getLogger(__name__)
 
 NO_OWNER = 0  # a job given up by a live CN: any member's takeover retries it
+POISONED = 3  # takeovers failed in a row: `cdc cn recover` reports the job instead of retrying
+# The `detail` key recording a decision to roll back, before the first undo: a taker that finds
+# it goes on rolling back (a half-undone job resumed forward would leave the undo's leftovers,
+# and a DROP half-undone cannot go either way).
+ROLLING_BACK = "rolling_back"
 
 
 class JobFailed(Exception):
@@ -58,6 +63,15 @@ class JobRun:
     progress: Progress
     crash: JobCrashPoints
     runner: JobRunner
+
+    async def freeze(self, keys) -> None:
+        """A job's first step: freeze `keys` (redone by a taker: its own change must know them)
+        and record it. A job whose roll-back had begun goes on rolling back from here."""
+        await self.change.freeze(keys)
+        if not self.job.done("freeze"):
+            await self.reached("freeze")
+        if ROLLING_BACK in self.job.detail:
+            raise JobFailed(self.job.detail[ROLLING_BACK])
 
     def point(self, name: str) -> None:
         """A crash point inside a step (`job_crash_points.py`)."""
@@ -215,6 +229,7 @@ class JobRunner:
         job = await self.log.get(job.id)  # one of `taken`, maybe
         if job.state == RUNNING:
             await self._unlocked_part(self._run(job, None, say))
+            job = await self.log.get(job.id)
         await self.log.mark_reported(job)
         if job.state == ROLLED_BACK:
             raise CatalogueError(f"job {job.id} ({job.what}) rolled back: {job.reason}")
@@ -267,20 +282,52 @@ class JobRunner:
         except Exception:  # noqa: BLE001 - logged; the next poll retries
             log.exception("CN instance %s: taking over a job failed", self.me)
 
-    async def finish_dead_owners_jobs(self) -> int:
+    async def finish_dead_owners_jobs(self) -> tuple[int, list[Job]]:
         """Take over every running job whose owner is dead, waiting out the lease of an owner
-        that has just died (`cdc cn recover`: the next `cdc cn` command finishes them); the
-        number of jobs still running, run by live CNs."""
+        that has just died (`cdc cn recover`: the next `cdc cn` command finishes them). Returns
+        the number of jobs still running, run by live CNs, and the dead owners' jobs whose
+        takeover here failed and has failed `POISONED` times in a row: retrying them is
+        pointless until their cause is fixed (or they are rolled back: `roll_back_job`)."""
         deadline = time.monotonic() + 2 * self.ctx.config.cn.lease_ms / 1000
+        tried: set[int] = set()
         while True:
             running = await self.log.running()
-            if not running:
-                return 0
-            if await self.log.orphans():
+            orphans = await self.log.orphans()
+            stuck = [j for j in orphans if j.id in tried and j.failures >= POISONED]
+            if not running or stuck:
+                return len(running) - len(orphans), stuck
+            if orphans:
+                tried |= {j.id for j in orphans}
                 await self.takeover()
             elif time.monotonic() > deadline:
-                return len(running)
+                return len(running), []
             await asyncio.sleep(self.ctx.membership.interval_s * 2)
+
+    async def roll_back_job(self, job_id: int, progress: Progress | None = None) -> Job:
+        """The operator's way out of a job whose takeover fails every time (`cdc cn jobs
+        --roll-back ID`): a running job whose owner is no live CN, of a kind that can still roll
+        it back (no marker written, no shard's DROP run), is rolled back now under the change
+        lock. The decision is recorded first (`ROLLING_BACK`): killed half-way, it goes on."""
+        say = progress or log.info
+        async with self._busy:
+            job = await self.log.get(job_id)
+            if job.state != RUNNING:
+                raise CatalogueError(f"job {job.id} ({job.what}) is {job.state}, not running")
+            run = self._run(job, None, say)
+            if ROLLING_BACK not in job.detail and not await self.kinds[job.kind].can_roll_back(run):
+                raise CatalogueError(
+                    f"job {job.id} ({job.what}) is past the point of rolling back (step "
+                    f"{job.step or '(none)'}): it can only be finished"
+                )
+            if not await self.log.take(job, self.me):
+                raise CatalogueError(
+                    f"job {job.id} ({job.what}) is run by CN instance {job.owner}, a live CN"
+                )
+            job.detail.setdefault(ROLLING_BACK, "rolled back by the operator (`cdc cn jobs`)")
+            await self.log.save_detail(job)
+            async with self.locked(f"rolling back job {job.id}", say, []) as change:
+                await self._locked_part(self._run(job, change, say))
+            return await self.log.get(job.id)
 
     async def _takeover(self) -> None:
         if not (await self.ctx.membership.try_lock("taking over a dead CN's job"))[0]:
@@ -294,32 +341,58 @@ class JobRunner:
     # -- the parts -----------------------------------------------------------------------------
     async def _locked_part(self, run: JobRun) -> None:
         """The steps up to the thaw. A JobFailed rolls the job back (when its kind still can);
-        any other failure leaves it running and frozen, given up to whichever CN retries it."""
+        any other failure, the thaw's and the roll-back's too, leaves it running and frozen,
+        given up to whichever CN retries it (never owned by a live CN that no longer runs it)."""
         k, job, change = self.kinds[run.job.kind], run.job, run.change
         assert change is not None
         try:
             await k.locked(run)
         except JobFailed as exc:
-            if not await k.can_roll_back(run):
-                change.keep_frozen = True
-                await self._give_up(job, f"{exc} (past the point of rolling back; retried)")
+            if ROLLING_BACK not in job.detail and not await k.can_roll_back(run):
+                await self._stall(change, job, f"{exc} (past the point of rolling back; retried)")
                 raise CatalogueError(f"job {job.id} ({job.what}): {exc}; retried") from None
-            run.progress(f"job {job.id}: rolling back: {exc}")
-            await k.roll_back(run)
-            await change.thaw()
-            await self.log.finish(job, ROLLED_BACK, reason=str(exc))
+            await self._guarded(change, job, "rolling back: ", self._roll_back(run, exc))
             return
         except Exception as exc:
-            change.keep_frozen = True
-            await self._give_up(job, f"{type(exc).__name__}: {exc}")
+            await self._stall(change, job, f"{type(exc).__name__}: {exc}")
             raise
+        await self._guarded(change, job, "", self._thaw(run))
+
+    async def _roll_back(self, run: JobRun, exc: JobFailed) -> None:
+        job, change = run.job, run.change
+        if ROLLING_BACK not in job.detail:
+            job.detail[ROLLING_BACK] = str(exc)  # before the first undo (see ROLLING_BACK)
+            await self.log.save_detail(job)
+        run.progress(f"job {job.id}: rolling back: {exc}")
+        await self.kinds[job.kind].roll_back(run)
         await change.thaw()
+        await self.log.finish(job, ROLLED_BACK, reason=job.detail[ROLLING_BACK])
+
+    async def _thaw(self, run: JobRun) -> None:
+        job = run.job
+        await run.change.thaw()
         await run.reached("thaw")
         if job.steps[-1] == "thaw":
             await self.log.finish(job, DONE, result=job.detail.get("result", {}))
 
+    async def _guarded(
+        self, change: ClusterChange, job: Job, what: str, step: Awaitable[None]
+    ) -> None:
+        try:
+            await step
+        except Exception as exc:
+            await self._stall(change, job, f"{what}{type(exc).__name__}: {exc}")
+            raise
+
+    async def _stall(self, change: ClusterChange, job: Job, why: str) -> None:
+        change.keep_frozen = True  # the next taker thaws (after finishing or rolling back)
+        await self._give_up(job, why)
+
     async def _unlocked_part(self, run: JobRun) -> None:
-        k, job = self.kinds[run.job.kind], run.job
+        k = self.kinds[run.job.kind]
+        # As it is now: a job taken before another's unlocked part may have been finished by it
+        # (an added DN's move, adopted by the DN's job).
+        run.job = job = await self.log.get(run.job.id)
         if job.state != RUNNING:
             return
         try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,7 @@ from cn.markers import dn_addresses, topology
 log = logging.getLogger(__name__)
 
 COPY_BATCH = 500
+_AUTO_INCREMENT = re.compile(r" AUTO_INCREMENT=\d+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +76,7 @@ class AddDnJob:
         if not ctx.pools.knows(dn_id):
             ctx.pools.add_node(NodeConfig(**job.detail["node"]))
         # Broadcast writes go to every storage DN: none while their copy is made.
-        await run.change.freeze(broadcast_keys(ctx))
-        if not job.done("freeze"):
-            await run.reached("freeze")
+        await run.freeze(broadcast_keys(ctx))
         if not job.done("prepare"):
             await run.retrying(f"DN {dn_id}", lambda: _prepare_new_dn(ctx, dn_id))
             await run.reached("prepare")
@@ -163,9 +163,7 @@ class MoveJob:
     async def locked(self, run: JobRun) -> None:
         ctx, job, spec = run.ctx, run.job, run.job.spec
         db, name, p, target = spec["db"], spec["table"], spec["partition"], spec["target"]
-        await run.change.freeze({(db, name, p)})
-        if not job.done("freeze"):
-            await run.reached("freeze")
+        await run.freeze({(db, name, p)})
         m = self._move(run)  # the catalogue as reloaded at the freeze
         if not job.done("copy"):
             await run.retrying(f"DNs {m.source} and {target}", lambda: _copy_checked(ctx, m))
@@ -297,6 +295,13 @@ async def _copy_table(ctx: CnContext, name: str, source: int, target: int) -> No
     async with ctx.pools.connection(target) as dst, dst.cursor() as out:
         await out.execute(f"USE {db}")
         await out.execute(create.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
+        await out.execute(f"SHOW CREATE TABLE {name}")
+        ((_, there),) = await out.fetchall()
+        if _AUTO_INCREMENT.sub("", there) != _AUTO_INCREMENT.sub("", create):
+            # A stray copy from before an ALTER (a move rolled back while this DN was gone):
+            # the source's rows would not fit it, and the move would fail on every retry.
+            await out.execute(f"DROP TABLE {name}")
+            await out.execute(create)
         await out.execute("SET SESSION sql_log_bin = 0")
         try:
             await out.execute(f"DELETE FROM {name}")

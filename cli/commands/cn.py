@@ -44,6 +44,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "jobs", help="list cluster changes (running, done, rolled back) with their step and owner"
     )
     jobs.add_argument("--limit", type=int, default=20, help="the newest N jobs (default 20)")
+    jobs.add_argument(
+        "--roll-back",
+        type=int,
+        metavar="ID",
+        help="roll back running job ID, whose owner is dead (one whose takeover keeps failing)",
+    )
     jobs.set_defaults(func=cmd_jobs)
     hb = csub.add_parser("heartbeat", help="send heartbeats until interrupted (or --count)")
     hb.add_argument("--count", type=int, default=0, help="stop after N heartbeats (0: forever)")
@@ -80,15 +86,21 @@ def cmd_recover(args) -> int:
         try:
             report = await cn.recover(wait_s=args.wait)
             # A cluster change whose CN died is finished (or rolled back) too.
-            return report, await cn.jobs.finish_dead_owners_jobs()
+            return report, *await cn.jobs.finish_dead_owners_jobs()
         finally:
             await cn.close()
 
-    report, live_jobs = asyncio.run(run())
+    report, live_jobs, stuck = asyncio.run(run())
     print(f"recovery: {report.summary()}")
     if live_jobs:
         print(f"{live_jobs} job(s) still run by live CNs (`cdc cn jobs`)")
-    return 1 if report.skipped else 0
+    for job in stuck:
+        print(
+            f"job {job.id} ({job.what}) cannot be taken over: {job.failures} attempts in a row "
+            f"failed, the last with: {job.reason}. Every later change waits for it: fix the "
+            f"cause, or `cdc cn jobs --roll-back {job.id}`"
+        )
+    return 1 if report.skipped or stuck else 0
 
 
 def cmd_add_dn(args) -> int:
@@ -148,6 +160,8 @@ def cmd_move(args) -> int:
 
 
 def cmd_jobs(args) -> int:
+    if args.roll_back is not None:
+        return _roll_back_job(args)
     from cdc.cn_protocol.dn_pool import connect
     from cdc.cn_protocol.gms import GmsStore
     from cn.job_log import JobLog, render
@@ -162,6 +176,20 @@ def cmd_jobs(args) -> int:
     jobs, live = asyncio.run(run())
     print(render(jobs, live))
     return 0
+
+
+def _roll_back_job(args) -> int:
+    async def run():
+        cn = _cn(args)
+        await cn.start(recover=False)
+        try:
+            return await cn.jobs.roll_back_job(args.roll_back, progress)
+        finally:
+            await cn.close()
+
+    job = asyncio.run(run())
+    print(f"job {job.id} ({job.what}): {job.state}: {job.reason}")
+    return 0 if job.state == "rolled back" else 1
 
 
 def cmd_heartbeat(args) -> int:

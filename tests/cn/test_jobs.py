@@ -14,7 +14,9 @@ import pymysql
 import pytest
 
 from cn import CatalogueError, ComputeNode
+from cn.ddl import DdlJob
 from cn.job_crash_points import points
+from cn.jobs import POISONED
 from tests.cn.conftest import cli, with_cn
 
 DB = "jobs"
@@ -34,7 +36,9 @@ def gms_rows(config, sql: str, params=None) -> list[tuple]:
     try:
         with conn.cursor() as cur:
             cur.execute(sql, params)
-            return list(cur.fetchall())
+            rows = list(cur.fetchall())
+        conn.commit()
+        return rows
     finally:
         conn.close()
 
@@ -187,3 +191,92 @@ async def test_a_ddl_a_shard_refuses_is_rolled_back_everywhere(cn_config, cn_con
     async with cn.transaction() as tx:
         got = await tx.execute(f"SELECT id, v FROM {DB}.refused ORDER BY id")
     assert sorted(tuple(r) for r in got.rows) == sorted(rows)
+
+
+async def test_a_job_whose_takeover_always_fails_is_reported_and_can_be_rolled_back(
+    cn_config, short_lease, monkeypatch
+):
+    """Issue 33's poison job: every takeover fails with a bug's error, and every later change
+    waits for it. `cdc cn recover` says so and exits non-zero after `POISONED` attempts instead
+    of retrying for ever, `cdc cn jobs` shows the failures, `cdc cn jobs --roll-back` ends it."""
+    db = cn_config.cn.catalogue_database
+    async with ComputeNode(cn_config) as node:
+        await node.execute_ddl(f"DROP TABLE IF EXISTS {DB}.poison")
+        await node.execute_ddl(
+            f"CREATE TABLE {DB}.poison (id INT PRIMARY KEY, v INT)", shard_key="id", partitions=4
+        )
+        before = await definitions(node, "poison")
+    # The row issue 33's kill left (no plan: KeyError 'table'), its owner long dead.
+    sql = f"ALTER TABLE {DB}.poison ADD COLUMN p INT NULL"
+    spec = '{"broadcast": false, "db": null, "partitions": 8, "shard_key": null, "sql": "%s"}'
+    steps = '["freeze", "shards", "catalogue", "record", "thaw"]'
+    gms_rows(
+        cn_config,
+        f"INSERT INTO `{db}`.cn_job (kind, what, spec, steps, step, detail, state, owner, "
+        "reason, result, created_at, updated_at) VALUES ('ddl', 'DDL on jobs.poison', %s, %s, "
+        "'', '{}', 'running', 4242, '', '{}', NOW(6), NOW(6))",
+        (spec % sql, steps),
+    )
+    began = time.monotonic()
+    recover = cli("cn", "recover", "--config", str(short_lease))
+    took = time.monotonic() - began
+    assert recover.returncode == 1, recover.stdout + recover.stderr
+    assert "cannot be taken over" in recover.stdout and "KeyError" in recover.stdout, recover.stdout
+    listed = cli("cn", "jobs", "--config", str(short_lease))
+    assert "attempt(s) in a row failed" in listed.stdout, listed.stdout
+    gms_rows(
+        cn_config,
+        f"UPDATE `{db}`.cn_job SET state = 'rolled back', reported = 1 WHERE state = 'running'",
+    )
+
+    # A job killed after its freeze whose shards' step is a bug: the operator rolls it back.
+    env = {**os.environ, "CDC_CN_JOB_CRASH_AT": "ddl:freeze"}
+    killed = cli("cn", "ddl", sql, "--config", str(short_lease), env=env)
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    job_id = jobs(cn_config)[-1][0]
+
+    async def a_bug(*args):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(DdlJob, "_run_on_shards", a_bug)
+    node = ComputeNode(with_cn(cn_config, lease_ms=1500))
+    await node.start(recover=False)
+    try:
+        _, stuck = await node.jobs.finish_dead_owners_jobs()
+    finally:
+        await node.close()
+    monkeypatch.undo()
+    assert [j.id for j in stuck] == [job_id], stuck
+    assert stuck[0].failures >= POISONED and "RuntimeError: a bug" in stuck[0].reason, stuck
+    rolled = cli("cn", "jobs", "--roll-back", str(job_id), "--config", str(short_lease))
+    assert rolled.returncode == 0, rolled.stdout + rolled.stderr
+    assert f"job {job_id} (DDL on {DB}.poison): rolled back" in rolled.stdout, rolled.stdout
+    assert jobs(cn_config)[-1][1] == "rolled back" and frozen(cn_config) == "[]"
+    async with ComputeNode(cn_config) as node:
+        assert await definitions(node, "poison") == before
+    again = cli("cn", "jobs", "--roll-back", str(job_id), "--config", str(short_lease))
+    assert again.returncode == 1 and "not running" in again.stderr, again.stdout + again.stderr
+    print(f"a poison job: `cdc cn recover` gave up after {took:.1f}s")
+
+
+async def test_a_move_over_a_stray_copy_of_an_older_definition(cn_config, cn):
+    """A move rolled back while its target DN was gone leaves its copy there; after an ALTER,
+    the next move to that DN copies over it (the source's rows did not fit it: every retry of
+    the move failed, and every later change waited)."""
+    await cn.execute_ddl(f"DROP TABLE IF EXISTS {DB}.stray")
+    await cn.execute_ddl(
+        f"CREATE TABLE {DB}.stray (id INT PRIMARY KEY, v INT)", shard_key="id", partitions=4
+    )
+    t = cn.catalogue.table(DB, "stray")
+    target = next(dn for dn in cn.catalogue.dns if dn != t.placement[0])
+    await cn.ctx.pools.execute(target, f"CREATE TABLE {t.physical_name(0)} (id INT PRIMARY KEY)")
+    rows = [(i, i * 10) for i in range(1, 40)]
+    async with cn.transaction() as tx:
+        for r in rows:
+            await tx.execute(f"INSERT INTO {DB}.stray (id, v) VALUES (%s, %s)", r)
+    assert await cn.move_partition(DB, "stray", 0, target) is not None
+    assert cn.catalogue.table(DB, "stray").placement[0] == target
+    async with cn.transaction() as tx:
+        got = await tx.execute(f"SELECT id, v FROM {DB}.stray ORDER BY id")
+    assert sorted(tuple(r) for r in got.rows) == rows
+    assert jobs(cn_config)[-1][1] == "done" and frozen(cn_config) == "[]"
