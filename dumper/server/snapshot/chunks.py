@@ -45,7 +45,7 @@ def take_chunk(
     out: list[tuple[Key, P]] = []
     for shard in rows:
         if mine:
-            out.extend(row for row in shard if row[0] not in mine)
+            out.extend([row for row in shard if row[0] not in mine])
         else:
             out.extend(shard)
     for key in mine:

@@ -350,9 +350,7 @@ class SnapshotRead:
             self.position,
             (self._table.db, self._table.name),  # type: ignore[union-attr]
             plan.key,
-            lambda values: tuple(
-                _key_value(plan, i, v) for i, v in zip(plan.key, values, strict=True)
-            ),
+            _key_of(plan),
             len(plan.columns),
         )
 
@@ -524,6 +522,16 @@ def _data_column(plan: _Plan, i: int) -> str:
     col = plan.columns[i]
     name = _q(col.org_name.decode())
     return f"CAST({name} AS DOUBLE)" if plan.exact_floats and col.type == T.FLOAT else name
+
+
+def _key_of(plan: _Plan) -> Callable[[list], tuple]:
+    """A before-image's key values (decoded, in key order) → its key as a page holds it; one
+    signed integer column (the usual key) as it is, with no call per value."""
+    if plan.integer_key and len(plan.key) == 1 and not plan.columns[plan.key[0]].unsigned:
+        return tuple
+    return lambda values: tuple(
+        _key_value(plan, i, v) for i, v in zip(plan.key, values, strict=True)
+    )
 
 
 def _key_value(plan: _Plan, i: int, value: object) -> object:
