@@ -11,8 +11,10 @@ the dumper supports; another collation is refused with 1235 naming it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import warnings
+from collections.abc import Awaitable, Callable, Iterator
 
 import pymysql
 import pytest
@@ -82,66 +84,72 @@ def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _reference(snap, charset: str, name: str) -> tuple[list[str], tuple[str, str]]:
-    """(the words a primary key in this collation keeps, one of each equal set, in MariaDB's
-    ORDER BY; their MIN and MAX), from a temporary table on a DN."""
+@contextlib.contextmanager
+def _scratch(snap, table: str, columns: str) -> Iterator[pymysql.cursors.Cursor]:
+    """A cursor on DN 0 with a temporary table `mysql.<table>` (not binlogged: the pipeline
+    never sees it)."""
     conn = snap.dn(0)
     try:
         with conn.cursor() as cur:
             cur.execute("SET SESSION sql_log_bin = 0")
-            cur.execute(
-                f"CREATE TEMPORARY TABLE mysql.ref ({_column(charset, name)}, PRIMARY KEY (s))"
-            )
-            for w in _storable(charset):
-                cur.execute("INSERT IGNORE INTO mysql.ref VALUES (%s)", (w,))
-            cur.execute("SELECT s FROM mysql.ref ORDER BY s")
-            order = [_text(r[0]) for r in cur.fetchall()]
-            cur.execute("SELECT MIN(s), MAX(s) FROM mysql.ref")
-            low, high = cur.fetchone()
-            cur.execute("DROP TEMPORARY TABLE mysql.ref")
-        return order, (_text(low), _text(high))
+            cur.execute(f"CREATE TEMPORARY TABLE mysql.{table} ({columns})")
+            yield cur
     finally:
         conn.close()
 
 
-async def _create(cfg, tables: dict[str, tuple[str, str, list[str]]]) -> None:
-    cn = ComputeNode(cfg)
-    await cn.start()
-    warnings.simplefilter("ignore", pymysql.Warning)
-    try:
+def _reference(snap, charset: str, name: str) -> tuple[list[str], tuple[str, str]]:
+    """(the words a primary key in this collation keeps, one of each equal set, in MariaDB's
+    ORDER BY; their MIN and MAX), from a temporary table on a DN."""
+    with _scratch(snap, "ref", f"{_column(charset, name)}, PRIMARY KEY (s)") as cur:
+        for w in _storable(charset):
+            cur.execute("INSERT IGNORE INTO mysql.ref VALUES (%s)", (w,))
+        cur.execute("SELECT s FROM mysql.ref ORDER BY s")
+        order = [_text(r[0]) for r in cur.fetchall()]
+        cur.execute("SELECT MIN(s), MAX(s) FROM mysql.ref")
+        low, high = cur.fetchone()
+    return order, (_text(low), _text(high))
+
+
+async def _create(cn: ComputeNode, tables: dict[str, tuple[str, str, list[str]]]) -> None:
+    await cn.execute_ddl(
+        f"CREATE TABLE IF NOT EXISTS {DB}.refused (id INT NOT NULL PRIMARY KEY, "
+        "s VARCHAR(8) CHARACTER SET utf8mb4 COLLATE utf8mb4_german2_ci)",
+        shard_key="id",
+        partitions=4,
+    )
+    async with cn.transaction() as tx:
+        await tx.execute(f"INSERT INTO {DB}.refused (id, s) VALUES (1, 'ä'), (2, 'b')")
+    for table, (charset, name, _) in tables.items():
         await cn.execute_ddl(
-            f"CREATE TABLE IF NOT EXISTS {DB}.refused (id INT NOT NULL PRIMARY KEY, "
-            "s VARCHAR(8) CHARACTER SET utf8mb4 COLLATE utf8mb4_german2_ci)",
-            shard_key="id",
-            partitions=4,
+            f"CREATE TABLE IF NOT EXISTS {DB}.{table} ({_column(charset, name)}, PRIMARY KEY (s))",
+            shard_key="s",
+            # A key not made of integers is read in one page per shard, at most PAGE_ROWS
+            # (16) rows: the words spread over 8 shards fit.
+            partitions=8,
         )
-        async with cn.transaction() as tx:
-            await tx.execute(f"INSERT INTO {DB}.refused (id, s) VALUES (1, 'ä'), (2, 'b')")
-        for table, (charset, name, _) in tables.items():
-            await cn.execute_ddl(
-                f"CREATE TABLE IF NOT EXISTS {DB}.{table} ({_column(charset, name)}, "
-                "PRIMARY KEY (s))",
-                shard_key="s",
-                # A key not made of integers is read in one page per shard, at most
-                # PAGE_ROWS (16) rows: the words spread over 8 shards fit.
-                partitions=8,
-            )
-        async with cn.transaction() as tx:
-            for table, (_, _, words) in tables.items():
-                values = ", ".join(["(%s)"] * len(words))
-                await tx.execute(f"INSERT INTO {DB}.{table} (s) VALUES {values}", words)
-    finally:
-        await cn.close()
+    async with cn.transaction() as tx:
+        for table, (_, _, words) in tables.items():
+            values = ", ".join(["(%s)"] * len(words))
+            await tx.execute(f"INSERT INTO {DB}.{table} (s) VALUES {values}", words)
 
 
-async def _drop(cfg, tables: list[str]) -> None:
-    cn = ComputeNode(cfg)
-    await cn.start()
-    try:
-        for table in tables:
-            await cn.execute_ddl(f"DROP TABLE IF EXISTS {DB}.{table}")
-    finally:
-        await cn.close()
+async def _drop(cn: ComputeNode, tables: list[str]) -> None:
+    for table in tables:
+        await cn.execute_ddl(f"DROP TABLE IF EXISTS {DB}.{table}")
+
+
+def _with_cn(cfg, step: Callable[[ComputeNode], Awaitable[None]]) -> None:
+    async def run() -> None:
+        cn = ComputeNode(cfg)
+        await cn.start()
+        warnings.simplefilter("ignore", pymysql.Warning)
+        try:
+            await step(cn)
+        finally:
+            await cn.close()
+
+    asyncio.run(asyncio.wait_for(run(), 120))
 
 
 def _query(snap, sql: str) -> list[tuple]:
@@ -164,7 +172,7 @@ def tables(snap):
         out[f"t{i}"] = (name, order, bounds)
         create[f"t{i}"] = (charset, name, order)
     create["refused_key"] = ("utf8mb4", "utf8mb4_german2_ci", ["a"])
-    asyncio.run(asyncio.wait_for(_create(snap.config, create), 120))
+    _with_cn(snap.config, lambda cn: _create(cn, create))
     try:
         deadline = time.monotonic() + 60
         for table, (_, order, _) in out.items():
@@ -175,7 +183,7 @@ def tables(snap):
     finally:
         # The package's later tests compare the whole cluster with a replica seeded by a
         # dump of bank and shop (test_mariadb_dump): these tables are not for them.
-        asyncio.run(asyncio.wait_for(_drop(snap.config, [*create, "refused"]), 120))
+        _with_cn(snap.config, lambda cn: _drop(cn, [*create, "refused"]))
 
 
 def test_keys_in_each_collation_come_in_mariadbs_order(snap, tables):
@@ -206,23 +214,14 @@ def test_another_collation_is_refused_naming_it(snap, tables):
 @pytest.mark.parametrize(("charset", "name"), IN_PROCESS, ids=[n for _, n in IN_PROCESS])
 def test_where_over_a_before_image_as_the_dn_compares(snap, charset, name):
     """`s < w`, `s = w` for each pair of words, as the DN answers them and as the dumper's
-    WHERE over a before-image does (the DN's answers fetched in one statement, in a temporary table)."""
+    WHERE over a before-image does (the DN's answers fetched in one statement)."""
     words = _storable(charset)
-    conn = snap.dn(0)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SET SESSION sql_log_bin = 0")
-            cur.execute(
-                f"CREATE TEMPORARY TABLE mysql.w (i INT PRIMARY KEY, {_column(charset, name)})"
-            )
-            cur.executemany("INSERT INTO mysql.w VALUES (%s, %s)", list(enumerate(words)))
-            cur.execute(
-                "SELECT a.i, b.i, a.s < b.s, a.s = b.s FROM mysql.w a JOIN mysql.w b ORDER BY 1, 2"
-            )
-            answers = cur.fetchall()
-            cur.execute("DROP TEMPORARY TABLE mysql.w")
-    finally:
-        conn.close()
+    with _scratch(snap, "w", f"i INT PRIMARY KEY, {_column(charset, name)}") as cur:
+        cur.executemany("INSERT INTO mysql.w VALUES (%s, %s)", list(enumerate(words)))
+        cur.execute(
+            "SELECT a.i, b.i, a.s < b.s, a.s = b.s FROM mysql.w a JOIN mysql.w b ORDER BY 1, 2"
+        )
+        answers = cur.fetchall()
     column = ColumnDef(b"", b"", b"", b"s", b"s", 45, 64, 253, 0, 0, b"", declared=name)
     assert collation(name).supported
     wheres = {
