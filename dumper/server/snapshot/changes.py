@@ -12,9 +12,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from cdc.binlog.constants import FORMAT_DESCRIPTION_EVENT, QUERY_EVENT, TABLE_MAP_EVENT
+from cdc.binlog.constants import (
+    FORMAT_DESCRIPTION_EVENT,
+    HEADER_LEN,
+    QUERY_EVENT,
+    QUERY_POST_HEADER_LEN,
+    TABLE_ID_LEN,
+    TABLE_ID_OFFSET,
+    TABLE_MAP_DB_LEN_OFFSET,
+    TABLE_MAP_EVENT,
+)
 from cdc.binlog.events import cts_mark_text, decode_event, parse_cts
+from cdc.binlog.fastpath import table_id_of
 from cdc.binlog.fde import FormatDescription
+from cdc.binlog.query import text_start
 from cdc.binlog.row_image import decode_image, decode_value, value_widths
 from cdc.cn_protocol.errors import CatalogueError
 from cdc.cn_protocol.sql_text import parse_ddl
@@ -26,6 +37,7 @@ ROWS = frozenset({23, 24, 25, 30, 31, 32})
 ER_UNKNOWN = 1105
 EVENTS_PER_TURN = 256  # ~1 ms of decoding between the loop's turns
 _DDL_WORDS = ("CREATE", "DROP", "ALTER", "TRUNCATE", "RENAME")
+_DDL_BYTES = tuple(w.encode() for w in _DDL_WORDS)
 
 Key = tuple
 
@@ -53,6 +65,12 @@ class ChangedKeys:
         # table id → (columns, their values' fixed sizes and length prefixes in a row image),
         # for the table's TABLE_MAPs
         self._maps: dict[int, tuple[list, tuple[list, list]]] = {}
+        # The same, by a TABLE_MAP's bytes after its table id: each transaction that changes
+        # the table maps it again, the same, and decoding a map costs more than its rows.
+        self._shapes: dict[bytes, tuple[list, tuple[list, list]]] = {}
+        # A TABLE_MAP's raw schema and table name as this table's spells them (length-prefixed).
+        db, name = (n.encode() for n in table)
+        self._names = bytes([len(db)]) + db + b"\0" + bytes([len(name)]) + name + b"\0"
 
     async def advance(self) -> None:
         """Read every whole event written since the last call, letting the loop's other
@@ -88,19 +106,32 @@ class ChangedKeys:
         if code == FORMAT_DESCRIPTION_EVENT:
             self._fde = FormatDescription.parse(data[19:])
             return
-        assert self._fde is not None
+        fde = self._fde
+        assert fde is not None
+        # The table id of a TABLE_MAP or rows event, and a QUERY's text, are read in place:
+        # only the table's own maps and rows, and DDL, are decoded (most events are neither).
         if code == TABLE_MAP_EVENT:
-            ev = decode_event(data, self._fde)
-            if (ev.body.schema.decode(), ev.body.table.decode()) == self.table:
-                columns = ev.body.columns()
-                self._maps[ev.body.table_id] = (columns, layout(columns))
+            table_id = table_id_of(data)
+            names = self._names
+            if data[TABLE_MAP_DB_LEN_OFFSET : TABLE_MAP_DB_LEN_OFFSET + len(names)] != names:
+                self._maps.pop(table_id, None)  # an id a later map gives another table
+                return
+            body = data[TABLE_ID_OFFSET + TABLE_ID_LEN : len(data) - fde.checksum_len]
+            shape = self._shapes.get(body)
+            if shape is None:
+                columns = decode_event(data, fde).body.columns()
+                shape = self._shapes[body] = (columns, layout(columns))
+            self._maps[table_id] = shape
         elif code in ROWS:
-            ev = decode_event(data, self._fde)
-            shape = self._maps.get(ev.body.table_id)
+            shape = self._maps.get(table_id_of(data))
             if shape is not None:
-                self._rows(ev.body, *shape, where)
+                self._rows(decode_event(data, fde).body, *shape, where)
         elif code == QUERY_EVENT:
-            self._ddl(decode_event(data, self._fde).body, where)
+            if len(data) >= HEADER_LEN + QUERY_POST_HEADER_LEN:
+                head = data[text_start(data) : len(data) - fde.checksum_len].lstrip()[:8]
+                if not head.upper().startswith(_DDL_BYTES):
+                    return  # BEGIN, XA ..., marks: the frequent ones, not decoded
+            self._ddl(decode_event(data, fde).body, where)
         elif (mark := cts_mark_text(data)) is not None:
             tso = parse_cts(mark)
             if tso is not None and tso > self.max_mark:

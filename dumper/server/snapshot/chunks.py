@@ -10,8 +10,9 @@ is taken from there, whatever the reads saw (read twice, missed, or a later stat
 in exactly one chunk's range, so it is emitted once.
 
 Rows are (key, payload): keys are tuples of ints when the primary key is made of integers (their
-order in Python is the DN's, so chunks may be bounded), else tuples of the key's text, in one
-unbounded chunk (no bound is compared); payloads are what the caller sends."""
+order in Python is the DN's, so chunks may be bounded), else tuples of each column's order
+(`read._order_of`: a string's under its collation), in one unbounded chunk (no bound is sent to
+the DN); payloads are what the caller sends."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def take_chunk(
     out: list[tuple[Key, P]] = []
     for shard in rows:
         if mine:
-            out.extend(row for row in shard if row[0] not in mine)
+            out.extend([row for row in shard if row[0] not in mine])
         else:
             out.extend(shard)
     for key in mine:

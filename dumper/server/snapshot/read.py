@@ -12,7 +12,7 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cdc.cn_protocol.catalogue import LogicalTable
 from cdc.protocol.constants import ColumnType as T
@@ -64,7 +64,8 @@ class _Plan:
     key: list[int]  # primary key positions
     data: list[int]  # the positions a page reads after the key
     # Integer keys order the same in Python as on the DN, so their chunks may be bounded; any
-    # other key is read in one page per shard (one chunk, no bound to compare with).
+    # other key is read in one page per shard (one chunk, no bound the DN would compare), its
+    # rows keyed by their order in Python (`_order_of`).
     integer_key: bool
     # The statement's rows come in primary-key order (no ORDER BY, or a prefix of the key
     # ascending): streamed as read; otherwise sorted (`order.Sorter`).
@@ -74,6 +75,8 @@ class _Plan:
     # text protocol's 6 digits lose a FLOAT's last bits, which the binary row carries.
     exact_floats: bool = False
     result: list[ColumnDef] = field(default_factory=list)
+    # A key not made of integers: each column's text → its order (`_order_of`).
+    key_orders: list[Callable[[bytes], object]] = field(default_factory=list)
 
 
 class SnapshotRead:
@@ -145,32 +148,36 @@ class SnapshotRead:
         defs, _ = await reader.query(f"SELECT * FROM {first.name} LIMIT 0")
         columns = [ColumnDef.parse(p) for p in defs]
         index = {c.org_name.decode().lower(): i for i, c in enumerate(columns)}
-        _, described = await reader.query(f"SHOW COLUMNS FROM {first.name}")
+        _, described = await reader.query(f"SHOW FULL COLUMNS FROM {first.name}")
         members: dict[int, tuple[str, ...]] = {}
         for row in described:
-            (name, type_), _ = split_fields(row, 2)
+            (name, type_, declared), _ = split_fields(row, 3)
+            at = index[(name or b"").decode().lower()]
             text = (type_ or b"").decode()
             if text.startswith(("enum(", "set(")):
-                members[index[(name or b"").decode().lower()]] = tuple(
-                    m.replace("''", "'") for m in _MEMBERS.findall(text)
-                )
+                members[at] = tuple(m.replace("''", "'") for m in _MEMBERS.findall(text))
+            if declared:  # the result sets' packets name the connection's collation instead
+                columns[at] = replace(columns[at], declared=declared.decode())
         _, keys = await reader.query(f"SHOW KEYS FROM {first.name} WHERE Key_name = 'PRIMARY'")
         key_names = [split_fields(r, 5)[0][4] for r in keys]
         key = [index[(k or b"").decode().lower()] for k in key_names]
         if not key:
             raise unsupported("a table without a primary key")
         integer_key = all(columns[i].type in INTEGER_TYPES for i in key)
-        if not integer_key and stmt.order_by:
-            raise unsupported("ORDER BY on a table whose primary key is not made of integers")
         # An aggregate over all the rows does not care for their order; the split query's
         # over its first rows does.
         key_order = self._check_columns(index, key) or (stmt.aggregate and stmt.first is None)
+        for i in self._compared(index, [] if integer_key else key):
+            if not columns[i].numeric:
+                columns[i].collation.check()  # refused before a row is read, not midway
         data = self._data_positions(index, len(columns))
         shown = len(data)
         if not key_order:
             data += [index[c] for c, _ in stmt.order_by if index[c] not in data]
             check_keep(self._keep(), self.sort_rows)
         plan = _Plan(columns, index, members, key, data, integer_key, key_order, shown, binary)
+        if not integer_key:  # ordered as the DN orders it: an ENUM by its index
+            plan.key_orders = [order_key(columns[i], members.get(i, ())) for i in key]
         plan.result = await self._result_columns(reader, first, plan)
         self._plan = plan
         return plan.result
@@ -195,6 +202,16 @@ class SnapshotRead:
             if descending or i >= len(key) or index[column] != key[i]:
                 key_order = False
         return key_order
+
+    def _compared(self, index: dict[str, int], key: list[int]) -> set[int]:
+        """The columns whose values the read orders or compares in Python (`key`: a key that
+        is not made of integers, ordered by its values): WHERE, ORDER BY, MIN/MAX."""
+        stmt = self.stmt
+        out = set(key) | {index[c] for c, _ in stmt.order_by}
+        out |= {index[i.column] for i in stmt.items if i.kind in ("MIN", "MAX") and i.column}
+        if stmt.where is not None:
+            out |= {index[c] for c in columns_of(stmt.where)}
+        return out
 
     def _keep(self) -> int | None:
         """How many rows of the sorted order the statement can show (LIMIT, or the split
@@ -333,9 +350,7 @@ class SnapshotRead:
             self.position,
             (self._table.db, self._table.name),  # type: ignore[union-attr]
             plan.key,
-            lambda values: tuple(
-                _key_value(plan, i, v) for i, v in zip(plan.key, values, strict=True)
-            ),
+            _key_of(plan),
             len(plan.columns),
         )
 
@@ -366,11 +381,15 @@ class SnapshotRead:
             """(key, the data columns' text row, or its fields when `split`) of the next page
             of shard i."""
             page = await self._page(plan, shards[i], after, page_rows)
-            if not plan.integer_key and len(page) == page_rows:
-                raise unsupported(
-                    f"more than snapshot_page_rows ({page_rows - 1}) rows in a shard of a "
-                    "table whose primary key is not made of integers"
-                )
+            if not plan.integer_key:
+                if len(page) == page_rows:
+                    raise unsupported(
+                        f"more than snapshot_page_rows ({page_rows - 1}) rows in a shard of a "
+                        "table whose primary key is not made of integers"
+                    )
+                # Keyed by their order (the collation's), as the before-images are, so that
+                # the shards merge in the DN's order and a key is found whatever its spelling.
+                page = [(_order_of(plan, key), data) for key, data in page]
             if split:
                 return [(key, split_fields(data, ndata)[0]) for key, data in page]
             return page
@@ -505,8 +524,27 @@ def _data_column(plan: _Plan, i: int) -> str:
     return f"CAST({name} AS DOUBLE)" if plan.exact_floats and col.type == T.FLOAT else name
 
 
+def _key_of(plan: _Plan) -> Callable[[list], tuple]:
+    """A before-image's key values (decoded, in key order) → its key as a page holds it; one
+    signed integer column (the usual key) as it is, with no call per value."""
+    if plan.integer_key and len(plan.key) == 1 and not plan.columns[plan.key[0]].unsigned:
+        return tuple
+    return lambda values: tuple(
+        _key_value(plan, i, v) for i, v in zip(plan.key, values, strict=True)
+    )
+
+
 def _key_value(plan: _Plan, i: int, value: object) -> object:
-    """A key column of a before-image as a page's key holds it (int, or the text's bytes)."""
+    """A key column of a before-image as a page's key holds it (an int, or its order)."""
+    col = plan.columns[i]
     if plan.integer_key:
-        return integer(plan.columns[i], value)  # type: ignore[arg-type]
-    return text_value(plan.columns[i], value, plan.members.get(i, ()))
+        return integer(col, value)  # type: ignore[arg-type]
+    text = text_value(col, value, plan.members.get(i, ()))
+    return plan.key_orders[plan.key.index(i)](text)  # type: ignore[arg-type]
+
+
+def _order_of(plan: _Plan, key: tuple) -> tuple:
+    """A key that is not made of integers, as read from a page (each column's text), by its
+    columns' order as the DN's ORDER BY gives it: numbers by value, strings under their
+    collation (`collation.py`), an ENUM by its index."""
+    return tuple(order(text) for order, text in zip(plan.key_orders, key, strict=True))

@@ -14,7 +14,13 @@ from decimal import Decimal
 from cdc.binlog.row_image import Date, DateTime, Timestamp
 from cdc.protocol.constants import ColumnType
 from cdc.protocol.packets import lenenc_int, lenenc_str, read_lenenc_str
-from dumper.server.snapshot.collation import string_key
+from dumper.server.snapshot.collation import (
+    Collation,
+    collation,
+    latin1_as_utf8,
+    of_id,
+    single_byte,
+)
 
 T = ColumnType
 UNSIGNED_FLAG = 0x0020
@@ -43,6 +49,9 @@ class ColumnDef:
     flags: int
     decimals: int
     tail: bytes  # filler (and anything a newer server appends)
+    # The column's collation as the table declares it (SHOW FULL COLUMNS); a result set's
+    # packet names the connection's instead. None: not known, the packet's is used.
+    declared: str | None = None
 
     @classmethod
     def parse(cls, packet: bytes) -> ColumnDef:
@@ -81,6 +90,10 @@ class ColumnDef:
     @property
     def numeric(self) -> bool:
         return self.type in NUMERIC_TYPES
+
+    @property
+    def collation(self) -> Collation:
+        return of_id(self.charset) if self.declared is None else collation(self.declared)
 
 
 def split_fields(row: bytes, count: int) -> tuple[list[bytes | None], int]:
@@ -145,6 +158,10 @@ def text_value(
     if isinstance(value, dt.timedelta):
         return _time(value, col.decimals)
     if isinstance(value, bytes | bytearray | memoryview):
+        # The DN sends a latin1 or ascii column's text in the readers' utf8mb4, as must this.
+        declared = col.declared
+        if declared is not None and single_byte(declared):
+            return latin1_as_utf8(bytes(value))
         return bytes(value)
     return str(value).encode()
 
@@ -200,7 +217,7 @@ def sort_key(col: ColumnDef, text: bytes) -> object:
     column's collation (`collation.py`; dates and times are binary: their bytes)."""
     if col.numeric and col.type != T.YEAR:
         return Decimal(text.decode())
-    return string_key(col.charset, text)
+    return col.collation.key(text)
 
 
 def order_key(col: ColumnDef, members: tuple[str, ...]) -> Callable[[bytes], object]:

@@ -5,8 +5,8 @@ DN saw a later state). docs/snapshot-reads.md says why pushing it down stays exa
 Python's reading of a comparison: NULL makes it unknown (false at the top, as in SQL's three
 values); numbers compare by value (a string literal against a number column is read as a
 number, as MySQL converts it); other columns compare their text under the column's collation
-(`collation.py`: case and accents ignored unless binary or `_bin`; trailing spaces ignored
-unless binary)."""
+(`collation.py`: the column's declared collation with MariaDB's weights, PAD SPACE or not; one
+without exact weights is refused before the read)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import re
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 
-from dumper.server.snapshot.collation import string_key
 from dumper.server.snapshot.values import ColumnDef
 from dumper.server.sql.statements import (
     Between,
@@ -127,8 +126,9 @@ def _compare(col: ColumnDef, text: bytes, value: WhereValue) -> int | None:
         a, b = _number(text), _number(value)
         if a is not None and b is not None:
             return (a > b) - (a < b)
-    left = string_key(col.charset, text)
-    right = string_key(col.charset, value if isinstance(value, str) else str(value))
+    order = col.collation
+    left = order.key(text)
+    right = order.key(value if isinstance(value, str) else str(value))
     return (left > right) - (left < right)  # type: ignore[operator]
 
 

@@ -10,10 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cdc.binlog.constants import ColumnType
+from cdc.binlog.events import encode_event
+from cdc.binlog.fde import FormatDescription
+from cdc.binlog.query import QueryEvent
 from cdc.binlog.row_image import decode_image, decode_value, encode_image
 from cdc.binlog.rows import RowsEvent
-from cdc.binlog.table_map import Column
+from cdc.binlog.table_map import Column, TableMapEvent
 from cdc.protocol.packets import MAX_CHUNK, frame
+from dumper.server.handlers import SqlError
 from dumper.server.snapshot.changes import ChangedKeys, layout
 from dumper.server.snapshot.image_walk import value_starts
 from dumper.server.snapshot.page_rows import keyed_packets, keyed_rows
@@ -165,3 +169,34 @@ def test_changed_keys_keep_the_first_before_image_and_decode_only_keys():
         (9,): None,  # a key an UPDATE moved a row to was absent at P
         (3,): [3, b"three", 3],
     }
+
+
+def test_changed_keys_read_raw_events_of_their_table_only():
+    """`_event` reads table ids, a TABLE_MAP's names and a QUERY's first word in place: the
+    table's rows count (under a map seen once or again, the same), another table's do not,
+    even under an id that was the table's; DDL on the table fails the read, other DDL and
+    BEGIN do not."""
+    columns = [Column(ColumnType.LONGLONG), Column(ColumnType.VARCHAR, 400)]
+    changes = ChangedKeys(None, ("binlog.000001", 4), ("d", "t"), [0], tuple, 2)  # type: ignore[arg-type]
+    changes._fde = FormatDescription()
+
+    def feed(body) -> None:
+        changes._event(encode_event(body), "here")
+
+    def rows(table_id: int, key: int) -> RowsEvent:
+        return RowsEvent.from_rows(24, table_id, columns, [([key, b"a"], [key, b"b"])])
+
+    feed(QueryEvent(b"BEGIN"))
+    feed(TableMapEvent.from_columns(7, "d", "t", columns))
+    feed(rows(7, 1))
+    feed(TableMapEvent.from_columns(8, "d", "t", columns))  # the same map, another id
+    feed(rows(8, 2))
+    feed(TableMapEvent.from_columns(7, "d", "t2", columns))  # id 7 is now another table's
+    feed(rows(7, 3))
+    feed(TableMapEvent.from_columns(9, "dd", "t", columns))
+    feed(rows(9, 4))
+    feed(QueryEvent(b"  create table d.other (id int)", db=b"d"))
+    assert changes.added == [(1,), (2,)]
+    assert changes.changes[(2,)].values() == [2, b"a"]  # type: ignore[union-attr]
+    with pytest.raises(SqlError, match="changed by DDL"):
+        feed(QueryEvent(b"\n ALTER TABLE t ADD COLUMN x INT", db=b"d"))

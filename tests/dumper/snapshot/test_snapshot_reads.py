@@ -157,7 +157,6 @@ def test_privileges(snap):
         ("SELECT * FROM (SELECT id FROM bank.accounts LIMIT 3) AS T", 1235, "derived"),
         ("SELECT UPPER(id) FROM bank.accounts", 1235, "UPPER()"),
         ("SELECT * FROM bank.accounts ORDER BY 2", 1235, "ORDER BY"),
-        ("SELECT * FROM shop.currencies ORDER BY rate", 1235, "ORDER BY"),
         ("SELECT * FROM bank.nope", 1146, "bank.nope"),
         ("SELECT nope FROM bank.accounts", 1054, "nope"),
         ("SELECT * FROM accounts", 1046, "No database"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import struct
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -222,6 +223,26 @@ def test_strings_sort_as_mariadb_sorts_them(collation, order):
     assert ",".join(WORDS[i] for i in ids) == order
     binary = col(T.BLOB, charset=63)
     assert sort_key(binary, b"a ") > sort_key(binary, b"a") > sort_key(binary, b"B")
+
+
+def test_a_declared_collation_orders_and_spells_its_values():
+    """The table's declared collation, not the packet's (the connection's): utf8mb4_unicode_ci
+    weighs ß as ss (general_ci as s); a latin1 before-image's bytes are sent as the DN sends
+    the column on the readers' utf8mb4 connection; PAD SPACE as MariaDB pads (`a\t` < `a` =
+    `a ` < `a!`); an unknown collation is refused naming it."""
+    unicode_ci = replace(col(T.VAR_STRING), declared="utf8mb4_unicode_ci")
+    assert sort_key(unicode_ci, "ß".encode()) == sort_key(unicode_ci, b"ss")
+    assert sort_key(col(T.VAR_STRING), "ß".encode()) == sort_key(col(T.VAR_STRING), b"s")
+    latin1 = replace(col(T.VAR_STRING), declared="latin1_swedish_ci")
+    assert text_value(latin1, b"\xdd\x80") == "Ý€".encode()
+    assert sort_key(latin1, "Ý".encode()) == sort_key(latin1, b"Y")
+    spaced = sorted([b"a!", b"a ", b"a\t"], key=lambda t: sort_key(col(T.VAR_STRING), t))
+    assert spaced == [b"a\t", b"a ", b"a!"]
+    assert sort_key(col(T.VAR_STRING), b"a ") == sort_key(col(T.VAR_STRING), b"a")
+    german = replace(col(T.VAR_STRING), declared="utf8mb4_german2_ci")
+    with pytest.raises(SqlError, match="utf8mb4_german2_ci") as err:
+        sort_key(german, b"a")
+    assert err.value.code == 1235
 
 
 def test_enum_and_set_order_by_their_numbers():
