@@ -22,6 +22,7 @@ import time
 from collections import deque
 from pathlib import Path
 
+from cdc.files import write_atomically
 from cdc.pauses import Backoff
 from cdc.processes import PidFile
 
@@ -64,10 +65,8 @@ class Supervisor:
             "recent_crashes": len(self.crashes),
             **extra,
         }
-        tmp = self.dir / (STATE_FILE + ".tmp")
         try:
-            tmp.write_text(json.dumps(state))
-            tmp.replace(self.dir / STATE_FILE)
+            write_atomically(self.dir / STATE_FILE, json.dumps(state))
         except OSError as exc:  # a full disk: the log still says it
             log.debug("supervisor state not written: %s", exc)
 

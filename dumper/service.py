@@ -18,6 +18,7 @@ from binlog_writer import BinlogWriter
 from cdc import stage_trace
 from cdc.admin_sql import retry
 from cdc.config import Config
+from cdc.files import write_atomically
 from cdc.gc_tune import tune_gc
 from cdc.pauses import Pauses
 from cdc.tasks import cancel_and_wait
@@ -49,12 +50,10 @@ async def _status_loop(
     writer: Callable[[], BinlogWriter | None],
 ) -> None:
     """The status file every second (`cdc status`), and the same snapshot for the metrics."""
-    tmp = path.with_suffix(".tmp")
     while True:
         snapshot = status()
         try:
-            tmp.write_text(json.dumps(snapshot))
-            tmp.replace(path)
+            write_atomically(path, json.dumps(snapshot))
         except OSError as exc:  # a full disk: the metrics still have it, the next turn retries
             log.debug("status file not written: %s", exc)
         if metrics is not None:

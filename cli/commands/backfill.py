@@ -9,8 +9,7 @@ from functools import partial
 from pathlib import Path
 
 from cdc.config import ConfigError, load
-
-DEFAULT_CONFIG = "cdc.toml"
+from cli.commands.options import add_config_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--user", default=None, help="dumper user (default: the cluster's repl user)")
     p.add_argument("--password", default=None)
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the binlog")
-    p.add_argument("--config", default=DEFAULT_CONFIG, help=f"default {DEFAULT_CONFIG}")
+    add_config_argument(p)
     p.set_defaults(func=cmd_backfill)
 
 

@@ -135,6 +135,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     isolation.add_argument("--readers", type=int, default=4)
     isolation.add_argument("--dns", type=int, default=2)
     isolation.add_argument("--quick", action="store_true", help="2 s per phase at 100 TPS")
+    isolation.add_argument(
+        "--and-hostile",
+        action="store_true",
+        help="then `hostile`'s clients in a third phase on the same cluster (a `== hostile:`"
+        " section)",
+    )
     isolation.set_defaults(func=cmd_snapshot_isolation)
     every = bsub.add_parser("all", help="every benchmark, with its defaults")
     every.add_argument(
@@ -233,7 +239,8 @@ def cmd_snapshot_isolation(args) -> int:
     from bench.snapshot_isolation import main
 
     argv = forward(args, "seconds", "tps", "readers", "dns")
-    return main(argv + (["--quick"] if args.quick else []))
+    argv += ["--quick"] if args.quick else []
+    return main(argv + (["--and-hostile"] if args.and_hostile else []))
 
 
 def cmd_scale(args) -> int:

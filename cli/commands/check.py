@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 
 from cdc.config import ConfigError, load
-
-DEFAULT_CONFIG = "cdc.toml"
+from cli.commands.options import add_config_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--user", default="root")
     p.add_argument("--password", default="")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the token")
-    p.add_argument("--config", default=DEFAULT_CONFIG, help=f"default {DEFAULT_CONFIG}")
+    add_config_argument(p)
     p.set_defaults(func=cmd_check)
 
 

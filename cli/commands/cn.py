@@ -7,8 +7,7 @@ import argparse
 import asyncio
 
 from cdc.config import load
-
-DEFAULT_CONFIG = "cdc.toml"
+from cli.commands.options import add_config_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -57,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     fl = csub.add_parser("flush-logs", help="write a FlushLogs marker")
     fl.set_defaults(func=cmd_flush_logs)
     for c in csub.choices.values():
-        c.add_argument("--config", default=DEFAULT_CONFIG, help=f"default {DEFAULT_CONFIG}")
+        add_config_argument(c)
 
 
 def _cn(args):

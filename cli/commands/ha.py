@@ -9,8 +9,7 @@ import argparse
 import asyncio
 
 from cdc.config import ConfigError, load
-
-DEFAULT_CONFIG = "cdc.toml"
+from cli.commands.options import add_config_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "reseed",
         help="replace a stopped follower's copy with the leader's current files (byte for byte)",
     )
-    p.add_argument("--config", default=DEFAULT_CONFIG, help=f"default {DEFAULT_CONFIG}")
+    add_config_argument(p)
     p.add_argument(
         "--dumper-id", type=int, required=True, help="the [[dumper.peers]] id of the follower"
     )

@@ -10,8 +10,7 @@ from pathlib import Path
 
 from cdc.config import ConfigError, DumperConfig, load
 from cdc.streams import stream_dir
-
-DEFAULT_CONFIG = "cdc.toml"
+from cli.commands.options import add_config_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "locate",
         help="map a commit TSO, a GTID or a FILE:POS of the global binlog to the other two",
     )
-    p.add_argument("--config", default=DEFAULT_CONFIG, help=f"default {DEFAULT_CONFIG}")
+    add_config_argument(p)
     where = p.add_mutually_exclusive_group()
     where.add_argument(
         "--dir", metavar="DIR", help="binlog files + index (default: [dumper] binlog_dir)"

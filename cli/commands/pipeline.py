@@ -18,10 +18,10 @@ from pathlib import Path
 
 from cdc.config import Config, ConfigError, load
 from cdc.processes import PidFile
+from cli.commands.options import add_config_argument
 from cli.supervise import PID_FILE as SUPERVISOR_PID
 from cli.supervise import read_state
 
-DEFAULT_CONFIG = "cdc.toml"
 PIPELINE_PID = "pipeline.pid"
 
 
@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=cmd_status)
     for p in (start, stop, status):
-        p.add_argument("--config", default=DEFAULT_CONFIG, help=f"default {DEFAULT_CONFIG}")
+        add_config_argument(p)
         p.add_argument(
             "--dumper-id",
             type=int,

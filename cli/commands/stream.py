@@ -8,8 +8,7 @@ from __future__ import annotations
 import argparse
 
 from cdc.config import ConfigError, host_port, load
-
-DEFAULT_CONFIG = "cdc.toml"
+from cli.commands.options import add_config_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "serve",
         help="listen for the merge and write and serve stream i here (its files, its port)",
     )
-    p.add_argument("--config", default=DEFAULT_CONFIG, help=f"default {DEFAULT_CONFIG}")
+    add_config_argument(p)
     p.add_argument("--stream", type=int, required=True, help="the stream's number")
     p.add_argument(
         "--listen",

@@ -17,8 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cdc.config import ConfigError, load
-
-DEFAULT_CONFIG = "cdc.toml"
+from cli.commands.options import add_config_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "verify-binlog",
         help="check the global binlog against the CN ground truth; exit 1 on a violation",
     )
-    p.add_argument("--config", default=DEFAULT_CONFIG, help=f"default {DEFAULT_CONFIG}")
+    add_config_argument(p)
     p.add_argument(
         "--ground-truth", metavar="FILE", help="default: [cn] ground_truth_log of the config"
     )

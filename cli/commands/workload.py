@@ -8,8 +8,7 @@ import logging
 
 from cdc.config import load
 from cli.commands.cluster import positive_int
-
-DEFAULT_CONFIG = "cdc.toml"
+from cli.commands.options import add_config_argument
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         w.add_argument(
             "--tps", type=float, default=None, help="target rate (default: as fast as possible)"
         )
-        w.add_argument("--config", default=DEFAULT_CONFIG, help=f"default {DEFAULT_CONFIG}")
+        add_config_argument(w)
         w.add_argument("--db", default=None, help="logical database (default: per workload)")
         w.add_argument("--seed", type=int, default=None)
         w.add_argument("--heartbeat", action="store_true", help="run the heartbeat task too")

@@ -34,6 +34,7 @@ from typing import Protocol
 
 from binlog_writer import BinlogCopier, CopyError, layout, truncate_copy
 from cdc.config import Config, DumperConfig
+from cdc.files import write_atomically
 from cdc.pauses import GMS, Backoff, Pauses
 from cdc.protocol import BinlogPosition, DumpClient, DumpError, DumpSettings
 from cdc.streams import STREAM_PROGRESS_FILE, stream_dir
@@ -590,9 +591,7 @@ def read_state_term(directory: Path) -> int:
 
 def save_state_term(directory: Path, term: int) -> None:
     """Record that the copy in `directory` is a prefix of term `term`'s stream."""
-    tmp = directory / (STATE_FILE + ".tmp")
-    tmp.write_text(json.dumps({"term": term}))
-    tmp.replace(directory / STATE_FILE)
+    write_atomically(directory / STATE_FILE, json.dumps({"term": term}))
 
 
 def leader_dump_settings(

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from binlog_writer import BinlogWriter, last_written_key
 from cdc.config import Config
+from cdc.files import write_atomically
 from cdc.keys import GlobalKey
 from cdc.pauses import Pauses, is_disk_full
 from cdc.streams import STREAM_PROGRESS_FILE, stream_config, stream_server_uuid
@@ -63,12 +64,7 @@ def read_progress(directory: Path) -> GlobalKey | None:
 
 def write_progress(directory: Path, key: GlobalKey) -> None:
     """After the binlog's fsync: the progress never claims what is not durable."""
-    tmp = directory / (STREAM_PROGRESS_FILE + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(" ".join(map(str, key)))
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(directory / STREAM_PROGRESS_FILE)
+    write_atomically(directory / STREAM_PROGRESS_FILE, " ".join(map(str, key)), fsync=True)
 
 
 class StreamWriter:

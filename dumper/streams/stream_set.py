@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from cdc.config import Config
+from cdc.files import write_atomically
 from cdc.keys import GlobalKey
 from cdc.pauses import BINLOG_DISK_FULL, STREAM_UNREACHABLE, Backoff, Pauses
 from cdc.streams import stream_address
@@ -231,9 +232,7 @@ class StreamProcess:
         that cannot be kept, on a full disk, is shown stale: the link goes on)."""
         with contextlib.suppress(OSError):
             self.state_dir.mkdir(parents=True, exist_ok=True)
-            tmp = self.state_dir / "status.json.tmp"
-            tmp.write_text(text)
-            tmp.replace(self.state_dir / "status.json")
+            write_atomically(self.state_dir / "status.json", text)
 
     async def stop(self) -> None:
         if self.proc is not None:

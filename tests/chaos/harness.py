@@ -156,6 +156,36 @@ class Chaos:
     def start_workload(self, name: str, env: dict | None = None) -> subprocess.Popen:
         return self.spawn(name, ["workload", name, "--duration", "3600", *WORKLOADS[name]], env)
 
+    def truth_size(self) -> int:
+        """The ground-truth log's length now: `wait_load_writes`'s starting point."""
+        try:
+            return Path(self.cfg.cn.ground_truth_log).stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    async def wait_load_writes(self, since: int, timeout: float = 60) -> None:
+        """Until every one of WORKLOADS commits (a CN instance of its own in the ground truth
+        after byte `since`): a workload process ends if a DN dies while it sets up, and a
+        chaos run would then go on without that load (seen: a DN-kill run that committed
+        one transaction in all)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with open(self.cfg.cn.ground_truth_log, "rb") as f:
+                f.seek(since)
+                lines = f.read().decode().splitlines()
+            entries = [json.loads(line) for line in lines[:-1]]  # (the last may be partial)
+            # (a recovered commit is logged under the txn_id of the process that began it)
+            writers = {
+                e["txn_id"] >> 32 for e in entries if e["kind"] == "txn" and not e["recovered"]
+            }
+            if len(writers) >= len(WORKLOADS):
+                return
+            assert time.monotonic() < deadline, (
+                f"the load did not start: {len(writers)} of {len(WORKLOADS)} workloads "
+                f"commit\n{self.log_tail()}"
+            )
+            await asyncio.sleep(0.2)
+
     async def kill(self, name: str) -> None:
         proc = self.procs[name]
         if proc.poll() is None:

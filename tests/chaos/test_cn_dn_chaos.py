@@ -89,7 +89,9 @@ async def test_cn_processes_killed_mid_commit(chaos):
 
 async def test_dns_killed_and_restarted_under_load(chaos):
     c = chaos
+    since = c.truth_size()
     start_load(c)
+    await c.wait_load_writes(since)  # no DN killed while a workload sets up
     restarts = []
     for _ in range(KILLS):
         await asyncio.sleep(c.rng.uniform(1.0, 3.0))
@@ -116,7 +118,9 @@ async def test_dns_killed_and_restarted_under_load(chaos):
 
 async def test_dns_paused_longer_than_heartbeat_and_idle_timeout(chaos):
     c = chaos
+    since = c.truth_size()
     start_load(c)
+    await c.wait_load_writes(since)  # no DN paused while a workload sets up
     idle_s = c.cfg.pipeline.dn_idle_timeout_ms / 1000
     floor = max(
         idle_s, c.cfg.pipeline.dn_heartbeat_ms / 1000, c.cfg.cn.heartbeat_interval_ms / 1000

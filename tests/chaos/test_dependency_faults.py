@@ -229,10 +229,12 @@ async def test_background_service_restarted_after_a_crash(chaos):
         deadline = time.monotonic() + 60
         while True:  # the supervisor starts it again (after 1 s) and it serves again: until
             # its first status `cdc status` fails (the killed one's status file may still be
-            # there while the new process starts, which is slow on a loaded machine)
+            # there while the new process starts, which is slow on a loaded machine). Asked
+            # only once a new process runs and a status file is there: each `cdc status` is a
+            # Python start, seconds on a loaded machine (a run of them took 9 s).
             await asyncio.sleep(0.3)
             pid = getattr(pid_file.running(), "pid", first)
-            if pid != first:
+            if pid != first and (c.state_dir / "status.json").exists():
                 res = await asyncio.to_thread(c.cdc_result, "status", timeout=60)
                 if res.returncode == 0:
                     shown = res.stdout
