@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_workload(args) -> int:
     from cdc.cn_protocol.crash_points import CrashPoints
     from cn import ComputeNode, init
-    from cn.workloads import run_workload
+    from cn.workloads import run_workload, set_up
 
     config = load(args.config)
 
@@ -60,7 +60,7 @@ def cmd_workload(args) -> int:
         await cn.start()
         try:
             workload = _workload(args, cn)
-            await workload.setup()
+            await set_up(workload.setup)
             if args.heartbeat:
                 cn.start_heartbeat()
             stats = await run_workload(

@@ -41,6 +41,24 @@ class WorkloadStats:
         return text
 
 
+# A workload's set-up (its tables and first rows) waits out a DN or the GMS restarting for up
+# to this long: a load started while the cluster is being disturbed must not end before it began.
+SETUP_TIMEOUT_S = 60.0
+
+
+async def set_up(setup: Callable[[], Awaitable[None]], timeout_s: float = SETUP_TIMEOUT_S) -> None:
+    """`setup()` (idempotent) until it succeeds; a failure that outlasts `timeout_s` is raised."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return await setup()
+        except (CnError, pymysql.err.MySQLError, OSError) as exc:
+            if time.monotonic() > deadline:
+                raise
+            log.warning("workload set-up failed, retried: %s", exc)
+            await asyncio.sleep(1.0)
+
+
 async def run_workload(
     step: Step,
     threads: int,
