@@ -47,6 +47,8 @@ COMPILED_MODULES = (
     # A snapshot read's scan of the global binlog: the values of a changed row located, none
     # decoded (its key is, and its before-image only if a chunk emits it).
     "dumper.server.snapshot.image_walk",
+    # A before-image a chunk emits, spelled from its bytes straight into a text row.
+    "dumper.server.snapshot.image_text",
 )
 # C libraries a compiled module calls directly (cdc/binlog/zcrc.pxd, which it cimports, declares
 # what it uses): zlib's crc32 from C costs a fraction of the Python call per event.

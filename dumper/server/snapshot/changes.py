@@ -26,7 +26,7 @@ from cdc.binlog.events import cts_mark_text, decode_event, parse_cts
 from cdc.binlog.fastpath import table_id_of
 from cdc.binlog.fde import FormatDescription
 from cdc.binlog.query import text_start
-from cdc.binlog.row_image import decode_image, decode_value, value_widths
+from cdc.binlog.row_image import decode_value, value_widths
 from cdc.cn_protocol.errors import CatalogueError
 from cdc.cn_protocol.sql_text import parse_ddl
 from dumper.server.dump.binlog_files import BinlogFiles
@@ -200,18 +200,14 @@ class ChangedKeys:
 
 
 class Image:
-    """A key's before-image as the global binlog holds it (every column present), decoded on
-    demand."""
+    """A key's before-image as the global binlog holds it (every column present), spelled
+    only if a chunk emits it (`image_text.ImageSpeller`, one per distinct `columns`)."""
 
     __slots__ = ("columns", "data")
 
     def __init__(self, columns: list, data: bytes) -> None:
         self.columns = columns
         self.data = data
-
-    def values(self) -> list:
-        present = (True,) * len(self.columns)
-        return decode_image(self.columns, present, memoryview(self.data), 0)[0]
 
 
 def layout(columns: list) -> tuple[list[int], list[int]]:

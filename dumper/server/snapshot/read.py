@@ -21,6 +21,7 @@ from dumper.server.dump.notifiers import Notifier
 from dumper.server.handlers import SqlError
 from dumper.server.snapshot.changes import ChangedKeys, Image
 from dumper.server.snapshot.chunks import Key, take_chunk
+from dumper.server.snapshot.image_text import ImageSpeller
 from dumper.server.snapshot.order import Sorter, check_keep, row_order
 from dumper.server.snapshot.read_ahead import ReadAhead
 from dumper.server.snapshot.source import DnReader, Shard, SnapshotSource
@@ -354,18 +355,27 @@ class SnapshotRead:
             len(plan.columns),
         )
 
+        # Each table map's columns → its speller (changes.py holds one list per distinct map,
+        # for the whole read: an id is not reused while it is in here).
+        spellers: dict[int, ImageSpeller] = {}
+        every = list(range(len(plan.columns)))
+        where = self.stmt.where
+
         def render(before: Image):
-            image = before.values()
-            texts = [
-                text_value(c, image[i], plan.members.get(i, ()), plan.exact_floats)
-                for i, c in enumerate(plan.columns)
-            ]
+            speller = spellers.get(id(before.columns))
+            if speller is None or speller.columns is not before.columns:
+                speller = spellers[id(before.columns)] = ImageSpeller(
+                    before.columns, plan.columns, plan.members, plan.exact_floats
+                )
+            if where is None and not split:
+                return speller.row(before.data, plan.data)
+            texts = split_fields(speller.row(before.data, every), len(every))[0]
 
             def lookup(column: str):
                 i = plan.index[column]
                 return plan.columns[i], texts[i]
 
-            if not matches(self.stmt.where, lookup):
+            if not matches(where, lookup):
                 return None
             fields = [texts[i] for i in plan.data]
             return fields if split else text_row(fields)
