@@ -26,6 +26,7 @@ PURE_TESTS = [
     "tests/cdc/binlog/test_fastpath.py",
     "tests/dumper/test_framing.py",
     "tests/dumper/snapshot/test_page_rows.py",
+    "tests/dumper/snapshot/test_image_text.py",
     "tests/cdc/binlog/test_pxd_constants.py",
 ]
 
