@@ -17,6 +17,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from cdc.files import write_atomically
+
 MANIFEST = "_backfill.json"
 FORMATS = ("parquet", "csv")
 
@@ -46,9 +48,7 @@ class Manifest:
     seconds: dict[str, float] = field(default_factory=dict)  # phases of the run, for the bench
 
     def save(self, out: Path) -> None:
-        tmp = out / (MANIFEST + ".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2, default=str))
-        os.replace(tmp, out / MANIFEST)
+        write_atomically(out / MANIFEST, json.dumps(asdict(self), indent=2, default=str))
 
     @classmethod
     def load(cls, out: Path) -> Manifest:

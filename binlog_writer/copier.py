@@ -222,11 +222,7 @@ def truncate_copy(directory: Path, base: str, file: str, pos: int) -> bool:
         # of the copy's oldest files) at the same time; neither rewrite may undo the other.
         with layout.index_lock(directory):
             keep = [n for n in layout.read_index(directory, base) if n in keep]
-            tmp = layout.index_path(directory, base).with_suffix(".index.tmp")
-            tmp.write_text("".join(f"./{n}\n" for n in keep))
-            with open(tmp, "rb+") as f:
-                os.fsync(f.fileno())
-            tmp.replace(layout.index_path(directory, base))
+            layout.rewrite_index(directory, base, keep, fsync=True)
         for n in names:
             if n not in keep:
                 (directory / n).unlink(missing_ok=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 from cdc.binlog.constants import BINLOG_MAGIC, CHECKSUM_LEN, HEADER_LEN, EventFlag
 from cdc.binlog.events import PreviousGtidsEvent, encode_event
 from cdc.binlog.fde import DEFAULT_SERVER_VERSION, FormatDescription, mysql57_fde
+from cdc.files import write_atomically
 
 _NAME_RE = re.compile(r"^(?P<base>[^.]+)\.(?P<num>\d{6,})$")
 # Offset of the FDE's header flags: magic (4) + flags offset in the header (17).
@@ -74,6 +75,13 @@ def append_index(directory: Path, base: str, name: str, *, fsync: bool = True) -
         f.flush()
         if fsync:
             os.fsync(f.fileno())
+
+
+def rewrite_index(directory: Path, base: str, names: list[str], *, fsync: bool) -> None:
+    """The index replaced whole by `names` (a purge, a copy cut back), never half written; the
+    caller holds `index_lock`, so no append falls between its read of the index and this."""
+    text = "".join(f"./{n}\n" for n in names)
+    write_atomically(index_path(directory, base), text, fsync=fsync)
 
 
 def file_header(

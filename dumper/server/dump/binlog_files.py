@@ -238,10 +238,9 @@ class BinlogFiles:
             names = self.names()
             gone = set(victims) & set(names[:-1])
             # Rewrite the index first (atomically) so no client is sent to a deleted file.
-            keep = [n for n in names if n not in gone]
-            tmp = self.index_path.with_name(self.index_path.name + f".purge{os.getpid()}")
-            tmp.write_text("".join(f"./{n}\n" for n in keep))
-            os.replace(tmp, self.index_path)
+            layout.rewrite_index(
+                self.dir, self.base, [n for n in names if n not in gone], fsync=False
+            )
         for n in victims:
             if n in gone:
                 self.path(n).unlink(missing_ok=True)
