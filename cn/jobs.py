@@ -228,8 +228,9 @@ class JobRunner:
             await self._unlocked_part(self._run(other, None, log.info))
         job = await self.log.get(job.id)  # one of `taken`, maybe
         if job.state == RUNNING:
-            await self._unlocked_part(self._run(job, None, say))
-            job = await self.log.get(job.id)
+            run = self._run(job, None, say)
+            await self._unlocked_part(run)
+            job = run.job  # (as `_unlocked_part` read it again, and finished it)
         await self.log.mark_reported(job)
         if job.state == ROLLED_BACK:
             raise CatalogueError(f"job {job.id} ({job.what}) rolled back: {job.reason}")
