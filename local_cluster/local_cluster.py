@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -324,15 +323,3 @@ class LocalCluster:
             cfg = dataclasses.replace(old, cluster=cfg.cluster, gms=cfg.gms, dn=cfg.dn)
         cfg.dump(self.config_file)
         return cfg
-
-
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
-    """Poll `predicate` until it returns a truthy value; raise with `what` on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)

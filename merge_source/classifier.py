@@ -24,7 +24,7 @@ from cdc.binlog.rows import RowsEvent
 from cdc.binlog.table_map import Column, TableMapEvent
 from cdc.cn_protocol.schema import DDL_RECORD, HEARTBEAT, INSTRUCTION, PRIVATE_DB, TX_LOG
 from cdc.cn_protocol.xid import FORMAT_ID, GTRID_PREFIX
-from merge_source.fragment import FragmentKind, Statement, TraceId
+from merge_source.fragment import FragmentKind, Statement
 from merge_source.group import BinlogGroup, query_text
 from merge_source.scan import annotate_trace, row_parts
 from merge_source.spill import SpanWriter, SpillFile
@@ -188,11 +188,6 @@ def is_xa_commit(event: bytes) -> bool:  # C types: classifier.pxd
         if c != word[k]:
             return False
     return True
-
-
-def trace_of(annotate: bytes) -> TraceId | None:
-    """The TraceId hint in a raw ANNOTATE_ROWS event (the CN puts it first in the statement)."""
-    return annotate_trace(annotate)
 
 
 class Classifier:

@@ -102,13 +102,6 @@ def rows_v1_to_v2(event: Buffer, *, has_crc: bool = True) -> bytearray:
     return rewrite(event, has_crc=has_crc)
 
 
-def set_table_id(event: bytearray | memoryview, table_id: int) -> None:
-    """In place; call `reseal` (or let the writer do it) afterwards."""
-    event[TABLE_ID_OFFSET : TABLE_ID_OFFSET + TABLE_ID_LEN] = table_id.to_bytes(
-        TABLE_ID_LEN, "little"
-    )
-
-
 def reseal(event: bytearray | memoryview) -> None:
     """Recompute the CRC of one event in place."""
     _seal(event, 0, len(event))

@@ -124,9 +124,6 @@ class GtidSet:
             out += [sid, _U64.pack(len(ivs)), *(_IV.pack(s, e) for s, e in ivs)]
         return b"".join(out)
 
-    def encoded_size(self) -> int:
-        return 8 + sum(24 + 16 * len(ivs) for ivs in self._sids.values())
-
     # -- queries --------------------------------------------------------------------------------
     def intervals(self, sid: bytes) -> tuple[tuple[int, int], ...]:
         return self._sids.get(sid, ())

@@ -74,18 +74,6 @@ def string_meta(rt: int, length: int) -> int:
     return (rt << 8) | (length & 0xFF)
 
 
-def is_numeric(type_code: int) -> bool:
-    return type_code in NUMERIC_TYPES
-
-
-def is_character(type_code: int, meta: int) -> bool:
-    return real_type(type_code, meta) in _CHARACTER_TYPES
-
-
-def is_enum_or_set(type_code: int, meta: int) -> bool:
-    return real_type(type_code, meta) in (T.ENUM, T.SET)
-
-
 def _read_meta(types: bytes, raw: memoryview) -> tuple[int, ...]:
     out = []
     pos = 0

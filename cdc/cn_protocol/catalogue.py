@@ -118,9 +118,6 @@ class Catalogue:
     def drop(self, db: str, name: str) -> None:
         self.tables.pop((db.lower(), name.lower()), None)
 
-    def dns_of(self, table: LogicalTable) -> list[int]:
-        return list(self.dns) if table.is_broadcast else sorted(set(table.placement))
-
     def topology(self, dn_addresses: dict[int, dict[str, Any]]) -> dict[str, Any]:
         """The full topology JSON: DN list + logical-to-physical map."""
         return {

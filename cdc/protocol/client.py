@@ -145,13 +145,6 @@ class MysqlClient:
         self._seq = (self._buffer.seq + 1) & 0xFF
         return payload
 
-    async def read_packets(self) -> list[bytes]:
-        """Every packet already received, at least one (batching for the dump stream)."""
-        await self._fill()
-        out, self._pending = self._pending[::-1], []
-        self._seq = (self._buffer.seq + 1) & 0xFF
-        return out
-
     async def read_raw(self, size: int = READ_SIZE) -> bytes:
         """The next bytes of the stream as they come, not cut into packets (the binlog dump walks
         them itself, `merge_source/scan.py`): first anything already received, then one read.

@@ -207,9 +207,6 @@ class _Parser(ShowParser):
         self.end()
         return Use(db)
 
-    def _noop(self) -> Statement:
-        return Noop()
-
     def _account_change(self) -> Statement:
         return AccountChange()
 

@@ -127,9 +127,6 @@ class InMemorySchemaProvider:
         self._tables[(table.db, table.name)] = table
         self._databases.add(table.db)
 
-    def add_database(self, db: str) -> None:
-        self._databases.add(db)
-
     def databases(self) -> list[str]:
         return sorted(self._databases)
 
