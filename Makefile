@@ -73,10 +73,11 @@ $(STAMP): pyproject.toml setup.py
 	@$(BIN)/pip install -q --disable-pip-version-check -e '.[test,spark]'
 	@touch $@
 
-# Cython compiles the hot loops in place (setup.py); a failure warns and leaves plain Python.
+# Cython compiles the hot loops in place (setup.py); a failure warns and leaves plain Python,
+# or, with CDC_REQUIRE_COMPILED=1 (.ci/run), fails the build (pipefail: setup.py's status).
 compiled: $(COMPILED_STAMP)
 $(COMPILED_STAMP): $(STAMP) setup.py cdc/compiled.py $(COMPILED_SRC)
-	@$(BIN)/python setup.py -q build_ext --inplace 2>&1 | grep -E "WARNING|rror" || true
+	@set -o pipefail; $(BIN)/python setup.py -q build_ext --inplace 2>&1 | { grep -E "WARNING|rror" || true; }
 	@touch $@
 
 # The Spark driver JVM's class archive (backfill/spark_cds.py): halves Spark's start for every

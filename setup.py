@@ -2,7 +2,8 @@
 
 The modules listed in `cdc/compiled.py` (COMPILED_MODULES) are ordinary Python files that Cython
 compiles unchanged: the same source runs uncompiled when Cython or a C compiler is missing (the
-build then warns and goes on), and tests run both (`tests/test_compiled.py`). To compile a module
+build then warns and goes on), and tests run both (`tests/test_compiled.py`). With
+`CDC_REQUIRE_COMPILED=1` (CI sets it) the build fails instead of falling back. To compile a module
 of yours: keep it plain typed Python, add its dotted name there, and `make setup` (which rebuilds
 when a listed file changes; the .so lands next to the .py and wins the import).
 """
@@ -46,7 +47,7 @@ class OptionalBuildExt(build_ext):
         try:
             super().run()
         except Exception as exc:  # no compiler, no Python.h: fall back, loudly
-            _warn(f"C compilation skipped ({exc}); the pure-Python modules run instead")
+            _fall_back(f"C compilation skipped ({exc})")
         failed_packages = _packages_back_to_python({_package(name) for name in self._failed})
         for ext in self.extensions:
             if ext.name not in self._failed and _package(ext.name) in failed_packages:
@@ -70,7 +71,7 @@ class OptionalBuildExt(build_ext):
             super().build_extension(ext)
         except Exception as exc:
             self._failed.add(ext.name)
-            _warn(f"{ext.name} not compiled ({exc}); its pure-Python module runs instead")
+            _fall_back(f"{ext.name} not compiled ({exc})", "its pure-Python module runs instead")
 
 
 def _package(module: str) -> str:
@@ -98,11 +99,22 @@ def _warn(message: str) -> None:
     print(f"WARNING: {message}", file=sys.stderr)
 
 
+def _fall_back(what: str, instead: str = "the pure-Python modules run instead") -> None:
+    """`what` failed, so plain Python will run: a warning, or, where every module must compile
+    (CDC_REQUIRE_COMPILED=1: CI), the build's end."""
+    if compiled.required():
+        raise SystemExit(
+            f"error: {what}; {compiled.REQUIRE_ENV}=1 requires every module of cdc/compiled.py"
+            " compiled (install Cython, a C compiler, the Python and zlib headers: `make setup`)"
+        )
+    _warn(f"{what}; {instead}")
+
+
 def extensions() -> list:
     try:
         from Cython.Build import cythonize
     except ImportError:
-        _warn("Cython is not installed; the pure-Python modules run instead")
+        _fall_back("Cython is not installed")
         return []
     modules = [(name, name.replace(".", "/") + ".py") for name in compiled.COMPILED_MODULES]
     for _, path in modules:
@@ -115,7 +127,7 @@ def extensions() -> list:
             quiet=True,
         )
     except Exception as exc:
-        _warn(f"Cython failed ({exc}); the pure-Python modules run instead")
+        _fall_back(f"Cython failed ({exc})")
         return []
 
 

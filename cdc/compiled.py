@@ -6,6 +6,8 @@ Compiled, their annotations are enforced (a `bytes` parameter refuses a bytearra
 exact. `CDC_PURE_PYTHON=1` in the environment makes this process import the .py files even where
 a compiled .so sits next to them (tests run the pure path this way); a package holding compiled
 modules imports `cdc` first, which installs that switch before any of them loads.
+`CDC_REQUIRE_COMPILED=1` (CI: `.ci/run`) turns the fallback off: the build fails when a module
+does not compile, and tests/test_compiled.py fails when one is not compiled.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ COMPILED_MODULES = (
 # Without their headers such a module fails to compile (and its package runs as Python).
 C_LIBRARIES = {"cdc.binlog.fastpath": ("z",), "cdc.protocol.dump_stream": ("z",)}
 PURE_ENV = "CDC_PURE_PYTHON"
+REQUIRE_ENV = "CDC_REQUIRE_COMPILED"
 ROOT = Path(__file__).resolve().parent.parent
 # `from cdc.binlog cimport constants, header` (modules of declarations only) or
 # `from merge_source.fragment cimport Fragment` (a compiled module's types).
@@ -79,6 +82,11 @@ def cimported(pxd: Path) -> list[Path]:
         else:  # a package: the names are its modules
             found += [path / f"{name.strip()}.pxd" for name in names.split(",")]
     return found
+
+
+def required() -> bool:
+    """Whether every module must be compiled (no fallback to plain Python): REQUIRE_ENV=1."""
+    return os.environ.get(REQUIRE_ENV) == "1"
 
 
 def is_compiled(module: str) -> bool:

@@ -1,14 +1,29 @@
 """The compiled hot loops (cdc/compiled.py): never stale, and the same source passes the
 MergeSource's recorded-binlog, spill, sorter and wire tests, the merger's, the leader's encoder tests, the
-writer's stamping tests and the snapshot read's row tests as plain Python too."""
+writer's stamping tests and the snapshot read's row tests as plain Python too. With
+CDC_REQUIRE_COMPILED=1 (CI) a module that is not compiled fails here; without it the fallback to
+plain Python is what a user without a compiler gets, and the tests that need a compiled module
+say so by skipping."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
 
-from cdc.compiled import COMPILED_MODULES, PURE_ENV, ROOT, cimported, is_compiled, source_path
+import pytest
+
+from cdc.compiled import (
+    COMPILED_MODULES,
+    PURE_ENV,
+    REQUIRE_ENV,
+    ROOT,
+    cimported,
+    is_compiled,
+    required,
+    source_path,
+)
 
 PURE_TESTS = [
     "tests/merge_source/test_recorded.py",
@@ -31,20 +46,12 @@ PURE_TESTS = [
 ]
 
 
-def test_a_compiled_module_is_not_older_than_its_source():
-    for module in COMPILED_MODULES:
-        py = source_path(module)
-        sources = [py, *[p for p in [py.with_suffix(".pxd")] if p.exists()]]  # C types of a .py
-        sources += cimported(sources[-1])  # the C declarations it compiles in
-        for so in py.parent.glob(py.stem + ".*.so"):
-            for src in sources:
-                assert so.stat().st_mtime >= src.stat().st_mtime, (
-                    f"{so} is older than {src.name}: run `make setup` to compile it again"
-                )
-
-
-def test_the_switch_gives_plain_python():
-    env = {**os.environ, PURE_ENV: "1"}
+def _compiled_in_a_new_process(pure: bool) -> list[str]:
+    """The modules of COMPILED_MODULES that a new process imports compiled, with the switch to
+    plain Python on or off (whatever this process was started with)."""
+    env = {k: v for k, v in os.environ.items() if k != PURE_ENV}
+    if pure:
+        env[PURE_ENV] = "1"
     code = (
         "from cdc.compiled import COMPILED_MODULES, is_compiled\n"
         "print([m for m in COMPILED_MODULES if is_compiled(m)])"
@@ -52,8 +59,58 @@ def test_the_switch_gives_plain_python():
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True
     )
-    assert out.stdout.strip() == "[]"
+    return ast.literal_eval(out.stdout.strip())
+
+
+def test_every_module_is_compiled_where_required():
+    plain = [m for m in COMPILED_MODULES if m not in _compiled_in_a_new_process(pure=False)]
+    if plain and not required():
+        pytest.skip(f"running as plain Python: {plain} ({REQUIRE_ENV}=1 makes this a failure)")
+    assert plain == [], f"not compiled: {plain}; run `make setup` and read its warnings"
+
+
+def test_a_compiled_module_is_not_older_than_its_source():
+    for module in COMPILED_MODULES:
+        py = source_path(module)
+        sources = [py, *[p for p in [py.with_suffix(".pxd")] if p.exists()]]  # C types of a .py
+        sources += cimported(sources[-1])  # the C declarations it compiles in
+        built = list(py.parent.glob(py.stem + ".*.so"))
+        assert built or not required(), f"{module} has no compiled .so: run `make setup`"
+        for so in built:
+            for src in sources:
+                assert so.stat().st_mtime >= src.stat().st_mtime, (
+                    f"{so} is older than {src.name}: run `make setup` to compile it again"
+                )
+
+
+def test_the_switch_gives_plain_python():
+    assert _compiled_in_a_new_process(pure=True) == []
     print({m: is_compiled(m) for m in COMPILED_MODULES})  # this process: compiled if built
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_build_without_cython_falls_back_unless_compiled_is_required(strict):
+    """setup.py where Cython cannot be imported: a warning and no extension for a user, the
+    build's end (an error naming the switch) under CDC_REQUIRE_COMPILED=1."""
+    env = {k: v for k, v in os.environ.items() if k != REQUIRE_ENV}
+    if strict:
+        env[REQUIRE_ENV] = "1"
+    code = (
+        "import runpy, sys\n"
+        "sys.modules['Cython'] = None  # import Cython fails\n"
+        "sys.argv = ['setup.py', '--version']\n"
+        "runpy.run_path('setup.py', run_name='__main__')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+    if strict:
+        assert out.returncode != 0, out.stdout + out.stderr
+        assert f"{REQUIRE_ENV}=1 requires every module" in out.stderr
+    else:
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "WARNING: Cython is not installed; the pure-Python modules run" in out.stderr
+        assert out.stdout.strip(), "setup() ran: it printed the version"
 
 
 def test_the_pure_python_path_passes_the_offline_tests_of_compiled_modules():
