@@ -70,7 +70,7 @@ $(JARS_DIR)/.done: Makefile | $(STAMP)
 
 $(STAMP): pyproject.toml setup.py
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	@$(BIN)/pip install -q --disable-pip-version-check -e '.[test,spark]'
+	@$(BIN)/pip install -q --disable-pip-version-check -e '.[test,spark,bench]'
 	@touch $@
 
 # Cython compiles the hot loops in place (setup.py); a failure warns and leaves plain Python,

@@ -4,6 +4,9 @@ that print ratios measured side by side in one run."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import sys
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -147,6 +150,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--quick", action="store_true", help="each at a small size (a check that all run here)"
     )
     every.set_defaults(func=cmd_all)
+    for parser in bsub.choices.values():
+        parser.set_defaults(func=_from_a_checkout(parser.get_default("func")))
+
+
+def _from_a_checkout(cmd):
+    """`cmd` once `bench` imports: the benchmarks are not installed (pyproject.toml packages:
+    they run from a checkout, docs/development.md "Packaging"), so where the installed CLI is a
+    checkout's own (editable), bench/ is found beside cli/."""
+
+    def run(args) -> int:
+        if importlib.util.find_spec("bench") is None:
+            checkout = Path(__file__).resolve().parents[2]
+            if not (checkout / "bench" / "__init__.py").is_file():
+                raise SystemExit(
+                    "cdc bench: the benchmarks are not installed with the package; run them from"
+                    " a checkout of the repository (`make setup`, then `.venv/bin/cdc bench ...`)"
+                )
+            sys.path.append(str(checkout))
+        return cmd(args)
+
+    return run
 
 
 def cmd_writer(args) -> int:
