@@ -24,8 +24,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from binlog_writer import file_number
-from cdc.cn_protocol.tso import LOGICAL_BITS
 from cdc.pauses import REASONS
+from cdc.tso_layout import physical_ms
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ FSYNC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 
 
 def _tso_s(tso: int) -> float:
-    return (tso >> LOGICAL_BITS) / 1000
+    return physical_ms(tso) / 1000
 
 
 def _file_number(name: str | None) -> int:

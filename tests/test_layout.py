@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import ast
 import functools
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -335,3 +337,13 @@ def test_import_circles_are_found(tmp_path):
     assert graph["pkg.d"] == {"pkg"}
     assert graph["pkg.e"] == set()  # an annotation's import is not an edge
     assert import_circles(graph) == [["pkg.b", "pkg.sub.c"]]
+
+
+def test_the_metrics_module_loads_no_database_client():
+    """dumper/metrics.py reads TSOs through cdc/tso_layout.py, not the CN protocol's TSO oracle
+    (which imports PyMySQL)."""
+    code = "import sys, dumper.metrics; print('pymysql' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "False"

@@ -8,7 +8,7 @@ import logging
 from cdc.cn_protocol import schema
 from cdc.cn_protocol.context import ProtocolContext
 from cdc.cn_protocol.recovery import scan
-from cdc.cn_protocol.tso import compose, physical_ms
+from cdc.tso_layout import compose, physical_ms
 
 log = logging.getLogger(__name__)
 

@@ -15,23 +15,9 @@ import pymysql
 
 from cdc.cn_protocol.dn_conn import DnConnection
 from cdc.cn_protocol.errors import TsoError
-
-LOGICAL_BITS = 22
-LOGICAL_MASK = (1 << LOGICAL_BITS) - 1
+from cdc.tso_layout import LOGICAL_BITS  # the layout and its conversions: cdc/tso_layout.py
 
 log = logging.getLogger(__name__)
-
-
-def compose(physical_ms: int, logical: int = 0) -> int:
-    return (physical_ms << LOGICAL_BITS) | logical
-
-
-def physical_ms(tso: int) -> int:
-    return tso >> LOGICAL_BITS
-
-
-def logical(tso: int) -> int:
-    return tso & LOGICAL_MASK
 
 
 def advance_sql(catalogue_db: str) -> str:

@@ -43,6 +43,7 @@ from cdc.config import Config, NodeConfig
 from cdc.keys import Checkpoint, GlobalKey, stream_name
 from cdc.pauses import BINLOG_DISK_FULL, GMS, SPILL_DISK_FULL, Backoff, Pauses, is_disk_full
 from cdc.tasks import cancel_and_wait
+from cdc.tso_layout import physical_ms
 from dumper.pipeline.metadata import CheckpointTooOld, GmsMetadata, PipelineMetadata
 from dumper.pipeline.sources import DnSourceFactory, Source, SourceFactory
 from dumper.pipeline.term import Takeover, Term
@@ -584,10 +585,6 @@ def joined_at(records: list[TopologyRecord], dn: int) -> int | None:
     return None
 
 
-def tso_ms(tso: int) -> int:
-    return tso >> 22
-
-
 def leader_status(leader: Leader) -> dict:
     """A JSON-able snapshot for `cdc status` (and for humans reading the status file)."""
     now = time.time()
@@ -609,7 +606,7 @@ def leader_status(leader: Leader) -> dict:
         "written_at": now,
         "last_tso": leader.stats.last_tso,
         "low_watermark_tso": low[0] if low else None,
-        "lag_ms": int(now * 1000 - tso_ms(low[0])) if low else None,
+        "lag_ms": int(now * 1000 - physical_ms(low[0])) if low else None,
         "transactions": leader.stats.transactions,
         "events": leader.stats.events,
         "events_per_s": leader.stats.events / elapsed,

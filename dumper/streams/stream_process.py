@@ -45,6 +45,7 @@ from cdc.files import write_atomically
 from cdc.keys import GlobalKey
 from cdc.pauses import Pauses, is_disk_full
 from cdc.streams import STREAM_PROGRESS_FILE, stream_config, stream_server_uuid
+from cdc.tso_layout import physical_ms
 from dumper.child_process import read_spec
 from dumper.pipeline import LeaderStats
 from dumper.pipeline.leader import gtid_layout, open_writer, reopen_with_room
@@ -217,7 +218,7 @@ class StreamWriter:
             "server_uuid": self.server_uuid,
             "last_tso": s.last_tso,
             "merged_tso": merged,
-            "lag_ms": int(now * 1000 - (merged >> 22)) if merged else None,
+            "lag_ms": int(now * 1000 - physical_ms(merged)) if merged else None,
             "transactions": s.transactions,
             "events": s.events,
             "events_per_s": s.events / elapsed,

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cdc.cn_protocol.tso import compose, logical, physical_ms
+from cdc.tso_layout import compose, logical, physical_ms
 
 ROOT = Path(__file__).parents[2]
 
