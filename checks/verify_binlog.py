@@ -2,7 +2,7 @@
 
 The binlog is read with an independent decoder, python-mysql-replication, over the MySQL
 replication protocol (a non-blocking dump: it ends at the current end of the binlog), so a bug in
-our own codec cannot hide a bug in what we wrote. Checked (design.md §7):
+our own codec cannot hide a bug in what we wrote. Checked (docs/ARCHITECTURE.md, "Invariants"):
 
 1. structure: every transaction is `BEGIN … XID` or a DDL `Query`, and ends with its `CTS::<tso>`
    mark;

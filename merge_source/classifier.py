@@ -1,4 +1,4 @@
-"""Classify a binlog group by what the CN commit protocol made of it (design.md §2).
+"""Classify a binlog group by what the CN commit protocol made of it (docs/protocol.md, "Ordering").
 
 Row events of user tables stay raw bytes; only the few private rows (commit records, markers)
 are decoded. The private table definitions are the CN's contract (`cdc/cn_protocol/schema.py`).

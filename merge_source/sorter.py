@@ -1,4 +1,4 @@
-"""The release rule: turn one DN's binlog order into commit-TSO order (design.md §2).
+"""The release rule: one DN's binlog order into commit-TSO order (docs/protocol.md, "Ordering").
 
 Pure logic, no I/O. The caller feeds what it sees in the DN binlog, in binlog order, and gets back
 the branches (and local transactions) that are safe to emit, in strictly increasing sort key.

@@ -11,7 +11,7 @@ The rest of the codec follows the v4 binlog format every server shares. A MariaD
 - rows events v1 (23-25), which the global binlog turns into MySQL's v2 (30-32);
 - TABLE_MAP charset metadata that counts GEOMETRY columns among the character columns.
 And its dump handshake: `@mariadb_slave_capability`, without which MariaDB aborts a dump at an
-XA GTID event (research/env.md §4), and the ANNOTATE_ROWS dump flag.
+XA GTID event, and the ANNOTATE_ROWS dump flag.
 
 `MariadbFlavor` holds the operations callers need; a MySQL 8 flavour would sit beside it with
 the same names (its GTID event, XA_PREPARE_LOG_EVENT, no ANNOTATE_ROWS, ...). The per-event

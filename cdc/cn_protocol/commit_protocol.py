@@ -1,5 +1,6 @@
-"""The CN commit protocol (design.md §1): XA PREPARE everywhere, then the commit TSO, then the
-commit records (primary first: the durable decision), then XA COMMIT everywhere."""
+"""The CN commit protocol (docs/protocol.md, "The commit protocol"): XA PREPARE everywhere, then
+the commit TSO, then the commit records (primary first: the durable decision), then XA COMMIT
+everywhere."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Alibaba Canal cannot run here (no JVM deployment, no Maven), so this replays, over raw
-sockets, the exact statements and commands Canal 1.1.x sends (research/protocol.md §1.5):
+sockets, the exact statements and commands Canal 1.1.x sends (docs/compatibility.md, its row):
 its meta connection (format checks, tsdb snapshot with the multi-statement SHOW CREATE TABLE
 batch, position search), its dump connection (settings, checksum, REGISTER_SLAVE, BINLOG_DUMP
 with flags 0x0002) and its KILL on disconnect, with Canal's capability flags (MULTI_STATEMENTS,

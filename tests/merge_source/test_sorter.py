@@ -1,5 +1,5 @@
-"""The release rule: hand-written scenarios from design.md §2 and a property test that drives a
-model of the commit protocol through random interleavings."""
+"""The release rule (docs/protocol.md, "Ordering"): hand-written scenarios and a property test that
+drives a model of the commit protocol through random interleavings."""
 
 from __future__ import annotations
 
