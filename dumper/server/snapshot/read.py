@@ -35,7 +35,7 @@ from dumper.server.snapshot.values import (
     text_row,
     text_value,
 )
-from dumper.server.snapshot.where import columns_of, matches, to_sql
+from dumper.server.snapshot.where import columns_of, identifier, matches, to_sql
 from dumper.server.sql.parse_select import unsupported
 from dumper.server.sql.statements import TableSelect
 
@@ -51,10 +51,6 @@ WATERMARK_WAIT_S = 30.0
 ER_UNKNOWN = 1105
 ER_BAD_FIELD = 1054
 _MEMBERS = re.compile(r"'((?:[^']|'')*)'")
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 @dataclass(slots=True)
@@ -239,14 +235,14 @@ class SnapshotRead:
                 parts.append(
                     "*"
                     if len(stmt.items) == 1
-                    else ", ".join(_q(c.org_name.decode()) for c in plan.columns)
+                    else ", ".join(identifier(c.org_name.decode()) for c in plan.columns)
                 )
             elif item.kind == "column":
-                parts.append(f"{_q(item.column)} AS {_q(item.name)}")  # type: ignore[arg-type]
+                parts.append(f"{identifier(item.column)} AS {identifier(item.name)}")  # type: ignore[arg-type]
             elif item.kind == "COUNT":
-                parts.append(f"COUNT(*) AS {_q(item.name)}")
+                parts.append(f"COUNT(*) AS {identifier(item.name)}")
             else:
-                parts.append(f"{item.kind}({_q(item.column)}) AS {_q(item.name)}")  # type: ignore[arg-type]
+                parts.append(f"{item.kind}({identifier(item.column)}) AS {identifier(item.name)}")  # type: ignore[arg-type]
         defs, _ = await reader.query(f"SELECT {', '.join(parts)} FROM {shard.name} LIMIT 0")
         alias = stmt.alias or stmt.table
         return [ColumnDef.parse(p).renamed(self.db, stmt.table, alias) for p in defs]
@@ -445,7 +441,7 @@ class SnapshotRead:
         self, plan: _Plan, shard: Shard, after: Key | None, rows: int
     ) -> list[tuple[Key, bytes]]:
         """(key, the data columns' text row) of the next rows of a shard, in key order."""
-        names = [_q(plan.columns[i].org_name.decode()) for i in plan.key]
+        names = [identifier(plan.columns[i].org_name.decode()) for i in plan.key]
         data = [_data_column(plan, i) for i in plan.data]
         conds = []
         if after is not None:
@@ -530,7 +526,7 @@ def _data_column(plan: _Plan, i: int) -> str:
     """Column i as a page reads it: a FLOAT of a binary read as the DOUBLE it converts to
     exactly (its text then has the digits of every bit)."""
     col = plan.columns[i]
-    name = _q(col.org_name.decode())
+    name = identifier(col.org_name.decode())
     return f"CAST({name} AS DOUBLE)" if plan.exact_floats and col.type == T.FLOAT else name
 
 

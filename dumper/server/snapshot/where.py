@@ -31,15 +31,15 @@ _NUMERIC_PREFIX = re.compile(r"\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 
 def to_sql(where: Where) -> str:
     if isinstance(where, Compare):
-        return f"{_name(where.column)} {where.op} {literal(where.value)}"
+        return f"{identifier(where.column)} {where.op} {literal(where.value)}"
     if isinstance(where, Between):
         neg = "NOT " if where.negated else ""
-        return f"{_name(where.column)} {neg}BETWEEN {literal(where.low)} AND {literal(where.high)}"
+        return f"{identifier(where.column)} {neg}BETWEEN {literal(where.low)} AND {literal(where.high)}"
     if isinstance(where, InList):
         neg = "NOT " if where.negated else ""
-        return f"{_name(where.column)} {neg}IN ({', '.join(literal(v) for v in where.values)})"
+        return f"{identifier(where.column)} {neg}IN ({', '.join(literal(v) for v in where.values)})"
     if isinstance(where, IsNull):
-        return f"{_name(where.column)} IS {'NOT ' if where.negated else ''}NULL"
+        return f"{identifier(where.column)} IS {'NOT ' if where.negated else ''}NULL"
     if isinstance(where, BoolOp):
         return "(" + f" {where.op} ".join(to_sql(p) for p in where.parts) + ")"
     return f"NOT ({to_sql(where.part)})"
@@ -63,8 +63,9 @@ def literal(value: WhereValue) -> str:
     return str(value)
 
 
-def _name(column: str) -> str:
-    return "`" + column.replace("`", "``") + "`"
+def identifier(name: str) -> str:
+    """`name` quoted for MariaDB (a backtick in it doubled): a column or table of a DN query."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 # -- evaluation over a row's text values -----------------------------------------------------------

@@ -19,7 +19,7 @@ from dumper.server.handlers import SqlError
 from dumper.server.snapshot.chunks import chunk_bound, take_chunk, take_until
 from dumper.server.snapshot.order import Sorter, row_order
 from dumper.server.snapshot.values import ColumnDef, order_key, sort_key, text_row, text_value
-from dumper.server.snapshot.where import matches, to_sql
+from dumper.server.snapshot.where import identifier, matches, to_sql
 from dumper.server.sql.parser import parse
 from dumper.server.sql.statements import Compare, InfoSchemaSelect, Select, TableSelect
 
@@ -121,6 +121,9 @@ def test_where_to_sql_and_over_images():
         "(`id` BETWEEN 2 AND 9 AND NOT ((`balance` < 10 OR `note` IS NULL)) AND "
         "`name` IN ('a''b', 'X ') AND `id` > 5)"
     )
+    # The one identifier quoting of the read path (WHERE, select lists, key ranges): a backtick
+    # in a name is doubled, as MariaDB reads it back.
+    assert identifier("a`b") == "`a``b`" and identifier("") == "``"
     cols = {
         "id": col(T.LONG),
         "balance": col(T.LONGLONG),
