@@ -46,20 +46,25 @@ PURE_TESTS = [
 ]
 
 
+def _python(code: str, switch: str, on: bool, check: bool = False):
+    """`code` run by a new Python in the checkout, the environment switch `switch` set to 1 or
+    unset (whatever this process was started with)."""
+    env = {k: v for k, v in os.environ.items() if k != switch}
+    if on:
+        env[switch] = "1"
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=check
+    )
+
+
 def _compiled_in_a_new_process(pure: bool) -> list[str]:
     """The modules of COMPILED_MODULES that a new process imports compiled, with the switch to
-    plain Python on or off (whatever this process was started with)."""
-    env = {k: v for k, v in os.environ.items() if k != PURE_ENV}
-    if pure:
-        env[PURE_ENV] = "1"
+    plain Python on or off."""
     code = (
         "from cdc.compiled import COMPILED_MODULES, is_compiled\n"
         "print([m for m in COMPILED_MODULES if is_compiled(m)])"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    return ast.literal_eval(out.stdout.strip())
+    return ast.literal_eval(_python(code, PURE_ENV, pure, check=True).stdout.strip())
 
 
 def test_every_module_is_compiled_where_required():
@@ -92,18 +97,13 @@ def test_the_switch_gives_plain_python():
 def test_a_build_without_cython_falls_back_unless_compiled_is_required(strict):
     """setup.py where Cython cannot be imported: a warning and no extension for a user, the
     build's end (an error naming the switch) under CDC_REQUIRE_COMPILED=1."""
-    env = {k: v for k, v in os.environ.items() if k != REQUIRE_ENV}
-    if strict:
-        env[REQUIRE_ENV] = "1"
     code = (
         "import runpy, sys\n"
         "sys.modules['Cython'] = None  # import Cython fails\n"
         "sys.argv = ['setup.py', '--version']\n"
         "runpy.run_path('setup.py', run_name='__main__')\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True
-    )
+    out = _python(code, REQUIRE_ENV, strict)
     if strict:
         assert out.returncode != 0, out.stdout + out.stderr
         assert f"{REQUIRE_ENV}=1 requires every module" in out.stderr
