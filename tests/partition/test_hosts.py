@@ -7,6 +7,7 @@ limits the rate; a MariaDB server on a host answers from other hosts but not acr
 from __future__ import annotations
 
 import os
+import select
 import socket
 import struct
 import subprocess
@@ -147,28 +148,32 @@ def test_a_cut_one_way(hosts):
 
 def pings(address: str, count: int, timeout: float = 1.0) -> int:
     """ICMP echo requests to `address` from here (a raw socket: we are root), one every 2 ms;
-    how many were answered."""
+    how many were answered. Replies are read as they come: a raw socket gets a copy of every
+    ICMP packet of the namespace (another test's pings too), and a full buffer would lose ours."""
     ident = os.getpid() & 0xFFFF
     answered: set[int] = set()
     with socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP) as s:
-        s.settimeout(0.05)
+        s.setblocking(False)
 
-        def receive() -> None:
-            try:
+        def receive(until: float) -> None:
+            while True:
+                ready, _, _ = select.select([s], [], [], max(0.0, until - time.monotonic()))
+                if not ready:
+                    return
                 packet, (src, _) = s.recvfrom(1500)
-            except TimeoutError:
-                return
-            kind, _, _, rid, seq = struct.unpack("!BBHHH", packet[20:28])
-            if src == address and kind == 0 and rid == ident:
-                answered.add(seq)
+                kind, _, _, rid, seq = struct.unpack("!BBHHH", packet[20:28])
+                if src == address and kind == 0 and rid == ident:
+                    answered.add(seq)
+                    if len(answered) == count:
+                        return
 
         for seq in range(count):
             header = struct.pack("!BBHHH", 8, 0, 0, ident, seq)
             s.sendto(header[:2] + struct.pack("!H", _checksum(header)) + header[4:], (address, 0))
-            time.sleep(0.002)
+            receive(time.monotonic() + 0.002)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and len(answered) < count:
-            receive()
+            receive(deadline)
     return len(answered)
 
 
