@@ -186,7 +186,8 @@ async def test_a_leader_cut_off_from_the_gms(tmp_path, hosts):
             if s.role == "leader" and timeline.at(new, s.at).role == "leader"
         ]
         if both:
-            problems.append(f"two leaders from {both[0]:+.1f} s to {both[-1]:+.1f} s")
+            spans = ", ".join(f"{a:+.1f} s to {b:+.1f} s" for a, b in spans_of(both))
+            problems.append(f"two dumpers said they led: {spans}")
         served_unacked = [
             s.at for s in timeline.samples[old] if s.role == "leader" and s.degraded and s.at > 0
         ]
@@ -258,6 +259,17 @@ async def test_a_leader_cut_off_from_the_gms(tmp_path, hosts):
         print(f"dumpers' log ends:\n{c.dumpers.tail()}")
         c.close()
     assert not problems, "\n".join(problems)
+
+
+def spans_of(times: list[float], gap: float = 0.5) -> list[tuple[float, float]]:
+    """Sample times merged into (first, last) spans: samples within `gap` are one span."""
+    spans: list[tuple[float, float]] = []
+    for t in times:
+        if spans and t - spans[-1][1] <= gap:
+            spans[-1] = (spans[-1][0], t)
+        else:
+            spans.append((t, t))
+    return spans
 
 
 async def wait(what, timeout: float, message: str):
