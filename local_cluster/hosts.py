@@ -69,12 +69,12 @@ def missing() -> str | None:
 @dataclass(frozen=True, slots=True)
 class Host:
     """One host: `netns` is its namespace ("" for the local host: the root namespace),
-    `address` its IPv4 address, `port` its veth's end in the hub (a bridge port)."""
+    `address` its IPv4 address, `hub_link` its veth's end in the hub (a port of the bridge)."""
 
     name: str
     netns: str
     address: str
-    port: str
+    hub_link: str
 
     def argv(self, argv: Iterable[str]) -> list[str]:
         """`argv` run on this host: `ip netns exec` execs it, so the pid is the program's."""
@@ -277,7 +277,7 @@ class Hosts:
         """The qdisc of the hub's port towards `receiver`: an htb with an unlimited default
         class and one class per sender it limits or delays, chosen by a u32 filter on the
         sender's address (netem under that class for a delay)."""
-        dev = receiver.port
+        dev = receiver.hub_link
         tc = ["ip", "netns", "exec", self.hub, "tc"]
         if dev in self._shaped:
             _run([*tc, "qdisc", "del", "dev", dev, "root"], check=False)
