@@ -44,6 +44,10 @@ apt:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zlib1g-dev >/dev/null \
 			|| echo "setup: WARNING: no zlib.h; merge_source and cdc.binlog.fastpath run as plain Python (slower)"; \
 	fi
+	@if ! command -v nft >/dev/null 2>&1; then \
+		echo "setup: installing nftables (tests/partition cuts links between network namespaces)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null; \
+	fi
 	@if ! command -v javac >/dev/null 2>&1; then \
 		echo "setup: installing a JDK (the Spark backfill; tests/compat runs a Java binlog client)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jdk-headless >/dev/null; \

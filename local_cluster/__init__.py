@@ -2,7 +2,8 @@
 CLI (`cdc cluster`), the demo, benches and the test fixtures alike; no runtime stage imports it.
 
 Exports `LocalCluster`, `MariadbServer`, `NodeStatus` and their errors; `testing` holds the
-throw-away clusters of tests and benches, `leftovers` the check that a checkout left no process.
+throw-away clusters of tests and benches, `leftovers` the check that a checkout left no process,
+`hosts` hosts as network namespaces with faults between them (tests/partition).
 """
 
 from local_cluster.local_cluster import ClusterError, LocalCluster

@@ -2,7 +2,8 @@
 
 `make stop` must leave none (the user's path, checked by .ci/run and the README test):
 `python -m local_cluster.leftovers [DIR]` lists them and exits 1 if there are any. The caller
-and its ancestors (the shell running the check, make, …) are not counted.
+and its ancestors (the shell running the check, make, …) are not counted. It lists too the
+network namespaces a test's hosts (local_cluster/hosts.py) left after their process died.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+
+from local_cluster.hosts import leftover_namespaces
 
 
 def _ancestors(pid: int) -> set[int]:
@@ -65,7 +68,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"left running: pid {pid}: {cmdline[:200]}")
     if not left:
         print(f"no process of {root.resolve()} is left")
-    return 1 if left else 0
+    namespaces = leftover_namespaces()
+    for name in namespaces:
+        print(f"left behind: network namespace or link {name} (its test process is gone)")
+    return 1 if left or namespaces else 0
 
 
 if __name__ == "__main__":

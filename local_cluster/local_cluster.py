@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -65,6 +66,16 @@ class NodeSpec:
     port: int
     server_id: int
     dn_id: int = 0
+    # On a host of its own (local_cluster/hosts.py): its address and network namespace.
+    host: str = "127.0.0.1"
+    netns: str = ""
+
+    def saved(self) -> dict:
+        """Its entry in cluster.json: the placement only when it is not the default one."""
+        out = asdict(self)
+        if not self.netns and self.host == "127.0.0.1":
+            del out["host"], out["netns"]
+        return out
 
 
 class LocalCluster:
@@ -111,7 +122,7 @@ class LocalCluster:
                     "base_port": self.base_port,
                     "dumpers": self.dumpers,
                     "streams": self.streams,
-                    "nodes": [asdict(n) for n in self.nodes],
+                    "nodes": [n.saved() for n in self.nodes],
                 },
                 indent=2,
             )
@@ -119,7 +130,15 @@ class LocalCluster:
         tmp.replace(self.state_file)
 
     def server(self, spec: NodeSpec) -> MariadbServer:
-        return MariadbServer(spec.name, spec.role, self.dir / spec.name, spec.port, spec.server_id)
+        return MariadbServer(
+            spec.name,
+            spec.role,
+            self.dir / spec.name,
+            spec.port,
+            spec.server_id,
+            host=spec.host,
+            netns=spec.netns,
+        )
 
     @property
     def gms(self) -> MariadbServer:
@@ -140,11 +159,18 @@ class LocalCluster:
 
     # -- operations ---------------------------------------------------------------------------
     def up(
-        self, dns: int = 3, base_port: int | None = None, dumpers: int = 1, streams: int = 1
+        self,
+        dns: int = 3,
+        base_port: int | None = None,
+        dumpers: int = 1,
+        streams: int = 1,
+        hosts: Mapping | None = None,
     ) -> Config:
         """Start GMS + `dns` DNs (reusing running ones); write `cdc.toml`, listing `dumpers`
         HA dumper peers when more than one, each with `streams` binlog streams; return the
-        config."""
+        config. `hosts`: node name ("gms", "dn1", …) → the host it runs on (a
+        local_cluster.hosts.Host: its namespace and address), for a new cluster's nodes;
+        the others run here on 127.0.0.1."""
         if dns < 1:
             raise ClusterError(f"--dns must be at least 1 (got {dns})")
         if not 1 <= dumpers < REPLICA_PORT_OFFSET - DUMPER_PORT_OFFSET:
@@ -169,7 +195,11 @@ class LocalCluster:
             self.nodes += [
                 NodeSpec(f"dn{i}", "dn", self.base_port + i, i, i) for i in range(1, dns + 1)
             ]
-            busy = [n.port for n in self.nodes if not port_is_free(n.port)]
+            for n in self.nodes:
+                if hosts and n.name in hosts:
+                    n.host, n.netns = hosts[n.name].address, hosts[n.name].netns
+            # (a host's ports are its own)
+            busy = [n.port for n in self.nodes if not n.netns and not port_is_free(n.port)]
             if busy:
                 self.nodes = []
                 raise ClusterError(f"port(s) {busy} already in use; choose another --base-port")
@@ -302,9 +332,7 @@ class LocalCluster:
             cluster=ClusterConfig(dir=str(self.dir)),
             gms=NodeConfig(id=0, host=gms.host, port=gms.port, server_id=gms.server_id, name="gms"),
             dn=[
-                NodeConfig(
-                    id=n.dn_id, host="127.0.0.1", port=n.port, server_id=n.server_id, name=n.name
-                )
+                NodeConfig(id=n.dn_id, host=n.host, port=n.port, server_id=n.server_id, name=n.name)
                 for n in self.nodes
                 if n.role == "dn"
             ],

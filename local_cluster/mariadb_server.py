@@ -105,7 +105,9 @@ class NodeStatus:
 
 @dataclass(slots=True)
 class MariadbServer:
-    """A MariaDB server living in `home` (data, config, logs, binlogs, pid)."""
+    """A MariaDB server living in `home` (data, config, logs, binlogs, pid). `netns`: the
+    network namespace it runs in (local_cluster/hosts.py; `host` is then that host's address),
+    "" for this one."""
 
     name: str
     role: str  # "gms" or "dn"
@@ -113,6 +115,7 @@ class MariadbServer:
     port: int
     server_id: int
     host: str = "127.0.0.1"
+    netns: str = ""
 
     @property
     def datadir(self) -> Path:
@@ -154,6 +157,9 @@ class MariadbServer:
             # in ha_maria::drop_table on an information_schema.COLUMNS read.
             f"tmpdir={self.home / 'tmp'}",
             *(f"{k}={v}" for k, v in SERVER_OPTIONS.items()),
+            # On a host of its own it is reached from other hosts' addresses: root@'%' too
+            # (install-db makes root@localhost and root@127.0.0.1 only), at every start.
+            *([f"init_file={self.home / 'init.sql'}"] if self.netns else []),
             "",
             "[client]",
             f"host={self.host}",
@@ -165,6 +171,11 @@ class MariadbServer:
         (self.home / "binlog").mkdir(exist_ok=True)
         (self.home / "tmp").mkdir(exist_ok=True)
         self.config_file.write_text("\n".join(lines))
+        if self.netns:
+            (self.home / "init.sql").write_text(
+                "CREATE USER IF NOT EXISTS root@'%';\n"
+                "GRANT ALL PRIVILEGES ON *.* TO root@'%' WITH GRANT OPTION;\n"
+            )
 
     def initialise(self, template: Path | None = None) -> None:
         """Create the data directory, copying a ready template when given (much faster)."""
@@ -192,12 +203,15 @@ class MariadbServer:
         if pid is not None:
             return pid
         self._wait_previous_exited()
-        if not port_is_free(self.port, self.host):
+        # (a namespace's address cannot be bound here; its ports are its own)
+        if not self.netns and not port_is_free(self.port, self.host):
             raise ServerError(f"{self.name}: port {self.port} on {self.host} is already in use")
         self.pid_file.unlink(missing_ok=True)
+        # `ip netns exec` execs mariadbd: the pid is still the server's
+        netns = ["ip", "netns", "exec", self.netns] if self.netns else []
         with open(self.home / "stdout.log", "ab") as out:
             proc = subprocess.Popen(
-                [mariadbd_binary(), f"--defaults-file={self.config_file}"],
+                [*netns, mariadbd_binary(), f"--defaults-file={self.config_file}"],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,

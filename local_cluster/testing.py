@@ -57,11 +57,14 @@ def scratch_cluster(prefix: str, dns: int) -> Iterator[tuple[Path, LocalCluster]
         shutil.rmtree(work, ignore_errors=True)
 
 
-def throwaway_server(directory: Path, server_id: int = 500, name: str = "replica"):
-    """One stand-alone MariaDB server (e.g. a replica of the dumper) on a free port."""
+def throwaway_server(directory: Path, server_id: int = 500, name: str = "replica", host=None):
+    """One stand-alone MariaDB server (e.g. a replica of the dumper) on a free port; on
+    `host` (a local_cluster.hosts.Host: in its namespace, on its address) when given."""
     from local_cluster.mariadb_server import MariadbServer, install_datadir
 
     server = MariadbServer(name, "replica", Path(directory) / name, free_base_port(0), server_id)
+    if host is not None:
+        server.host, server.netns = host.address, host.netns
     server.write_config()
     if not server.datadir.exists():
         install_datadir(server.datadir, server.home / "install-db.log")

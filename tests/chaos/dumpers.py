@@ -14,17 +14,20 @@ from pathlib import Path
 
 
 class Dumpers:
-    """The dumper processes of the test, by id: start, kill, read their status."""
+    """The dumper processes of the test, by id: start, kill, read their status. `hosts`: the
+    host (local_cluster/hosts.py) each runs on, by id; the others run here."""
 
-    def __init__(self, config_path: str, root: Path):
+    def __init__(self, config_path: str, root: Path, hosts: dict | None = None):
         self.config_path, self.root = config_path, root
+        self.hosts = hosts or {}
         self.procs: dict[int, subprocess.Popen] = {}
         self.log = open(root / "dumpers.log", "ab")
 
     def start(self, i: int) -> None:
+        argv = [sys.executable, "-m", "cli.main", "start", "--config", self.config_path]
+        argv += ["--dumper-id", str(i)]
         self.procs[i] = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "start", "--config", self.config_path]
-            + ["--dumper-id", str(i)],
+            self.hosts[i].argv(argv) if i in self.hosts else argv,
             stdout=self.log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

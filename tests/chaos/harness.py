@@ -54,11 +54,27 @@ def in_doubt(cluster) -> dict:
 
 
 class Chaos:
-    """One cluster + pipeline + replica for a chaos run; `close()` tears everything down."""
+    """One cluster + pipeline + replica for a chaos run; `close()` tears everything down.
 
-    def __init__(self, directory: Path, *, replica: bool = True, spare_dns: int = 4):
+    `cluster`: a started one to use (tests/partition: its nodes on hosts of their own) instead
+    of a throw-away one of 3 DNs; `replica_host`, `cn_host`: the hosts (local_cluster/hosts.py)
+    the replica and the CN processes (workloads) run on, None: here."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        replica: bool = True,
+        spare_dns: int = 4,
+        cluster=None,
+        replica_host=None,
+        cn_host=None,
+    ):
         self.dir = directory
-        self.cluster = throwaway_cluster(directory / "cluster", dns=3, spare_dns=spare_dns)
+        self.cluster = cluster or throwaway_cluster(
+            directory / "cluster", dns=3, spare_dns=spare_dns
+        )
+        self.cn_host = cn_host
         self.procs: dict[str, subprocess.Popen] = {}
         self.replica = None
         self.kills: Counter[str] = Counter()
@@ -72,7 +88,7 @@ class Chaos:
             self._write_config()
             self.run_cdc("cn", "init")
             if replica:
-                self.replica = throwaway_server(directory, server_id=600)
+                self.replica = throwaway_server(directory, server_id=600, host=replica_host)
         except BaseException:
             self.close()
             raise
@@ -127,13 +143,15 @@ class Chaos:
         return res.stdout
 
     def spawn(
-        self, name: str, args: list[str], env: dict | None = None, out=None
+        self, name: str, args: list[str], env: dict | None = None, out=None, host=None
     ) -> subprocess.Popen:
-        """`cdc ARGS` as process `name`; its output goes to processes.log, or to `out`."""
+        """`cdc ARGS` as process `name` (on `host`, a local_cluster.hosts.Host, when given);
+        its output goes to processes.log, or to `out`."""
         self.log.write(f"--- {time.strftime('%T')} {name}: {' '.join(args)}\n".encode())
         self.log.flush()
+        argv = cdc(*args, "--config", self.config_path)
         proc = subprocess.Popen(
-            cdc(*args, "--config", self.config_path),
+            host.argv(argv) if host is not None else argv,
             stdout=out or self.log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -154,7 +172,8 @@ class Chaos:
             time.sleep(0.2)
 
     def start_workload(self, name: str, env: dict | None = None) -> subprocess.Popen:
-        return self.spawn(name, ["workload", name, "--duration", "3600", *WORKLOADS[name]], env)
+        args = ["workload", name, "--duration", "3600", *WORKLOADS[name]]
+        return self.spawn(name, args, env, host=self.cn_host)
 
     def truth_size(self) -> int:
         """The ground-truth log's length now: `wait_load_writes`'s starting point."""
@@ -163,8 +182,10 @@ class Chaos:
         except FileNotFoundError:
             return 0
 
-    async def wait_load_writes(self, since: int, timeout: float = 60) -> None:
-        """Until every one of WORKLOADS commits (a CN instance of its own in the ground truth
+    async def wait_load_writes(
+        self, since: int, timeout: float = 60, workloads: int = len(WORKLOADS)
+    ) -> None:
+        """Until every one of WORKLOADS (or the first `workloads` started) commits (a CN instance of its own in the ground truth
         after byte `since`): a workload process ends if a DN dies while it sets up, and a
         chaos run would then go on without that load (seen: a DN-kill run that committed
         one transaction in all)."""
@@ -178,10 +199,10 @@ class Chaos:
             writers = {
                 e["txn_id"] >> 32 for e in entries if e["kind"] == "txn" and not e["recovered"]
             }
-            if len(writers) >= len(WORKLOADS):
+            if len(writers) >= workloads:
                 return
             assert time.monotonic() < deadline, (
-                f"the load did not start: {len(writers)} of {len(WORKLOADS)} workloads "
+                f"the load did not start: {len(writers)} of {workloads} workloads "
                 f"commit\n{self.log_tail()}"
             )
             await asyncio.sleep(0.2)
@@ -216,10 +237,19 @@ class Chaos:
         return Path(self.cfg.dumper.binlog_dir).parent / "pipeline"
 
     # -- the replica -----------------------------------------------------------------------------
+    def dumper_address(self) -> tuple[str, int]:
+        """Where the global binlog is served (the replica's master, what verify-binlog reads)."""
+        return "127.0.0.1", self.cfg.dumper.port
+
+    def verify_args(self) -> list[str]:
+        """`cdc verify-binlog`'s source: by default the configured dumper (each stream's)."""
+        return []
+
     def attach_replica(self) -> None:
+        host, port = self.dumper_address()
         with self.replica.connect() as conn, conn.cursor() as cur:
             cur.execute(
-                f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={self.cfg.dumper.port}, "
+                f"CHANGE MASTER TO MASTER_HOST='{host}', MASTER_PORT={port}, "
                 f"MASTER_USER='{DEFAULT_USER}', MASTER_PASSWORD='{DEFAULT_PASSWORD}', "
                 "MASTER_LOG_FILE='binlog.000001', MASTER_LOG_POS=4, MASTER_USE_GTID=no, "
                 "MASTER_HEARTBEAT_PERIOD=1, MASTER_CONNECT_RETRY=1"
@@ -267,7 +297,9 @@ class Chaos:
         await self.stop_workloads()
         recovered = await asyncio.to_thread(self.recover)
         await self.wait_caught_up()
-        res = await asyncio.to_thread(self.cdc_result, "verify-binlog", timeout=300)
+        res = await asyncio.to_thread(
+            self.cdc_result, "verify-binlog", *self.verify_args(), timeout=300
+        )
         assert res.returncode == 0, f"verify-binlog after {what}:\n{res.stdout}{res.stderr}"
         checked = "no replica"
         if self.replica is not None:

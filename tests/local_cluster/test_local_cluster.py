@@ -166,3 +166,17 @@ def test_a_killed_server_restarts_at_once(tmp_path):
     finally:
         server.stop()
     assert server.pid() is None
+
+
+def test_cluster_json_names_a_host_only_for_a_node_placed_on_one():
+    """cluster.json is as before for a node on 127.0.0.1; a node on a host of its own
+    (local_cluster/hosts.py) keeps its address and namespace."""
+    assert NodeSpec("gms", "gms", 23400, GMS_SERVER_ID).saved() == {
+        "name": "gms",
+        "role": "gms",
+        "port": 23400,
+        "server_id": GMS_SERVER_ID,
+        "dn_id": 0,
+    }
+    placed = NodeSpec("dn1", "dn", 23401, 1, 1, host="10.210.0.3", netns="cdch1n0-dn1")
+    assert NodeSpec(**placed.saved()) == placed
