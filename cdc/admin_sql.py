@@ -17,6 +17,7 @@ from typing import TypeVar
 import pymysql
 
 from cdc.pauses import GMS, Backoff, Pauses
+from cdc.sockets import bound_dead_peer
 
 T = TypeVar("T")
 
@@ -49,7 +50,7 @@ def connect(
     """A PyMySQL connection, utf8mb4, in autocommit unless asked, with bounded waits (a
     caller whose statements may run long, a backfill's reads and loads, passes
     `read_timeout=None`); `options` go to `pymysql.connect` (e.g. `init_command`)."""
-    return pymysql.connect(
+    conn = pymysql.connect(
         host=host,
         port=port,
         user=user,
@@ -62,6 +63,9 @@ def connect(
         write_timeout=read_timeout,
         **options,
     )
+    # Also bounded where `read_timeout` is None: a cut link ends the connection (cdc/sockets.py).
+    bound_dead_peer(getattr(conn, "_sock", None))
+    return conn
 
 
 def retry(
