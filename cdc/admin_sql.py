@@ -10,6 +10,8 @@ round trips (PyMySQL blocks a thread per statement)."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 from collections.abc import Callable
 from typing import TypeVar
@@ -17,6 +19,7 @@ from typing import TypeVar
 import pymysql
 
 from cdc.pauses import GMS, Backoff, Pauses
+from cdc.sockets import bound_dead_peer
 
 T = TypeVar("T")
 
@@ -49,7 +52,7 @@ def connect(
     """A PyMySQL connection, utf8mb4, in autocommit unless asked, with bounded waits (a
     caller whose statements may run long, a backfill's reads and loads, passes
     `read_timeout=None`); `options` go to `pymysql.connect` (e.g. `init_command`)."""
-    return pymysql.connect(
+    conn = pymysql.connect(
         host=host,
         port=port,
         user=user,
@@ -62,6 +65,22 @@ def connect(
         write_timeout=read_timeout,
         **options,
     )
+    # Also bounded where `read_timeout` is None: a cut link ends the connection (cdc/sockets.py).
+    bound_dead_peer(getattr(conn, "_sock", None))
+    return conn
+
+
+def close_now(conn: pymysql.Connection) -> None:
+    """Close `conn` at once, even while another thread is blocked reading it: PyMySQL's close
+    waits for that read, for as long as a cut-off GMS stays silent (seen: a fenced leader's
+    loop frozen in `close` for the whole partition). Shutting the socket down first ends the
+    read."""
+    sock = getattr(conn, "_sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(Exception):
+        conn.close()
 
 
 def retry(

@@ -205,6 +205,10 @@ class DumperConfig:
     # How long a dump of the leader waits for an acknowledgement before it serves anyway and
     # the leader stops waiting (one warning) until followers acknowledged what it served (ms).
     ack_wait_ms: int = 1000
+    # A client connection whose host vanished (a cut link: no FIN, no RST), or that left what
+    # was sent to it unread this long, is ended and its session, dump and retention hold freed
+    # (seconds; MySQL's net_write_timeout is 60). Keepalives find a quiet dead client too.
+    client_timeout_s: float = 60.0
     # Retention (docs/dumper.md "Retention"): files older than this many seconds (by their last
     # write) are purged automatically; 0 = kept until PURGE BINARY LOGS. Never the active file,
     # nor a file a connected consumer or a live HA follower still reads (held until they pass it).

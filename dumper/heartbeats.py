@@ -1,5 +1,8 @@
 """The CN heartbeat the dumper's pipeline process runs: the global binlog only advances with
-heartbeats, so the process that merges writes them when no CN process does."""
+heartbeats, so the process that merges writes them when no CN process does. The same process
+settles, now and then, the branches left prepared by writers that are gone or cut off (a CN,
+the heartbeat of a leader that was fenced): such a branch holds its DN's MergeSource, and so
+the whole global binlog, until someone settles it."""
 
 from __future__ import annotations
 
@@ -19,6 +22,9 @@ log = logging.getLogger(__name__)
 
 # How often the heartbeat CN looks for storage DNs added by another CN process.
 STORAGE_POLL_S = 1.0
+# How often the leader looks for branches left prepared (docs/faults.md, "Partitions"); one
+# is settled once seen prepared for `[cn] lease_ms` (a CN silent that long counts as dead).
+IN_DOUBT_EVERY_S = 5.0
 
 
 async def heartbeats(
@@ -46,7 +52,9 @@ async def heartbeats(
     node.heartbeat.on_beat = functools.partial(_beat_pause, pauses)
     try:
         node.start_heartbeat()
-        await _follow_storage(node, dn_address)  # until cancelled
+        async with asyncio.TaskGroup() as tasks:  # until cancelled
+            tasks.create_task(_follow_storage(node, dn_address), name="heartbeat-storage")
+            tasks.create_task(_settle_in_doubt(node), name="heartbeat-recovery")
     finally:
         await node.stop_heartbeat()
         await node.close()
@@ -83,6 +91,21 @@ async def _follow_storage(
         node.ctx.catalogue = StorageDns(storage)
         waiting = set()
         log.info("heartbeats touch dn%s too from now on", ", dn".join(map(str, added)))
+
+
+async def _settle_in_doubt(node: ProtocolNode) -> None:
+    """Every IN_DOUBT_EVERY_S, settle what stayed prepared over a CN lease, ending owner
+    sessions that hold their branch attached (`cdc.cn_protocol.recovery`)."""
+    grace_s = max(1.0, node.config.cn.lease_ms / 1000)
+    while True:
+        await asyncio.sleep(IN_DOUBT_EVERY_S)
+        try:
+            report = await node.recover_stale(grace_s)
+        except Exception as exc:  # noqa: BLE001 - a DN or the GMS away: the next round
+            log.debug("in-doubt recovery: %s", exc)
+            continue
+        if report.committed or report.rolled_back or report.skipped:
+            log.warning("in-doubt recovery: %s", report.summary())
 
 
 def _beat_pause(pauses: Pauses, error: Exception | None) -> None:

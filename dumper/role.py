@@ -4,6 +4,7 @@ HA node, the merge process of a multi-stream binlog, or one stream's process."""
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ class Role:
     leading: Callable[[], bool] = lambda: True
     read_only: Callable[[], bool] = lambda: False
     term: Callable[[], int] = lambda: 0
+    sure_until: Callable[[], float] = lambda: math.inf  # HA: `HaNode.sure_until`
     acks: AckGate | None = None
     merged_tso: Callable[[], int] = lambda: 0
 

@@ -126,6 +126,11 @@ class DnConnection:
     def closed(self) -> bool:
         return self._broken or self._client.closed
 
+    @property
+    def connection_id(self) -> int:
+        """The session's id on the DN (its `CONNECTION_ID()`, from the handshake)."""
+        return self._client.handshake.connection_id if self._client.handshake else 0
+
     def cursor(self) -> _CursorContext:
         return _CursorContext(self)
 

@@ -128,5 +128,10 @@ class ProtocolNode:
     async def recover(self, wait_s: float = 5.0) -> RecoveryReport:
         return await recovery.recover_until_settled(self.ctx, wait_s)
 
+    async def recover_stale(self, grace_s: float) -> RecoveryReport:
+        """Settle only what stays prepared over `grace_s` (two scans apart): an in-flight
+        commit of a live CN takes milliseconds."""
+        return await recovery.recover_at_start(self.ctx, grace_s)
+
     async def purge_commit_records(self, older_than_s: float) -> int:
         return await purge_commit_records(self.ctx, older_than_s)

@@ -4,8 +4,12 @@ Rule (docs/cn.md, "Recovery"): a transaction is committed, with the TSO of its c
 iff its primary DN holds a commit record; missing records are written on the other participants
 before any XA COMMIT. Without a record, recovery first writes a tombstone (aborted=1) on every
 DN, so a CN that is still alive can no longer write the primary record (duplicate key), and
-only then rolls the branches back. Branches still attached to a live session answer XAER_NOTA
-and are left to their owner.
+only then rolls the branches back. Branches still attached to a session answer XAER_NOTA:
+left to their owner, unless the caller knows they outlived a grace period (`kill`), in which
+case the owner session named in the xid is ended once the outcome is decided (so a tombstone
+or a commit record already binds the owner) and the branch, detached by that, is settled. An
+owner cut off from the GMS but not from its DNs (a fenced dumper's heartbeat) otherwise holds
+its branch, and with it the DN's MergeSource, for as long as its connection lives.
 """
 
 from __future__ import annotations
@@ -17,11 +21,17 @@ from dataclasses import dataclass, field
 import pymysql
 
 from cdc.cn_protocol import schema
-from cdc.cn_protocol.branch import ER_XAER_NOTA, errno
+from cdc.cn_protocol.branch import ER_XAER_NOTA, errno, settle_detached
 from cdc.cn_protocol.context import ProtocolContext
 from cdc.cn_protocol.xid import Xid, parse_recover_row
 
 log = logging.getLogger(__name__)
+
+
+# A branch attached to its session for this long is not an in-flight commit (milliseconds)
+# but an owner that is gone or cut off: `recover_until_settled` ends that session.
+ATTACHED_GRACE_S = 1.0
+ER_NO_SUCH_THREAD = 1094
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +62,10 @@ class RecoveryReport:
         return text
 
 
-async def scan(ctx: ProtocolContext) -> tuple[dict[int, set[int]], set[int]]:
-    """Prepared CN branches: txn_id -> DNs; and the DNs that could not be asked."""
-    prepared: dict[int, set[int]] = {}
+async def scan(ctx: ProtocolContext) -> tuple[dict[int, dict[int, Xid]], set[int]]:
+    """Prepared CN branches: txn_id -> {DN: its branch's xid}; and the DNs that could not be
+    asked."""
+    prepared: dict[int, dict[int, Xid]] = {}
     unreachable: set[int] = set()
     dns = sorted(set(ctx.catalogue.dns) | {n.id for n in ctx.config.dn})
     results = await asyncio.gather(
@@ -68,17 +79,20 @@ async def scan(ctx: ProtocolContext) -> tuple[dict[int, set[int]], set[int]]:
         for row in rows:
             xid = parse_recover_row(row)
             if xid is not None:
-                prepared.setdefault(xid.txn_id, set()).add(dn)
+                prepared.setdefault(xid.txn_id, {})[dn] = xid
     return prepared, unreachable
 
 
-async def recover(ctx: ProtocolContext, only: set[int] | None = None) -> RecoveryReport:
-    """One pass over every in-doubt CN transaction (or only those in `only`)."""
+async def recover(
+    ctx: ProtocolContext, only: set[int] | None = None, kill: set[int] = frozenset()
+) -> RecoveryReport:
+    """One pass over every in-doubt CN transaction (or only those in `only`); the owner
+    sessions of the branches of transactions in `kill` that are still attached are ended."""
     prepared, unreachable = await scan(ctx)
     report = RecoveryReport()
-    for txn_id, dns in sorted(prepared.items()):
+    for txn_id, branches in sorted(prepared.items()):
         if only is None or txn_id in only:
-            await _settle(ctx, txn_id, dns, unreachable, report)
+            await _settle(ctx, txn_id, branches, unreachable, report, txn_id in kill)
     return report
 
 
@@ -86,11 +100,18 @@ async def recover_until_settled(ctx: ProtocolContext, wait_s: float = 5.0) -> Re
     """Repeat `recover` while branches are still attached (a just-killed CN's sessions take a
     moment to close on the DN), for at most `wait_s` seconds."""
     total = RecoveryReport()
-    deadline = asyncio.get_running_loop().time() + wait_s
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    first_seen: dict[int, float] = {}
     while True:
-        total.merge(await recover(ctx))
-        if not total.skipped or asyncio.get_running_loop().time() > deadline:
+        now = loop.time()
+        # Attached for over a grace period: its owner is gone or cut off, not committing.
+        kill = {t for t, at in first_seen.items() if now - at >= ATTACHED_GRACE_S}
+        total.merge(await recover(ctx, kill=kill))
+        if not total.skipped or loop.time() > deadline:
             return total
+        for txn_id in total.skipped:
+            first_seen.setdefault(txn_id, now)
         await asyncio.sleep(0.2)
 
 
@@ -101,7 +122,7 @@ async def recover_at_start(ctx: ProtocolContext, grace_s: float = 1.0) -> Recove
     if not first:
         return RecoveryReport()
     await asyncio.sleep(grace_s)
-    return await recover(ctx, only=set(first))
+    return await recover(ctx, only=set(first), kill=set(first))
 
 
 async def _read_records(
@@ -129,7 +150,10 @@ def _decision(records: dict[int, CommitRecord]) -> CommitRecord | None:
     return None
 
 
-async def _settle(ctx, txn_id: int, dns: set[int], unreachable: set[int], report) -> None:
+async def _settle(
+    ctx, txn_id: int, branches: dict[int, Xid], unreachable: set[int], report, kill: bool
+) -> None:
+    dns = set(branches)
     # Storage DNs only: a DN started but not yet added has no private tables.
     everywhere = (set(ctx.catalogue.dns) | dns) - unreachable
     records = await _read_records(ctx, txn_id, everywhere)
@@ -148,12 +172,12 @@ async def _settle(ctx, txn_id: int, dns: set[int], unreachable: set[int], report
         records = await _read_records(ctx, txn_id, everywhere)
         decision = _decision(records)
     if decision is not None:
-        await _commit(ctx, txn_id, dns, decision, records, unreachable, report)
+        await _commit(ctx, txn_id, branches, decision, records, report, kill)
     else:
-        await _rollback(ctx, txn_id, dns, report)
+        await _rollback(ctx, txn_id, branches, report, kill)
 
 
-async def _commit(ctx, txn_id, dns, decision: CommitRecord, records, unreachable, report) -> None:
+async def _commit(ctx, txn_id, branches, decision: CommitRecord, records, report, kill) -> None:
     if ctx.ground_truth.enabled:
         # Logged as soon as the decision is known to be commit, before any XA COMMIT: a
         # recoverer killed after one, or two recoverers each committing a branch (each sees
@@ -175,8 +199,8 @@ async def _commit(ctx, txn_id, dns, decision: CommitRecord, records, unreachable
             unrecorded.add(dn)
             report.skipped[txn_id] = f"cannot write the commit record on DN {dn}: {exc}"
     done = True
-    for dn in sorted(dns - unrecorded):
-        if not await _settle_branch(Xid(txn_id, dn), "COMMIT", ctx, report):
+    for dn in sorted(set(branches) - unrecorded):
+        if not await _settle_branch(branches[dn], "COMMIT", ctx, report, kill):
             done = False
     if done and not unrecorded:
         report.committed.append(txn_id)
@@ -201,22 +225,45 @@ async def _kind(ctx: ProtocolContext, txn_id: int, participants: list[int]) -> s
     return "txn"
 
 
-async def _rollback(ctx, txn_id, dns, report) -> None:
+async def _rollback(ctx, txn_id, branches, report, kill) -> None:
     done = True
-    for dn in sorted(dns):
-        if not await _settle_branch(Xid(txn_id, dn), "ROLLBACK", ctx, report):
+    for dn in sorted(branches):
+        if not await _settle_branch(branches[dn], "ROLLBACK", ctx, report, kill):
             done = False
     if done:
         report.rolled_back.append(txn_id)
 
 
-async def _settle_branch(xid: Xid, verb: str, ctx: ProtocolContext, report) -> bool:
+async def _settle_branch(
+    xid: Xid, verb: str, ctx: ProtocolContext, report, kill: bool = False
+) -> bool:
     try:
         await ctx.pools.execute(xid.dn_id, f"XA {verb} {xid.sql}")
         return True
     except pymysql.err.MySQLError as exc:
         if errno(exc) == ER_XAER_NOTA:
+            if kill and xid.conn_id and await _end_owner(ctx, xid):
+                if await settle_detached(ctx, xid, verb):
+                    return True
             report.skipped[xid.txn_id] = f"branch on DN {xid.dn_id} still attached to a session"
         else:
             report.skipped[xid.txn_id] = f"XA {verb} on DN {xid.dn_id} failed: {exc}"
         return False
+
+
+async def _end_owner(ctx: ProtocolContext, xid: Xid) -> bool:
+    """End the session that holds branch `xid` attached (named in its bqual), so that it
+    detaches; False if that failed (then the branch stays in doubt)."""
+    try:
+        await ctx.pools.execute(xid.dn_id, f"KILL CONNECTION {int(xid.conn_id)}")
+    except pymysql.err.MySQLError as exc:
+        if errno(exc) != ER_NO_SUCH_THREAD:  # (gone meanwhile: detached already)
+            log.warning("DN %s: ending the owner of %s failed: %s", xid.dn_id, xid.gtrid, exc)
+            return False
+    log.warning(
+        "DN %s: ended session %d, which held %s prepared and attached past the grace period",
+        xid.dn_id,
+        xid.conn_id,
+        xid.gtrid,
+    )
+    return True

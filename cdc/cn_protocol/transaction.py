@@ -87,9 +87,9 @@ class PrivateTransaction:
                 self._admitted = True
             conn = await self._ctx.pools.acquire(dn_id)
             # XA START is sent with the branch's first statement (Branch.run).
-            branch = Branch(
-                Xid(self.txn_id, dn_id), conn, batched=self._ctx.config.cn.batch_round_trips
-            )
+            # The xid names its owner session: recovery can end it if it never lets go.
+            xid = Xid(self.txn_id, dn_id, conn.connection_id)
+            branch = Branch(xid, conn, batched=self._ctx.config.cn.batch_round_trips)
             self._branches[dn_id] = branch
         return branch
 

@@ -31,6 +31,7 @@ from cdc.protocol.packets import (
     read_lenenc_str,
     read_nul_str,
 )
+from cdc.sockets import bound_stream
 
 CLIENT_CAPABILITIES = (
     Cap.LONG_PASSWORD
@@ -121,6 +122,7 @@ class MysqlClient:
     ) -> MysqlClient:
         """`flags`: capabilities asked for beyond the default ones (MULTI_STATEMENTS)."""
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        bound_stream(writer)  # a cut link ends the connection, not the caller's wait
         client = cls(reader, writer)
         try:
             await asyncio.wait_for(client._authenticate(user, password, database, flags), timeout)

@@ -7,6 +7,13 @@ the GMS received the last renewal, and the leader stops writing `LEASE_MARGIN_S`
 clock says that, counting from *before* it sent the renewal. So a follower (which can only
 take the lease once the GMS clock passed `expires_at`) never writes while the old leader does.
 
+Stepping down (docs/faults.md, "Partitions"): a leader whose lease ran out steps down at once,
+before it waits for anything its term started (a heartbeat blocked on a cut GMS link must not
+hold the fence): nothing more is written, not even a STOP event (a byte only its copy would
+hold), and until its copy is aligned with the term that follows it serves consumers only what a
+follower acknowledged. While its lease is in doubt (a renewal overdue) it never gives up waiting
+for acknowledgements either (`HaNode.sure_until`, published to the server process).
+
 Copies of different terms: each new term records where it began (`binlog_dumper_term`). A copy
 that holds bytes of an older term past that point (it followed the old leader further than the
 new leader had copied) is cut back to it before it follows the new leader.
@@ -50,6 +57,13 @@ from topology import Lease, Member, TermStart, gms
 log = logging.getLogger(__name__)
 
 LEASE_MARGIN_S = 1.0
+# The lease is sure (the ack gate may serve what no follower holds yet, after `ack_wait_ms`)
+# for this many renew intervals after a renewal was sent that the GMS confirmed: one renewal
+# overdue and the leader serves acknowledged data only.
+SURE_RENEWALS = 1.5
+# How long a term's tasks get to end after the term; what still runs then is left behind (it
+# can write nothing: the fence refuses every write once the node stepped down).
+STEP_DOWN_GRACE_S = 2.0
 STATE_FILE = "ha-state.json"  # the term whose stream this copy is a prefix of
 FOLLOWER_SERVER_ID_BASE = 9900  # dump clients of followers register as base + dumper id
 # The leader's 1236 for a file it does not list (binlog_sender.MSG_UNKNOWN_FILE, MySQL's text).
@@ -147,6 +161,12 @@ class HaNode:
         self.notify = asyncio.Event()
         self.took_over_at: float | None = None  # wall time this process became leader
         self._valid_until = 0.0
+        self._renewed_at = 0.0  # monotonic: when the last renewal the GMS confirmed was sent
+        self._stepped_down = True  # no term of ours runs: the fence refuses every write
+        # A term this process led whose successor's start its copy is not yet cut back to:
+        # until then its copy may hold bytes beyond the history that goes on, and it serves
+        # only what followers acknowledged.
+        self._unaligned_term: int | None = None
         self._stop_lead = asyncio.Event()
         self._copied_at = 0.0  # monotonic: the leader was last heard (copy data or heartbeat)
         self._lease_free_at: float | None = None  # monotonic: first saw the lease expired
@@ -156,7 +176,11 @@ class HaNode:
         # streams each stream's process holds the gate of its own port (stream_process.py).
         self.acks_on = d.serve_acknowledged_only and len(d.peers) > 1
         self.acks = (
-            follower_ack_gate(d, active=lambda: self.role == "leader") if d.streams == 1 else None
+            follower_ack_gate(
+                d, active=self.gated, sure=lambda: time.monotonic() < self.sure_until()
+            )
+            if d.streams == 1
+            else None
         )
 
     def current_notify(self) -> asyncio.Event:
@@ -167,6 +191,19 @@ class HaNode:
 
     def read_only(self) -> bool:
         return self.role != "leader"
+
+    def gated(self) -> bool:
+        """Whether consumers are served only what followers acknowledged (the ack gate
+        applies): while leading, and after a term until the copy is aligned with the next."""
+        return self.role == "leader" or self._unaligned_term is not None
+
+    def sure_until(self) -> float:
+        """Until when (monotonic) this process surely holds its lease: the ack gate may serve
+        unacknowledged data only before then. 0 when not leading."""
+        if self.role != "leader" or self._stepped_down:
+            return 0.0
+        renew_s = self.config.dumper.lease_renew_ms / 1000
+        return min(self._valid_until, self._renewed_at + SURE_RENEWALS * renew_s)
 
     # -- main loop ----------------------------------------------------------------------------
     async def run(self) -> None:
@@ -292,6 +329,8 @@ class HaNode:
         from, up to `upto`. Returns whether term `upto` has recorded its start in every copy's
         stream (a term that never did wrote nothing)."""
         recorded = [await self._align_copy(c, upto) for c in self.copies]
+        if all(recorded) and self._unaligned_term is not None and upto > self._unaligned_term:
+            self._unaligned_term = None  # a prefix of the term that goes on: served whole
         return all(recorded)
 
     async def _align_copy(self, copy: CopyTarget, upto: int) -> bool:
@@ -455,7 +494,9 @@ class HaNode:
     # -- leader -------------------------------------------------------------------------------
     async def _lead(self, term: int, timeline: TakeoverTimeline | None = None) -> None:
         d = self.config.dumper
-        self._valid_until = time.monotonic() + d.lease_ms / 1000 - LEASE_MARGIN_S
+        self._renewed_at = time.monotonic()  # (just after the GMS granted the lease)
+        self._valid_until = self._renewed_at + d.lease_ms / 1000 - LEASE_MARGIN_S
+        self._stepped_down = False
         if self._copy_servers is not None:
             await self._copy_servers.stop()  # this process's stream processes take the ports
         self.role, self.term = "leader", term
@@ -477,7 +518,12 @@ class HaNode:
                 t.result()
             raise LeaderError(f"{next(iter(done)).get_name()} stopped unexpectedly")
         finally:
-            await cancel_and_wait(tasks)
+            if time.monotonic() >= self._valid_until:
+                # Fenced: stop at once, not once the term's tasks have ended (one may wait on
+                # a GMS that no longer answers, seen for 23 s).
+                self._step_down(term)
+            await cancel_and_wait(tasks, grace=STEP_DOWN_GRACE_S)
+            self._step_down(term)
             if time.monotonic() < self._valid_until:
                 with contextlib.suppress(Exception):  # (TimeoutError included)
                     async with asyncio.timeout(2):  # not wait_for (ARCHITECTURE §8)
@@ -536,8 +582,19 @@ class HaNode:
             timeout_s=max(1.0, d.lease_ms / 1000),
         )
 
+    def _step_down(self, term: int) -> None:
+        """Stop leading term `term` now: no write passes the fence any more (a writer closed
+        after this leaves no STOP event: `Leader.close`), and the server goes on gating its
+        consumers by acknowledgements until the copy is aligned with the next term."""
+        if self._stepped_down:
+            return
+        self._stepped_down = True
+        self._unaligned_term = term
+        self.role = "candidate"
+        log.warning("dumper %d: stepped down from term %d", self.id, term)
+
     def _fence(self) -> None:
-        if time.monotonic() >= self._valid_until:
+        if self._stepped_down or time.monotonic() >= self._valid_until:
             raise FencedError(
                 f"dumper {self.id}: the lease of term {self.term} could not be renewed within "
                 f"{self.config.dumper.lease_ms} ms; stopped writing (another dumper may lead now)"
@@ -551,7 +608,9 @@ class HaNode:
             # may have used up much of the lease already, and a late first renewal would
             # find the lease as good as expired.
             if not first:
-                await asyncio.sleep(d.lease_renew_ms / 1000)
+                # (never past the lease's end: the fence is raised there, not a renewal later)
+                left = self._valid_until - time.monotonic()
+                await asyncio.sleep(max(0.0, min(d.lease_renew_ms / 1000, left)))
             first = False
             sent = time.monotonic()
             try:
@@ -562,13 +621,16 @@ class HaNode:
                 log.warning("dumper %d: lease renewal failed: %s", self.id, exc)
                 ok = None
             if ok:
+                self._renewed_at = sent
                 self._valid_until = sent + d.lease_ms / 1000 - LEASE_MARGIN_S
             elif ok is False:
                 self._valid_until = 0
             self._fence()
 
 
-def follower_ack_gate(d: DumperConfig, active: Callable[[], bool]) -> AckGate | None:
+def follower_ack_gate(
+    d: DumperConfig, active: Callable[[], bool], sure: Callable[[], bool] = lambda: True
+) -> AckGate | None:
     """The gate of a leader's dump server: the acknowledgements of dumper `d.id`'s followers
     (None: `serve_acknowledged_only` is off, or there are no followers)."""
     if not (d.serve_acknowledged_only and len(d.peers) > 1):
@@ -578,6 +640,7 @@ def follower_ack_gate(d: DumperConfig, active: Callable[[], bool]) -> AckGate | 
         live_ms=d.lease_ms,
         wait_ms=d.ack_wait_ms,
         active=active,
+        sure=sure,
     )
 
 

@@ -482,9 +482,24 @@ class Leader:
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
-            self.writer.close()
+            if self._may_write():
+                self.writer.close()
+            else:
+                # An HA term that ended (fenced): not even a STOP event. The successor's
+                # history goes on from what it copied, and a byte only this copy holds could
+                # reach a consumer as a fork.
+                self.writer.abandon()
         with contextlib.suppress(Exception):
             self.metadata.close()
+
+    def _may_write(self) -> bool:
+        if self.fence is None:
+            return True
+        try:
+            self.fence()
+        except Exception:  # noqa: BLE001 - the fence's refusal, whatever its class
+            return False
+        return True
 
 
 def gtid_layout(config: Config, server_uuid: str) -> GtidLayout:

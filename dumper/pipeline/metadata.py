@@ -13,7 +13,7 @@ from typing import Protocol, TypeVar
 
 import pymysql
 
-from cdc.admin_sql import retry
+from cdc.admin_sql import close_now, retry
 from cdc.config import Config
 from cdc.keys import Checkpoint, GlobalKey
 from cdc.pauses import Pauses
@@ -210,5 +210,4 @@ class GmsMetadata:
         self._closed.set()
         for conn in (self._conn, self._cp_conn):
             if conn is not None:
-                with contextlib.suppress(Exception):
-                    conn.close()
+                close_now(conn)  # (a checkpoint save may be blocked reading it)

@@ -29,9 +29,11 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -69,6 +71,7 @@ class ServeProcess:
         leading: Callable[[], bool] = lambda: True,
         read_only: Callable[[], bool] = lambda: False,
         term: Callable[[], int] = lambda: 0,
+        sure_until: Callable[[], float] = lambda: math.inf,
         merged_tso: Callable[[], int] = lambda: 0,
         acks: AckGate | None = None,
         schema: str = "history",
@@ -83,6 +86,7 @@ class ServeProcess:
         self._leading = leading
         self._read_only = read_only
         self._term = term
+        self._sure_until = sure_until
         self.acks = acks
         self._schema = schema
         self.host = config.dumper.host
@@ -109,7 +113,9 @@ class ServeProcess:
         if end is not None:
             with contextlib.suppress(ValueError):
                 limit = (file_number(end[0]), end[1])
-        return ServeView(limit, self._leading(), self._read_only(), self._term(), merged)
+        return ServeView(
+            limit, self._leading(), self._read_only(), self._term(), merged, self._sure_until()
+        )
 
     def publish(self) -> None:
         """Tell the server how far it may serve now, and wake its waiting dumps."""
@@ -315,6 +321,7 @@ async def _child(spec: dict) -> None:
             live_ms=int(live_s * 1000),
             wait_ms=int(wait_s * 1000),
             active=lambda: state.read().leading,
+            sure=lambda: time.monotonic() < state.read().sure_until,
         )
     if spec["schema"] == "history":
         from dumper.server.sql.history_schema import HistorySchemaProvider

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import mmap
 import os
 import struct
@@ -15,7 +16,8 @@ from dataclasses import dataclass
 from binlog_writer import file_number
 from cdc.tasks import wait_event
 
-_STATE = struct.Struct("<QBxxxIQQQ")  # seq, flags, file number, end, term, merged TSO
+# seq, flags, file number, end, term, merged TSO, sure_until
+_STATE = struct.Struct("<QBxxxIQQQd")
 _HAS_LIMIT, _LEADING, _READ_ONLY = 1, 2, 4
 _READ_TRIES = 100_000  # a write takes well under a microsecond
 
@@ -28,6 +30,10 @@ class ServeView:
     term: int
     # Every transaction with a smaller TSO is in the files (`Leader.merged_tso`; 0: unknown)
     merged_tso: int = 0
+    # Until when (CLOCK_MONOTONIC, the same in both processes) the leader surely holds its HA
+    # lease: the ack gate serves unacknowledged data only before then. A deadline rather
+    # than a flag, so that a leader whose loop stalls cannot leave it set.
+    sure_until: float = math.inf
 
 
 class ServeState:
@@ -59,16 +65,16 @@ class ServeState:
         m = self._map
         self._seq += 1
         m[0:8] = struct.pack("<Q", self._seq)  # odd: being written
-        m[8 : _STATE.size] = _STATE.pack(self._seq, flags, number, end, view.term, view.merged_tso)[
-            8:
-        ]
+        m[8 : _STATE.size] = _STATE.pack(
+            self._seq, flags, number, end, view.term, view.merged_tso, view.sure_until
+        )[8:]
         self._seq += 1
         m[0:8] = struct.pack("<Q", self._seq)
 
     def read(self) -> ServeView:
         m = self._map
         for _ in range(_READ_TRIES):
-            seq, flags, number, end, term, merged = _STATE.unpack(m[: _STATE.size])
+            seq, flags, number, end, term, merged, sure = _STATE.unpack(m[: _STATE.size])
             if seq & 1 or struct.unpack("<Q", m[0:8])[0] != seq:
                 continue  # the leader is writing it this instant
             return ServeView(
@@ -77,10 +83,11 @@ class ServeState:
                 bool(flags & _READ_ONLY),
                 term,
                 merged,
+                sure,
             )
         # Odd for good: the leader died in the middle of a write (its stdin EOF ends us soon).
         # Serve nothing meanwhile: no file number is 0.
-        return ServeView((0, 0), leading=False, read_only=True, term=-1)
+        return ServeView((0, 0), leading=False, read_only=True, term=-1, sure_until=0.0)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

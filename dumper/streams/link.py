@@ -13,12 +13,12 @@ import asyncio
 import hashlib
 import hmac
 import os
-import socket
 from typing import TypeVar
 
 from google.protobuf.message import Message
 
 from cdc.frames import FRAME
+from cdc.sockets import bound_stream
 from dumper.streams.frames_pb2 import Challenge, Login, Welcome
 from dumper.streams.wire import WireError, framed, read_frame
 
@@ -27,6 +27,7 @@ M = TypeVar("M", bound=Message)
 NONCE_BYTES = 32
 HANDSHAKE_TIMEOUT_S = 10.0
 CONNECT_TIMEOUT_S = 5.0
+LINK_DEAD_S = 50.0  # 20 s idle + 30 s of silence: as the link's keepalives were before
 READ_LIMIT = 1 << 20  # a frame reader's buffer, on a link as on a stream's local pipes
 
 
@@ -36,15 +37,9 @@ class LinkRefused(RuntimeError):
 
 
 def keepalive(writer: asyncio.StreamWriter) -> None:
-    """TCP keepalives: a link whose other host vanished (no FIN, no RST) ends within about a
-    minute instead of waiting for ever."""
-    sock = writer.get_extra_info("socket")
-    if sock is None:
-        return
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    for name, value in (("TCP_KEEPIDLE", 20), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 6)):
-        if hasattr(socket, name):  # (Linux; elsewhere the system's defaults)
-            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+    """A link whose other host vanished (no FIN, no RST) ends within about a minute instead of
+    waiting for ever (`cdc.sockets`: keepalives, and unacknowledged data bounded too)."""
+    bound_stream(writer, dead_s=LINK_DEAD_S, idle_s=20)
 
 
 def _proof(secret: str, *parts: bytes) -> bytes:

@@ -95,3 +95,56 @@ def test_a_recovered_heartbeat_is_logged_as_a_heartbeat(cn_config, cn_config_fil
     lines = Path(cn_config.cn.ground_truth_log).read_text().splitlines()
     recovered = [e for e in map(json.loads, lines) if e["txn_id"] in crashed and e["recovered"]]
     assert [e["kind"] for e in recovered] == ["heartbeat"] * len(crashed), recovered
+
+
+STUCK_HEARTBEAT = """
+import asyncio, os, signal, sys
+from cn import ComputeNode
+from cdc.cn_protocol.crash_points import CrashPoints
+from cdc.config import load
+
+class Stuck(CrashPoints):
+    def reached(self, step):
+        if step == "after_prepare":
+            print("prepared", flush=True)
+            os.kill(os.getpid(), signal.SIGSTOP)  # alive, its DN sessions open: stuck
+
+async def main():
+    cn = ComputeNode(load(sys.argv[1]), crash_points=Stuck())
+    await cn.start(recover=False)
+    await cn.heartbeat_once()
+
+asyncio.run(main())
+"""
+
+
+def test_recovery_ends_an_owner_that_holds_its_prepared_branch_attached(
+    cn_config, cn_config_file
+):
+    """Issue 39: a writer cut off from the GMS but not from its DNs (a fenced dumper's
+    heartbeat, waiting for a commit TSO) keeps its prepared branches attached to its open
+    sessions: XA ROLLBACK from elsewhere answers XAER_NOTA, and the branch held the DN's
+    MergeSource, and so the whole global binlog, for as long as that process lived. Recovery
+    decides the outcome first (a tombstone: the owner can no longer commit), then ends the
+    session the xid names, and settles the branch it leaves detached."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STUCK_HEARTBEAT, str(cn_config_file)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parents[2],
+    )
+    try:
+        assert proc.stdout.readline().strip() == "prepared"
+        held = [x for branches in xa_prepared(cn_config).values() for x in branches]
+        assert held and all(x.conn_id for x in held), held  # each names its owner session
+        rec = cli("cn", "recover", "--wait", "10", "--config", str(cn_config_file))
+        assert rec.returncode == 0, rec.stdout + rec.stderr
+        assert "rolled back 1" in rec.stdout and "left in doubt" not in rec.stdout, rec.stdout
+        assert not any(xa_prepared(cn_config).values())
+    finally:
+        proc.kill()
+        proc.wait()

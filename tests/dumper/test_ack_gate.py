@@ -155,3 +155,30 @@ async def test_status_of_a_leader_still_starting_its_pipeline():
     ha = {"dumper_id": 2, "address": "h:2", "role": "leader", "term": 2}
     lines = status_lines({"written_at": 100.0, "ha": ha}, now=100.5)
     assert lines == ["dumper 2 (h:2): leader, term 2", "pipeline starting  (status 0.5s old)"]
+
+
+async def test_a_gate_in_doubt_of_its_lease_never_serves_past_acknowledgements():
+    """Issue 39: a leader cut off from the GMS served what no follower held, 1 s after its
+    follower fell silent, although a successor may already have led. While the lease is in
+    doubt (`sure` False) the gate does not give up, serves no further than the furthest
+    acknowledgement of its term however old, and a gate degraded before stops serving past
+    it too. Back in touch with the GMS it may give up again."""
+    now = [0.0]
+    sure = [True]
+    gate = AckGate(
+        [FOLLOWER_ID], live_ms=200, wait_ms=300, sure=lambda: sure[0], clock=lambda: now[0]
+    )
+    gate.record(FOLLOWER_ID, "binlog.000002", 500)
+    now[0] = 10.0  # the follower fell silent long ago (it follows the successor now)
+    sure[0] = False
+    assert gate.acknowledged() is None
+    assert gate.limit("binlog.000002") == 500
+    assert gate.limit("binlog.000001") is None  # acknowledged whole
+    assert gate.limit("binlog.000003") == 0
+    assert gate.give_up("binlog.000002", 500, 5.0) is False and not gate.degraded
+    sure[0] = True
+    assert gate.limit("binlog.000002") == 0  # no live acknowledgement: wait, then give up
+    assert gate.give_up("binlog.000002", 500, 0.3) is True and gate.degraded
+    assert gate.limit("binlog.000003") is None
+    sure[0] = False  # degraded, then in doubt: acknowledged data only again
+    assert gate.limit("binlog.000003") == 0 and gate.limit("binlog.000002") == 500

@@ -273,10 +273,13 @@ async def test_serve_state_round_trip_and_a_write_left_half_done():
         assert other.read() == view
         state.publish(ServeView(None, leading=False, read_only=True, term=10))
         assert other.read() == ServeView(None, False, True, 10)
+        # The HA lease's deadline (CLOCK_MONOTONIC, shared by both processes) goes across too.
+        state.publish(ServeView(None, True, False, 10, 5, sure_until=123.5))
+        assert other.read().sure_until == 123.5 and other.read().merged_tso == 5
         # A leader killed between the two halves of a write leaves the sequence odd: the
         # reader gives up serving rather than spin or trust half-written fields.
         state._map[0:8] = struct.pack("<Q", 11)
-        assert other.read().limit == (0, 0)
+        assert other.read().limit == (0, 0) and other.read().sure_until == 0.0
         other.close()
     finally:
         state.close()

@@ -6,6 +6,12 @@ Like MySQL's semi-sync master: a consumer that would have to wait for an acknowl
 than `ack_wait_ms` gets the data anyway and the gate turns *degraded* (one warning): nobody
 waits any more until a live follower acknowledged everything served meanwhile. So a leader
 without followers still serves, at most `ack_wait_ms` late once.
+
+Unlike semi-sync, only while the leader is *sure* of its lease (`sure()`: a renewal confirmed
+lately, dumper/ha/ha_node.py). A leader cut off from the GMS may already have a successor, and
+what no follower holds would then be a fork: in doubt, the gate never gives up, serves no
+further than the furthest acknowledgement of its term (however old: a fenced leader's
+followers have moved on), and a degraded gate stops serving past it too.
 """
 
 from __future__ import annotations
@@ -65,12 +71,14 @@ class AckGate:
         live_ms: int,
         wait_ms: int,
         active: Callable[[], bool] = lambda: True,
+        sure: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.follower_ids = frozenset(follower_server_ids)
         self.live_s = live_ms / 1000
         self.wait_s = wait_ms / 1000
         self.active = active
+        self.sure = sure
         self._clock = clock
         self._acks: dict[int, _Ack] = {}
         self._changed = asyncio.Event()
@@ -102,9 +110,10 @@ class AckGate:
         self._changed.set()
         self._changed = asyncio.Event()  # waiters hold the old (set) event
 
-    def acknowledged(self) -> tuple[str, int] | None:
-        """The furthest file:pos acknowledged by a follower heard from within `live_ms`."""
-        oldest = self._clock() - self.live_s
+    def acknowledged(self, *, live_only: bool = True) -> tuple[str, int] | None:
+        """The furthest file:pos acknowledged by a follower heard from within `live_ms` (or
+        at any time of this term: `live_only` False)."""
+        oldest = self._clock() - self.live_s if live_only else float("-inf")
         live = [a for a in self._acks.values() if a.at >= oldest]
         if not live:
             return None
@@ -140,9 +149,12 @@ class AckGate:
         """Where a dump of file `name` must stop for now: 0 (nothing of it is acknowledged),
         a position, or None (no limit: the gate is off or degraded, or the file is acknowledged
         whole)."""
-        if self.degraded or not self.active():
+        if not self.active():
             return None
-        ack = self.acknowledged()
+        sure = self.sure()
+        if self.degraded and sure:
+            return None
+        ack = self.acknowledged(live_only=sure)
         if ack is None:
             return 0
         mine, theirs = _order(name, 0)[0], _order(*ack)[0]
@@ -156,9 +168,13 @@ class AckGate:
         if at > self._served:
             self._served = at
 
-    def give_up(self, name: str, pos: int, waited_s: float) -> None:
+    def give_up(self, name: str, pos: int, waited_s: float) -> bool:
+        """Serve past the acknowledgements after a dump waited `waited_s` at `name:pos`;
+        refused (False) while the lease is in doubt."""
+        if not self.sure():
+            return False
         if self.degraded:
-            return
+            return True
         self.degraded = True
         self.degraded_count += 1
         ack = self.acknowledged()
@@ -171,6 +187,7 @@ class AckGate:
             f"{ack[0]}:{ack[1]}" if ack else "none",
         )
         self._wake()  # every dump waiting for an acknowledgement goes on now
+        return True
 
     async def wait(self, timeout: float) -> None:
         """Until the next acknowledgement, at most `timeout` seconds."""

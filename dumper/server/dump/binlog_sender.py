@@ -278,10 +278,10 @@ class BinlogSender:
                     assert self.gate is not None
                     blocked_since = blocked_since or now
                     left = blocked_since + self.gate.wait_s - now
-                    if left <= 0:
-                        self.gate.give_up(name, pos, now - blocked_since)
-                    else:
-                        await self.gate.wait(max(min(timeout, left), 0.001))
+                    if left <= 0 and self.gate.give_up(name, pos, now - blocked_since):
+                        continue
+                    # (refused while the lease is in doubt: wait on, a poll at a time)
+                    await self.gate.wait(max(min(timeout, left if left > 0 else timeout), 0.001))
                     continue
                 blocked_since = None
                 await self.notifier.wait(max(timeout, 0.001))

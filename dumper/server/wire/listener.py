@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 
+from cdc.sockets import bound_stream
 from dumper.server.context import ServerContext
 from dumper.server.handlers import HandlerFactory
 from dumper.server.wire.session import Session
@@ -40,6 +41,7 @@ class Listener:
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
+        bound_stream(writer, dead_s=self.ctx.config.client_timeout_s)
         try:
             await Session(self.ctx, reader, writer, self.handlers).run()
         finally:

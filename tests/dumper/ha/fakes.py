@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -185,12 +185,19 @@ class Cluster:
         self.gms = FakeGms()
         self.nodes: dict[int, Node] = {}
 
-    def node(self, dumper_id: int, start: bool = True) -> Node:
+    def node(
+        self,
+        dumper_id: int,
+        start: bool = True,
+        on_lead: Callable[[], Awaitable[None]] | None = None,
+    ) -> Node:
+        """`on_lead`: what runs beside each term's pipeline (the production one: heartbeats)."""
         cfg = config(self.root / f"dumper{dumper_id}")
         cfg.dumper.id, cfg.dumper.port = dumper_id, 3300 + dumper_id
         cfg.dumper.lease_ms, cfg.dumper.lease_renew_ms = LEASE_MS, RENEW_MS
         store, leaders, copy = FakeLeaseStore(self.gms, dumper_id), FakeLeaders(cfg), FakeCopy()
-        node = Node(HaNode(cfg, store, leaders, copy=copy), store, leaders, copy)
+        ha = HaNode(cfg, store, leaders, copy=copy, on_lead=on_lead)
+        node = Node(ha, store, leaders, copy)
         self.nodes[dumper_id] = node
         if start:
             self.start(node)

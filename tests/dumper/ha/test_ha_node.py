@@ -4,12 +4,17 @@ temp dir) and following with a copy that copies nothing. Leases last LEASE_MS (f
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import time
 
+from cdc.binlog.constants import STOP_EVENT
+from cdc.binlog.reader import read_file
 from dumper.ha import FencedError, ha_status
 from dumper.ha.ha_node import STATE_FILE, save_state_term
 from dumper.pipeline import Leader
-from tests.dumper.ha.fakes import Cluster, Node
+from tests.dumper.ha.fakes import LEASE_MS, Cluster, Node
 from tests.dumper.pipeline.fakes import written_tsos
 from topology import TermStart
 
@@ -90,6 +95,63 @@ async def test_a_leader_that_cannot_renew_fences_itself_and_steps_down(tmp_path)
         assert [t.term for t in c.gms.terms] == [1, 2]
         assert state_term(a) == 2
         assert c.gms.calls(1, "release") == 0
+
+
+@contextlib.asynccontextmanager
+async def _set_on_exit(event: asyncio.Event):
+    try:
+        yield
+    finally:
+        event.set()
+
+
+def event_types(binlog_dir) -> list[int]:
+    """The type code of every event in the node's binlog files, in order."""
+    out: list[int] = []
+    for path in sorted(binlog_dir.glob("binlog.[0-9]*")):
+        _, reader = read_file(path)
+        out += [raw.type_code for raw in reader]
+    return out
+
+
+async def test_a_fenced_leader_steps_down_at_once_whatever_its_tasks_wait_for(tmp_path):
+    """Issue 39: a leader cut off from the GMS whose heartbeat hangs on that dead link (and
+    swallows cancels, as a thread-bound call would) stopped writing only once the heartbeat
+    gave up, 23 s past its lease. It steps down when the lease runs out, writes no STOP event
+    (a byte no successor holds) and serves acknowledged data only until it is aligned with the
+    next term; while a renewal is overdue its lease is no longer "sure"."""
+
+    released = asyncio.Event()
+
+    async def stuck_heartbeat() -> None:
+        while not released.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await released.wait()
+
+    async with Cluster(tmp_path) as c, _set_on_exit(released):
+        a = c.node(1, on_lead=stuck_heartbeat)
+        await c.until(lambda: a.leaders.built and a.leader.stats.last_tso == 300)
+        assert a.ha.gated() and a.ha.sure_until() > time.monotonic()
+        old = a.leader
+        a.store.cut()
+        cut_at = time.monotonic()
+        await c.until(lambda: a.ha.sure_until() <= time.monotonic(), timeout=2)
+        assert a.ha.role == "leader"  # in doubt, not yet fenced: acknowledged data only
+        await c.until(lambda: a.ha.role != "leader", timeout=5)
+        took = time.monotonic() - cut_at
+        # Within the lease (less its margin) and a renewal's timeout: not after the heartbeat.
+        assert took < LEASE_MS / 1000 + 0.5, took
+        assert fenced(old) and a.ha.gated() and a.ha.sure_until() == 0.0
+        assert STOP_EVENT not in event_types(a.ha.dir)
+        assert written_tsos(a.ha.dir) == [100, 200, 300]
+        # Another dumper leads term 2 meanwhile; once A reaches the GMS again it cuts its copy
+        # back to where term 2 began, and only then serves its copy whole.
+        c.gms.expires_at = 0
+        c.gms.hold(2, "127.0.0.1:3302", lease_ms=60_000)
+        c.gms.terms.append(TermStart(2, 2, "binlog.000001", 4))
+        a.store.restore()
+        await c.until(lambda: copies(a, term=2))
+        assert not a.ha.gated() and written_tsos(a.ha.dir) == []
 
 
 async def test_a_follower_takes_over_when_the_lease_expires(tmp_path):
