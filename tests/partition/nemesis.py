@@ -90,6 +90,9 @@ def schedule(seed: int, seconds: float, *, disk: bool = True, ddl: bool = True) 
         calm = round(rng.uniform(2, 5), 1)
         steps.append(Step(faults, hold, calm))
         total += hold + calm
+    if ddl and not any(s.faults[0].kind == "ddl" for s in steps):
+        # a DDL in every run, halfway (the schedule is a few minutes: it may draw none)
+        steps.insert(len(steps) // 2, Step([Fault("ddl")], 0.0, round(rng.uniform(2, 5), 1)))
     return steps
 
 

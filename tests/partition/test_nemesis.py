@@ -95,11 +95,11 @@ async def test_nemesis(tmp_path, hosts):
         for name in WORKLOADS:
             c.start_workload(name)
         await c.wait_load_writes(since)
+        nemesis.t0 = time.monotonic()  # (what ran is timed from the consumers' start)
         consumers.start("c1", 1)
         consumers.start("c2", 2)
         await asyncio.sleep(2)
-
-        nemesis.t0 = time.monotonic()
+        nemesis.note("the first step")
         for n, step in enumerate(steps):
             made = []
             try:
