@@ -614,12 +614,15 @@ class HaNode:
                 await asyncio.sleep(max(0.0, min(d.lease_renew_ms / 1000, left)))
             first = False
             sent = time.monotonic()
+            bound = max(0.1, self._valid_until - sent)
             try:
                 # Not wait_for (ARCHITECTURE §8): it could swallow the cancel of a stop.
-                async with asyncio.timeout(max(0.1, self._valid_until - sent)):
+                async with asyncio.timeout(bound):
                     ok = await self.store.renew(self.id, term, d.lease_ms)
             except (Exception, TimeoutError) as exc:  # GMS unreachable: keep trying until fenced
-                log.warning("dumper %d: lease renewal failed: %s", self.id, exc)
+                # (a TimeoutError's text is empty: the log said "lease renewal failed: ")
+                why = str(exc) or f"{type(exc).__name__}: no answer within {bound:.2f} s"
+                log.warning("dumper %d: lease renewal failed: %s", self.id, why)
                 ok = None
             if ok:
                 self._renewed_at = sent
