@@ -1,6 +1,6 @@
 """The nemesis run (issue 39, part 4): two HA dumpers, transfers and orders from the CN host, a
 logical DDL now and then, consumers on both dumpers (`mariadb-binlog --raw --stop-never`) and
-a MariaDB replica of the leader; then, for CDC_NEMESIS_S seconds (default 100), a schedule
+a MariaDB replica of the leader; then, for CDC_NEMESIS_S seconds (default 80), a schedule
 drawn from CDC_NEMESIS_SEED (default: the time; printed) of faults, one or two at a time, each
 held a few seconds and healed (tests/partition/nemesis.py): links cut (both ways or one way),
 thinned (a share dropped) or slowed between the hosts that matter (leader↔GMS,
@@ -40,7 +40,7 @@ from tests.partition.nemesis import Nemesis, mount_tmpfs, render, schedule
 
 pytestmark = needs_hosts
 
-SECONDS = float(os.environ.get("CDC_NEMESIS_S", "100"))
+SECONDS = float(os.environ.get("CDC_NEMESIS_S", "80"))
 SEED = int(os.environ.get("CDC_NEMESIS_SEED", str(int(time.time()))))
 DISK = os.environ.get("CDC_NEMESIS_DISK", "1") != "0"
 SETTLE_S = 60.0  # after the last heal: a leader and a follower again
