@@ -9,13 +9,18 @@ settle, catch up, `cdc verify-binlog`, `cdc check`) with the nodes placed on hos
 pipeline being the two dumpers (tests/chaos/dumpers.py); the leader is whichever says so.
 
 CDC_PARTITION_LEASE_MS (default 3000) is the dumpers' lease, CDC_PARTITION_ACK_WAIT_MS
-(default 10000: a loaded machine must not make the leader give up waiting) their ack wait."""
+(default 10000: a loaded machine must not make the leader give up waiting) their ack wait.
+
+`ids=(1,)` runs one dumper (on host `d1`, a single peer: it leads alone and serves all it
+writes, no acknowledgements): the tests of a DN link, a CN link or a consumer link need no
+follower. `tune(cfg)` changes the written config last (a test's own timeouts, retention)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pymysql
@@ -38,8 +43,16 @@ class PartitionCluster(Chaos):
     """See the module's docstring; `close()` stops everything it started (the hosts are the
     caller's: `Hosts.close()` after it)."""
 
-    def __init__(self, directory: Path, hosts: Hosts, *, lease_ms: int = LEASE_MS):
-        self.hosts, self.lease_ms = hosts, lease_ms
+    def __init__(
+        self,
+        directory: Path,
+        hosts: Hosts,
+        *,
+        lease_ms: int = LEASE_MS,
+        ids: tuple[int, ...] = IDS,
+        tune: Callable[[object], None] | None = None,
+    ):
+        self.hosts, self.lease_ms, self.ids, self.tune = hosts, lease_ms, ids, tune
         self.dumpers: Dumpers | None = None
         self.consumers: dict[str, Consumer] = {}
         for name in HOSTS:
@@ -57,7 +70,7 @@ class PartitionCluster(Chaos):
         super().__init__(
             directory, cluster=cluster, replica_host=hosts["replica"], cn_host=hosts["cn"]
         )
-        self.dumpers = Dumpers(self.config_path, directory, {i: hosts[f"d{i}"] for i in IDS})
+        self.dumpers = Dumpers(self.config_path, directory, {i: hosts[f"d{i}"] for i in ids})
 
     def configure(self, cfg) -> None:
         d = cfg.dumper
@@ -68,19 +81,23 @@ class PartitionCluster(Chaos):
                 port=DUMPER_PORT,
                 binlog_dir=str(self.dir / f"d{i}" / "binlog"),
             )
-            for i in IDS
+            for i in self.ids
         ]
         d.binlog_dir = str(self.dir / "unused-binlog")
         d.lease_ms = self.lease_ms
         d.lease_renew_ms = min(d.lease_renew_ms, self.lease_ms // 3)
         d.serve_acknowledged_only = True
         d.ack_wait_ms = ACK_WAIT_MS
+        if self.tune is not None:
+            self.tune(cfg)
 
     # -- the dumpers -------------------------------------------------------------------------
     def start_pipeline(self) -> None:
-        """Dumper 1, until it leads; then dumper 2, until it follows and copies."""
+        """Dumper 1, until it leads; then dumper 2 (if any), until it follows and copies."""
         self.dumpers.start(1)
         self._until(lambda: self.dumpers.role(1) == "leader", 60, "dumper 1 did not lead")
+        if 2 not in self.ids:
+            return
         self.dumpers.start(2)
         self._until(lambda: self.dumpers.role(2) == "follower", 60, "dumper 2 did not follow")
         index = self.dumpers.binlog(2) / "binlog.index"
@@ -96,7 +113,7 @@ class PartitionCluster(Chaos):
 
     def leader(self) -> int | None:
         """The dumper whose fresh status says it leads (the newer term if two do)."""
-        leading = [(self.dumpers.status(i).get("ha", {}).get("term", 0), i) for i in IDS]
+        leading = [(self.dumpers.status(i).get("ha", {}).get("term", 0), i) for i in self.ids]
         leading = [(t, i) for t, i in leading if self.dumpers.role(i) == "leader"]
         return max(leading)[1] if leading else None
 
