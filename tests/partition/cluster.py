@@ -37,6 +37,10 @@ IDS = (1, 2)
 DUMPER_PORT = 3307  # (each dumper on its own host's address)
 LEASE_MS = int(os.environ.get("CDC_PARTITION_LEASE_MS", "3000"))
 ACK_WAIT_MS = int(os.environ.get("CDC_PARTITION_ACK_WAIT_MS", "10000"))
+# A lone dumper's lease is not under test: long enough that a loaded machine (seen: load 12
+# on 2 cores, a GMS answer slower than what a 3 s lease leaves after a takeover) does not make
+# it step down and take over again and again, which resets the counts its status shows.
+SOLO_LEASE_MS = 10000
 
 
 class PartitionCluster(Chaos):
@@ -173,12 +177,16 @@ class PartitionCluster(Chaos):
         )
 
     # -- consumers ---------------------------------------------------------------------------
-    def consume(self, host: str, dumper: int) -> Consumer:
-        """A consumer on `host` reading dumper `dumper` from its first byte."""
+    def consume(
+        self, host: str, dumper: int, file: str = "binlog.000001", position: int = 4, name=""
+    ) -> Consumer:
+        """A consumer on `host` reading dumper `dumper` from `file`:`position` (by default its
+        first byte), into `consumer-<name or host>`."""
         address, port = self.dumper_address(dumper)
-        consumer = Consumer(self.hosts, self.hosts[host], self.dir / f"consumer-{host}")
-        consumer.start(address, port)
-        self.consumers[host] = consumer
+        name = name or host
+        consumer = Consumer(self.hosts, self.hosts[host], self.dir / f"consumer-{name}")
+        consumer.start(address, port, file, position)
+        self.consumers[name] = consumer
         return consumer
 
     # -- the end -----------------------------------------------------------------------------
@@ -198,14 +206,19 @@ class Consumer:
         self.hosts, self.host, self.dir = hosts, host, directory
         self.proc: subprocess.Popen | None = None
 
-    def start(self, address: str, port: int) -> None:
+    def start(
+        self, address: str, port: int, file: str = "binlog.000001", position: int = 4
+    ) -> None:
+        """From `file`:`position` (a resumed copy's first file then starts with the magic and
+        the FDE the server resends, then the events from `position`)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         with open(self.dir.parent / f"{self.dir.name}.log", "ab") as log:
             self.proc = self.hosts.popen(
                 self.host,
                 ["mariadb-binlog", "--read-from-remote-server", f"--host={address}"]
                 + [f"--port={port}", f"--user={DEFAULT_USER}", f"--password={DEFAULT_PASSWORD}"]
-                + ["--raw", "--stop-never", f"--result-file={self.dir}/", "binlog.000001"],
+                + ["--raw", "--stop-never", f"--result-file={self.dir}/"]
+                + [f"--start-position={position}", file],
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )

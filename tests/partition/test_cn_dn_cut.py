@@ -28,18 +28,23 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import subprocess
 import time
 
 import pytest
 
 from tests.chaos.harness import in_doubt
-from tests.partition.cluster import PartitionCluster, not_a_prefix
+from tests.partition.cluster import SOLO_LEASE_MS, PartitionCluster, not_a_prefix
 from tests.partition.conftest import needs_hosts
 from tests.partition.test_leader_gms_cut import wait
 
 pytestmark = needs_hosts
 
 CUT_S = float(os.environ.get("CDC_PARTITION_CN_CUT_S", "15"))
+# The load runs a bounded time (from its first commit: 3 s before the cut, the cut, then this
+# long after the heal) and then prints what the CN answered: committed, failed by error.
+AFTER_HEAL_LOAD_S = 10.0
 SETTLE_S = 20.0  # heal → the branches in doubt then are gone (5 s recovery period + its work)
 RESUME_S = 15.0  # heal → the global binlog grows again
 
@@ -55,14 +60,14 @@ def branches(cluster) -> set[tuple[str, str]]:
 
 @pytest.mark.timeout(300)
 async def test_a_cn_cut_from_one_dn_mid_commit(tmp_path, hosts):
-    c = PartitionCluster(tmp_path, hosts, ids=(1,))
+    c = PartitionCluster(tmp_path, hosts, lease_ms=SOLO_LEASE_MS, ids=(1,))
     problems: list[str] = []
     timeline: list[tuple[float, str]] = []
     try:
         c.start_pipeline()
         c.attach_replica()
         since = c.truth_size()
-        c.start_workload("transfer")
+        load = c.start_workload("transfer", duration=3 + CUT_S + AFTER_HEAL_LOAD_S)
         await c.wait_load_writes(since, workloads=1)
         consumer = c.consume("c1", 1)
         await asyncio.sleep(3)  # transfers flow, the consumer reads them
@@ -115,6 +120,12 @@ async def test_a_cn_cut_from_one_dn_mid_commit(tmp_path, hosts):
                 f"{doubt & branches(c.cluster)}"
             )
 
+        try:  # (steps under way finish: one waiting on a silent DN takes up to ~12 s)
+            await asyncio.to_thread(load.wait, AFTER_HEAL_LOAD_S + 60)
+        except subprocess.TimeoutExpired:
+            problems.append("the workload did not end when its duration was over")
+        answered = re.search(r"transfer: \d+ transactions in .*", c.log_tail(20000))
+        print(f"the CN answered: {answered[0] if answered else '(no summary)'}")
         summary = await c.prove("the CN cut from dn2")
         print(summary)
         if c.replica is not None and (error := c.replica_error()):

@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from tests.partition.cluster import PartitionCluster, not_a_prefix
+from tests.partition.cluster import SOLO_LEASE_MS, PartitionCluster, not_a_prefix
 from tests.partition.conftest import needs_hosts
 from tests.partition.test_leader_gms_cut import wait
 
@@ -52,7 +52,7 @@ async def test_a_merge_sources_dn_link_silent(tmp_path, hosts):
     def tune(cfg) -> None:
         cfg.pipeline.dn_idle_timeout_ms = IDLE_MS
 
-    c = PartitionCluster(tmp_path, hosts, ids=(1,), tune=tune)
+    c = PartitionCluster(tmp_path, hosts, lease_ms=SOLO_LEASE_MS, ids=(1,), tune=tune)
     problems: list[str] = []
     timeline: list[tuple[float, str]] = []
     try:
