@@ -9,7 +9,8 @@ settle, catch up, `cdc verify-binlog`, `cdc check`) with the nodes placed on hos
 pipeline being the two dumpers (tests/chaos/dumpers.py); the leader is whichever says so.
 
 CDC_PARTITION_LEASE_MS (default 3000) is the dumpers' lease, CDC_PARTITION_ACK_WAIT_MS
-(default 10000: a loaded machine must not make the leader give up waiting) their ack wait."""
+(default 10000: a loaded machine must not make the leader give up waiting) their ack wait; a
+test may choose its own (`ack_wait_ms`: the follower-cut test wants the gate to give up)."""
 
 from __future__ import annotations
 
@@ -38,8 +39,15 @@ class PartitionCluster(Chaos):
     """See the module's docstring; `close()` stops everything it started (the hosts are the
     caller's: `Hosts.close()` after it)."""
 
-    def __init__(self, directory: Path, hosts: Hosts, *, lease_ms: int = LEASE_MS):
-        self.hosts, self.lease_ms = hosts, lease_ms
+    def __init__(
+        self,
+        directory: Path,
+        hosts: Hosts,
+        *,
+        lease_ms: int = LEASE_MS,
+        ack_wait_ms: int = ACK_WAIT_MS,
+    ):
+        self.hosts, self.lease_ms, self.ack_wait_ms = hosts, lease_ms, ack_wait_ms
         self.dumpers: Dumpers | None = None
         self.consumers: dict[str, Consumer] = {}
         for name in HOSTS:
@@ -74,7 +82,7 @@ class PartitionCluster(Chaos):
         d.lease_ms = self.lease_ms
         d.lease_renew_ms = min(d.lease_renew_ms, self.lease_ms // 3)
         d.serve_acknowledged_only = True
-        d.ack_wait_ms = ACK_WAIT_MS
+        d.ack_wait_ms = self.ack_wait_ms
 
     # -- the dumpers -------------------------------------------------------------------------
     def start_pipeline(self) -> None:
