@@ -146,6 +146,11 @@ async def test_a_follower_cut_off_from_the_leader(tmp_path, hosts):
                 f"{longest[0]:+.1f} s), more than the ack wait {ack_wait_s:.1f} s "
                 f"+ {STALL_MARGIN_S:.1f} s"
             )
+        if early := watch.unacknowledged("c1", follower, -BEFORE_S, 0):
+            problems.append(
+                f"before the cut, at {early[0]:+.1f} s, c1 held {early[1]} bytes more than the "
+                "follower's copy: the leader served unacknowledged data"
+            )
         if degraded is not None and watch.size_at("c1", healed) <= watch.size_at(
             "c1", degraded.at + 0.5
         ):

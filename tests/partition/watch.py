@@ -25,6 +25,7 @@ class Seen:
     gave_up: int  # how often the leader's gate gave up waiting
     ack_age: float | None  # seconds since the leader last heard a follower's acknowledgement
     copy: tuple[str, int] | None  # a follower's copy: file, position
+    on_disk: int  # the bytes of its binlog files (the leader's binlog, a follower's copy)
 
 
 @dataclass
@@ -59,6 +60,11 @@ class Watch:
 
     def sample(self) -> None:
         at = self.now()
+        # The consumers first: what a consumer holds was acknowledged (if the gate did not
+        # give up) before this look, so a follower's copy looked at after it holds at least
+        # as much (`unacknowledged`).
+        for name, consumer in self.c.consumers.items():
+            self.consumers.setdefault(name, []).append((at, consumer.size()))
         for i in IDS:
             status = self.c.dumpers.status(i)
             proc = self.c.dumpers.procs.get(i)
@@ -74,10 +80,9 @@ class Watch:
                     int(ha.get("ack_gate_gave_up") or 0),
                     min(acks) if acks else None,
                     (ha["file"], ha["position"]) if ha.get("file") else None,
+                    binlog_bytes(self.c.dumpers.binlog(i)),
                 )
             )
-        for name, consumer in self.c.consumers.items():
-            self.consumers.setdefault(name, []).append((at, consumer.size()))
 
     # -- judging ------------------------------------------------------------------------------
     def between(self, i: int, t0: float, t1: float) -> list[Seen]:
@@ -101,6 +106,26 @@ class Watch:
         if len(seen) < 2 or seen[-1][0] <= seen[0][0]:
             return 0.0
         return (seen[-1][1] - seen[0][1]) / (seen[-1][0] - seen[0][0])
+
+    def unacknowledged(
+        self, name: str, follower: int, t0: float, t1: float
+    ) -> tuple[float, int] | None:
+        """The first sample (time, bytes) between t0 and t1 at which consumer `name` held
+        more than the follower's copy: data served that no follower held. (Both are sums of
+        file sizes: the same names, the same bytes.) Only meaningful while the leader's gate
+        did not give up — and its status says so up to a second late."""
+        copy = {s.at: s.on_disk for s in self.dumpers[follower]}
+        for t, n in self.consumers.get(name, []):
+            if t0 <= t <= t1 and t in copy and n > copy[t]:
+                return t, n - copy[t]
+        return None
+
+    def first_degraded(self, leader: int, after: float = float("-inf")) -> float | None:
+        """When the leader's status first said its gate gave up (after `after`)."""
+        return next(
+            (s.at for s in self.dumpers[leader] if s.at >= after and (s.degraded or s.gave_up)),
+            None,
+        )
 
     def size_at(self, name: str, t: float) -> int:
         before = [n for at, n in self.consumers.get(name, []) if at <= t]
@@ -149,9 +174,9 @@ class Watch:
                 s = self.at(i, t)
                 if s.role == "leader":
                     age = f", newest ack {s.ack_age:.1f} s old" if s.ack_age is not None else ""
-                    parts.append(f"d{i} {s.transactions} txns{age}")
-                elif s.copy is not None:
-                    parts.append(f"d{i} copy {s.copy[0]}:{s.copy[1]}")
+                    parts.append(f"d{i} {s.transactions} txns, {s.on_disk} B{age}")
+                else:
+                    parts.append(f"d{i} copy {s.on_disk} B")
             parts += [f"{n} {self.size_at(n, t)} B" for n in self.consumers]
             lines.append((t, "   " + "; ".join(parts)))
             t += every
@@ -171,6 +196,16 @@ def torn(files: list[tuple[str, bytes]]) -> str:
         f"{name} ends {len(data) - end.valid_end} bytes past its last whole transaction "
         f"(at {end.valid_end} of {len(data)}: {end.reason or 'an incomplete transaction'})"
     )
+
+
+def binlog_bytes(directory) -> int:
+    total = 0
+    for p in directory.glob("binlog.[0-9]*"):
+        try:
+            total += p.stat().st_size
+        except FileNotFoundError:  # purged meanwhile
+            pass
+    return total
 
 
 def snapshot(directory) -> list[tuple[str, bytes]]:
