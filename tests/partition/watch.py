@@ -160,8 +160,11 @@ class Watch:
                         (
                             s.at,
                             f"dumper {i}: role {s.role or '(status stale)'}, term {s.term}"
-                            + (", ack gate degraded (serves unacknowledged data)"
-                               if s.degraded else ""),
+                            + (
+                                ", ack gate degraded (serves unacknowledged data)"
+                                if s.degraded
+                                else ""
+                            ),
                         )
                     )
                     before = state
