@@ -8,7 +8,8 @@ It is tests/chaos/harness.py's `Chaos` (the workloads, `cdc cn recover`, the end
 settle, catch up, `cdc verify-binlog`, `cdc check`) with the nodes placed on hosts and the
 pipeline being the two dumpers (tests/chaos/dumpers.py); the leader is whichever says so.
 
-CDC_PARTITION_LEASE_MS (default 3000) is the dumpers' lease, CDC_PARTITION_ACK_WAIT_MS
+CDC_PARTITION_LEASE_MS (default 5000, the product's: a 3000 ms lease fenced a healthy leader
+on a loaded machine, a GMS renewal taking over its 1 s of slack) is the dumpers' lease, CDC_PARTITION_ACK_WAIT_MS
 (default 10000: a loaded machine must not make the leader give up waiting) their ack wait; a
 test may choose its own (`ack_wait_ms`: the follower-cut test wants the gate to give up)."""
 
@@ -31,7 +32,7 @@ from tests.chaos.harness import Chaos
 HOSTS = ("gms", "dn1", "dn2", "d1", "d2", "cn", "c1", "c2", "replica")
 IDS = (1, 2)
 DUMPER_PORT = 3307  # (each dumper on its own host's address)
-LEASE_MS = int(os.environ.get("CDC_PARTITION_LEASE_MS", "3000"))
+LEASE_MS = int(os.environ.get("CDC_PARTITION_LEASE_MS", "5000"))
 ACK_WAIT_MS = int(os.environ.get("CDC_PARTITION_ACK_WAIT_MS", "10000"))
 
 

@@ -30,7 +30,7 @@ import time
 
 from tests.chaos.dumpers import copies_identical
 from tests.chaos.test_dumper_ha import acknowledging
-from tests.partition.cluster import PartitionCluster, not_a_prefix
+from tests.partition.cluster import LEASE_MS, PartitionCluster, not_a_prefix
 from tests.partition.conftest import needs_hosts
 from tests.partition.test_leader_gms_cut import wait
 from tests.partition.watch import Watch, snapshot, torn
@@ -40,7 +40,6 @@ pytestmark = needs_hosts
 # The product's default lease, not the leader-cut test's 3000 ms: a 3000 ms lease leaves a
 # renewal ~1 s (lease - LEASE_MARGIN_S - the renew interval), and on a shared 2-core machine
 # (load average 9) a GMS renewal took longer: the leader stepped down with no fault at all.
-LEASE_MS = int(os.environ.get("CDC_PARTITION_LEASE_MS", "5000"))
 CUT_S = float(os.environ.get("CDC_PARTITION_S", "10"))
 ACK_WAIT_MS = int(os.environ.get("CDC_PARTITION_FOLLOWER_ACK_WAIT_MS", "1500"))
 BEFORE_S = 4.0  # load with both consumers reading before the cut (the write rate's baseline)

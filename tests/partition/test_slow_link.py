@@ -33,7 +33,7 @@ from statistics import mean
 
 from tests.chaos.dumpers import copies_identical
 from tests.chaos.test_dumper_ha import acknowledging
-from tests.partition.cluster import ACK_WAIT_MS, PartitionCluster, not_a_prefix
+from tests.partition.cluster import ACK_WAIT_MS, LEASE_MS, PartitionCluster, not_a_prefix
 from tests.partition.conftest import needs_hosts
 from tests.partition.test_leader_gms_cut import wait
 from tests.partition.watch import Watch
@@ -43,7 +43,6 @@ pytestmark = needs_hosts
 # The product's default lease, not the leader-cut test's 3000 ms: a 3000 ms lease leaves a
 # renewal ~1 s (lease - LEASE_MARGIN_S - the renew interval), and on a shared 2-core machine
 # (load average 9) a GMS renewal took longer: the leader stepped down with no fault at all.
-LEASE_MS = int(os.environ.get("CDC_PARTITION_LEASE_MS", "5000"))
 FAULT_S = float(os.environ.get("CDC_PARTITION_S", "12"))
 KBIT = int(os.environ.get("CDC_PARTITION_SLOW_KBIT", "3000"))
 DROP = int(os.environ.get("CDC_PARTITION_DROP", "10"))
