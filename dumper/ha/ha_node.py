@@ -521,9 +521,9 @@ class HaNode:
             if time.monotonic() >= self._valid_until:
                 # Fenced: stop at once, not once the term's tasks have ended (one may wait on
                 # a GMS that no longer answers, seen for 23 s).
-                self._step_down(term)
+                self._step_down(term, fenced=True)
             await cancel_and_wait(tasks, grace=STEP_DOWN_GRACE_S)
-            self._step_down(term)
+            self._step_down(term, fenced=False)
             if time.monotonic() < self._valid_until:
                 with contextlib.suppress(Exception):  # (TimeoutError included)
                     async with asyncio.timeout(2):  # not wait_for (ARCHITECTURE §8)
@@ -582,7 +582,7 @@ class HaNode:
             timeout_s=max(1.0, d.lease_ms / 1000),
         )
 
-    def _step_down(self, term: int) -> None:
+    def _step_down(self, term: int, *, fenced: bool) -> None:
         """Stop leading term `term` now: no write passes the fence any more (a writer closed
         after this leaves no STOP event: `Leader.close`), and the server goes on gating its
         consumers by acknowledgements until the copy is aligned with the next term."""
@@ -591,7 +591,8 @@ class HaNode:
         self._stepped_down = True
         self._unaligned_term = term
         self.role = "candidate"
-        log.warning("dumper %d: stepped down from term %d", self.id, term)
+        if fenced:
+            log.warning("dumper %d: lease of term %d ran out: stepped down", self.id, term)
 
     def _fence(self) -> None:
         if self._stepped_down or time.monotonic() >= self._valid_until:

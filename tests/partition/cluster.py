@@ -8,8 +8,10 @@ It is tests/chaos/harness.py's `Chaos` (the workloads, `cdc cn recover`, the end
 settle, catch up, `cdc verify-binlog`, `cdc check`) with the nodes placed on hosts and the
 pipeline being the two dumpers (tests/chaos/dumpers.py); the leader is whichever says so.
 
-CDC_PARTITION_LEASE_MS (default 3000) is the dumpers' lease, CDC_PARTITION_ACK_WAIT_MS
-(default 10000: a loaded machine must not make the leader give up waiting) their ack wait.
+CDC_PARTITION_LEASE_MS (default 5000, the product's: a 3000 ms lease fenced a healthy leader
+on a loaded machine, a GMS renewal taking over its 1 s of slack) is the dumpers' lease, CDC_PARTITION_ACK_WAIT_MS
+(default 10000: a loaded machine must not make the leader give up waiting) their ack wait; a
+test may choose its own (`ack_wait_ms`: the follower-cut test wants the gate to give up).
 
 `ids=(1,)` runs one dumper (on host `d1`, a single peer: it leads alone and serves all it
 writes, no acknowledgements): the tests of a DN link, a CN link or a consumer link need no
@@ -35,11 +37,11 @@ from tests.chaos.harness import Chaos
 HOSTS = ("gms", "dn1", "dn2", "d1", "d2", "cn", "c1", "c2", "replica")
 IDS = (1, 2)
 DUMPER_PORT = 3307  # (each dumper on its own host's address)
-LEASE_MS = int(os.environ.get("CDC_PARTITION_LEASE_MS", "3000"))
+LEASE_MS = int(os.environ.get("CDC_PARTITION_LEASE_MS", "5000"))
 ACK_WAIT_MS = int(os.environ.get("CDC_PARTITION_ACK_WAIT_MS", "10000"))
 # A lone dumper's lease is not under test: long enough that a loaded machine (seen: load 12
-# on 2 cores, a GMS answer slower than what a 3 s lease leaves after a takeover) does not make
-# it step down and take over again and again, which resets the counts its status shows.
+# on 2 cores, a GMS answer slower than what a 3 s lease leaves after a takeover: 14 takeovers
+# in 90 s) does not make it step down and take over again, which resets its status's counts.
 SOLO_LEASE_MS = 10000
 
 
@@ -53,10 +55,12 @@ class PartitionCluster(Chaos):
         hosts: Hosts,
         *,
         lease_ms: int = LEASE_MS,
+        ack_wait_ms: int = ACK_WAIT_MS,
         ids: tuple[int, ...] = IDS,
         tune: Callable[[object], None] | None = None,
     ):
-        self.hosts, self.lease_ms, self.ids, self.tune = hosts, lease_ms, ids, tune
+        self.hosts, self.lease_ms, self.ack_wait_ms = hosts, lease_ms, ack_wait_ms
+        self.ids, self.tune = ids, tune
         self.dumpers: Dumpers | None = None
         self.consumers: dict[str, Consumer] = {}
         for name in HOSTS:
@@ -91,7 +95,7 @@ class PartitionCluster(Chaos):
         d.lease_ms = self.lease_ms
         d.lease_renew_ms = min(d.lease_renew_ms, self.lease_ms // 3)
         d.serve_acknowledged_only = True
-        d.ack_wait_ms = ACK_WAIT_MS
+        d.ack_wait_ms = self.ack_wait_ms
         if self.tune is not None:
             self.tune(cfg)
 
