@@ -158,6 +158,8 @@ class StreamLeader(Leader):
         try:
             await super().run()
         finally:
+            if not self._may_write():  # (`Leader.close` did, unless a cancel cut its way short)
+                self.streams.abandon()
             await self.streams.aclose()
 
 

@@ -285,6 +285,7 @@ class StreamSet:
         # HA: until when (monotonic) the merge's lease is sure (`HaNode.sure_until`)
         self.sure_until: Callable[[], float] = lambda: math.inf
         self._sure_task: asyncio.Task | None = None
+        self._abandoned = False
 
     def sure(self) -> ToStream:
         """The frame that tells a stream how long the lease is sure, from now."""
@@ -387,6 +388,9 @@ class StreamSet:
         stop without a STOP event; `aclose` then closes its stdin (or link) behind that frame.
         (A stream that does not read it in time, its merge gone or cut off, finds its lease
         deadline passed when its frames end, and abandons its writer all the same.)"""
+        if self._abandoned:
+            return
+        self._abandoned = True
         if self._sure_task is not None:
             self._sure_task.cancel()
         for p in self.processes:
