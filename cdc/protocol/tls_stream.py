@@ -94,6 +94,11 @@ class TlsStream:
         return out
 
     # -- writing -------------------------------------------------------------------------------
+    @property
+    def transport(self) -> asyncio.BaseTransport:
+        """The TCP connection's (what is buffered there, abort)."""
+        return self._writer.transport
+
     def write(self, data: bytes) -> None:
         view = memoryview(data)
         while view:

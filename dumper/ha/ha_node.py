@@ -544,7 +544,9 @@ class HaNode:
                 renew.result()  # (fenced meanwhile: raises)
             if timeline is not None:
                 timeline.mark("stream tails fetched")
-        leader = self._leaders.build(self.nodes, Term(term, self._fence, timeline))
+        leader = self._leaders.build(
+            self.nodes, Term(term, self._fence, timeline, sure_until=self.sure_until)
+        )
         if timeline is not None:
             timeline.mark("copy recovered")
         if self.copies[0].stream is not None:

@@ -1,12 +1,14 @@
 """HA of a multi-stream binlog (docs/streams.md, "HA followers"). In a leading stream's
-process: where the leader's term began in this stream, and the gate that serves this stream's
-consumers only what the followers' copies of it acknowledged (rule 9, per stream). In a
-follower: the servers of its stream copies."""
+process: where the leader's term began in this stream, the gate that serves this stream's
+consumers only what the followers' copies of it acknowledged (rule 9, per stream), and until
+when the merge's lease is sure (`LeaseDeadline`). In a follower: the servers of its stream
+copies."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 from binlog_writer import BinlogWriter
@@ -20,14 +22,48 @@ from topology import TermStart
 
 log = logging.getLogger(__name__)
 
+# How fast two hosts' monotonic clocks may drift apart at most (NTP slews a clock by at most
+# 500 ppm): how much later than the fastest frame's a frame's transit may be counted.
+CLOCK_DRIFT = 1e-3
+
+
+class LeaseDeadline:
+    """Until when (this process's monotonic clock) the merge's lease is sure, from its `Sure`
+    frames: each says the lease is sure for `sure_ms` after it was sent at `sent_ms` (the
+    merge's clock, maybe another host's). A frame that waited on the way (behind batches, or
+    while this stream was paused) must not count from when it arrived: its wait is what its
+    offset (arrival - sent_ms) exceeds the smallest offset seen, and only the fastest frame's
+    transit (on a pipe or a LAN, well under a millisecond) is not counted. The smallest offset
+    ages by `CLOCK_DRIFT` a second: clocks that drift apart do not leave it too small for ever.
+    Until the first frame, and once frames stop coming, the lease is in doubt (fail safe)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.until = 0.0
+        self._clock = clock
+        self._offset: float | None = None  # the smallest (aged) arrival - sent_ms, seconds
+        self._at = 0.0  # when `_offset` was last aged
+
+    def heard(self, sent_ms: int, sure_ms: int) -> None:
+        now = self._clock()
+        sent = sent_ms / 1000
+        offset = now - sent
+        if self._offset is not None:
+            offset = min(offset, self._offset + (now - self._at) * CLOCK_DRIFT)
+        self._offset, self._at = offset, now
+        self.until = sent + offset + sure_ms / 1000
+
+    def sure(self) -> bool:
+        return self._clock() < self.until
+
 
 async def lead_stream(
-    config: Config, stream: int, writer: BinlogWriter, term: int
+    config: Config, stream: int, writer: BinlogWriter, term: int, lease: LeaseDeadline
 ) -> AckGate | None:
     """Before stream `stream` writes in HA term `term` (its writer opened, its copy recovered):
     record where the term begins in it, as the single stream's leader does (once per term: a
     stream process restarted within the term began where its first start did), and mark the
-    copy a prefix of the term. `config`: the stream's own. Returns the gate of its port."""
+    copy a prefix of the term. `config`: the stream's own. Returns the gate of its port, which
+    gives up waiting for acknowledgements only while `lease` is sure."""
     start = TermStart(
         term,
         config.dumper.id,
@@ -37,7 +73,7 @@ async def lead_stream(
     )
     await GmsLeaseStore(config).record_term(start)
     save_state_term(writer.dir, term)
-    return follower_ack_gate(config.dumper, active=lambda: True)
+    return follower_ack_gate(config.dumper, active=lambda: True, sure=lease.sure)
 
 
 def stream_status(status: Callable[[], dict], term: int, acks: AckGate | None) -> dict:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import shutil
 import tempfile
 import time
@@ -140,6 +141,10 @@ class Leader:
         self.fence: Callable[[], None] | None = term.fence if term is not None else None
         self.term = term.number if term is not None else 0
         self.takeover: Takeover | None = term.takeover if term is not None else None
+        # Until when (monotonic) the lease is sure: the stream processes' gates are told.
+        self.sure_until: Callable[[], float] = (
+            term.sure_until if term is not None else lambda: math.inf
+        )
         # Checkpoints ready but not saved yet (the GMS away): the newest per DN, a bounded queue.
         self._unsaved: dict[int, tuple[GlobalKey, Checkpoint]] = {}
 

@@ -52,6 +52,7 @@ class StreamLeader(Leader):
         self._own_writer = False  # a full disk is each stream's own (it waits; so do we)
         self.streams: StreamSet = self.writer  # type: ignore[assignment]
         self.streams.term = self.term  # each stream records where it begins (HA)
+        self.streams.sure_until = self.sure_until  # and is told how long the lease is sure
         self.splitter = StreamSplitter(StreamRouter.of(config))
         # One per stream (its table ids and XID counter are the stream's), kept across
         # pipeline restarts as the single stream's encoder is.
@@ -157,6 +158,8 @@ class StreamLeader(Leader):
         try:
             await super().run()
         finally:
+            if not self._may_write():  # (`Leader.close` did, unless a cancel cut its way short)
+                self.streams.abandon()
             await self.streams.aclose()
 
 

@@ -25,6 +25,12 @@ the merge it waits (`paused`) and reads no frame meanwhile (the merge's sends ba
 it), its server goes on serving what is written; once there is room the writer opens again
 and the frame that failed is done again from where the file ends (a batch: its transactions
 past the last GTID that made it).
+
+An HA leader's stream (docs/streams.md, "HA followers") is told by the merge how long its lease
+is sure (`Sure` frames, `stream_term.LeaseDeadline`): its ack gate gives up waiting for its
+followers only until then. Told to `abandon` (the merge's term ended), or stopping once that
+deadline passed (its merge gone or cut off: a successor may write), it leaves its writer
+without a STOP event, as a fenced single-stream leader does; a clean stop writes it.
 """
 
 from __future__ import annotations
@@ -33,11 +39,13 @@ import asyncio
 import contextlib
 import functools
 import logging
+import math
 import os
 import socket
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from binlog_writer import BinlogWriter, last_written_key
 from cdc.config import Config
@@ -51,6 +59,9 @@ from dumper.pipeline import LeaderStats
 from dumper.pipeline.leader import gtid_layout, open_writer, reopen_with_room
 from dumper.streams.link import READ_LIMIT
 from dumper.streams.wire import FromStream, ToStream, framed, key_message, read_frame
+
+if TYPE_CHECKING:
+    from dumper.ha.stream_term import LeaseDeadline
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +96,12 @@ class StreamWriter:
         self.notify = asyncio.Event()  # set after each batch reached the file (the server)
         self._file_first_tso: dict[str, int] = {}
         self._open_part: tuple[str, int] | None = None  # a huge transaction: (file, bytes so far)
+        self.lease: LeaseDeadline | None = None  # HA: how long the merge's lease is sure
+        self.abandoned = False  # the merge's term ended: nothing more is written
+
+    def sure_until(self) -> float:
+        """Until when (monotonic) the merge's lease is sure (no HA: for ever)."""
+        return math.inf if self.lease is None else self.lease.until
 
     def _open_writer(self) -> BinlogWriter:
         # (`stream_config` gave the stream a GTID domain of its own: `stream_gtid_domain`)
@@ -98,8 +115,8 @@ class StreamWriter:
         return self.progress if last is None or self.progress > last else last
 
     async def run(self, reader: asyncio.StreamReader, out: asyncio.StreamWriter) -> None:
-        """Frames until the merge process is gone."""
-        while (frame := await read_frame(reader, ToStream)) is not None:
+        """Frames until the merge process is gone (or its term ended: `abandon`)."""
+        while not self.abandoned and (frame := await read_frame(reader, ToStream)) is not None:
             # Where the frame begins: after a full disk, what of it is in the file already.
             gno, file = self.writer.gno, self.writer.file
             while True:
@@ -147,6 +164,12 @@ class StreamWriter:
         elif body == "merged_tso":
             self.merged_tso = frame.merged_tso
             self._wake()
+        elif body == "sure":
+            if self.lease is not None:
+                self.lease.heard(frame.sure.sent_ms, frame.sure.sure_ms)
+        elif body == "abandon":
+            log.warning("stream %d: the merge's term ended: stopping, no STOP event", self.stream)
+            self.abandoned = True
 
     async def _wait_for_room(self, error: str, out: asyncio.StreamWriter) -> None:
         """A write failed on a full file system: paused here until there is room and the
@@ -232,7 +255,12 @@ class StreamWriter:
         }
 
     def close(self) -> None:
-        self.writer.close()
+        if self.abandoned or time.monotonic() >= self.sure_until():
+            # The term ended, or may have (its lease in doubt): a successor may write, and a
+            # STOP only this copy holds would be a byte of a history that does not go on.
+            self.writer.abandon()
+        else:
+            self.writer.close()
 
 
 async def _read_pipe(fd: int) -> asyncio.StreamReader:
@@ -294,9 +322,10 @@ async def _serve_stream(spec: dict, frames_in: int, frames_out: int) -> None:
     acks = None
     status = sw.status
     if term:  # an HA leader's stream: its term's start, its followers' acknowledgements
-        from dumper.ha.stream_term import lead_stream, stream_status
+        from dumper.ha.stream_term import LeaseDeadline, lead_stream, stream_status
 
-        acks = await lead_stream(config, spec["stream"], sw.writer, term)
+        sw.lease = LeaseDeadline()
+        acks = await lead_stream(config, spec["stream"], sw.writer, term, sw.lease)
         status = functools.partial(stream_status, sw.status, term, acks)
 
     async def run() -> None:
@@ -317,6 +346,7 @@ async def _serve_stream(spec: dict, frames_in: int, frames_out: int) -> None:
         current_notify=lambda: sw.notify,
         merged_tso=lambda: sw.merged_tso,
         term=lambda: term,
+        sure_until=sw.sure_until,
         acks=acks,
     )
     await serve(

@@ -12,13 +12,19 @@ read again. The streams that lived keep their processes, so their consumers stay
 
 A stream whose binlog's file system is full says so (`paused`) and waits in place: the merge
 shows the pause (BINLOG_DISK_FULL, as the single stream's pipeline does), waits for its answers
-without a timeout meanwhile, and is held back by the frames backing up behind it."""
+without a timeout meanwhile, and is held back by the frames backing up behind it.
+
+HA (docs/streams.md, "HA followers"): every `SURE_EVERY_S` each stream is told how long the
+merge's lease is sure (`Sure`: its ack gate may give up waiting for followers only until then);
+a term that ended (fenced) tells each stream to `abandon` before its stdin (or link) closes:
+it stops without a STOP event."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,7 +36,7 @@ from cdc.pauses import BINLOG_DISK_FULL, STREAM_UNREACHABLE, Backoff, Pauses
 from cdc.streams import stream_address
 from dumper.child_process import stop_child
 from dumper.pipeline.leader import STREAM_PART_BYTES
-from dumper.streams.frames_pb2 import Part
+from dumper.streams.frames_pb2 import Part, Sure
 from dumper.streams.link import LinkRefused, connect
 from dumper.streams.spawn import spawn_stream
 from dumper.streams.wire import FromStream, ToStream, WireError, framed, message_key, read_frame
@@ -42,6 +48,10 @@ START_TIMEOUT_S = 60.0  # Python start + imports on a loaded 2-core machine
 STOP_TIMEOUT_S = 15.0
 SYNC_TIMEOUT_S = 60.0
 RECONNECT_CAP_S = 5.0  # the longest wait between two tries to reach a stream on another host
+# How often an HA merge tells its streams how long its lease is sure: well within the sure
+# window (1.5 renew intervals), so a stream's deadline moves on before it passes.
+SURE_EVERY_S = 0.2
+SURE_MAX_MS = 2**32  # what "sure for ever" is sent as (a merge without an HA node: tests)
 
 
 class StreamDied(SourceProcessDied):
@@ -272,12 +282,35 @@ class StreamSet:
         # What a status shows for "the" writer: the streams have one each.
         self.file, self.position, self.gno = "", 0, 0
         self.term = 0  # HA: the lease term the streams are written in (0: no HA)
+        # HA: until when (monotonic) the merge's lease is sure (`HaNode.sure_until`)
+        self.sure_until: Callable[[], float] = lambda: math.inf
+        self._sure_task: asyncio.Task | None = None
+        self._abandoned = False
+
+    def sure(self) -> ToStream:
+        """The frame that tells a stream how long the lease is sure, from now."""
+        now = time.monotonic()
+        left = self.sure_until() - now
+        sure_ms = SURE_MAX_MS if left == math.inf else min(max(0, int(left * 1000)), SURE_MAX_MS)
+        return ToStream(sure=Sure(sent_ms=int(now * 1000), sure_ms=sure_ms))
+
+    async def _tell_sure(self) -> None:
+        while True:
+            message = self.sure()
+            for p in self.processes:
+                # (a paused stream reads nothing: its deadline passes, it is in doubt)
+                if p.alive and p.paused is None:
+                    with contextlib.suppress(StreamDied):
+                        p.send(message)
+            await asyncio.sleep(SURE_EVERY_S)
 
     async def start(self) -> list[GlobalKey | None]:
         """(Re)start the processes that are not running; then where each stream ends."""
         for p in self.processes:
             if not p.alive:
                 await p.start(self.term)
+        if self.term and self._sure_task is None:
+            self._sure_task = asyncio.create_task(self._tell_sure(), name="streams-sure")
         return list(await asyncio.gather(*(p.resume_key() for p in self.processes)))
 
     def _paused(self) -> None:
@@ -351,10 +384,27 @@ class StreamSet:
         return ""
 
     def abandon(self) -> None:
-        pass  # each stream's writer stops at its last whole transaction itself
+        """The term ended (`Leader.close` when its fence refuses): each stream is told to
+        stop without a STOP event; `aclose` then closes its stdin (or link) behind that frame.
+        (A stream that does not read it in time, its merge gone or cut off, finds its lease
+        deadline passed when its frames end, and abandons its writer all the same.)"""
+        if self._abandoned:
+            return
+        self._abandoned = True
+        if self._sure_task is not None:
+            self._sure_task.cancel()
+        for p in self.processes:
+            if p.alive:
+                with contextlib.suppress(StreamDied):
+                    p.send(ToStream(abandon=True))
 
     def close(self) -> None:
         pass  # the processes stop in `aclose` (async)
 
     async def aclose(self) -> None:
+        if self._sure_task is not None:
+            self._sure_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sure_task
+            self._sure_task = None
         await asyncio.gather(*(p.stop() for p in self.processes), return_exceptions=True)

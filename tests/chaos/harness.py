@@ -171,8 +171,12 @@ class Chaos:
             assert time.monotonic() < deadline, "the pipeline wrote no status within 60 s"
             time.sleep(0.2)
 
-    def start_workload(self, name: str, env: dict | None = None) -> subprocess.Popen:
-        args = ["workload", name, "--duration", "3600", *WORKLOADS[name]]
+    def start_workload(
+        self, name: str, env: dict | None = None, duration: float = 3600
+    ) -> subprocess.Popen:
+        """Workload `name` for `duration` seconds (then it prints what it committed and what
+        failed, by error, to processes.log; steps under way finish)."""
+        args = ["workload", name, "--duration", f"{duration:g}", *WORKLOADS[name]]
         return self.spawn(name, args, env, host=self.cn_host)
 
     def truth_size(self) -> int:

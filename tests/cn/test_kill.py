@@ -118,9 +118,7 @@ asyncio.run(main())
 """
 
 
-def test_recovery_ends_an_owner_that_holds_its_prepared_branch_attached(
-    cn_config, cn_config_file
-):
+def test_recovery_ends_an_owner_that_holds_its_prepared_branch_attached(cn_config, cn_config_file):
     """Issue 39: a writer cut off from the GMS but not from its DNs (a fenced dumper's
     heartbeat, waiting for a commit TSO) keeps its prepared branches attached to its open
     sessions: XA ROLLBACK from elsewhere answers XAER_NOTA, and the branch held the DN's

@@ -8,14 +8,21 @@ It is tests/chaos/harness.py's `Chaos` (the workloads, `cdc cn recover`, the end
 settle, catch up, `cdc verify-binlog`, `cdc check`) with the nodes placed on hosts and the
 pipeline being the two dumpers (tests/chaos/dumpers.py); the leader is whichever says so.
 
-CDC_PARTITION_LEASE_MS (default 3000) is the dumpers' lease, CDC_PARTITION_ACK_WAIT_MS
-(default 10000: a loaded machine must not make the leader give up waiting) their ack wait."""
+CDC_PARTITION_LEASE_MS (default 5000, the product's: a 3000 ms lease fenced a healthy leader
+on a loaded machine, a GMS renewal taking over its 1 s of slack) is the dumpers' lease, CDC_PARTITION_ACK_WAIT_MS
+(default 10000: a loaded machine must not make the leader give up waiting) their ack wait; a
+test may choose its own (`ack_wait_ms`: the follower-cut test wants the gate to give up).
+
+`ids=(1,)` runs one dumper (on host `d1`, a single peer: it leads alone and serves all it
+writes, no acknowledgements): the tests of a DN link, a CN link or a consumer link need no
+follower. `tune(cfg)` changes the written config last (a test's own timeouts, retention)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pymysql
@@ -30,16 +37,30 @@ from tests.chaos.harness import Chaos
 HOSTS = ("gms", "dn1", "dn2", "d1", "d2", "cn", "c1", "c2", "replica")
 IDS = (1, 2)
 DUMPER_PORT = 3307  # (each dumper on its own host's address)
-LEASE_MS = int(os.environ.get("CDC_PARTITION_LEASE_MS", "3000"))
+LEASE_MS = int(os.environ.get("CDC_PARTITION_LEASE_MS", "5000"))
 ACK_WAIT_MS = int(os.environ.get("CDC_PARTITION_ACK_WAIT_MS", "10000"))
+# A lone dumper's lease is not under test: long enough that a loaded machine (seen: load 12
+# on 2 cores, a GMS answer slower than what a 3 s lease leaves after a takeover: 14 takeovers
+# in 90 s) does not make it step down and take over again, which resets its status's counts.
+SOLO_LEASE_MS = 10000
 
 
 class PartitionCluster(Chaos):
     """See the module's docstring; `close()` stops everything it started (the hosts are the
     caller's: `Hosts.close()` after it)."""
 
-    def __init__(self, directory: Path, hosts: Hosts, *, lease_ms: int = LEASE_MS):
-        self.hosts, self.lease_ms = hosts, lease_ms
+    def __init__(
+        self,
+        directory: Path,
+        hosts: Hosts,
+        *,
+        lease_ms: int = LEASE_MS,
+        ack_wait_ms: int = ACK_WAIT_MS,
+        ids: tuple[int, ...] = IDS,
+        tune: Callable[[object], None] | None = None,
+    ):
+        self.hosts, self.lease_ms, self.ack_wait_ms = hosts, lease_ms, ack_wait_ms
+        self.ids, self.tune = ids, tune
         self.dumpers: Dumpers | None = None
         self.consumers: dict[str, Consumer] = {}
         for name in HOSTS:
@@ -57,7 +78,7 @@ class PartitionCluster(Chaos):
         super().__init__(
             directory, cluster=cluster, replica_host=hosts["replica"], cn_host=hosts["cn"]
         )
-        self.dumpers = Dumpers(self.config_path, directory, {i: hosts[f"d{i}"] for i in IDS})
+        self.dumpers = Dumpers(self.config_path, directory, {i: hosts[f"d{i}"] for i in ids})
 
     def configure(self, cfg) -> None:
         d = cfg.dumper
@@ -68,19 +89,23 @@ class PartitionCluster(Chaos):
                 port=DUMPER_PORT,
                 binlog_dir=str(self.dir / f"d{i}" / "binlog"),
             )
-            for i in IDS
+            for i in self.ids
         ]
         d.binlog_dir = str(self.dir / "unused-binlog")
         d.lease_ms = self.lease_ms
         d.lease_renew_ms = min(d.lease_renew_ms, self.lease_ms // 3)
         d.serve_acknowledged_only = True
-        d.ack_wait_ms = ACK_WAIT_MS
+        d.ack_wait_ms = self.ack_wait_ms
+        if self.tune is not None:
+            self.tune(cfg)
 
     # -- the dumpers -------------------------------------------------------------------------
     def start_pipeline(self) -> None:
-        """Dumper 1, until it leads; then dumper 2, until it follows and copies."""
+        """Dumper 1, until it leads; then dumper 2 (if any), until it follows and copies."""
         self.dumpers.start(1)
         self._until(lambda: self.dumpers.role(1) == "leader", 60, "dumper 1 did not lead")
+        if 2 not in self.ids:
+            return
         self.dumpers.start(2)
         self._until(lambda: self.dumpers.role(2) == "follower", 60, "dumper 2 did not follow")
         index = self.dumpers.binlog(2) / "binlog.index"
@@ -96,7 +121,7 @@ class PartitionCluster(Chaos):
 
     def leader(self) -> int | None:
         """The dumper whose fresh status says it leads (the newer term if two do)."""
-        leading = [(self.dumpers.status(i).get("ha", {}).get("term", 0), i) for i in IDS]
+        leading = [(self.dumpers.status(i).get("ha", {}).get("term", 0), i) for i in self.ids]
         leading = [(t, i) for t, i in leading if self.dumpers.role(i) == "leader"]
         return max(leading)[1] if leading else None
 
@@ -156,12 +181,16 @@ class PartitionCluster(Chaos):
         )
 
     # -- consumers ---------------------------------------------------------------------------
-    def consume(self, host: str, dumper: int) -> Consumer:
-        """A consumer on `host` reading dumper `dumper` from its first byte."""
+    def consume(
+        self, host: str, dumper: int, file: str = "binlog.000001", position: int = 4, name=""
+    ) -> Consumer:
+        """A consumer on `host` reading dumper `dumper` from `file`:`position` (by default its
+        first byte), into `consumer-<name or host>`."""
         address, port = self.dumper_address(dumper)
-        consumer = Consumer(self.hosts, self.hosts[host], self.dir / f"consumer-{host}")
-        consumer.start(address, port)
-        self.consumers[host] = consumer
+        name = name or host
+        consumer = Consumer(self.hosts, self.hosts[host], self.dir / f"consumer-{name}")
+        consumer.start(address, port, file, position)
+        self.consumers[name] = consumer
         return consumer
 
     # -- the end -----------------------------------------------------------------------------
@@ -181,14 +210,19 @@ class Consumer:
         self.hosts, self.host, self.dir = hosts, host, directory
         self.proc: subprocess.Popen | None = None
 
-    def start(self, address: str, port: int) -> None:
+    def start(
+        self, address: str, port: int, file: str = "binlog.000001", position: int = 4
+    ) -> None:
+        """From `file`:`position` (a resumed copy's first file then starts with the magic and
+        the FDE the server resends, then the events from `position`)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         with open(self.dir.parent / f"{self.dir.name}.log", "ab") as log:
             self.proc = self.hosts.popen(
                 self.host,
                 ["mariadb-binlog", "--read-from-remote-server", f"--host={address}"]
                 + [f"--port={port}", f"--user={DEFAULT_USER}", f"--password={DEFAULT_PASSWORD}"]
-                + ["--raw", "--stop-never", f"--result-file={self.dir}/", "binlog.000001"],
+                + ["--raw", "--stop-never", f"--result-file={self.dir}/"]
+                + [f"--start-position={position}", file],
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )

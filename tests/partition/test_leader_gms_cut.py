@@ -4,8 +4,8 @@ MariaDB replica of it; then every packet between the leader's host and the GMS's
 (no reset: a half-open link) for CDC_PARTITION_S seconds (default 12), while the leader still
 reaches its DNs, its follower and its consumers; then the link healed.
 
-The contract, with the lease at CDC_PARTITION_LEASE_MS (default 3000 ms: small, so that the
-cut outlasts it several times):
+The contract, with the lease at CDC_PARTITION_LEASE_MS (default 5000 ms; the cut outlasts it
+more than twice):
 - the follower takes over (within the lease and a few seconds of election);
 - the old leader stops leading within the lease (+ FENCE_MARGIN_S): its status says so, or it
   has exited; never two leaders for longer than that;

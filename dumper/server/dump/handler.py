@@ -171,7 +171,9 @@ class ReplicationAnswers:
             conn.send(err_packet(exc.code, exc.message, "HY000"))
             await conn.flush()
             return
-        except (ConnectionError, asyncio.CancelledError):
+        except (ConnectionError, TimeoutError, asyncio.CancelledError):
+            # (TimeoutError: the kernel ended a connection whose client went silent,
+            # cdc/sockets.py: an ordinary network event, not a failure of ours)
             raise
         except Exception as exc:  # a bug or an unreadable file: tell the client, keep the server
             log.exception("dump for %s:%d failed", self.state.host, self.state.port)

@@ -5,6 +5,11 @@ connection. Knows nothing of commands (`session.py`) or what answers them."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import logging
+import struct
+import termios
+import time
 from collections.abc import Callable
 
 from cdc.protocol.constants import Capability as Cap
@@ -17,6 +22,10 @@ ROWS_PER_WRITE = 512
 ER_NET_PACKET_TOO_LARGE = 1153
 ER_NET_PACKETS_OUT_OF_ORDER = 1156
 ER_NET_READ_INTERRUPTED = 1159
+# A blocked flush looks at the client's progress this many times per write timeout.
+WRITE_CHECKS = 4
+
+log = logging.getLogger(__name__)
 
 
 class Closed(Exception):
@@ -45,11 +54,13 @@ class Conn:
         writer: asyncio.StreamWriter,
         max_allowed_packet: int,
         read_timeout: Callable[[], float],
+        write_timeout: float | None = None,
     ) -> None:
         self.reader = reader
         self.writer = writer
         self.max_allowed_packet = max_allowed_packet
         self._read_timeout = read_timeout
+        self.write_timeout = write_timeout
         self.client_caps = 0
         self._seq = 0
         self._out: list[bytes] = []
@@ -143,8 +154,58 @@ class Conn:
             # A shared batch alone is written as it is: no copy per consumer.
             self.writer.write(out[0] if len(out) == 1 else b"".join(out))
             out.clear()
-        await self.writer.drain()
+        transport = getattr(self.writer, "transport", None)
+        if self.write_timeout is None or transport is None or not transport.get_write_buffer_size():
+            await self.writer.drain()  # (nothing buffered: it returns at once, no timer made)
+            return
+        await self._drain_or_close(transport, self.write_timeout)
+
+    async def _drain_or_close(self, transport: asyncio.WriteTransport, timeout: float) -> None:
+        """drain(), but a client that took none of what was sent for `timeout` seconds is cut
+        off (ConnectionAbortedError: a dump ends as on any lost client): MySQL's
+        net_write_timeout. TCP_USER_TIMEOUT (cdc/sockets.py) ends a
+        connection whose data stays unacknowledged only when a retransmission timer fires,
+        and the first one waits out the link's RTO, which a slow, deep-queued path makes
+        long (a consumer behind a rate-limited link, then cut: its session held its files
+        from purge for over a minute). A slow client that still acknowledges bytes is not
+        ended, even while the socket stays too full to take more from us (the kernel makes
+        it writable again only once much of its queue has gone)."""
+        left = _unacknowledged(transport)
+        progress_at = time.monotonic()
+        while True:
+            try:
+                async with asyncio.timeout(timeout / WRITE_CHECKS):
+                    await self.writer.drain()
+                return
+            except TimeoutError:
+                if transport.is_closing():
+                    raise  # the kernel's ETIMEDOUT, or closed meanwhile
+            now = _unacknowledged(transport)
+            if now < left:
+                left, progress_at = now, time.monotonic()
+            elif time.monotonic() - progress_at >= timeout:
+                log.info(
+                    "a client took nothing of %d bytes sent to it for %g s "
+                    "(client_timeout_s): connection closed",
+                    now,
+                    timeout,
+                )
+                transport.abort()
+                raise ConnectionAbortedError(f"the client took nothing for {timeout:g} s")
 
     @property
     def deprecate_eof(self) -> bool:
         return bool(self.client_caps & Cap.DEPRECATE_EOF)
+
+
+def _unacknowledged(transport: asyncio.WriteTransport) -> int:
+    """Bytes written and not yet acknowledged by the client: in the transport's buffer and in
+    the kernel's send queue (SIOCOUTQ: unsent + unacknowledged; 0 where unknown)."""
+    n = transport.get_write_buffer_size()
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            n += struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+        except (OSError, ValueError):  # not a TCP socket, closed meanwhile
+            pass
+    return n

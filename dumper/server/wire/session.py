@@ -44,6 +44,7 @@ class Session:
             writer,
             ctx.config.max_allowed_packet,
             lambda: self._timeout("net_read_timeout"),
+            ctx.config.client_timeout_s,
         )
         answers = handlers(self.state)
         self.queries = answers.queries

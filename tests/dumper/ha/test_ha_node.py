@@ -133,6 +133,7 @@ async def test_a_fenced_leader_steps_down_at_once_whatever_its_tasks_wait_for(tm
         await c.until(lambda: a.leaders.built and a.leader.stats.last_tso == 300)
         assert a.ha.gated() and a.ha.sure_until() > time.monotonic()
         old = a.leader
+        assert old.sure_until() == a.ha.sure_until()  # the term's (a merge tells its streams)
         a.store.cut()
         cut_at = time.monotonic()
         await c.until(lambda: a.ha.sure_until() <= time.monotonic(), timeout=2)
@@ -141,7 +142,7 @@ async def test_a_fenced_leader_steps_down_at_once_whatever_its_tasks_wait_for(tm
         took = time.monotonic() - cut_at
         # Within the lease (less its margin) and a renewal's timeout: not after the heartbeat.
         assert took < LEASE_MS / 1000 + 0.5, took
-        assert fenced(old) and a.ha.gated() and a.ha.sure_until() == 0.0
+        assert fenced(old) and a.ha.gated() and a.ha.sure_until() == 0.0 == old.sure_until()
         assert STOP_EVENT not in event_types(a.ha.dir)
         assert written_tsos(a.ha.dir) == [100, 200, 300]
         # Another dumper leads term 2 meanwhile; once A reaches the GMS again it cuts its copy
