@@ -605,15 +605,20 @@ class HaNode:
 
     async def _renew_loop(self, term: int) -> None:
         d = self.config.dumper
-        first = True
+        first, sent = True, time.monotonic()
         while True:
             # The first renewal goes at once: taking over (recovery of the copy, the writer)
             # may have used up much of the lease already, and a late first renewal would
             # find the lease as good as expired.
             if not first:
-                # (never past the lease's end: the fence is raised there, not a renewal later)
-                left = self._valid_until - time.monotonic()
-                await asyncio.sleep(max(0.0, min(d.lease_renew_ms / 1000, left)))
+                # lease_renew_ms after the last renewal was SENT, not after its answer: a slow
+                # answer must not push the next renewal towards the lease's end (from the
+                # answer, two renewals of 0.5 s in a row fenced a healthy leader with a 3 s
+                # lease: 1 s margin, 1 s cadence; seen in the nemesis run, a takeover every
+                # few seconds). Never past the lease's end: the fence is raised there.
+                now = time.monotonic()
+                left = self._valid_until - now
+                await asyncio.sleep(max(0.0, min(sent + d.lease_renew_ms / 1000 - now, left)))
             first = False
             sent = time.monotonic()
             bound = max(0.1, self._valid_until - sent)

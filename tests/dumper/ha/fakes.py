@@ -61,6 +61,7 @@ class FakeLeaseStore:
 
     def __init__(self, gms: FakeGms, dumper_id: int):
         self.gms, self.id = gms, dumper_id
+        self.renew_s = 0.0  # how long a renewal takes to answer (a slow GMS)
         self._reachable = asyncio.Event()
         self._reachable.set()
 
@@ -95,6 +96,7 @@ class FakeLeaseStore:
 
     async def renew(self, holder: int, term: int, lease_ms: int) -> bool:
         g = await self._reach("renew")
+        await asyncio.sleep(self.renew_s)
         if (g.holder, g.epoch) != (holder, term) or not g.live():
             return False
         g.expires_at = time.monotonic() + lease_ms / 1000

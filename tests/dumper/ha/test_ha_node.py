@@ -97,6 +97,24 @@ async def test_a_leader_that_cannot_renew_fences_itself_and_steps_down(tmp_path)
         assert c.gms.calls(1, "release") == 0
 
 
+async def test_slow_renewals_within_the_lease_keep_it(tmp_path):
+    """Each renewal answers after 0.3 s, well within the lease's 1.0 s (1.2 s less the
+    margin): the next one goes lease_renew_ms (0.5 s) after the last was sent, so each has
+    0.5 s to answer. Counted from the answer instead (before the nemesis run found it), the
+    next went at +0.8 s with 0.2 s left, timed out and fenced a healthy leader: a takeover
+    every second."""
+    async with Cluster(tmp_path) as c:
+        a = c.node(1, start=False)
+        a.ha.config.dumper.lease_ms, a.ha.config.dumper.lease_renew_ms = 1200, 500
+        a.store.renew_s = 0.3
+        c.start(a)
+        await c.until(lambda: a.ha.role == "leader")
+        renewed = c.gms.calls(1, "renew")
+        await c.until(lambda: c.gms.calls(1, "renew") >= renewed + 5)
+        assert (a.ha.role, a.ha.term, c.gms.epoch) == ("leader", 1, 1)
+        assert not fenced(a.leader)
+
+
 @contextlib.asynccontextmanager
 async def _set_on_exit(event: asyncio.Event):
     try:
