@@ -6,6 +6,7 @@ The checks are `dumper/preflight.py`'s (docs/deploy.md, "Preflight")."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
 from cdc.config import Config, ConfigError, load
@@ -27,6 +28,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=1000.0,
         help="largest clock difference to the GMS (the TSO's clock) allowed (default 1000)",
     )
+    p.add_argument(
+        "--cn-conformance",
+        action="store_true",
+        help="also scan each DN's newest binlog files for writes outside the CN protocol",
+    )
+    p.add_argument(
+        "--files", type=int, default=2, help="--cn-conformance: newest binlog files per DN (2)"
+    )
     add_config_argument(p)
     p.set_defaults(func=cmd_preflight)
 
@@ -34,14 +43,81 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_preflight(args) -> int:
     from dumper.preflight import preflight
 
-    report = preflight(load(args.config), args.connect_timeout, args.max_skew_ms)
+    cfg = load(args.config)
+    report = preflight(cfg, args.connect_timeout, args.max_skew_ms)
+    scans = cn_conformance(cfg, args.files) if args.cn_conformance else []
+    conforming = all(s.ok for s in scans)
     if args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        out = report.to_json()
+        if args.cn_conformance:
+            out["cn_conformance"] = [
+                {
+                    "dn": s.dn,
+                    "from": s.start,
+                    "groups": dict(s.groups),
+                    "findings": dict(s.counts),
+                    "examples": [dataclasses.asdict(f) for f in s.findings],
+                    "error": s.error,
+                }
+                for s in scans
+            ]
+            out["ok"] = out["ok"] and conforming
+        print(json.dumps(out, indent=2))
     else:
         for problem in report.problems:
             print(problem.line())
-        print(report.summary() + ("" if report.problems else ": all good"))
-    return 0 if report.ok else 1
+        for line in conformance_lines(scans):
+            print(line)
+        summary = report.summary()
+        if args.cn_conformance:
+            findings = sum(sum(s.counts.values()) for s in scans)
+            unchecked = sum(1 for s in scans if s.error)
+            summary += f"; CN conformance: {findings} finding(s), {unchecked} DN(s) unchecked"
+        good = not report.problems and conforming
+        print(summary + (": all good" if good else ""))
+    return 0 if report.ok and conforming else 1
+
+
+# The conformance scan's dumps register as this + DN id: beside the pipeline's own dumps
+# ([pipeline] dump_server_id_base + DN id), never evicting them.
+CONFORMANCE_SERVER_ID_OFFSET = 1000
+
+
+def cn_conformance(cfg: Config, files: int) -> list:
+    """Each DN's binlog judged by the MergeSource's classifier (merge_source/conformance.py)."""
+    import asyncio
+
+    from merge_source.conformance import scan
+
+    base = cfg.pipeline.dump_server_id_base + CONFORMANCE_SERVER_ID_OFFSET
+
+    async def scan_all():
+        return await asyncio.gather(*(scan(dn, base + dn.id, files) for dn in cfg.dn))
+
+    return asyncio.run(scan_all())
+
+
+def conformance_lines(scans: list) -> list[str]:
+    lines = []
+    for s in scans:
+        if s.error:
+            lines.append(f"{s.dn}: CN conformance not checked: {s.error}")
+            continue
+        for f in s.findings:
+            lines.append(
+                f"{s.dn}: CN protocol: {f.rule} at {f.at}: {f.detail}; fix: write it as an XA "
+                'transaction of the CN protocol (docs/deploy.md, "A CN that is not ours")'
+            )
+        more = {rule: n - MAX_SHOWN for rule, n in s.counts.items() if n > MAX_SHOWN}
+        for rule, n in sorted(more.items()):
+            lines.append(f"{s.dn}: CN protocol: {rule}: {n} more")
+        groups = ", ".join(f"{n} {kind}" for kind, n in sorted(s.groups.items()))
+        verdict = "conforms" if s.ok else f"{sum(s.counts.values())} finding(s)"
+        lines.append(f"{s.dn}: CN conformance from {s.start}: {verdict} ({groups or 'no groups'})")
+    return lines
+
+
+MAX_SHOWN = 3  # = merge_source.conformance.MAX_EXAMPLES
 
 
 class PreflightRefused(ConfigError):

@@ -194,3 +194,60 @@ def test_clock_skew_beyond_the_threshold_fails():
     assert "+1500 ms from this machine's" in problems[0].line()
     assert "+1100 ms from the GMS's" in problems[1].line()
     assert judge(cfg, nodes, max_skew_ms=5000) == []
+
+
+def test_cn_conformance_passes_the_reference_cn_and_names_writes_outside_the_protocol(
+    small, capsys
+):
+    """`--cn-conformance` on the DN binlogs: the reference CN's traffic conforms; a plain
+    write, another program's XA, an XA COMMIT ONE PHASE, a CN branch without its commit record
+    or without a TraceId are each named with their position. (Last: it leaves such writes.)"""
+    config = str(small.config_file)
+    for node in load(small.config_file).dn:  # (the checksum test left a file without CRCs)
+        sql(node, "FLUSH BINARY LOGS")
+    assert main(["cn", "init", "--config", config]) == 0
+    assert (
+        main(["workload", "transfer", "--config", config, "--threads", "2", "--duration", "1"]) == 0
+    )
+    capsys.readouterr()
+    rc, out, _ = run(capsys, "preflight", "--config", config, "--cn-conformance", "--files", "1")
+    assert rc == 0, out
+    assert out.count(": conforms (") == 2 and "0 finding(s), 0 DN(s) unchecked: all good" in out
+    cfg = load(small.config_file)
+    dn = cfg.dn[0]
+    conn = pymysql.connect(host=dn.host, port=dn.port, user="root", autocommit=True)
+    with conn.cursor() as cur:
+        cur.execute("SHOW TABLES FROM bank_p")
+        table = f"bank_p.{cur.fetchone()[0]}"
+        change = f"UPDATE {table} SET balance = balance + 1 LIMIT 1"
+        cur.execute(change)  # a plain write
+        for statement in ("XA START 'other-1'", change, "XA END 'other-1'"):
+            cur.execute(statement)
+        cur.execute("XA COMMIT 'other-1' ONE PHASE")  # (a plain write in the binlog too)
+        for statement in ("XA START 'other-2'", change, "XA END 'other-2'", "XA PREPARE 'other-2'"):
+            cur.execute(statement)
+        cur.execute("XA COMMIT 'other-2'")
+        xid = "'cdc-77','1',1"
+        for statement in (f"XA START {xid}", f"/*CDC trace=1.1 cn=1 */ {change}", change):
+            cur.execute(statement)
+        for statement in (f"XA END {xid}", f"XA PREPARE {xid}", f"XA COMMIT {xid}"):
+            cur.execute(statement)
+    conn.close()
+    rc, out, _ = run(capsys, "preflight", "--config", config, "--cn-conformance", "--files", "1")
+    assert rc == 1
+    mine = [line for line in out.splitlines() if line.startswith(f"{dn.name} (")]
+    rules = [
+        line.split("CN protocol: ", 1)[1].split(" at ")[0]
+        for line in mine
+        if "CN protocol: " in line
+    ]
+    assert rules == [
+        "plain write",
+        "plain write",
+        "foreign XA",
+        "no TraceId",
+        "no commit record",
+    ], out
+    assert all(f"{table}" in line for line in mine[:4]), out
+    assert "txn 77 (prepared at binlog." in out and "5 finding(s)" in out
+    assert sum(": conforms (" in line for line in out.splitlines()) == 1  # dn2's

@@ -12,11 +12,11 @@ import pymysql
 import pytest
 
 from cdc.protocol import BinlogPosition, DumpSettings
+from local_cluster.testing import throwaway_server
 from merge_source.classifier import StatementLogged, statement_dml
 from merge_source.fragment import Fragment
 from merge_source.processor import SourceProcessor
 from merge_source.source import MergeSource
-from local_cluster.testing import throwaway_server
 
 
 @pytest.fixture(scope="module")
