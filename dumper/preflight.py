@@ -111,9 +111,10 @@ class NodeFacts:
     role: str  # "gms" | "dn"
     address: str
     error: str = ""  # not reached: why
-    denied: bool = (
-        False  # reached, but the login was refused: wrong credentials, no refusal to wait out
-    )
+    # reached, but the login was refused (wrong credentials): no refusal to wait out
+    denied: bool = False
+    # logged in, but its settings could not be read (not MariaDB 10.5+?)
+    unreadable: bool = False
     variables: dict[str, str] = field(default_factory=dict)
     grantee: str = ""
     global_privileges: set[str] = field(default_factory=set)
@@ -250,6 +251,8 @@ def gather(node: NodeConfig, role: str, connect_timeout: float = CONNECT_TIMEOUT
                     pass  # no REPLICA MONITOR: whether it is a replica stays unknown
     except admin_sql.UNREACHABLE as exc:
         facts.error = _reason(exc)
+    except pymysql.MySQLError as exc:  # answered, but not what a MariaDB 10.5+ answers
+        facts.error, facts.unreadable = _reason(exc), True
     finally:
         admin_sql.close_now(conn)
     return facts
@@ -283,6 +286,16 @@ def judge(cfg: Config, nodes: list[NodeFacts], max_skew_ms: float = MAX_SKEW_MS)
                     "accepted for the user and password of cdc.toml",
                     f'CREATE USER and GRANT on the server (docs/deploy.md, "Users and grants"), '
                     f"or correct user/password of {'[gms]' if n.role == 'gms' else '[[dn]]'} in cdc.toml",
+                )
+            )
+        elif n.unreadable:
+            problems.append(
+                Problem(
+                    n.label,
+                    "settings",
+                    f"unreadable ({n.error})",
+                    "readable: MariaDB 10.5 or later (binlog_row_metadata)",
+                    "run MariaDB 10.11 (docs/deploy.md)",
                 )
             )
         elif n.error:
