@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import time
 from pathlib import Path
 
 import pymysql
@@ -38,6 +39,18 @@ def sql(node: NodeConfig, *statements: str, user: str = "root", password: str = 
         with conn.cursor() as cur:
             for s in statements:
                 cur.execute(s)
+    finally:
+        conn.close()
+
+
+def fresh_binlog(node: NodeConfig) -> None:
+    """A new binlog file and none before it: what the next tests read starts here."""
+    conn = pymysql.connect(host=node.host, port=node.port, user="root")
+    try:
+        with conn.cursor() as cur:
+            cur.execute("FLUSH BINARY LOGS")
+            cur.execute("SHOW MASTER STATUS")
+            cur.execute(f"PURGE BINARY LOGS TO '{cur.fetchone()[0]}'")
     finally:
         conn.close()
 
@@ -204,7 +217,7 @@ def test_cn_conformance_passes_the_reference_cn_and_names_writes_outside_the_pro
     or without a TraceId are each named with their position. (Last: it leaves such writes.)"""
     config = str(small.config_file)
     for node in load(small.config_file).dn:  # (the checksum test left a file without CRCs)
-        sql(node, "FLUSH BINARY LOGS")
+        fresh_binlog(node)
     assert main(["cn", "init", "--config", config]) == 0
     assert (
         main(["workload", "transfer", "--config", config, "--threads", "2", "--duration", "1"]) == 0
@@ -251,3 +264,45 @@ def test_cn_conformance_passes_the_reference_cn_and_names_writes_outside_the_pro
     assert all(f"{table}" in line for line in mine[:4]), out
     assert "txn 77 (prepared at binlog." in out and "5 finding(s)" in out
     assert sum(": conforms (" in line for line in out.splitlines()) == 1  # dn2's
+
+
+def test_a_dn_turned_to_statement_under_a_running_pipeline_stops_it_loudly(small, capsys):
+    """The whole pipeline (`cdc start --background`, which passes preflight on this cluster):
+    a DN set to STATEMENT and written to stops it, the DN and the statement named in its log,
+    `cdc status` shows the crash, and the statement is nowhere in the global binlog."""
+    config = str(small.config_file)
+    cfg = load(small.config_file)
+    dn = cfg.dn[1]
+    rc, out, err = run(capsys, "start", "--config", config, "--background")
+    assert rc == 0 and "started" in out, out + err
+    log = Path(cfg.dumper.binlog_dir).parent / "pipeline" / "pipeline.log"
+    try:
+        conn = pymysql.connect(host=dn.host, port=dn.port, user="root", autocommit=True)
+        with conn.cursor() as cur:
+            cur.execute("SHOW TABLES FROM bank_p")
+            table = f"bank_p.{cur.fetchone()[0]}"
+            cur.execute("SET GLOBAL binlog_format = 'STATEMENT'")
+        wrong = pymysql.connect(host=dn.host, port=dn.port, user="root", autocommit=True)
+        statement = f"UPDATE {table} SET balance = balance + 0 WHERE id < 0 /* the STATEMENT */"
+        with wrong.cursor() as cur:
+            cur.execute(statement)
+        wrong.close()
+        deadline = time.monotonic() + 60
+        while "logged as a statement" not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        text = log.read_text()
+        assert f"{dn.name}: MergeSource stopped: binlog." in text and "the STATEMENT" in text
+        while True:  # the supervisor restarts it; it stops on the same event again
+            rc, out, _ = run(capsys, "status", "--config", config)
+            if "restarted" in out:
+                break
+            assert time.monotonic() < deadline, out
+            time.sleep(0.5)
+        binlog = b"".join(p.read_bytes() for p in Path(cfg.dumper.binlog_dir).glob("binlog.0*"))
+        assert b"the STATEMENT" not in binlog and b"balance + 0" not in binlog
+    finally:
+        with conn.cursor() as cur:
+            cur.execute("SET GLOBAL binlog_format = 'ROW'")
+        conn.close()
+        run(capsys, "stop", "--config", config)
