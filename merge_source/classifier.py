@@ -77,10 +77,11 @@ def statement_dml(text: bytes) -> bool:
     return text[pos:stop].upper() in DML_WORDS
 
 
-def refuse_statement_dml(group: BinlogGroup, expected_queries: int) -> None:
+def refuse_statement_dml(group: BinlogGroup, expected_queries) -> None:  # C types: .pxd
     """Raise `StatementLogged` if `group` holds a QUERY event that writes rows. A group of a DN
-    in ROW format holds at most `expected_queries` QUERY events that are not its terminator
-    (an XA prepare group: its XA END): only a group with more has its statements read."""
+    in ROW format holds `expected_queries` QUERY events (an XA prepare group: its XA END) or
+    fewer, bar a SAVEPOINT or a non-transactional table's COMMIT: only a group with more has its
+    statements read. (Compiled: the count is a C loop over the group's list, classifier.pxd.)"""
     queries = 0
     code = constants.EventType.QUERY
     for e in group.events:  # (a spilled group: read below, rare and huge anyway)
@@ -88,9 +89,9 @@ def refuse_statement_dml(group: BinlogGroup, expected_queries: int) -> None:
             queries += 1
     if queries <= expected_queries and group.span is None:
         return
-    for e in group.body():
-        if e[4] == code:
-            text = query_text(e)
+    for data in group.body():
+        if data[4] == code:
+            text = query_text(data)
             if statement_dml(text):
                 raise StatementLogged(
                     f"{group.file}:{group.start}: a write logged as a statement, not as rows "
