@@ -30,9 +30,11 @@ What is checked, and why (docs/deploy.md has the table):
 - grants (information_schema's USER_PRIVILEGES and SCHEMA_PRIVILEGES of the configured user;
   privileges through roles are not seen): on a DN, REPLICATION SLAVE (the dump), BINLOG MONITOR
   alias REPLICATION CLIENT (`SHOW MASTER STATUS` after a DN restart), SELECT (snapshot reads,
-  the backfill) and SELECT, INSERT, DELETE on `__cdc__` (the dumper's heartbeats and the purge
-  of old commit records); on the GMS, the pipeline's metadata database (it creates and migrates
-  its tables) and the CN catalogue's (the heartbeats take TSOs from its row);
+  the backfill) and SELECT, INSERT, UPDATE, DELETE on `__cdc__` (the dumper's heartbeats,
+  recovery, the purge of old commit records), CONNECTION ADMIN only warned about (recovery's
+  KILL of another user's session holding a branch); on the GMS, the pipeline's metadata
+  database (it creates and migrates its tables) and the CN catalogue's (the heartbeats take
+  TSOs from its row and register an instance);
 - clocks: the GMS's `NOW(6)` (the TSO's physical part) against this machine's and each DN's.
   Correctness never rests on clocks (the TSO is a counter in the GMS; the dumper lease uses the
   GMS's clock alone), but the lag `cdc status` and the metrics report is this machine's clock
@@ -342,7 +344,9 @@ def _dn_settings(n: NodeFacts) -> Iterable[Problem]:
 
 
 def _grants(cfg: Config, n: NodeFacts) -> Iterable[Problem]:
-    def need(privilege: str, database: str | None, why: str, grant_on: str) -> Problem | None:
+    def need(
+        privilege: str, database: str | None, why: str, grant_on: str, severity: str = "fail"
+    ) -> Problem | None:
         if n.has(privilege, database):
             return None
         on = f"on {database}" if database else "(global)"
@@ -352,6 +356,7 @@ def _grants(cfg: Config, n: NodeFacts) -> Iterable[Problem]:
             "missing",
             f"held ({why})",
             f"GRANT {privilege} ON {grant_on} TO {n.grantee};",
+            severity,
         )
 
     if n.role == "dn":
@@ -361,17 +366,38 @@ def _grants(cfg: Config, n: NodeFacts) -> Iterable[Problem]:
             ("BINLOG MONITOR", None, "SHOW MASTER STATUS after a DN restart", "*.*"),
             ("SELECT", None, "snapshot reads and the backfill read every shard", "*.*"),
         ] + [
-            (p, private, "the dumper's heartbeats and commit-record purge", f"`{private}`.*")
-            for p in ("SELECT", "INSERT", "DELETE")
+            (
+                p,
+                private,
+                "the dumper's heartbeats (upserts), recovery's records and tombstones, the purge",
+                f"`{private}`.*",
+            )
+            for p in ("SELECT", "INSERT", "UPDATE", "DELETE")
         ]
+        # Recovery ends a session that holds a CN branch for ever (KILL CONNECTION, xid.py):
+        # another user's needs this; a warning, since the CN may run as this same user.
+        problem = need(
+            "CONNECTION ADMIN",
+            None,
+            "recovery ends a session of another user holding a prepared branch",
+            "*.*",
+            "warn",
+        )
+        if problem is not None:
+            yield problem
     else:
         meta, catalogue = cfg.pipeline.meta_database, cfg.cn.catalogue_database
         wanted = [
             (p, meta, "the pipeline's metadata: created and migrated at start", f"`{meta}`.*")
             for p in ("SELECT", "INSERT", "UPDATE", "DELETE", "CREATE", "ALTER", "INDEX")
         ] + [
-            (p, catalogue, "heartbeats take TSOs; the catalogue is read", f"`{catalogue}`.*")
-            for p in ("SELECT", "UPDATE")
+            (
+                p,
+                catalogue,
+                "heartbeats take TSOs and register an instance; the catalogue is read",
+                f"`{catalogue}`.*",
+            )
+            for p in ("SELECT", "INSERT", "UPDATE")
         ]
     for privilege, database, why, grant_on in wanted:
         problem = need(privilege, database, why, grant_on)

@@ -144,9 +144,12 @@ def test_a_user_without_grants_fails_naming_each_grant(small, capsys, tmp_path):
             "GRANT BINLOG MONITOR ON *.* TO 'weak'@'%';",
             "GRANT SELECT ON *.* TO 'weak'@'%';",
             "GRANT INSERT ON `__cdc__`.* TO 'weak'@'%';",
+            "GRANT UPDATE ON `__cdc__`.* TO 'weak'@'%';",
             "GRANT DELETE ON `__cdc__`.* TO 'weak'@'%';",
         ):
             assert any(line.endswith(grant) for line in lines), (grant, lines)
+        (warning,) = [p for p in report.problems if p.severity == "warn"]
+        assert warning.line().startswith("warning: ") and "CONNECTION ADMIN" in warning.line()
         assert not any("REPLICATION SLAVE" in line for line in lines)
         with pytest.raises(PreflightRefused, match="GRANT BINLOG MONITOR"):
             refuse_wrong_settings(mine)
@@ -154,9 +157,10 @@ def test_a_user_without_grants_fails_naming_each_grant(small, capsys, tmp_path):
         sql(
             dn,
             "GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO weak@'%'",
-            "GRANT SELECT, INSERT, DELETE ON `__cdc__`.* TO weak@'%'",
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON `__cdc__`.* TO weak@'%'",
+            "GRANT CONNECTION ADMIN ON *.* TO weak@'%'",
         )
-        assert preflight(mine).ok
+        assert preflight(mine).problems == []
         # A wrong password is a refused login, a wrong setting: not a node to wait for.
         bad = dataclasses.replace(cfg, dn=[dataclasses.replace(weak, password="x"), *cfg.dn[1:]])
         (problem,) = preflight(bad).failures
