@@ -222,6 +222,7 @@ def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
     for width, ratio in ratios.items():  # the goal holds at every width
         clients = f"{width} client{'s' if width > 1 else ''}"
         print(
-            f"ratio dumper/mariadbd at {clients}: {ratio:.2f} {figures.goal('fanout', ratio, clients)}"
+            f"ratio dumper/mariadbd at {clients}: {ratio:.2f}"
+            f" {figures.goal('fanout', ratio, clients)}"
         )
     return 0

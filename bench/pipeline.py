@@ -465,7 +465,8 @@ def report(r: CatchUp, figures: Figures, at: str = "") -> None:
             f"   (own processes are {r.in_process_s / r.catch_up_s:.2f}x as fast)"
         )
     print(
-        f"  ratio raw dump time / catch-up time: {r.ratio:.2f} {figures.goal('pipeline', r.ratio, at)}"
+        f"  ratio raw dump time / catch-up time: {r.ratio:.2f}"
+        f" {figures.goal('pipeline', r.ratio, at)}"
         f" (at the raw dump's own speed these binlogs would give {r.effective / r.raw_s:,.0f}"
         f" effective ev/s: {r.effective / r.dn_events:.2f} per DN event)"
     )
