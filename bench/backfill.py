@@ -5,7 +5,7 @@ the shards with MariaDB's SEQUENCE engine (the data's history is not what is mea
 pipeline running. In the same run: `mariadb --quick --batch -e 'SELECT * ...'` of every shard
 into a file, one after the other (the plain dump, timed before and after the backfill; the
 faster run counts), then `cdc backfill --tso latest` with local[2] to Parquet. Prints rows/s of
-both and the end-to-end ratio (goal >= 0.5 with 2 cores), and the phases of the backfill: Spark's
+both and the end-to-end ratio (goal >= 0.9, bench/goals.py), and the phases of the backfill: Spark's
 start (overlapped with the low watermark reaching the binlog and the chunk planning), the read +
 Parquet write (ConnectorX and pyarrow in the Spark tasks), the rest. 10 M rows by default: Spark's
 start and the other fixed steps (~5 s on an idle 2-core machine) would dominate a smaller table

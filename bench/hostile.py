@@ -1,7 +1,7 @@
 """`cdc bench hostile`: does serving stall writing? The global binlog's growth under a steady
 transfer load through the reference CN, without and then with a set of hostile clients of the
 dumper running all along, in one run on one pipeline (`cdc start`); it prints the ratio
-(with / without, goal >= 0.9) and the writer's longest pause in each phase.
+(with / without, goal >= 0.95) and the writer's longest pause in each phase.
 
 The hostile clients (in their own process, started before the second phase and stopped after
 it), all logged in as the replication user:

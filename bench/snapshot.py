@@ -88,7 +88,7 @@ class _Changes(threading.Thread):
         self.cfg, self.keys, self.budget_s = cfg, keys, budget_s
         self.done = 0  # keys whose transaction committed
         self.ready = threading.Event()
-        self._stop = threading.Event()
+        self._stopping = threading.Event()
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -100,7 +100,7 @@ class _Changes(threading.Thread):
             self.ready.set()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stopping.set()
         self.join()
         if self.error is not None:
             raise RuntimeError("the snapshot bench's CN changes failed") from self.error
@@ -116,7 +116,7 @@ class _Changes(threading.Thread):
         started = time.monotonic()
 
         async def changer() -> None:
-            while batches and not self._stop.is_set():
+            while batches and not self._stopping.is_set():
                 batch = batches.pop()
                 keys = ", ".join(str(k) for k in batch)
                 async with cn.transaction() as tx:
@@ -132,63 +132,65 @@ class _Changes(threading.Thread):
             await cn.close()
 
 
-def _mariadb(host: str, port: int, user: str, password: str, sql: str) -> int:
-    """Rows of `sql` read by `mariadb --quick` (the C client, streaming: the same reader for
-    both sides, so the figures compare the servers)."""
-    out = subprocess.run(
-        ["mariadb", "--quick", "-N", "-h", host, "-P", str(port), "-u", user]
-        + ([f"-p{password}"] if password else [])
-        + ["-e", sql],
-        capture_output=True,
-        check=True,
-    )
-    return out.stdout.count(b"\n")
+class _Client:
+    """`mariadb --quick` (the C client, streaming: the same reader for both sides, so the
+    figures compare the servers), connected and past `first` (statements that answer one line)
+    when this returns; the statement of `select()` is the one timed. Statements go in on stdin;
+    `--unbuffered`: each statement's answer comes out at once."""
 
-
-class _PinnedRead:
-    """`mariadb --quick` of the dumper in `START TRANSACTION WITH CONSISTENT SNAPSHOT`: the
-    read's position is pinned when this returns (statements go in on stdin; `--unbuffered`:
-    each statement's answer comes out at once), the SELECT runs when `select()` is called."""
-
-    def __init__(self, cfg, user: str, password: str) -> None:
+    def __init__(
+        self, host: str, port: int, user: str, password: str, first: str = "SELECT 1;"
+    ) -> None:
         self.proc = subprocess.Popen(
-            ["mariadb", "--quick", "--unbuffered", "-N", "-h", "127.0.0.1"]
-            + ["-P", str(cfg.dumper.port), "-u", user]
+            ["mariadb", "--quick", "--unbuffered", "-N", "-h", host, "-P", str(port), "-u", user]
             + ([f"-p{password}"] if password else []),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(b"START TRANSACTION WITH CONSISTENT SNAPSHOT;\nSHOW MASTER STATUS;\n")
+        self.proc.stdin.write(f"{first}\n".encode())
         self.proc.stdin.flush()
-        self.position = self.proc.stdout.readline().split()[:2]  # the pinned P
-        if not self.position:
+        self.first = self.proc.stdout.readline().split()  # `first`'s answer
+        if not self.first:
             self.proc.stdin.close()
-            raise RuntimeError(f"the dumper pinned no position: {self.proc.stderr.read()!r}")
+            raise RuntimeError(f"{first}: no answer from :{port}: {self.proc.stderr.read()!r}")
 
-    def select(self) -> tuple[int, float]:
-        """The rows of `SELECT *` and its seconds."""
+    def select(self, sql: str) -> tuple[int, float]:
+        """The rows of `sql` and its seconds."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         started = time.monotonic()
-        self.proc.stdin.write(f"SELECT * FROM {TABLE};\n".encode())
+        self.proc.stdin.write(f"{sql};\n".encode())
         self.proc.stdin.close()
         out = self.proc.stdout
         n = sum(chunk.count(b"\n") for chunk in iter(lambda: out.read(1 << 16), b""))
         elapsed = time.monotonic() - started
         if self.proc.wait():
-            raise RuntimeError(f"the dumper's read failed: {self.proc.stderr.read()!r}")
+            raise RuntimeError(
+                f"{sql}: failed on :{self.proc.args[6]}: {self.proc.stderr.read()!r}"
+            )
         return n, elapsed
 
 
+def _pinned(cfg, user: str, password: str) -> _Client:
+    """A client of the dumper in `START TRANSACTION WITH CONSISTENT SNAPSHOT`: the read's
+    position is pinned (`SHOW MASTER STATUS` says it) when this returns."""
+    first = "START TRANSACTION WITH CONSISTENT SNAPSHOT; SHOW MASTER STATUS;"
+    return _Client("127.0.0.1", cfg.dumper.port, user, password, first)
+
+
 def _direct(cfg, table) -> tuple[int, float]:
-    """`mariadb --quick` of every shard, one after the other (the dumper reads them in one
-    statement)."""
-    started, n = time.monotonic(), 0
+    """`SELECT *` of every shard, one after the other (the dumper reads them in one statement),
+    each on a client connected beforehand, as the dumper's is."""
+    clients = []
     for dn, physical in table:
         node = next(d for d in cfg.dn if d.id == dn)
-        n += _mariadb(node.host, node.port, node.user, node.password, f"SELECT * FROM {physical}")
-    return n, time.monotonic() - started
+        clients.append((_Client(node.host, node.port, node.user, node.password), physical))
+    n = elapsed = 0
+    for client, physical in clients:
+        rows, seconds = client.select(f"SELECT * FROM {physical}")
+        n, elapsed = n + rows, elapsed + seconds
+    return n, elapsed
 
 
 def _serve_pid(pipeline_pid: int) -> int | None:
@@ -266,7 +268,7 @@ def run(rows: int, rounds: int, change_share: float) -> dict[str, Round]:
                 for variant, result in results.items():
                     n, direct = _direct(cfg, table)
                     assert n == rows, f"direct read: {n} rows, {rows} loaded"
-                    read = _PinnedRead(cfg, DEFAULT_USER, DEFAULT_PASSWORD)
+                    read = _pinned(cfg, DEFAULT_USER, DEFAULT_PASSWORD)
                     changes = None
                     if variant == "changing":
                         keys = random.Random(r).sample(range(rows), int(rows * change_share))
@@ -279,7 +281,7 @@ def run(rows: int, rounds: int, change_share: float) -> dict[str, Round]:
                         result.changed_before.append(changes.done)
                     cpu = _cpu_s(serve)
                     try:
-                        n, ours = read.select()
+                        n, ours = read.select(f"SELECT * FROM {TABLE}")
                         result.changed.append(changes.done if changes is not None else 0)
                         result.dumper_cpu_s.append(_cpu_s(serve) - cpu)
                     finally:
