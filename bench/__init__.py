@@ -1,7 +1,8 @@
 """Every benchmark and the latency tooling, outside the runtime: no runtime package imports
 bench/ (tests/test_layout.py), so what a bench needs (throw-away clusters, the reference CN's
-load, a timed baseline) never ships in the stages. Each module has `main(argv) -> int` and
-prints its ratio against a baseline measured in the same run.
+load, a timed baseline) never ships in the stages. Each module has `main(argv, figures=None) ->
+int` and prints its ratio against a baseline measured in the same run, beside its goal from
+bench/goals.py (kept in `figures`: `cdc bench all` prints them all at the end).
 
     `cdc bench writer`        bench/writer.py        BinlogWriter vs a plain buffered write
     `cdc bench dumper`        bench/dumper.py        mariadb-binlog --raw from our dumper vs
@@ -29,9 +30,11 @@ prints its ratio against a baseline measured in the same run.
                                                      position, vs mariadb --quick of the shards
     `cdc bench snapshot-isolation`  bench/snapshot_isolation.py  binlog growth with / without
                                                      4 clients reading whole tables
-    `cdc bench all`           cli/commands/bench.py  every one above (`--quick`: small sizes)
+    `cdc bench all`           cli/commands/bench.py  every one above (`--quick`: small sizes),
+                                                     then each figure beside its goal
 
-Helpers: bench/raw_dump.py (the common baseline: `mariadb-binlog --read-from-remote-server
+Helpers: bench/goals.py (every figure's goal, the verdict beside it, the summary),
+bench/raw_dump.py (the common baseline: `mariadb-binlog --read-from-remote-server
 --raw`, timed) and bench/latency_stages.py (reads the `cdc.stage_trace` files of a latency run
 into a per-stage breakdown; cdc/stage_trace.py, the hook the runtime calls, stays in cdc/).
 """

@@ -12,6 +12,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 
+from bench.goals import Figures
 from cn.workloads.steady import prepare, process_cpu_s, run_fast, steady_load
 from local_cluster.testing import scratch_cluster
 
@@ -52,7 +53,8 @@ def run_round(cfg, cluster, mode, seconds: float, workers: int, transfers: float
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
+    """`figures`: nothing kept (no goal for this bench's figures)."""
     p = argparse.ArgumentParser(prog="cdc bench cn", description=__doc__)
     p.add_argument("--dns", type=int, default=3)
     p.add_argument("--seconds", type=float, default=10)

@@ -17,6 +17,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
+from bench.goals import Figures
 from cn import ComputeNode, init
 from cn.workloads.transfer import TransferWorkload
 from local_cluster.testing import scratch_cluster
@@ -110,7 +111,8 @@ async def run(cluster, accounts: int, workers: int, baseline_s: float, rounds: i
     return 0 if ok else 1
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
+    """`figures`: nothing kept (no goal for this bench's figures)."""
     p = argparse.ArgumentParser(prog="cdc bench cn-change", description=__doc__)
     p.add_argument("--accounts", type=int, default=2000)
     p.add_argument("--workers", type=int, default=8)

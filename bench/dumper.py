@@ -15,6 +15,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.goals import Figures
 from bench.raw_dump import raw_dump
 from cdc.config import DumperConfig, DumperUser
 from cdc.protocol.auth import native_hash
@@ -128,7 +129,8 @@ def _count_events(path: Path) -> int:
     return sum(1 for _ in EventReader(path.read_bytes(), file=path.name))
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
+    figures = figures or Figures()
     p = argparse.ArgumentParser(prog="cdc bench dumper", description=__doc__)
     p.add_argument("--mb", type=int, default=50, help="binlog size in MB (default 50)")
     p.add_argument("--rounds", type=int, default=3)
@@ -147,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{r['file_bytes'] / r['dumper_s'] / 1e6:.0f} MB/s"
     )
     print(
-        f"  ratio dumper/mariadbd: {r['ratio']:.2f} (goal >= 0.8); output identical: {r['identical_output']}"
+        f"  ratio dumper/mariadbd: {r['ratio']:.2f} {figures.goal('dumper', r['ratio'])};"
+        f" output identical: {r['identical_output']}"
     )
     return 0

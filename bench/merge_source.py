@@ -19,6 +19,7 @@ from pathlib import Path
 import pymysql
 from pymysql.constants import CLIENT
 
+from bench.goals import Figures
 from bench.raw_dump import raw_dump
 from cdc.cn_protocol.schema import PRIVATE_TABLES
 from cdc.gc_tune import tune_gc
@@ -98,7 +99,8 @@ async def run_source(server, first: str) -> tuple[float, int, int, float]:
     return elapsed, events, fragments, cpu
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
+    figures = figures or Figures()
     p = argparse.ArgumentParser(prog="cdc bench merge-source", description=__doc__)
     p.add_argument("--events", type=int, default=1_000_000, help="DN binlog events to generate")
     p.add_argument("--rounds", type=int, default=2)
@@ -126,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         # On a loaded machine the wall time of a CPU-bound process is mostly waiting for a core.
         print(f"  MergeSource CPU time     {best_cpu:.2f} s  {events / best_cpu:>12,.0f} ev/s")
-        print(f"  ratio MergeSource/raw dump: {best_raw / best_source:.2f} (goal >= 0.3)")
+        ratio = best_raw / best_source
+        verdict = figures.goal("merge-source", ratio)
+        print(f"  ratio MergeSource/raw dump: {ratio:.2f} {verdict}")
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)

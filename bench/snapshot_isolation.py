@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 
+from bench.goals import Figures
 from bench.hostile import HostileSet, describe, measure_sets
 
-GOAL = 0.95
 
-
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
+    figures = figures or Figures()
     p = argparse.ArgumentParser(prog="cdc bench snapshot-isolation", description=__doc__)
     p.add_argument("--seconds", type=float, default=15, help="per phase")
     p.add_argument("--tps", type=float, default=300, help="target CN transactions/s")
@@ -49,14 +49,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     specs = [spec, hostile] if args.and_hostile else [spec]
     without, withs = measure_sets(seconds=seconds, tps=tps, dns=args.dns, specs=specs)
-    lines = describe("snapshot reads", without, withs[0], GOAL, "table readers")
+    lines = describe(
+        "snapshot reads", without, withs[0], figures, "snapshot-isolation", "table readers"
+    )
     print("\n".join(lines), flush=True)
     if args.and_hostile:
         print(
             "\n== hostile: on the snapshot-isolation bench's cluster, against its phase without"
             f" clients\nhostile clients: {hostile.clients()}"
         )
-        print("\n".join(describe("server in its own process", without, withs[1])), flush=True)
+        lines = describe("server in its own process", without, withs[1], figures)
+        print("\n".join(lines), flush=True)
     return 0
 
 

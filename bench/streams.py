@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.goals import Figures
 from bench.pipeline import (
     Cpu,
     _drop_meta,
@@ -127,7 +128,8 @@ def _run(cfg, work: Path, last_tso: int, streams: int) -> StreamsRun:
         shutil.rmtree(state, ignore_errors=True)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
+    figures = figures or Figures()
     p = argparse.ArgumentParser(prog="cdc bench streams", description=__doc__)
     p.add_argument("--streams", default="1,2,4", help="stream counts (default 1,2,4)")
     p.add_argument("--dns", type=int, default=3)
@@ -154,18 +156,27 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(
             f"  {'streams':>7} {'catch-up':>9} {'events/s':>10} {'txns':>8} {'merge':>7}"
-            f" {'sources':>8} {'writers (each)':<30} {'core wait':>9}"
+            f" {f'vs {counts[0]}':>6} {'sources':>8} {'writers (each)':<30} {'core wait':>9}"
         )
+        merge: dict[int, float] = {}  # the merge's CPU per DN event, by stream count
         for n in counts:
             r = _run(cfg, work, last_tso, n)
             per = 1e6 / max(1, dn_events)
+            merge[n] = r.merge_cpu_s * per
             writers = " ".join(f"{w * per:.2f}" for w in r.writers_cpu_s) or "(in the merge)"
             print(
                 f"  {n:>7} {r.catch_up_s:>7.2f} s {r.events / r.catch_up_s:>10,.0f}"
-                f" {r.transactions:>8,} {r.merge_cpu_s * per:>7.2f} {r.sources_cpu_s * per:>8.2f}"
-                f" {writers:<30} {r.wait_s:>7.2f} s",
+                f" {r.transactions:>8,} {merge[n]:>7.2f} {merge[n] / max(merge[counts[0]], 1e-9):>6.2f}"
+                f" {r.sources_cpu_s * per:>8.2f} {writers:<30} {r.wait_s:>7.2f} s",
                 flush=True,
             )
+    if len(counts) > 1:
+        # Flat as streams grow: the most streams' merge CPU per DN event against one stream's.
+        first, most = counts[0], max(counts)
+        ratio = merge[most] / max(merge[first], 1e-9)
+        other = "" if first == 1 else f"ran {most} / {first} streams"
+        verdict = figures.goal("streams", ratio, f"{most} streams", other)
+        print(f"merge CPU per DN event, {most} streams / {first}: {ratio:.2f} {verdict}")
     return 0
 
 

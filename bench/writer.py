@@ -10,6 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.goals import Figures
 from binlog_writer import BinlogWriter, FsyncPolicy, MysqlGtids
 from cdc.binlog.constants import GTID_EVENT
 from cdc.binlog.constants import ColumnType as T
@@ -165,7 +166,8 @@ def _batched(directory: Path, joined: list[bytes], policy, max_file_size: int, s
     return elapsed
 
 
-def format_result(r: dict) -> str:
+def format_result(r: dict, figures: Figures | None = None) -> str:
+    figures = figures or Figures()
     lines = [
         f"writer bench: {r['transactions']} transactions, {r['events']} events, {r['bytes'] / 1e6:.1f} MB, fsync={r['fsync']}"
     ]
@@ -183,7 +185,8 @@ def format_result(r: dict) -> str:
         )
     lines.append(
         f"  ratio vs plain: writer {r['ratio_writer_vs_plain']:.2f}, "
-        f"writer given stamped bytes {r['ratio_stamped_vs_plain']:.2f} (goal >= 0.5)"
+        f"writer given stamped bytes {r['ratio_stamped_vs_plain']:.2f}"
+        f" {figures.goal('writer', r['ratio_stamped_vs_plain'])}"
     )
     lines.append(
         f"  ratio GTID-numbered batches vs batches without GTIDs (time): "
@@ -192,7 +195,8 @@ def format_result(r: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
+    figures = figures or Figures()
     p = argparse.ArgumentParser(prog="cdc bench writer", description=__doc__)
     p.add_argument(
         "--txns", type=int, default=100_000, help="transactions to write (default 100000)"
@@ -212,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         fsync=args.fsync,
         directory=args.dir,
     )
-    print(json.dumps(r, indent=2) if args.json else format_result(r))
+    print(json.dumps(r, indent=2) if args.json else format_result(r, figures))
     return 0
 
 

@@ -25,6 +25,7 @@ from cli.commands import demo as demo_cmd
 from cli.commands import ha as ha_cmd
 from cli.commands import locate as locate_cmd
 from cli.commands import pipeline as pipeline_cmd
+from cli.commands import preflight as preflight_cmd
 from cli.commands import stream as stream_cmd
 from cli.commands import verify as verify_cmd
 from cli.commands import workload as workload_cmd
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         cn_cmd,
         workload_cmd,
         pipeline_cmd,
+        preflight_cmd,
         ha_cmd,
         stream_cmd,
         check_cmd,

@@ -311,6 +311,9 @@ class LocalCluster:
                     caching_sha2_digest(DEFAULT_PASSWORD),
                     replication=True,
                     admin=True,
+                    # Reads logical tables too (docs/snapshot-reads.md): `mariadb-dump` of the
+                    # dumper, a replica's initial copy, work without editing cdc.toml.
+                    select=True,
                 )
             ],
             # HA followers copy the leader's files as this user (docs/dumper.md).

@@ -32,6 +32,10 @@ cpdef list fast_commit_records(bytes rows, Py_ssize_t checksum_len)
 
 from merge_source.scan cimport annotate_trace, row_parts
 
+# Every XA prepare and local group passes here: its loop over the events reads each type in C.
+@cython.locals(queries=Py_ssize_t, code=int, e=bytes, text=bytes)
+cpdef refuse_statement_dml(BinlogGroup group, Py_ssize_t expected_queries)
+
 cdef class Classifier:
     cdef public object fde
     cdef public object spill_dir

@@ -46,6 +46,63 @@ class ClassifyError(RuntimeError):
     """A group the commit protocol cannot have produced (or an unreadable private row)."""
 
 
+class StatementLogged(ClassifyError):
+    """A write the DN logged as a statement (binlog_format STATEMENT or MIXED), not as rows:
+    nothing of it can be renamed, split by shard or put in the global binlog, and dropping it
+    would lose the write. The MergeSource stops on it, as on a corrupt binlog (docs/faults.md)."""
+
+
+# The first word of a statement-logged write (after comments: the CN's TraceId hint). What a DN
+# logs as QUERY events in ROW format is never one of these: DDL, XA END/COMMIT/ROLLBACK, COMMIT
+# of a non-transactional table, SAVEPOINT, ROLLBACK TO, account statements.
+DML_WORDS = frozenset({b"INSERT", b"UPDATE", b"DELETE", b"REPLACE", b"LOAD", b"WITH"})
+
+
+def statement_dml(text: bytes) -> bool:
+    """Whether a QUERY event's statement is a write of rows (a DML statement)."""
+    pos, end = 0, len(text)
+    while pos < end:
+        if text[pos] in b" \t\r\n(":
+            pos += 1
+        elif text.startswith(b"/*", pos):
+            close = text.find(b"*/", pos + 2)
+            if close < 0:
+                return False
+            pos = close + 2
+        else:
+            break
+    stop = pos
+    while stop < end and (65 <= text[stop] <= 90 or 97 <= text[stop] <= 122):
+        stop += 1
+    return text[pos:stop].upper() in DML_WORDS
+
+
+def refuse_statement_dml(group: BinlogGroup, expected_queries) -> None:  # C types: .pxd
+    """Raise `StatementLogged` if `group` holds a QUERY event that writes rows. A group of a DN
+    in ROW format holds `expected_queries` QUERY events (an XA prepare group: its XA END) or
+    fewer, bar a SAVEPOINT or a non-transactional table's COMMIT: only a group with more has its
+    statements read. (Compiled: the count is a C loop over the group's list, classifier.pxd.)"""
+    queries = 0
+    code = constants.EventType.QUERY
+    for e in group.events:  # (a spilled group: read below, rare and huge anyway)
+        if e[4] == code:
+            queries += 1
+    if queries <= expected_queries and group.span is None:
+        return
+    for data in group.body():
+        if data[4] == code:
+            text = query_text(data)
+            if statement_dml(text):
+                raise StatementLogged(
+                    f"{group.file}:{group.start}: a write logged as a statement, not as rows "
+                    f"(binlog_format is STATEMENT or MIXED on this DN): "
+                    f"{text[:200].decode(errors='replace')!r}. Its rows are in no binlog, so "
+                    "the global binlog cannot carry it: set binlog_format=ROW on the DN (my.cnf "
+                    "and SET GLOBAL), then re-copy what it changed since (docs/deploy.md, "
+                    '"A DN turned to STATEMENT")'
+                )
+
+
 class GroupKind(Enum):
     XA_PREPARE = "xa_prepare"  # a CN branch: held by the sorter until committed/rolled back
     XA_COMMIT = "xa_commit"
@@ -209,6 +266,7 @@ class Classifier:
         out: Classified  # compiled: a cdef class (classifier.pxd), its fields read in C
         flags2 = group.gtid[GTID_FLAGS2_OFFSET]
         if flags2 & FL_PREPARED_XA:
+            refuse_statement_dml(group, 1)  # (its XA END)
             txn_id, xid = xa_ident(group.gtid)
             out = self._rows(group, Classified(XA_PREPARE, xid=xid))
             if txn_id is None:
@@ -228,7 +286,13 @@ class Classifier:
         if group.count == 2:
             only = next(iter(group.body()))
             if only[4] == constants.EventType.QUERY:
-                return Classified(GroupKind.DDL, query=query_text(only))
+                text = query_text(only)
+                if statement_dml(text):  # (a statement-logged write to a MyISAM/Aria table)
+                    refuse_statement_dml(group, 0)
+                return Classified(GroupKind.DDL, query=text)
+        # A local transaction in ROW format holds no QUERY but a non-transactional table's
+        # COMMIT, a SAVEPOINT: read only then.
+        refuse_statement_dml(group, 0)
         return self._rows(group, Classified(LOCAL, fragment_kind=F_LOCAL))
 
     def _rows(self, group: BinlogGroup, out: Classified) -> Classified:

@@ -1,11 +1,13 @@
 """`cdc bench writer|dumper|fanout|merge-source|pipeline|latency|hostile|cn|cn-change|scale|streams|snapshot|snapshot-isolation|all`: benchmarks
-that print ratios measured side by side in one run."""
+that print ratios measured side by side in one run, each beside its goal (bench/goals.py); `all`
+ends with a summary of every figure against its goal."""
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
 import sys
+import traceback
 from pathlib import Path
 
 
@@ -145,7 +147,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         " section)",
     )
     isolation.set_defaults(func=cmd_snapshot_isolation)
-    every = bsub.add_parser("all", help="every benchmark, with its defaults")
+    every = bsub.add_parser(
+        "all", help="every benchmark, with its defaults; then each figure beside its goal"
+    )
     every.add_argument(
         "--quick", action="store_true", help="each at a small size (a check that all run here)"
     )
@@ -300,6 +304,7 @@ def cmd_all(args) -> int:
     from bench.cn_change import main as cn_change
     from bench.dumper import main as dumper
     from bench.fanout import main as fanout
+    from bench.goals import BenchRun, Figures, summary
     from bench.hostile import main as hostile
     from bench.latency import main as latency
     from bench.merge_source import main as merge_source
@@ -347,13 +352,22 @@ def cmd_all(args) -> int:
         ("hostile", hostile, [], None),  # --quick: in snapshot-isolation's run
         ("big-txn (1 GB; --quick: 16 MB)", big_txn, [], ["--mb=16"]),
     ]
-    failed = []
+    done: list[BenchRun] = []
     for title, bench, full, quick in runs:
         if args.quick and quick is None:
             continue
         print(f"\n== {title}", flush=True)
-        if bench(quick if args.quick else full):
-            failed.append(title)
+        figures = Figures()
+        try:
+            failed = bool(bench(quick if args.quick else full, figures))
+        except Exception:  # the others still run; the summary and the exit status say it
+            traceback.print_exc()
+            failed = True
+        done.append(BenchRun(title, figures, failed))
+    # Every figure beside its goal, once all ran (bench/goals.py).
+    print("\n== summary: each figure beside its goal (bench/goals.py)")
+    print(summary(done), flush=True)
+    failed = [run.title for run in done if run.failed]
     if failed:
         print(f"\nfailed: {', '.join(failed)}")
     return 1 if failed else 0

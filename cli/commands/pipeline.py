@@ -34,6 +34,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     # (what --background runs: the supervisor of the foreground service)
     start.add_argument("--supervise", action="store_true", help=argparse.SUPPRESS)
+    start.add_argument(
+        "--skip-preflight",
+        action="store_true",
+        help="start even if `cdc preflight` finds wrong settings (not advised)",
+    )
     start.set_defaults(func=cmd_start)
     stop = sub.add_parser("stop", help="stop a pipeline started with --background")
     stop.set_defaults(func=cmd_stop)
@@ -71,20 +76,32 @@ def state_dir(config_path: str, dumper_id: int = 0) -> Path:
 
 def cmd_start(args) -> int:
     return start(
-        args.config, background=args.background, dumper_id=args.dumper_id, supervise=args.supervise
+        args.config,
+        background=args.background,
+        dumper_id=args.dumper_id,
+        supervise=args.supervise,
+        preflight=not args.skip_preflight,
     )
 
 
 def start(
-    config_path: str, background: bool = False, dumper_id: int = 0, supervise: bool = False
+    config_path: str,
+    background: bool = False,
+    dumper_id: int = 0,
+    supervise: bool = False,
+    preflight: bool = True,
 ) -> int:
     """`cdc start`: the pipeline in this process, or detached and supervised with
-    `background` (`supervise`: be that supervisor)."""
+    `background` (`supervise`: be that supervisor). `preflight`: first refuse a GMS or DN set
+    up wrong, in `cdc preflight`'s words (cli/commands/preflight.py); an unreachable one is no
+    refusal (the pipeline waits for it)."""
     directory = state_dir(config_path, dumper_id)
     directory.mkdir(parents=True, exist_ok=True)
     pid_file = PidFile(directory / PIPELINE_PID)
-    service = [sys.executable, "-m", "cli.main", "start", "--config", config_path] + (
-        ["--dumper-id", str(dumper_id)] if dumper_id else []
+    service = (
+        [sys.executable, "-m", "cli.main", "start", "--config", config_path]
+        + (["--dumper-id", str(dumper_id)] if dumper_id else [])
+        + ([] if preflight else ["--skip-preflight"])
     )
     if supervise:
         from cli.supervise import supervise as run_supervisor
@@ -95,6 +112,11 @@ def start(
         if running is not None and running.pid != os.getppid():  # (ours: we run)
             print(f"already running (pid {running.pid})")
             return 0
+    if preflight:
+        from cli.commands.preflight import refuse_wrong_settings
+
+        # Before --background detaches: the refusal reaches the terminal, not only the log.
+        refuse_wrong_settings(load_for(config_path, dumper_id))
     if background:
         # Started once the new process writes its status (it does once it serves): never
         # mistake the file of an earlier run for it.

@@ -17,16 +17,23 @@ FIELDS = {
     "fanout": ["p99 first event", "CPU s/served MB"],
     "pipeline": ["pipeline bench:"],
     "snapshot-isolation": ["without", "with", "ratio with/without table readers"],
-    "snapshot": ["idle pipeline", "of keys changing", "ratio dumper/direct"],
+    "snapshot": [
+        *("idle pipeline", "of keys changing", "ratio dumper/direct"),
+        "keys changed after the read's position by its end",
+    ],
     "latency": [
-        *("achieved", "CN transaction", "p50", "p90", "p99", "max", "0 never seen", "goal p99"),
+        *("achieved", "CN transaction", "p50", "p90", "p99", "max", "0 never seen"),
+        "p99 at 2,000 TPS with 200 ms heartbeats",
         *("CPU per transaction", "commit -> src", "written -> seen", "event-loop pauses"),
         "machine (",
     ],
     "cn-change": ["  move ", "total balance unchanged", "ratio  longest write stall"],
     "cn": [label for label, *_ in cn.MODES] + ["CN CPU per txn x", "TPS on 2 idle cores"],
     "scale": ["effective ev/s", "by CPU per effective event"],
-    "streams": ["streams bench:", "catch-up", "events/s", "merge", "writers (each)"],
+    "streams": [
+        *("streams bench:", "catch-up", "events/s", "merge", "writers (each)"),
+        "merge CPU per DN event, 2 streams / 1:",
+    ],
     "hostile": ["without", "with", "ratio with/without hostile clients", "longest binlog pause"],
 }
 
@@ -62,3 +69,9 @@ def check(out: str) -> None:
     # The pipeline bench generated at least the DN events it was asked for (--events=10000).
     events = re.search(r"([\d,]+) DN events", found["pipeline"])
     assert events and int(events.group(1).replace(",", "")) >= 10_000, found["pipeline"]
+    # The summary at the end: every bench's figures beside their goals (bench/goals.py).
+    summary = found["summary: each figure beside its goal (bench/goals.py)"]
+    assert re.search(r"^  \d+ figures: \d+ met, .* 0 of \d+ benches failed$", summary, re.M), (
+        summary
+    )
+    assert "catch-up speed / raw dump of the DN binlogs" in summary, summary

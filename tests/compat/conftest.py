@@ -188,8 +188,6 @@ def pipeline(tmp_path_factory) -> Pipeline:
         cfg.dumper.port = free_base_port(0)
         cfg.cn.ground_truth_log = str(directory / "truth.jsonl")
         cfg.pipeline.checkpoint_interval_ms = 200
-        for user in cfg.dumper.users:  # rows of logical tables (test_connector_j_fetch.py)
-            user.select = True
         with cdc_start(cfg, directory):
             # Bounded: a CN transaction stuck on a lock must fail the fixture, not hang the run.
             transfers, orders, totals = asyncio.run(

@@ -204,6 +204,9 @@ def test_python_mysql_replication():
 def test_any_client():
     out = run(one("Use it with", r"^mariadb -h"))
     assert "binlog.000001" in out and "CREATE TABLE" in out and "Format_desc" in out, out
+    # The demo's user reads rows too (its [[dumper.users]] entry has `select`): no ERR 1142.
+    out = run(one("Use it with", r"^mariadb-dump "))
+    assert "INSERT INTO `accounts` VALUES" in out and "CHANGE MASTER TO" in out, out[-2000:]
 
 
 # -- Commands -----------------------------------------------------------------------------------
@@ -222,6 +225,7 @@ def test_commands_pipeline_and_traffic():
     out = run(table(r"cdc status .*--json"))
     status = json.loads(out[out.index("{") : out.rindex("}") + 1])  # (run() adds stderr)
     assert status["last_tso"] > 0 and isinstance(status["consumers"], list), status
+    assert "0 problem(s), 0 unreachable" in run(table(r"cdc preflight "))
     assert "TPS" in run(table(r"workload transfer"), timeout=120)
     assert "all tables equal" in run(table(r"cdc check "))
     for verify in (table(r"verify-binlog .*--server"), table(r"verify-binlog .*--from-files")):

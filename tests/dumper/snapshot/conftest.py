@@ -128,8 +128,6 @@ def running_snap(directory: Path, *, mariadb: bool = False) -> Iterator[Snap]:
             d.flavor = "mariadb"
             d.version = "10.11.19-MariaDB-cdc-log"
             d.gtid_domain_id = MARIADB_DOMAIN
-        for user in d.users:  # the cluster's `repl`, as an operator runs mariadb-dump
-            user.select = True
         d.users = [
             *d.users,
             DumperUser(READER[0], auth.native_hash(READER[1]), select=True),
