@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from collections.abc import Iterable
 
 log = logging.getLogger(__name__)
@@ -37,3 +38,27 @@ async def wait_event(event: asyncio.Event, timeout: float) -> None:
             await event.wait()
     except TimeoutError:
         pass
+
+
+def dump_tasks_on(sig: int = signal.SIGUSR1) -> None:
+    """On `sig`, log every task of the running loop with the chain of awaits it is suspended
+    in: what a process that seems hung waits for (a test sends it before it gives up on it)."""
+    loop = asyncio.get_running_loop()
+
+    def dump() -> None:
+        for task in asyncio.all_tasks(loop):
+            log.warning("task %s awaits:\n  %s", task.get_name(), "\n  ".join(_awaits(task)))
+
+    loop.add_signal_handler(sig, dump)
+
+
+def _awaits(task: asyncio.Task) -> list[str]:
+    """file:line function of each coroutine from the task's down to the innermost await
+    (`Task.print_stack` shows the outermost frame only)."""
+    out, coro = [], task.get_coro()
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None:
+            out.append(f"{frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return out or [repr(task)]

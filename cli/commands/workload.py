@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import signal
 
 from cdc.config import load
 from cli.commands.cluster import positive_int
@@ -49,12 +50,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_workload(args) -> int:
     from cdc.cn_protocol.crash_points import CrashPoints
+    from cdc.tasks import dump_tasks_on
     from cn import ComputeNode, init
     from cn.workloads import run_workload, set_up
 
     config = load(args.config)
 
     async def run() -> str:
+        dump_tasks_on(signal.SIGUSR1)  # `kill -USR1`: what a workload that seems hung waits for
         await init(config)  # idempotent: a fresh cluster works out of the box
         cn = ComputeNode(config, crash_points=CrashPoints.from_env())
         await cn.start()
