@@ -19,6 +19,7 @@ follower. `tune(cfg)` changes the written config last (a test's own timeouts, re
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import time
@@ -31,7 +32,7 @@ from cdc.config import DumperPeer
 from local_cluster.hosts import Host, Hosts
 from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER, LocalCluster
 from local_cluster.testing import free_base_port
-from tests.chaos.dumpers import Dumpers
+from tests.chaos.dumpers import Dumpers, copies_identical
 from tests.chaos.harness import Chaos
 
 HOSTS = ("gms", "dn1", "dn2", "d1", "d2", "cn", "c1", "c2", "replica")
@@ -171,6 +172,38 @@ class PartitionCluster(Chaos):
             cur.execute("START SLAVE")
         return file, pos
 
+    async def after_the_run(
+        self, leader: int, consumers: dict[str, Consumer], follower: int | None = None
+    ) -> list[str]:
+        """What every partition test checks once its proof passed: the replica ended without
+        an error; each consumer reads to the end of dumper `leader`'s binlog within 30 s and
+        holds a prefix of it, byte for byte (then it is stopped); the follower's copy is the
+        leader's. Returns the problems found."""
+        problems = []
+        if self.replica is not None and (error := self.replica_error()):
+            problems.append(f"the replica: {error}")
+        binlog = self.dumpers.binlog(leader)
+        total = sum(p.stat().st_size for p in binlog.glob("binlog.[0-9]*"))
+        for name, consumer in consumers.items():
+            try:
+                await wait(lambda consumer=consumer: consumer.size() >= total, 30, "")
+            except AssertionError:
+                problems.append(
+                    f"consumer {name} holds {consumer.size()} of the binlog's {total} bytes "
+                    f"30 s after the run: {consumer.log()}"
+                )
+            consumer.stop()
+            if why := not_a_prefix(consumer.dir, binlog):
+                problems.append(f"consumer {name}: {why}")
+        if follower is not None:
+            try:
+                await wait(lambda: copies_identical(binlog, self.dumpers.binlog(follower)), 30, "")
+            except AssertionError:
+                problems.append(
+                    f"dumper {follower}'s copy differs from the leader's 30 s after the run"
+                )
+        return problems
+
     def replica_error(self) -> str:
         """The replica's IO/SQL errors now ("" if none)."""
         with self.replica.connect() as conn, conn.cursor(pymysql.cursors.DictCursor) as cur:
@@ -272,3 +305,12 @@ def _no_in_use(head: bytes) -> bytes:
     if len(data) > 21:
         data[21] &= ~1
     return bytes(data)
+
+
+async def wait(what, timeout: float, message: str):
+    """Until `what()` is true (returns it), at most `timeout` seconds (then fails: `message`)."""
+    deadline = time.monotonic() + timeout
+    while not (result := what()):
+        assert time.monotonic() < deadline, message
+        await asyncio.sleep(0.1)
+    return result

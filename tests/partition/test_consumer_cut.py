@@ -36,9 +36,8 @@ import pymysql
 import pytest
 
 from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from tests.partition.cluster import SOLO_LEASE_MS, PartitionCluster, not_a_prefix
+from tests.partition.cluster import SOLO_LEASE_MS, PartitionCluster, not_a_prefix, wait
 from tests.partition.conftest import needs_hosts
-from tests.partition.test_leader_gms_cut import wait
 
 pytestmark = needs_hosts
 

@@ -25,9 +25,8 @@ import time
 
 import pytest
 
-from tests.partition.cluster import SOLO_LEASE_MS, PartitionCluster, not_a_prefix
+from tests.partition.cluster import SOLO_LEASE_MS, PartitionCluster, wait
 from tests.partition.conftest import needs_hosts
-from tests.partition.test_leader_gms_cut import wait
 
 pytestmark = needs_hosts
 
@@ -124,18 +123,7 @@ async def test_a_merge_sources_dn_link_silent(tmp_path, hosts):
             )
         summary = await c.prove("dn2's link cut from the dumper")
         print(summary)
-        if c.replica is not None and (error := c.replica_error()):
-            problems.append(f"the replica: {error}")
-
-        binlog = c.dumpers.binlog(1)
-        total = sum(p.stat().st_size for p in binlog.glob("binlog.[0-9]*"))
-        try:
-            await wait(lambda: consumer.size() >= total, 30, "")
-        except AssertionError:
-            problems.append(f"the consumer holds {consumer.size()} of {total} bytes after 30 s")
-        consumer.stop()
-        if why := not_a_prefix(consumer.dir, binlog):
-            problems.append(f"consumer c1: {why}")
+        problems += await c.after_the_run(1, {"c1": consumer})
     finally:
         detail = "\n".join(f"{t:+7.1f}s {what}" for t, what in timeline)
         print(f"timeline (idle timeout {IDLE_MS} ms, cut {CUT_S:.0f} s):\n{detail}")

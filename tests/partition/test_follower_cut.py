@@ -28,11 +28,9 @@ import asyncio
 import os
 import time
 
-from tests.chaos.dumpers import copies_identical
 from tests.chaos.test_dumper_ha import acknowledging
-from tests.partition.cluster import LEASE_MS, PartitionCluster, not_a_prefix
+from tests.partition.cluster import LEASE_MS, PartitionCluster, wait
 from tests.partition.conftest import needs_hosts
-from tests.partition.test_leader_gms_cut import wait
 from tests.partition.watch import Watch, snapshot, torn
 
 pytestmark = needs_hosts
@@ -176,27 +174,7 @@ async def test_a_follower_cut_off_from_the_leader(tmp_path, hosts):
             print(await c.prove("a follower cut from its leader"))
         except AssertionError as exc:
             problems.append(f"the end-of-run proof failed: {exc}")
-        if c.replica is not None and (error := c.replica_error()):
-            problems.append(f"the replica: {error}")
-        binlog = c.dumpers.binlog(leader)
-        total = sum(p.stat().st_size for p in binlog.glob("binlog.[0-9]*"))
-        for name, consumer in c.consumers.items():
-            try:
-                await wait(lambda consumer=consumer: consumer.size() >= total, 30, "")
-            except AssertionError:
-                problems.append(
-                    f"consumer {name} holds {consumer.size()} of the binlog's {total} bytes "
-                    f"30 s after the run: {consumer.log()}"
-                )
-            consumer.stop()
-            if why := not_a_prefix(consumer.dir, binlog):
-                problems.append(f"consumer {name}: {why}")
-        try:
-            await wait(lambda: copies_identical(binlog, c.dumpers.binlog(follower)), 30, "")
-        except AssertionError:
-            problems.append(
-                f"dumper {follower}'s copy differs from the leader's 30 s after the run"
-            )
+        problems += await c.after_the_run(leader, c.consumers, follower)
     finally:
         if sampler is not None:
             sampler.cancel()

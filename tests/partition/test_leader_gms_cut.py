@@ -30,7 +30,7 @@ import pytest
 
 from tests.chaos.dumpers import copies_identical
 from tests.chaos.test_dumper_ha import acknowledging
-from tests.partition.cluster import IDS, LEASE_MS, PartitionCluster, not_a_prefix
+from tests.partition.cluster import IDS, LEASE_MS, PartitionCluster, not_a_prefix, wait
 from tests.partition.conftest import needs_hosts
 
 pytestmark = needs_hosts
@@ -272,14 +272,6 @@ def spans_of(times: list[float], gap: float = 0.5) -> list[tuple[float, float]]:
         else:
             spans.append((t, t))
     return spans
-
-
-async def wait(what, timeout: float, message: str):
-    deadline = time.monotonic() + timeout
-    while not (result := what()):
-        assert time.monotonic() < deadline, message
-        await asyncio.sleep(0.1)
-    return result
 
 
 async def wait_sample(
