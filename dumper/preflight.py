@@ -45,7 +45,6 @@ What is checked, and why (docs/deploy.md has the table):
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -56,6 +55,7 @@ import pymysql
 from cdc import admin_sql
 from cdc.cn_protocol import schema as cn_schema
 from cdc.config import Config, NodeConfig
+from dumper.server.sql.variables import like_to_regex
 
 CONNECT_TIMEOUT_S = 3.0  # a node that does not answer within this is unreachable, not wrong
 READ_TIMEOUT_S = 10.0
@@ -137,7 +137,8 @@ class NodeFacts:
         if database is None:
             return False
         return any(
-            priv == privilege and _schema_pattern(pattern).fullmatch(database)
+            priv == privilege
+            and like_to_regex(pattern).fullmatch(database)  # (a grant's db: a LIKE pattern)
             for pattern, priv in self.schema_privileges
         )
 
@@ -185,19 +186,6 @@ class Report:
                 for n in self.nodes
             ],
         }
-
-
-def _schema_pattern(pattern: str) -> re.Pattern[str]:
-    out, i = [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\" and i + 1 < len(pattern):
-            out.append(re.escape(pattern[i + 1]))
-            i += 2
-            continue
-        out.append("." if c == "_" else ".*" if c == "%" else re.escape(c))
-        i += 1
-    return re.compile("".join(out), re.IGNORECASE)
 
 
 def gather(node: NodeConfig, role: str, connect_timeout: float = CONNECT_TIMEOUT_S) -> NodeFacts:
