@@ -1,5 +1,5 @@
-"""Regenerates dumper/server/snapshot/weights.txt.gz, the collation weights the dumper's snapshot
-reads order strings by (dumper/server/snapshot/collation.py), from a real mariadbd: each code
+"""Regenerates read_path/weights.txt.gz, the collation weights the dumper's snapshot
+reads order strings by (read_path/collation.py), from a real mariadbd: each code
 point's `WEIGHT_STRING` under each collation family, as the server itself computes it.
 
     .venv/bin/python -m bench.snapshot_weights [--out PATH]
@@ -33,11 +33,11 @@ from pathlib import Path
 
 import pymysql
 
-from dumper.server.snapshot.collation import rule
 from local_cluster.mariadb_server import MariadbServer
 from local_cluster.testing import free_base_port
+from read_path.collation import rule
 
-OUT = Path(__file__).resolve().parent.parent / "dumper" / "server" / "snapshot" / "weights.txt.gz"
+OUT = Path(__file__).resolve().parent.parent / "read_path" / "weights.txt.gz"
 LAST = 0x10FFFF
 # family → the collation it is read with (the utf8mb3 and NO PAD ones share its weights).
 UNICODE = {

@@ -44,13 +44,13 @@ COMPILED_MODULES = (
     "dumper.server.dump.framing",
     # A snapshot read's rows (docs/snapshot-reads.md): each DN page's rows split into key and
     # data, and the rows framed as packets a batch at a time (the read's per-row cost).
-    "dumper.server.snapshot.page_rows",
+    "read_path.page_rows",
     "dumper.server.wire.row_packets",
     # A snapshot read's scan of the global binlog: the values of a changed row located, none
     # decoded (its key is, and its before-image only if a chunk emits it).
-    "dumper.server.snapshot.image_walk",
+    "read_path.image_walk",
     # A before-image a chunk emits, spelled from its bytes straight into a text row.
-    "dumper.server.snapshot.image_text",
+    "read_path.image_text",
 )
 # C libraries a compiled module calls directly (cdc/binlog/zcrc.pxd, which it cimports, declares
 # what it uses): zlib's crc32 from C costs a fraction of the Python call per event.

@@ -33,9 +33,9 @@ from dumper.server import (
     HistorySchemaProvider,
     ServeProcess,
     Server,
-    SnapshotSource,
 )
 from dumper.server import serve as serve_binlog
+from read_path import SnapshotSource
 from topology import gms, migrate, server_uuid
 
 log = logging.getLogger(__name__)

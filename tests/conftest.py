@@ -25,7 +25,7 @@ from local_cluster.testing import throwaway_cluster
 
 # Packages whose tests share a package-scoped fixture (a cluster and pipeline of their own):
 # one worker runs all of a package's tests, so the fixture starts once.
-SHARED_FIXTURE_PACKAGES = ("tests/compat/", "tests/dumper/hostile/", "tests/dumper/snapshot/")
+SHARED_FIXTURE_PACKAGES = ("tests/compat/", "tests/dumper/hostile/", "tests/read_path/")
 
 
 def work_unit(nodeid: str) -> str:
@@ -60,7 +60,7 @@ LONG_UNITS = (
     "tests/e2e/",
     "tests/backfill/",
     "tests/compat/",
-    "tests/dumper/snapshot/",
+    "tests/read_path/",
     "tests/cn/test_kill.py",
     "tests/test_compiled.py",
 )

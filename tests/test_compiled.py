@@ -40,8 +40,8 @@ PURE_TESTS = [
     "tests/binlog_writer/test_batch.py",
     "tests/cdc/binlog/test_fastpath.py",
     "tests/dumper/test_framing.py",
-    "tests/dumper/snapshot/test_page_rows.py",
-    "tests/dumper/snapshot/test_image_text.py",
+    "tests/read_path/test_page_rows.py",
+    "tests/read_path/test_image_text.py",
     "tests/cdc/binlog/test_pxd_constants.py",
 ]
 

@@ -1,8 +1,8 @@
-"""The MySQL protocol server of the global binlog, in four parts (go-mysql's server split):
+"""The MySQL protocol server of the global binlog, in three parts (go-mysql's server split):
 `wire/` (accept loop, connection, handshake, command switch, prepared statements), `sql/`
-(parser and answers by subject), `dump/` (binlog dump, ack gate, retention) and `snapshot/`
-(rows of logical tables as of a binlog position, read from the DNs), joined by the
-handler interfaces of `handlers.py`; `server.serve` assembles them, `ServeProcess` runs them in a
+(parser and answers by subject; rows of logical tables come from the read path, `read_path/`,
+through the `TableReads` it is handed) and `dump/` (binlog dump, ack gate, retention), joined by
+the handler interfaces of `handlers.py`; `server.serve` assembles them, `ServeProcess` runs them in a
 child process. It reads the binlog files; it never writes them."""
 
 from dumper.server.dump.ack_gate import AckGate, ack_packet, parse_ack
@@ -17,7 +17,6 @@ from dumper.server.dump.notifiers import (
 from dumper.server.dump.request import DumpError
 from dumper.server.serve_process import ServeProcess
 from dumper.server.server import Server, serve
-from dumper.server.snapshot import SnapshotSource
 from dumper.server.sql.history_schema import HistorySchemaProvider
 from dumper.server.sql.schema import (
     ColumnSchema,
@@ -41,7 +40,6 @@ __all__ = [
     "SchemaProvider",
     "ServeProcess",
     "Server",
-    "SnapshotSource",
     "TableSchema",
     "ack_packet",
     "parse_ack",

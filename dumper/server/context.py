@@ -18,9 +18,9 @@ from dumper.server.dump.gtid_state import GtidState
 from dumper.server.dump.mariadb_gtid_state import MariadbGtidState
 from dumper.server.dump.notifiers import Notifier
 from dumper.server.dump.shared_reads import SharedReads
-from dumper.server.snapshot.source import SnapshotSource
 from dumper.server.sql.schema import SchemaProvider
 from dumper.server.sql.variables import LIVE_VARIABLES, VarValue, server_variables
+from read_path import TableReads
 
 
 @dataclass(slots=True)
@@ -100,9 +100,9 @@ class ServerContext:
     gtid_state: GtidState | None = None
     # The mariadb flavour's GTIDs (`[dumper] flavor = "mariadb"`; then gtid_state is None).
     mariadb_gtids: MariadbGtidState | None = None
-    # The cluster's GMS and DNs, for SELECTs over logical tables (docs/snapshot-reads.md);
-    # None: a dumper serving files only (rows are refused).
-    snapshot: SnapshotSource | None = None
+    # The read path over the cluster's GMS and DNs, for SELECTs over logical tables
+    # (docs/snapshot-reads.md); None: a dumper serving files only (rows are refused).
+    reads: TableReads | None = None
 
     def __post_init__(self) -> None:
         if not self.variables:

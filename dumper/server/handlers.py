@@ -11,19 +11,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from cdc.protocol.resultset import Column
+from cdc.protocol.sql_error import SqlError as SqlError  # the server's parts raise it from here
 
 if TYPE_CHECKING:
     from dumper.server.context import SessionState
-
-
-class SqlError(Exception):
-    """A statement we cannot parse, do not support or refuse: an ERR packet (1064 by default)."""
-
-    def __init__(self, message: str, code: int = 1064, sql_state: str = "42000") -> None:
-        super().__init__(message)
-        self.code = code
-        self.sql_state = sql_state
-        self.message = message
 
 
 @dataclass(slots=True)

@@ -334,7 +334,7 @@ async def _child(spec: dict) -> None:
         schema = InMemorySchemaProvider()
     snapshot = None
     if spec["schema"] == "history":  # a cluster behind: rows of logical tables can be read
-        from dumper.server.snapshot import SnapshotSource
+        from read_path import SnapshotSource
 
         snapshot = SnapshotSource(config)
     config.dumper.port = spec["port"]

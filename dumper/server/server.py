@@ -18,10 +18,10 @@ from dumper.server.dump.handler import ReplicationAnswers
 from dumper.server.dump.notifiers import Notifier, PollNotifier
 from dumper.server.dump.retention import Retention, RetentionPolicy
 from dumper.server.handlers import Handlers
-from dumper.server.snapshot.source import SnapshotSource
 from dumper.server.sql.executor import QueryExecutor
 from dumper.server.sql.schema import InMemorySchemaProvider, SchemaProvider
 from dumper.server.wire.listener import Listener
+from read_path import SnapshotSource, TableReads
 
 log = logging.getLogger(__name__)
 
@@ -94,14 +94,20 @@ async def serve(
     `server_uuid`: the global binlog's (the sid of the GTIDs in its files); "" for files
     without GTIDs."""
     files = BinlogFiles(Path(binlog_dir or config.binlog_dir), config.binlog_base)
+    notifier = notifier or PollNotifier()
+    reads = None
+    if snapshot is not None:
+        reads = TableReads(
+            snapshot, files, notifier, config.snapshot_page_rows, config.snapshot_sort_rows
+        )
     ctx = ServerContext(
         config=config,
         files=files,
         schema=schema if schema is not None else InMemorySchemaProvider(),
-        notifier=notifier or PollNotifier(),
+        notifier=notifier,
         acks=acks,
         server_uuid=server_uuid,
-        snapshot=snapshot,
+        reads=reads,
     )
     if read_only is not None:
         ctx.read_only = read_only

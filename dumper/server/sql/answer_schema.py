@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 from cdc.protocol.resultset import Column
 from dumper.server.handlers import Result, RowsResult, SqlError, StreamedRows
-from dumper.server.snapshot.estimates import RowEstimates
 from dumper.server.sql import statements as st
 from dumper.server.sql.answers import LONGLONG_U, Answers, cols
 from dumper.server.sql.schema import TableSchema
@@ -153,8 +152,8 @@ class SchemaAnswers(Answers):
                     + (None, None, None, t.collation, None, "", t.comment)
                 )
         columns = TABLE_STATUS_COLUMNS
-        if self.ctx.snapshot is not None and rows:
-            return StreamedRows(RowEstimates(self.ctx.snapshot, db, columns, rows, ROWS_AT))
+        if self.ctx.reads is not None and rows:
+            return StreamedRows(self.ctx.reads.row_estimates(db, columns, rows, ROWS_AT))
         return RowsResult(columns, rows)
 
 

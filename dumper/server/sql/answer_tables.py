@@ -1,18 +1,16 @@
 """Rows of logical tables: a SELECT over one table, answered as of the global binlog's end when
 it starts (docs/snapshot-reads.md) after its privilege check; the rows are read and streamed by
-`snapshot/`."""
+the read path (`read_path/`), through the `TableReads` the server hands in."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from dumper.server.handlers import OkResult, Result, SqlError, StreamedRows
-from dumper.server.snapshot.read import SnapshotRead
-from dumper.server.snapshot.values import ColumnDef
 from dumper.server.sql import statements as st
 from dumper.server.sql.answers import Answers
-from dumper.server.sql.parse_select import unsupported
 from dumper.server.users import require_read_rows
+from read_path import ColumnDef, unsupported
 
 
 class TableAnswers(Answers):
@@ -40,23 +38,14 @@ class TableAnswers(Answers):
         finally:
             read.close()
 
-    def _read(self, stmt: st.TableSelect, position: Callable[[], tuple[str, int]]) -> SnapshotRead:
+    def _read(self, stmt: st.TableSelect, position: Callable[[], tuple[str, int]]):
         db = stmt.db or self.state.db
         if not db:
             raise SqlError("No database selected", 1046, "3D000")
         require_read_rows(self.state.user, self.state.host, db, stmt.table)
-        if self.ctx.snapshot is None:
+        if self.ctx.reads is None:
             raise unsupported("reading rows on a dumper started without the cluster's GMS")
-        return SnapshotRead(
-            self.ctx.snapshot,
-            self.ctx.files,
-            self.ctx.notifier,
-            stmt,
-            db,
-            position(),
-            page_rows=self.ctx.config.snapshot_page_rows,
-            sort_rows=self.ctx.config.snapshot_sort_rows,
-        )
+        return self.ctx.reads.select(stmt, db, position())
 
     def transaction(self, stmt: st.Transaction) -> Result:
         """BEGIN pins at the first read (REPEATABLE READ); WITH CONSISTENT SNAPSHOT at once;

@@ -9,7 +9,8 @@ from decimal import Decimal
 
 from dumper.server.handlers import SqlError
 from dumper.server.sql.cursor import Cursor, number_value
-from dumper.server.sql.statements import (
+from read_path import unsupported
+from read_path.request import (
     Between,
     BoolOp,
     Compare,
@@ -22,7 +23,6 @@ from dumper.server.sql.statements import (
     WhereValue,
 )
 
-ER_NOT_SUPPORTED_YET = 1235
 # WHERE's nesting (NOT, parentheses): the evaluators recurse as deep as the tree.
 MAX_NESTING = 64
 _AGGREGATES = ("COUNT", "MIN", "MAX")
@@ -38,16 +38,6 @@ _MODIFIERS = (
     "SQL_BUFFER_RESULT",
 )
 _CLAUSES = ("FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "FOR", "LOCK", "UNION", "INTO")
-
-
-def unsupported(construct: str, where: str = " in a SELECT over a logical table") -> SqlError:
-    """MySQL's ER_NOT_SUPPORTED_YET, naming what the statement used."""
-    return SqlError(
-        f"This version of the binlog server doesn't yet support '{construct}{where}' (see "
-        "docs/snapshot-reads.md)",
-        ER_NOT_SUPPORTED_YET,
-        "42000",
-    )
 
 
 def reads_table(cur: Cursor) -> bool:

@@ -4,7 +4,21 @@ dataclass per statement form (`Statement` is their union)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from decimal import Decimal
+
+# -- SELECT over a logical table: the read path's request (read_path/request.py), re-exported
+# here with the other statements the parser makes.
+from read_path.request import (  # noqa: F401  (re-exported)
+    Between,
+    BoolOp,
+    Compare,
+    InList,
+    IsNull,
+    Not,
+    TableItem,
+    TableSelect,
+    Where,
+    WhereValue,
+)
 
 
 # -- expressions ----------------------------------------------------------------------------------
@@ -203,80 +217,6 @@ class Transaction:
 class ShowCreateDatabase:
     db: str
     if_not_exists: bool = False
-
-
-# -- SELECT over a logical table (sql/parse_select.py, docs/snapshot-reads.md) --------------------
-# A WHERE literal: int, Decimal (exact, for numbers with a point), float (with an exponent), str
-# or None. Written back as SQL for the DN by snapshot/where.py.
-WhereValue = int | Decimal | float | str | None
-
-
-@dataclass(slots=True, frozen=True)
-class Compare:
-    column: str  # lower case
-    op: str  # = <> < <= > >= (`!=` is read as <>; `value op column` is turned around)
-    value: WhereValue
-
-
-@dataclass(slots=True, frozen=True)
-class Between:
-    column: str
-    low: WhereValue
-    high: WhereValue
-    negated: bool = False
-
-
-@dataclass(slots=True, frozen=True)
-class InList:
-    column: str
-    values: tuple[WhereValue, ...]
-    negated: bool = False
-
-
-@dataclass(slots=True, frozen=True)
-class IsNull:
-    column: str
-    negated: bool = False
-
-
-@dataclass(slots=True, frozen=True)
-class BoolOp:
-    op: str  # AND or OR
-    parts: tuple[Where, ...]
-
-
-@dataclass(slots=True, frozen=True)
-class Not:
-    part: Where
-
-
-Where = Compare | Between | InList | IsNull | BoolOp | Not
-
-
-@dataclass(slots=True, frozen=True)
-class TableItem:
-    kind: str  # "*", "column", "COUNT", "MIN" or "MAX" (COUNT is COUNT(*))
-    column: str | None  # lower case; None for * and COUNT(*)
-    name: str  # the result column's name: its alias, or the item as written
-
-
-@dataclass(slots=True)
-class TableSelect:
-    db: str | None  # None: the session's database
-    table: str
-    alias: str | None
-    items: list[TableItem]
-    where: Where | None = None
-    order_by: list[tuple[str, bool]] = field(default_factory=list)  # (column, descending)
-    limit: int | None = None
-    offset: int = 0
-    # Flink CDC's split query (a derived table): the items fold the first `first` rows of this
-    # SELECT in its order, after `offset` (sql/parse_select.py `_derived`); None: every row.
-    first: int | None = None
-
-    @property
-    def aggregate(self) -> bool:
-        return any(i.kind in ("COUNT", "MIN", "MAX") for i in self.items)
 
 
 Statement = (

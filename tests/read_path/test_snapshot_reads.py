@@ -11,8 +11,8 @@ import pymysql
 import pytest
 
 from cdc.protocol.client import MysqlClient
-from dumper.server.snapshot.values import ColumnDef
-from tests.dumper.snapshot.conftest import (
+from read_path.values import ColumnDef
+from tests.read_path.conftest import (
     ACCOUNTS,
     BALANCE,
     BANK_ONLY,

@@ -1,4 +1,4 @@
-"""The per-change step of a snapshot read's scan of the global binlog (snapshot/changes.py):
+"""The per-change step of a snapshot read's scan of the global binlog (read_path/changes.py):
 where each column's value starts in a full row image, found by stepping over the values by
 their sizes (`cdc.binlog.row_image.value_widths`), none of them decoded. The scan decodes a
 changed row's key only, and its before-image only if a chunk emits it; Python spent about 7 µs

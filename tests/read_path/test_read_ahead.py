@@ -10,7 +10,7 @@ import itertools
 import pytest
 
 from dumper.server.handlers import SqlError
-from dumper.server.snapshot.read_ahead import ReadAhead
+from read_path.read_ahead import ReadAhead
 
 
 def shards_of(keys: int, shards: int) -> list[list[int]]:

@@ -14,8 +14,7 @@ import re
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 
-from dumper.server.snapshot.values import ColumnDef
-from dumper.server.sql.statements import (
+from read_path.request import (
     Between,
     BoolOp,
     Compare,
@@ -25,6 +24,7 @@ from dumper.server.sql.statements import (
     Where,
     WhereValue,
 )
+from read_path.values import ColumnDef
 
 _NUMERIC_PREFIX = re.compile(r"\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 

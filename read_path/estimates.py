@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 
 from cdc.protocol.resultset import Column, text_row
-from dumper.server.snapshot.source import DnReader, SnapshotSource
-from dumper.server.snapshot.values import split_fields
+from read_path.source import DnReader, SnapshotSource
+from read_path.values import split_fields
 
 
 def _literal(text: str) -> str:

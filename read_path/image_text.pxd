@@ -1,7 +1,7 @@
 # C types for image_text.py when Cython compiles it (an augmenting .pxd: the .py stays plain Python).
 import cython
 
-from dumper.server.snapshot cimport spelling
+from read_path cimport spelling
 
 @cython.locals(p="const unsigned char*", q="unsigned char*", n=Py_ssize_t, j=Py_ssize_t,
                i=Py_ssize_t, start=Py_ssize_t, length=Py_ssize_t, total=Py_ssize_t,

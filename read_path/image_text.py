@@ -1,4 +1,4 @@
-"""The before-images a snapshot read emits (snapshot/changes.py), spelled straight into text
+"""The before-images a snapshot read emits (read_path/changes.py), spelled straight into text
 rows: each column's value read from the image's bytes and written as the text protocol spells
 it, a length-encoded string (NULL as 0xFB), with no decoded value in between. Python spent
 about 9 µs decoding a 4-column image (`cdc.binlog.row_image`) and as much again spelling it
@@ -7,7 +7,7 @@ about 9 µs decoding a 4-column image (`cdc.binlog.row_image`) and as much again
 How a column is spelled is chosen once per table map (`ImageSpeller`, `spelling.Spelling`):
 integers, strings the DN sends as they are, DATETIME2 and DATE are spelled here; every other
 column, and a value out of the ranges spelled here, by `text_value` from its decoded value, as
-before (tests/dumper/snapshot/test_units.py checks the two agree for every column type).
+before (tests/read_path/test_units.py checks the two agree for every column type).
 
 Plain Python that Cython compiles unchanged when it is there (cdc/compiled.py lists this
 module; image_text.pxd gives its C types; `COMPILED` says which one runs)."""
@@ -20,11 +20,11 @@ from cdc.binlog.row_image import decode_value
 from cdc.binlog.table_map import Column
 from cdc.compiled import is_compiled
 from cdc.protocol.constants import ColumnType as T
-from dumper.server.snapshot import spelling
-from dumper.server.snapshot.changes import layout
-from dumper.server.snapshot.collation import single_byte
-from dumper.server.snapshot.image_walk import value_starts
-from dumper.server.snapshot.values import (
+from read_path import spelling
+from read_path.changes import layout
+from read_path.collation import single_byte
+from read_path.image_walk import value_starts
+from read_path.values import (
     ENUM_FLAG,
     NUMERIC_TYPES,
     SET_FLAG,

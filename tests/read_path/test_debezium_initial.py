@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from tests.dumper.snapshot.conftest import ACCOUNTS, BALANCE
+from tests.read_path.conftest import ACCOUNTS, BALANCE
 
 JARS = Path(sys.prefix) / "share" / "cdc" / "jars"
-SOURCE = Path(__file__).parents[2] / "compat" / "java" / "DebeziumDump.java"
+SOURCE = Path(__file__).parents[1] / "compat" / "java" / "DebeziumDump.java"
 CHANGES = 300
 
 pytestmark = [

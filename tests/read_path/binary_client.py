@@ -138,7 +138,7 @@ _FIXED[T.DOUBLE] = 8
 def fields(columns: list[bytes], row: bytes) -> dict[str, bytes | None]:
     """A binary row's values by column name, each as its bytes (to name what differs)."""
     from cdc.protocol.packets import read_lenenc_int
-    from dumper.server.snapshot.values import ColumnDef
+    from read_path.values import ColumnDef
 
     defs = [ColumnDef.parse(c) for c in columns]
     nulls = row[1 : 1 + (len(defs) + 9) // 8]

@@ -18,11 +18,11 @@ from cdc.binlog.rows import RowsEvent
 from cdc.binlog.table_map import Column, TableMapEvent
 from cdc.protocol.packets import MAX_CHUNK, frame
 from dumper.server.handlers import SqlError
-from dumper.server.snapshot.changes import ChangedKeys, Image, layout
-from dumper.server.snapshot.image_walk import value_starts
-from dumper.server.snapshot.page_rows import keyed_packets, keyed_rows
-from dumper.server.snapshot.values import split_fields, text_row
 from dumper.server.wire.row_packets import frame_rows
+from read_path.changes import ChangedKeys, Image, layout
+from read_path.image_walk import value_starts
+from read_path.page_rows import keyed_packets, keyed_rows
+from read_path.values import split_fields, text_row
 from tests.cdc.binlog.strategies import columns_and_rows
 
 INTS = [0, 7, -7, 10**17, -(10**18) + 1, 10**18, 2**63 - 1, -(2**63), 2**64 - 1]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from dumper.server.snapshot.chunks import Key, chunk_bound, take_until
+from read_path.chunks import Key, chunk_bound, take_until
 
 # (the rows of shard i after key `after`: at most one page, in key order, each (key, payload))
 ReadPage = Callable[[int, "Key | None"], Awaitable[list]]

@@ -18,12 +18,12 @@ import pytest
 from cdc.protocol.constants import ColumnType as T
 from cdc.protocol.constants import Command
 from checks import run_check
-from dumper.server.snapshot.values import ColumnDef
 from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from local_cluster.testing import throwaway_server
-from tests.dumper.snapshot.binary_client import BinaryClient, fields
-from tests.dumper.snapshot.conftest import ACCOUNTS, BALANCE, MARIADB_DOMAIN, running_snap
+from read_path.values import ColumnDef
 from tests.dumper.test_replica import _query, _slave_status
+from tests.read_path.binary_client import BinaryClient, fields
+from tests.read_path.conftest import ACCOUNTS, BALANCE, MARIADB_DOMAIN, running_snap
 
 pytestmark = [
     pytest.mark.timeout(600),

@@ -1,6 +1,6 @@
-# The C view of spelling.py for image_text (compiled): `from dumper.server.snapshot cimport
+# The C view of spelling.py for image_text (compiled): `from read_path cimport
 # spelling`, then `spelling.Spelling.TEXT` in the .py. Only numbers; spelling.py is the
-# declaration, and tests/dumper/snapshot/test_units.py fails if a value here differs from it.
+# declaration, and tests/read_path/test_units.py fails if a value here differs from it.
 
 cdef enum Spelling:
     OTHER = 0

@@ -29,7 +29,7 @@ import gzip
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dumper.server.handlers import SqlError
+from cdc.protocol.sql_error import SqlError
 
 ER_NOT_SUPPORTED_YET = 1235
 WEIGHTS = Path(__file__).with_name("weights.txt.gz")

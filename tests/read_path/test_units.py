@@ -16,12 +16,12 @@ from hypothesis import strategies as hs
 from cdc.binlog.row_image import Date, DateTime, Timestamp
 from cdc.protocol.constants import ColumnType
 from dumper.server.handlers import SqlError
-from dumper.server.snapshot.chunks import chunk_bound, take_chunk, take_until
-from dumper.server.snapshot.order import Sorter, row_order
-from dumper.server.snapshot.values import ColumnDef, order_key, sort_key, text_row, text_value
-from dumper.server.snapshot.where import identifier, matches, to_sql
 from dumper.server.sql.parser import parse
 from dumper.server.sql.statements import Compare, InfoSchemaSelect, Select, TableSelect
+from read_path.chunks import chunk_bound, take_chunk, take_until
+from read_path.order import Sorter, row_order
+from read_path.values import ColumnDef, order_key, sort_key, text_row, text_value
+from read_path.where import identifier, matches, to_sql
 
 T = ColumnType
 

@@ -30,8 +30,8 @@ from cdc.protocol.packets import (
     parse_err,
     read_lenenc_int,
 )
-from dumper.server.handlers import SqlError
-from dumper.server.snapshot.page_rows import keyed_packets, keyed_rows
+from cdc.protocol.sql_error import SqlError
+from read_path.page_rows import keyed_packets, keyed_rows
 
 ER_UNKNOWN = 1105
 CONNECT_TIMEOUT_S = 5.0

@@ -19,11 +19,11 @@ from cdc.binlog.reader import read_file
 from cdc.binlog.row_image import DateTime, decode_image, encode_image
 from cdc.binlog.rows import RowsEvent
 from cdc.binlog.table_map import Column, TableMapEvent, real_type
-from dumper.server.snapshot import spelling
-from dumper.server.snapshot.changes import layout
-from dumper.server.snapshot.image_text import ImageSpeller
-from dumper.server.snapshot.image_walk import value_starts
-from dumper.server.snapshot.values import (
+from read_path import spelling
+from read_path.changes import layout
+from read_path.image_text import ImageSpeller
+from read_path.image_walk import value_starts
+from read_path.values import (
     ENUM_FLAG,
     SET_FLAG,
     UNSIGNED_FLAG,
@@ -33,7 +33,7 @@ from dumper.server.snapshot.values import (
 )
 from tests.cdc.binlog.strategies import column_and_value
 
-FIXTURES = Path(__file__).parents[2] / "cdc" / "binlog" / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "cdc" / "binlog" / "fixtures"
 MEMBERS = ("a", "b", "c")
 # A result set's column type for a binlog column's (as MariaDB 10.11 sends them).
 _RESULT_TYPE = {T.VARCHAR: T.VAR_STRING, T.JSON: T.BLOB, T.DATETIME2: T.DATETIME}

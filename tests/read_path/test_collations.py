@@ -1,5 +1,5 @@
 """Strings ordered under each collation a table can have, against MariaDB's own ORDER BY
-(docs/snapshot-reads.md, "ORDER BY"; dumper/server/snapshot/collation.py): a logical table whose
+(docs/snapshot-reads.md, "ORDER BY"; read_path/collation.py): a logical table whose
 primary key is a string in that collation, sharded in 8 partitions on 2 DNs, read through the
 dumper in key order, in ORDER BY DESC, and by MIN/MAX, each against the same rows in one table
 on a DN (a temporary table, not binlogged, so the pipeline never sees it). The values hit the
@@ -20,10 +20,10 @@ import pymysql
 import pytest
 
 from cn import ComputeNode
-from dumper.server.snapshot.collation import collation
-from dumper.server.snapshot.values import ColumnDef
-from dumper.server.snapshot.where import matches
 from dumper.server.sql.parser import parse
+from read_path.collation import collation
+from read_path.values import ColumnDef
+from read_path.where import matches
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -13,7 +13,7 @@ import heapq
 from collections.abc import Callable, Iterable
 from functools import total_ordering
 
-from dumper.server.handlers import SqlError
+from cdc.protocol.sql_error import SqlError
 
 ER_OUT_OF_SORTMEMORY = 1038
 Fields = list  # a row's text fields (bytes | None), as a page's split_fields gives them

@@ -1,6 +1,6 @@
 """How a before-image's column is spelled as text (`image_text.py`): the kinds of values it
 spells in C, chosen once per plan; any other column is spelled by `values.text_value`.
-spelling.pxd repeats these numbers for the compiled module (tests/dumper/snapshot/test_units.py
+spelling.pxd repeats these numbers for the compiled module (tests/read_path/test_units.py
 checks that they agree)."""
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import RotateEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from tests.dumper.snapshot.conftest import ACCOUNTS, BALANCE, READER
+from tests.read_path.conftest import ACCOUNTS, BALANCE, READER
 
 pytestmark = [
     pytest.mark.timeout(300),

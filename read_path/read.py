@@ -16,16 +16,16 @@ from dataclasses import dataclass, field, replace
 
 from cdc.cn_protocol.catalogue import LogicalTable
 from cdc.protocol.constants import ColumnType as T
-from dumper.server.dump.binlog_files import BinlogFiles
-from dumper.server.dump.notifiers import Notifier
-from dumper.server.handlers import SqlError
-from dumper.server.snapshot.changes import ChangedKeys, Image
-from dumper.server.snapshot.chunks import Key, take_chunk
-from dumper.server.snapshot.image_text import ImageSpeller
-from dumper.server.snapshot.order import Sorter, check_keep, row_order
-from dumper.server.snapshot.read_ahead import ReadAhead
-from dumper.server.snapshot.source import DnReader, Shard, SnapshotSource
-from dumper.server.snapshot.values import (
+from cdc.protocol.sql_error import SqlError
+from read_path.changes import ChangedKeys, Image
+from read_path.chunks import Key, take_chunk
+from read_path.image_text import ImageSpeller
+from read_path.order import Sorter, check_keep, row_order
+from read_path.read_ahead import ReadAhead
+from read_path.request import TableSelect, unsupported
+from read_path.served import Progress, ServedFiles
+from read_path.source import DnReader, Shard, SnapshotSource
+from read_path.values import (
     INTEGER_TYPES,
     ColumnDef,
     integer,
@@ -35,16 +35,14 @@ from dumper.server.snapshot.values import (
     text_row,
     text_value,
 )
-from dumper.server.snapshot.where import columns_of, identifier, matches, to_sql
-from dumper.server.sql.parse_select import unsupported
-from dumper.server.sql.statements import TableSelect
+from read_path.where import columns_of, identifier, matches, to_sql
 
 log = logging.getLogger(__name__)
 PAGE_ROWS = 10_000  # per shard read
 # The rows a statement holds (read and not yet sent): at most this many pages per shard
 # (read_ahead.py), enough to read on through a few chunks' watermark waits.
 READ_AHEAD_PAGES = 4
-SORT_ROWS = 100_000  # rows held for an ORDER BY other than the key (snapshot/order.py)
+SORT_ROWS = 100_000  # rows held for an ORDER BY other than the key (read_path/order.py)
 # The global binlog reaches a fresh TSO within one heartbeat plus the pipeline's latency; this
 # long means the pipeline is not merging.
 WATERMARK_WAIT_S = 30.0
@@ -82,8 +80,8 @@ class SnapshotRead:
     def __init__(
         self,
         source: SnapshotSource,
-        files: BinlogFiles,
-        notifier: Notifier,
+        files: ServedFiles,
+        progress: Progress,
         stmt: TableSelect,
         db: str,
         position: tuple[str, int],
@@ -93,7 +91,7 @@ class SnapshotRead:
     ) -> None:
         self.source = source
         self.files = files
-        self.notifier = notifier
+        self.progress = progress
         self.stmt = stmt
         self.db = db
         self.position = position
@@ -277,7 +275,7 @@ class SnapshotRead:
 
     async def _sorted(self, plan: _Plan) -> AsyncIterator[list]:
         """The rows' fields in the statement's order, a chunk at a time: key order as read, or
-        all of them sorted (bounded: snapshot/order.py). Each async generator of the read is
+        all of them sorted (bounded: read_path/order.py). Each async generator of the read is
         closed by its consumer, so its reads stop with the statement, not when collected."""
         if plan.key_order:
             async with contextlib.aclosing(self._at_p(plan, split=True)) as chunks:
@@ -465,7 +463,7 @@ class SnapshotRead:
             # The leader's merged TSO, read before the scan: once past H, every transaction
             # below H is in the files this scan reads (heartbeats move it, though they are
             # never written: an idle binlog gets no CTS mark past H).
-            merged = self.notifier.merged_tso()
+            merged = self.progress.merged_tso()
             await changes.advance()
             if changes.max_mark >= high or (merged is not None and merged >= high):
                 return
@@ -477,7 +475,7 @@ class SnapshotRead:
                     ER_UNKNOWN,
                     "HY000",
                 )
-            await self.notifier.wait(0.05)
+            await self.progress.wait(0.05)
 
     async def _reader(self, dn: int) -> DnReader:
         reader = self._readers.get(dn)

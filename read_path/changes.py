@@ -29,9 +29,9 @@ from cdc.binlog.query import text_start
 from cdc.binlog.row_image import decode_value, value_widths
 from cdc.cn_protocol.errors import CatalogueError
 from cdc.cn_protocol.sql_text import parse_ddl
-from dumper.server.dump.binlog_files import BinlogFiles
-from dumper.server.handlers import SqlError
-from dumper.server.snapshot.image_walk import value_starts
+from cdc.protocol.sql_error import SqlError
+from read_path.image_walk import value_starts
+from read_path.served import ServedFiles
 
 ROWS = frozenset({23, 24, 25, 30, 31, 32})
 ER_UNKNOWN = 1105
@@ -45,7 +45,7 @@ Key = tuple
 class ChangedKeys:
     def __init__(
         self,
-        files: BinlogFiles,
+        files: ServedFiles,
         start: tuple[str, int],
         table: tuple[str, str],
         key: list[int],
@@ -221,5 +221,5 @@ def _values(columns: list, key: list[int], view: memoryview, starts: list) -> li
     return [None if starts[i] < 0 else decode_value(columns[i], view, starts[i], i)[0] for i in key]
 
 
-def _fde(files: BinlogFiles, name: str) -> FormatDescription:
+def _fde(files: ServedFiles, name: str) -> FormatDescription:
     return FormatDescription.parse(files.read_fde(name).data[19:])

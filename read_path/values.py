@@ -14,7 +14,7 @@ from decimal import Decimal
 from cdc.binlog.row_image import Date, DateTime, Timestamp
 from cdc.protocol.constants import ColumnType
 from cdc.protocol.packets import lenenc_int, lenenc_str, read_lenenc_str
-from dumper.server.snapshot.collation import (
+from read_path.collation import (
     Collation,
     collation,
     latin1_as_utf8,

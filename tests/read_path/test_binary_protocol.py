@@ -12,16 +12,16 @@ import dataclasses
 import pytest
 
 from cdc.protocol.constants import ColumnType as T
-from dumper.server.snapshot.values import ColumnDef
-from tests.dumper.snapshot.binary_client import (
+from read_path.values import ColumnDef
+from tests.read_path.binary_client import (
     CURSOR_EXISTS,
     LAST_ROW_SENT,
     BinaryClient,
     fields,
     param,
 )
-from tests.dumper.snapshot.conftest import ALLTYPE_ROWS as ROWS
-from tests.dumper.snapshot.conftest import READER, shop_shards
+from tests.read_path.conftest import ALLTYPE_ROWS as ROWS
+from tests.read_path.conftest import READER, shop_shards
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -1,0 +1,23 @@
+"""The read path: a SELECT over a logical table answered with its rows exactly as of a global
+binlog position, read from the DN shards without locks (docs/snapshot-reads.md), and the
+changed-keys scan of the global binlog it reconciles with. The server hands its SQL answers a
+`TableReads` (built from a `SnapshotSource`, the served files and the writer's progress); its
+requests are `request`'s types; `ColumnDef` is a result column."""
+
+import cdc  # noqa: F401  (first: it decides between compiled and pure modules, cdc/compiled.py)
+from read_path import request
+from read_path.reads import TableReads
+from read_path.request import unsupported
+from read_path.served import Progress, ServedFiles
+from read_path.source import SnapshotSource
+from read_path.values import ColumnDef
+
+__all__ = [
+    "ColumnDef",
+    "Progress",
+    "ServedFiles",
+    "SnapshotSource",
+    "TableReads",
+    "request",
+    "unsupported",
+]
