@@ -18,17 +18,16 @@ from dataclasses import dataclass, field
 
 import pymysql
 
-from backfill.columns import key_value, row_converter
+from backfill.columns import binlog_converter, key_value, row_converter
 from backfill.errors import BackfillError
 from backfill.tables import TableSpec
 from cdc import admin_sql
 from cdc.binlog.constants import FORMAT_DESCRIPTION_EVENT, QUERY_EVENT, TABLE_MAP_EVENT
-from cdc.binlog.events import cts_mark_text, decode_event, parse_cts
+from cdc.binlog.events import cts_mark_text, parse_cts
 from cdc.binlog.fde import FormatDescription
-from cdc.binlog.row_image import MISSING
-from cdc.cn_protocol.errors import CatalogueError
-from cdc.cn_protocol.sql_text import parse_ddl
 from cdc.protocol import BinlogPosition, DumpClient, DumpError, DumpSettings
+from cdc.protocol.sql_error import SqlError
+from read_path import FirstImages, TableChanges
 
 ROWS = frozenset({23, 24, 25, 30, 31, 32})
 LOCAL_MARK = b"::L"
@@ -125,71 +124,47 @@ class Window:
 
 
 class _Decoder:
-    """Rows events of the chosen tables → first-touch states per key."""
+    """Rows events of the chosen tables → first-touch states per key: the read path's
+    `FirstImages` (the snapshot read's, the same rules), its rows converted as the DNs' reads
+    give them."""
 
     def __init__(self, specs: list[TableSpec]):
         self.specs = {(s.db, s.name): s for s in specs}
-        self.convert = {
-            k: row_converter(list(s.columns), s.qualified) for k, s in self.specs.items()
-        }
-        self.keys = {k: s.key_index for k, s in self.specs.items()}
+        self.images = FirstImages([_changes(s) for s in specs])
 
-    def feed(self, events: list[bytes], fde: FormatDescription, tso: int, window: Window) -> None:
-        tables: dict[int, tuple[tuple[str, str], list]] = {}
-        for data in events:
-            ev = decode_event(data, fde)
-            code = ev.type_code
-            if code == TABLE_MAP_EVENT:
-                name = (ev.body.schema.decode(), ev.body.table.decode())
-                if name in self.specs:
-                    tables[ev.body.table_id] = (name, ev.body.columns())
-            elif code in ROWS:
-                entry = tables.get(ev.body.table_id)
-                if entry is not None:
-                    self._rows(entry, ev.body, window)
-            elif code == QUERY_EVENT:
-                self._ddl(ev.body, tso)
-
-    def _rows(self, entry, body, window: Window) -> None:
-        name, columns = entry
-        spec = self.specs[name]
-        if len(columns) != len(spec.columns):
-            raise BackfillError(
-                f"{spec.qualified}: the global binlog has {len(columns)} columns, the catalogue "
-                f"{len(spec.columns)}: the table changed during the backfill; run it again"
-            )
-        convert, key_index = self.convert[name], self.keys[name]
-        patch = window.patches.setdefault(spec.qualified, {})
-
-        def key(row: tuple) -> tuple:
-            return tuple(key_value(row[i]) for i in key_index)
-
-        for item in body.decode_rows(columns):
-            before, after = item if body.is_update else (item, item)
-            if any(v is MISSING for v in before) or any(v is MISSING for v in after):
-                raise BackfillError(
-                    f"{spec.qualified}: partial row image: DNs need binlog_row_image=FULL"
-                )
-            before, after = convert(before), convert(after)
-            if body.kind == "write":
-                patch.setdefault(key(after), None)
-            elif body.kind == "delete":
-                patch.setdefault(key(before), before)
-            else:
-                patch.setdefault(key(before), before)
-                patch.setdefault(key(after), None)  # a new key did not exist before the update
-
-    def _ddl(self, body, tso: int) -> None:
-        text = body.query.decode("utf-8", "replace")
+    def feed(self, events: list[bytes], fde: FormatDescription, tso: int) -> None:
         try:
-            target = parse_ddl(text, body.db.decode() or None)
-        except (CatalogueError, IndexError):
-            return  # CREATE DATABASE and such
-        if (target.db, target.table) in self.specs:
+            for data in events:
+                self.images.event(data, fde, f"TSO {tso}")
+        except SqlError as exc:
             raise BackfillError(
-                f"{target.db}.{target.table} changed by DDL at TSO {tso} during the backfill "
-                f"({text[:80]}): run the backfill again (at a TSO after the DDL)"
-            )
+                f"the backfill's read of the global binlog failed: {exc.message}"
+            ) from None
+
+    def patches(self) -> dict[str, dict[tuple, tuple | None]]:
+        """Per table (db.table) that changed: primary key → the row at T, or None."""
+        out = {}
+        for name, table in self.images.tables.items():
+            if table.changes:
+                spec = self.specs[name]
+                convert = row_converter(list(spec.columns), spec.qualified)
+                out[spec.qualified] = {
+                    key: None if image is None else convert(image.values())
+                    for key, image in table.changes.items()
+                }
+        return out
+
+
+def _changes(spec: TableSpec) -> TableChanges:
+    """`spec`'s table for `FirstImages`: its key converted as `row_converter` converts it."""
+    converters = [binlog_converter(spec.columns[i], spec.qualified) for i in spec.key_index]
+
+    def key_of(values: list) -> tuple:
+        return tuple(
+            key_value(None if v is None else f(v)) for f, v in zip(converters, values, strict=True)
+        )
+
+    return TableChanges(spec.db, spec.name, list(spec.key_index), key_of, len(spec.columns))
 
 
 async def _events(dumper: Dumper, start: BinlogPosition, idle_timeout: float) -> AsyncIterator:
@@ -265,8 +240,9 @@ async def _scan(dumper, start, snapshot_tso, stop_tso, specs, timeout) -> Window
                     window.after_snapshot = txn_start
                     seen_after = True
                 if key[0] >= stop_tso:
+                    window.patches = decoder.patches()
                     return window
-                decoder.feed(pending, fde, key[0], window)
+                decoder.feed(pending, fde, key[0])
                 window.transactions += 1
             pending = []
             txn_start = BinlogPosition(ev.file, ev.end)

@@ -1,11 +1,13 @@
 """The read path: a SELECT over a logical table answered with its rows exactly as of a global
 binlog position, read from the DN shards without locks (docs/snapshot-reads.md), and the
-changed-keys scan of the global binlog it reconciles with. The server hands its SQL answers a
+changed-keys scan of the global binlog it reconciles with (`FirstImages`, over `TableChanges`:
+the backfill's too). The server hands its SQL answers a
 `TableReads` (built from a `SnapshotSource`, the served files and the writer's progress); its
 requests are `request`'s types; `ColumnDef` is a result column."""
 
 import cdc  # noqa: F401  (first: it decides between compiled and pure modules, cdc/compiled.py)
 from read_path import request
+from read_path.first_images import FirstImages, Image, TableChanges
 from read_path.reads import TableReads
 from read_path.request import unsupported
 from read_path.served import Progress, ServedFiles
@@ -14,9 +16,12 @@ from read_path.values import ColumnDef
 
 __all__ = [
     "ColumnDef",
+    "FirstImages",
+    "Image",
     "Progress",
     "ServedFiles",
     "SnapshotSource",
+    "TableChanges",
     "TableReads",
     "request",
     "unsupported",

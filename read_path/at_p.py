@@ -10,8 +10,9 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from cdc.protocol.sql_error import SqlError
-from read_path.changes import ChangedKeys, Image
+from read_path.changes import ChangedKeys
 from read_path.chunks import Key, take_chunk
+from read_path.first_images import Image
 from read_path.image_text import ImageSpeller
 from read_path.pages import order_of
 from read_path.plan import Plan

@@ -21,8 +21,8 @@ from cdc.binlog.table_map import Column
 from cdc.compiled import is_compiled
 from cdc.protocol.constants import ColumnType as T
 from read_path import spelling
-from read_path.changes import layout
 from read_path.collation import single_byte
+from read_path.first_images import layout
 from read_path.image_walk import value_starts
 from read_path.values import (
     ENUM_FLAG,

@@ -20,7 +20,7 @@ from cdc.binlog.row_image import DateTime, decode_image, encode_image
 from cdc.binlog.rows import RowsEvent
 from cdc.binlog.table_map import Column, TableMapEvent, real_type
 from read_path import spelling
-from read_path.changes import layout
+from read_path.first_images import layout
 from read_path.image_text import ImageSpeller
 from read_path.image_walk import value_starts
 from read_path.values import (

@@ -19,7 +19,8 @@ from cdc.binlog.table_map import Column, TableMapEvent
 from cdc.protocol.packets import MAX_CHUNK, frame
 from dumper.server.handlers import SqlError
 from dumper.server.wire.row_packets import frame_rows
-from read_path.changes import ChangedKeys, Image, layout
+from read_path.changes import ChangedKeys
+from read_path.first_images import Image, layout, rows
 from read_path.image_walk import value_starts
 from read_path.page_rows import keyed_packets, keyed_rows
 from read_path.values import split_fields, text_row
@@ -149,17 +150,19 @@ def test_changed_keys_keep_the_first_before_image_and_decode_only_keys():
     changes = ChangedKeys(None, ("binlog.000001", 4), ("d", "t"), [0], tuple, 3)  # type: ignore[arg-type]
     shape = (columns, layout(columns))
 
-    def rows(type_code, items):
+    def event(type_code, items):
         return RowsEvent.from_rows(type_code, 1, columns, items)
 
-    changes._rows(rows(23, [[5, b"new", None]]), *shape, "w")  # inserted: absent at P
-    changes._rows(
-        rows(24, [([1, b"one", 1], [1, b"uno", 2]), ([2, b"two", None], [9, b"two", 2])]),
+    table = changes.table
+    rows(table, event(23, [[5, b"new", None]]), *shape, "w")  # inserted: absent at P
+    rows(
+        table,
+        event(24, [([1, b"one", 1], [1, b"uno", 2]), ([2, b"two", None], [9, b"two", 2])]),
         *shape,
         "u",
     )
-    changes._rows(rows(24, [([1, b"uno", 2], [1, b"eins", 3])]), *shape, "u2")  # not the first
-    changes._rows(rows(25, [[3, b"three", 3], [5, b"new", None]]), *shape, "d")
+    rows(table, event(24, [([1, b"uno", 2], [1, b"eins", 3])]), *shape, "u2")  # not the first
+    rows(table, event(25, [[3, b"three", 3], [5, b"new", None]]), *shape, "d")
     assert changes.added == [(5,), (1,), (2,), (9,), (3,)]
     states = {k: None if v is None else _decoded(v) for k, v in changes.changes.items()}
     assert states == {
@@ -205,4 +208,6 @@ def test_changed_keys_read_raw_events_of_their_table_only():
 def _decoded(image: Image) -> list:
     """A kept before-image's values, as the codec decodes them."""
     present = [True] * len(image.columns)
-    return decode_image(image.columns, present, memoryview(image.data), 0)[0]
+    values = decode_image(image.columns, present, memoryview(image.data), 0)[0]
+    assert image.values() == values
+    return values
