@@ -33,7 +33,7 @@ from pathlib import Path
 from bench.goals import Figures
 from bench.latency import start_pipeline
 from cn.workloads.steady import prepare, run_fast, steady_load
-from dumper.server.dump.binlog_files import BinlogFiles
+from dumper.server.store.binlog_files import BinlogFiles
 from local_cluster.testing import free_base_port, scratch_cluster, stop_process
 
 XID_EVENT = 16

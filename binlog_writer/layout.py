@@ -58,7 +58,7 @@ def read_index(directory: Path, base: str) -> list[str]:
 @contextlib.contextmanager
 def index_lock(directory: Path) -> Iterator[None]:
     """Held while the index changes: the writer appends a line (here) while the dumper's server
-    process may rewrite it for a PURGE (dumper/server/dump/binlog_files.py); without the lock, an
+    process may rewrite it for a PURGE (dumper/server/store/binlog_files.py); without the lock, an
     append to the old index between the purge's read and its rename would be lost. A flock on
     the directory, since the index file itself is replaced."""
     fd = os.open(directory, os.O_RDONLY)

@@ -30,7 +30,7 @@ class ServedFiles(Protocol):
 
 
 class Progress(Protocol):
-    """The writer's progress as the server sees it (dumper/server/dump/notifiers.py)."""
+    """The writer's progress as the server sees it (dumper/server/store/notifiers.py)."""
 
     async def wait(self, timeout: float) -> None:
         """Until the files may have grown, or `timeout`."""

@@ -148,6 +148,30 @@ RULES = [
 ]
 
 
+# The server's parts (docs/dumper.md), layered wire -> sql / dump -> store: the protocol loop
+# answers through the handler interfaces of handlers.py and imports neither sql/ nor dump/;
+# sql/ and dump/ import each other not, and read the served files from store/; store/ is the
+# bottom and imports no other part, nor what assembles them. Each row: the part, what it must
+# not import (modules of dumper/server/).
+SERVER = "dumper.server"
+SERVER_LAYERS = {
+    "wire": ("sql", "dump", "store"),
+    "sql": ("wire", "dump"),
+    "dump": ("wire", "sql"),
+    "store": (
+        "wire",
+        "sql",
+        "dump",
+        "context",
+        "handlers",
+        "holders",
+        "server",
+        "serve_process",
+        "users",
+    ),
+}
+
+
 @dataclass(frozen=True)
 class Import:
     path: Path
@@ -219,6 +243,22 @@ def test_import_rule(rule: Rule):
     assert not found, f"{rule.name}:\n" + "\n".join(found)
 
 
+def test_the_server_parts_are_layered():
+    found = []
+    for part, forbidden in SERVER_LAYERS.items():
+        directory = ROOT.joinpath(*SERVER.split("."), part)
+        assert directory.is_dir(), f"{directory} is not there: the layers name a missing part"
+        for path in sorted(directory.rglob("*.py")):
+            for imp in imports_of(path):
+                for other in forbidden:
+                    name = f"{SERVER}.{other}"
+                    if imp.module == name or imp.module.startswith(name + "."):
+                        found.append(f"{path.relative_to(ROOT)}:{imp.line} imports {imp.module}")
+    assert not found, "the server's layers (wire -> sql / dump -> store):\n" + "\n".join(
+        sorted(set(found))
+    )
+
+
 def test_the_rules_see_the_packages():
     """A rule over packages that are not there would pass for nothing."""
     assert set(RUNTIME) | set(EQUIPMENT) | {"bench", "cli", "tests"} <= set(packages())
@@ -229,6 +269,8 @@ def test_the_rules_see_the_packages():
     # The direction: merge_source imports neither merge_joint nor dumper, merge_joint no dumper.
     assert later_stage("merge_joint.merger", "merge_source")
     assert later_stage("dumper", "merge_joint")
+    # The read path is a stage before the dumper, whose server hands it to its SQL answers.
+    assert later_stage("dumper.server", "read_path") and not later_stage("read_path", "dumper")
     assert not later_stage("merge_source.scan", "dumper")
 
 

@@ -1,19 +1,13 @@
-"""The MySQL protocol server of the global binlog, in three parts (go-mysql's server split):
-`wire/` (accept loop, connection, handshake, command switch, prepared statements), `sql/`
-(parser and answers by subject; rows of logical tables come from the read path, `read_path/`,
-through the `TableReads` it is handed) and `dump/` (binlog dump, ack gate, retention), joined by
-the handler interfaces of `handlers.py`; `server.serve` assembles them, `ServeProcess` runs them in a
+"""The MySQL protocol server of the global binlog, in parts layered wire -> sql / dump -> store
+(go-mysql's server split): `wire/` (accept loop, connection, handshake, command switch, prepared
+statements), `sql/` (parser and answers by subject; rows of logical tables come from the read
+path, `read_path/`, through the `TableReads` it is handed), `dump/` (binlog dump, ack gate) and
+`store/` (the served files: index and reads, notifiers, GTID state, retention), joined by the
+handler interfaces of `handlers.py`; `server.serve` assembles them, `ServeProcess` runs them in a
 child process. It reads the binlog files; it never writes them."""
 
 from dumper.server.dump.ack_gate import AckGate, ack_packet, parse_ack
-from dumper.server.dump.binlog_files import BinlogFiles
 from dumper.server.dump.binlog_sender import BinlogSender
-from dumper.server.dump.notifiers import (
-    CurrentEventNotifier,
-    EventNotifier,
-    Notifier,
-    PollNotifier,
-)
 from dumper.server.dump.request import DumpError
 from dumper.server.serve_process import ServeProcess
 from dumper.server.server import Server, serve
@@ -23,6 +17,13 @@ from dumper.server.sql.schema import (
     InMemorySchemaProvider,
     SchemaProvider,
     TableSchema,
+)
+from dumper.server.store.binlog_files import BinlogFiles
+from dumper.server.store.notifiers import (
+    CurrentEventNotifier,
+    EventNotifier,
+    Notifier,
+    PollNotifier,
 )
 
 __all__ = [

@@ -12,14 +12,16 @@ from typing import Protocol
 
 from cdc.config import ConfigError, DumperConfig, DumperUser
 from dumper.server.dump.ack_gate import AckGate
-from dumper.server.dump.binlog_files import BinlogFiles
 from dumper.server.dump.binlog_sender import BinlogSender
-from dumper.server.dump.gtid_state import GtidState
-from dumper.server.dump.mariadb_gtid_state import MariadbGtidState
-from dumper.server.dump.notifiers import Notifier
 from dumper.server.dump.shared_reads import SharedReads
+from dumper.server.holders import holders
 from dumper.server.sql.schema import SchemaProvider
 from dumper.server.sql.variables import LIVE_VARIABLES, VarValue, server_variables
+from dumper.server.store.binlog_files import BinlogFiles
+from dumper.server.store.gtid_state import GtidState
+from dumper.server.store.mariadb_gtid_state import MariadbGtidState
+from dumper.server.store.notifiers import Notifier
+from dumper.server.store.retention import Retention, RetentionPolicy
 from read_path import TableReads
 
 
@@ -55,7 +57,7 @@ class SessionState:
     in_transaction: bool = False
     pinned: tuple[str, int] | None = None
     # The position a SELECT over a table reads from while it runs (it scans the binlog from
-    # there): retention keeps that file, as it keeps a pinned one (dump/retention.py).
+    # there): retention keeps that file, as it keeps a pinned one (store/retention.py).
     reading: tuple[str, int] | None = None
 
 
@@ -103,8 +105,15 @@ class ServerContext:
     # The read path over the cluster's GMS and DNs, for SELECTs over logical tables
     # (docs/snapshot-reads.md); None: a dumper serving files only (rows are refused).
     reads: TableReads | None = None
+    # The purge rule (PURGE BINARY LOGS and the automatic one), over these sessions and acks.
+    retention: Retention = field(init=False)
 
     def __post_init__(self) -> None:
+        self.retention = Retention(
+            self.files,
+            lambda: holders(self.sessions, self.acks),
+            RetentionPolicy(self.config.expire_logs_seconds, self.config.max_binlog_total_size),
+        )
         if not self.variables:
             self.variables = server_variables(self.config, self.server_uuid)
         if self.config.flavor == "mariadb":

@@ -12,14 +12,13 @@ from pathlib import Path
 from cdc.config import DumperConfig
 from dumper.server.context import ServerContext, SessionState
 from dumper.server.dump.ack_gate import AckGate
-from dumper.server.dump.binlog_files import BinlogFiles
 from dumper.server.dump.consumers import consumers
 from dumper.server.dump.handler import ReplicationAnswers
-from dumper.server.dump.notifiers import Notifier, PollNotifier
-from dumper.server.dump.retention import Retention, RetentionPolicy
 from dumper.server.handlers import Handlers
 from dumper.server.sql.executor import QueryExecutor
 from dumper.server.sql.schema import InMemorySchemaProvider, SchemaProvider
+from dumper.server.store.binlog_files import BinlogFiles
+from dumper.server.store.notifiers import Notifier, PollNotifier
 from dumper.server.wire.listener import Listener
 from read_path import SnapshotSource, TableReads
 
@@ -32,10 +31,7 @@ class Server:
     def __init__(self, ctx: ServerContext) -> None:
         self.ctx = ctx
         self.listener = Listener(ctx, self._handlers)
-        cfg = ctx.config
-        self.retention = Retention(
-            ctx, RetentionPolicy(cfg.expire_logs_seconds, cfg.max_binlog_total_size)
-        )
+        self.retention = ctx.retention
 
     def _handlers(self, state: SessionState) -> Handlers:
         return Handlers(QueryExecutor(self.ctx, state), ReplicationAnswers(self.ctx, state))

@@ -14,10 +14,11 @@ from binlog_writer.gtids import MysqlGtids
 from cdc.binlog.constants import EventType
 from cdc.binlog.gtid import GtidSet
 from cdc.binlog.header import OFF_TYPE
-from dumper.server.dump.binlog_files import BinlogFiles
 from dumper.server.dump.binlog_sender import BinlogSender
-from dumper.server.dump.gtid_state import GtidState, parse_dump_gtid
+from dumper.server.dump.gtid_start import dump_start, parse_dump_gtid
 from dumper.server.dump.request import DumpError, DumpOptions, DumpRequest
+from dumper.server.store.binlog_files import BinlogFiles
+from dumper.server.store.gtid_state import GtidState
 from tests.binlog_writer.test_gtids import SID, txn
 from tests.dumper.helpers import Packets
 
@@ -39,26 +40,26 @@ def test_sets_and_starts(files: BinlogFiles):
     names = files.names()
     assert len(names) > 3
     for k in range(12):
-        name, pos, exclude = state.dump_start(GtidSet.parse(f"{UUID}:1-{k}" if k else ""))
+        name, pos, exclude = dump_start(state, GtidSet.parse(f"{UUID}:1-{k}" if k else ""))
         assert exclude is None
         assert gtids.gno_at(files.path(name).read_bytes(), pos) == k + 1
     # Up to date: the end of the newest file.
     last = names[-1]
-    assert state.dump_start(state.executed()) == (last, files.complete_end(last), None)
+    assert dump_start(state, state.executed()) == (last, files.complete_end(last), None)
 
 
 def test_purged_and_unknown_transactions_are_refused(files: BinlogFiles):
     state = GtidState(files, UUID)
     with pytest.raises(DumpError, match="Replica has more GTIDs than the source has") as err:
-        state.dump_start(GtidSet.parse(f"{UUID}:1-13"))
+        dump_start(state, GtidSet.parse(f"{UUID}:1-13"))
     assert err.value.code == 1236
     files.purge(files.victims_to(files.names()[2]))
     before = gtids.file_previous_gtids(files.path(files.names()[0]))
     assert state.purged() == before and before.last(SID) > 1
     with pytest.raises(DumpError, match="source purged required binary logs") as err:
-        state.dump_start(GtidSet.parse(f"{UUID}:1"))
+        dump_start(state, GtidSet.parse(f"{UUID}:1"))
     assert f"the missing transactions are '{UUID}:2-{before.last(SID)}'" in err.value.message
-    name, pos, _ = state.dump_start(before)  # exactly what was purged: fine
+    name, pos, _ = dump_start(state, before)  # exactly what was purged: fine
     assert gtids.gno_at(files.path(name).read_bytes(), pos) == before.last(SID) + 1
 
 
@@ -79,7 +80,7 @@ FILE_EVENTS = {EventType.ROTATE, EventType.FORMAT_DESCRIPTION, EventType.PREVIOU
 def dumped(files: BinlogFiles, client: str, batch_bytes: int) -> dict[int, list[bytes]]:
     """What a non-blocking GTID dump from `client` sends: per GTID the events from it to the
     next (the files' ROTATE, FDE and PREVIOUS_GTIDS events left out), in order."""
-    name, pos, exclude = GtidState(files, UUID).dump_start(GtidSet.parse(client))
+    name, pos, exclude = dump_start(GtidState(files, UUID), GtidSet.parse(client))
     sink = Packets()
     sender = BinlogSender(files, sink, server_id=1, batch_bytes=batch_bytes)
     request = DumpRequest(name, pos, flags=1, server_id=5, exclude=exclude)
@@ -115,5 +116,5 @@ def test_the_missing_purged_transactions_are_named(files: BinlogFiles):
     files.purge(files.victims_to(files.names()[2]))
     purged = state.purged().last(SID)
     with pytest.raises(DumpError) as err:
-        state.dump_start(GtidSet.parse(f"{UUID}:1-{purged - 2}:{purged}"))
+        dump_start(state, GtidSet.parse(f"{UUID}:1-{purged - 2}:{purged}"))
     assert f"the missing transactions are '{UUID}:{purged - 1}'" in err.value.message

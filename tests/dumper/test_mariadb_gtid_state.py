@@ -13,10 +13,12 @@ from binlog_writer.mariadb_gtids import MariadbGtids
 from cdc.binlog.constants import EventType, GtidListFlag
 from cdc.binlog.events import DomainGtid, GtidListEvent
 from cdc.binlog.header import OFF_TYPE
-from dumper.server.dump.binlog_files import START, BinlogFiles
+from dumper.server.dump import mariadb_start
 from dumper.server.dump.binlog_sender import BinlogSender
-from dumper.server.dump.mariadb_gtid_state import MariadbGtidState
+from dumper.server.dump.mariadb_start import dump_start
 from dumper.server.dump.request import DumpError, DumpOptions, DumpRequest
+from dumper.server.store.binlog_files import START, BinlogFiles
+from dumper.server.store.mariadb_gtid_state import MariadbGtidState
 from tests.binlog_writer.test_mariadb_gtids import (
     DOMAIN,
     PLACEHOLDER,
@@ -50,17 +52,17 @@ def test_variables_and_starts(files: BinlogFiles):
     }
     names = files.names()
     assert len(names) > 3
-    assert state.dump_start("") == (names[0], START)  # a new replica: the very beginning
-    assert state.dump_start("0-1-5") == (names[0], START)  # other domains are not ours
+    assert dump_start(state, "") == (names[0], START)  # a new replica: the very beginning
+    assert dump_start(state, "0-1-5") == (names[0], START)  # other domains are not ours
     layout = MariadbGtids(DOMAIN, SERVER)
     for k in range(1, 12):
-        name, pos = state.dump_start(f"0-1-99,{DOMAIN}-{SERVER}-{k}")
+        name, pos = dump_start(state, f"0-1-99,{DOMAIN}-{SERVER}-{k}")
         if pos == START:  # k is the last GTID before that file
             assert layout.head(files.path(name)).gtid_list[-1].seq_no == k
         else:
             assert seq_at(files, name, pos) == k + 1
     last = names[-1]
-    assert state.dump_start(f"{DOMAIN}-{SERVER}-12") == (last, files.complete_end(last))
+    assert dump_start(state, f"{DOMAIN}-{SERVER}-12") == (last, files.complete_end(last))
 
 
 def test_variables_as_of_a_pinned_position(files: BinlogFiles):
@@ -69,7 +71,7 @@ def test_variables_as_of_a_pinned_position(files: BinlogFiles):
     GTID its data is at)."""
     state = MariadbGtidState(files, DOMAIN, SERVER)
     for k in range(1, 12):
-        name, pos = state.dump_start(f"{DOMAIN}-{SERVER}-{k}")
+        name, pos = dump_start(state, f"{DOMAIN}-{SERVER}-{k}")
         got = state.variables((name, pos))
         assert got["gtid_binlog_pos"] == got["gtid_current_pos"] == f"{DOMAIN}-{SERVER}-{k}"
     assert state.variables((files.names()[0], START))["gtid_binlog_pos"] in (
@@ -81,29 +83,29 @@ def test_variables_as_of_a_pinned_position(files: BinlogFiles):
 def test_positions_we_cannot_serve_are_refused_with_mariadbs_texts(files: BinlogFiles):
     state = MariadbGtidState(files, DOMAIN, SERVER)
     with pytest.raises(DumpError) as err:
-        state.dump_start(f"{DOMAIN}-{SERVER}-13")
+        dump_start(state, f"{DOMAIN}-{SERVER}-13")
     assert err.value.code == 1236 and err.value.message == (
         f"Error: connecting slave requested to start from GTID {DOMAIN}-{SERVER}-13, which is "
         "not in the master's binlog"
     )
     with pytest.raises(DumpError, match="the slave has diverged due to executing extra"):
-        state.dump_start(f"{DOMAIN}-999-5")  # another server_id: not ours
+        dump_start(state, f"{DOMAIN}-999-5")  # another server_id: not ours
     with pytest.raises(DumpError, match="malformed slave request") as err:
-        state.dump_start("7-100")
+        dump_start(state, "7-100")
     assert err.value.code == 1105
     # A multi-path replica (gtid_ignore_duplicates) ahead of us waits at the end.
     last = files.names()[-1]
-    assert state.dump_start(f"{DOMAIN}-{SERVER}-20", ignore_duplicates=True) == (
+    assert dump_start(state, f"{DOMAIN}-{SERVER}-20", ignore_duplicates=True) == (
         last,
         files.complete_end(last),
     )
     files.purge(files.victims_to(files.names()[2]))
     with pytest.raises(DumpError, match="Probably the slave state is too old and required binlog"):
-        state.dump_start(f"{DOMAIN}-{SERVER}-1")
+        dump_start(state, f"{DOMAIN}-{SERVER}-1")
     with pytest.raises(DumpError, match="required binlog files have been purged"):
-        state.dump_start("")  # the domain's beginning is gone
+        dump_start(state, "")  # the domain's beginning is gone
     first = MariadbGtids(DOMAIN, SERVER).head(files.path(files.names()[0])).gtid_list[-1]
-    assert state.dump_start(f"{DOMAIN}-{SERVER}-{first.seq_no}") == (files.names()[0], START)
+    assert dump_start(state, f"{DOMAIN}-{SERVER}-{first.seq_no}") == (files.names()[0], START)
 
 
 def test_strict_mode_refuses_a_gtid_of_another_server_at_that_seq_no(tmp_path: Path):
@@ -117,23 +119,23 @@ def test_strict_mode_refuses_a_gtid_of_another_server_at_that_seq_no(tmp_path: P
     state = MariadbGtidState(BinlogFiles(tmp_path), DOMAIN, SERVER)
     assert state.variables()["gtid_binlog_state"] == "7-100-1,7-200-3"
     # 7-200-2 exists; a replica at 7-200-2 continues with 3.
-    name, pos = state.dump_start(f"{DOMAIN}-200-2", strict=True)
+    name, pos = dump_start(state, f"{DOMAIN}-200-2", strict=True)
     assert seq_at(BinlogFiles(tmp_path), name, pos) == 3
     # 7-200-1 never existed (seq_no 1 is server 100's) though 200 has later ones: a hole in
     # strict mode; otherwise served from seq_no 2.
     with pytest.raises(DumpError, match="missing the GTID 7-200-1 requested by the slave"):
-        state.dump_start(f"{DOMAIN}-200-1", strict=True)
-    name, pos = state.dump_start(f"{DOMAIN}-200-1")
+        dump_start(state, f"{DOMAIN}-200-1", strict=True)
+    name, pos = dump_start(state, f"{DOMAIN}-200-1")
     assert seq_at(BinlogFiles(tmp_path), name, pos) == 2
 
 
 def until_dump(files: BinlogFiles, connect: str, until: str, batch_bytes: int) -> list[bytes]:
     """The events a dump from `connect` with `@slave_until_gtid = until` sends."""
     state = MariadbGtidState(files, DOMAIN, SERVER)
-    name, pos = state.dump_start(connect)
+    name, pos = dump_start(state, connect)
     sink = Packets()
     sender = BinlogSender(files, sink, server_id=SERVER, batch_bytes=batch_bytes)
-    request = DumpRequest(name, pos, server_id=5, until=state.until(connect, until))
+    request = DumpRequest(name, pos, server_id=5, until=mariadb_start.until(state, connect, until))
     # Blocking: only the until position may end it.
     asyncio.run(asyncio.wait_for(sender.run(request, DumpOptions(checksum=True)), 10))
     return sink.events
@@ -172,7 +174,7 @@ def test_start_slave_until_ends_the_dump_after_that_transaction(
             assert events[-2][OFF_TYPE] == EventType.BINLOG_CHECKPOINT
             assert body.gtids == (DomainGtid(DOMAIN, SERVER, want[-1]),)
     with pytest.raises(DumpError, match="malformed slave request when obtaining UNTIL") as err:
-        MariadbGtidState(files, DOMAIN, SERVER).until("", "7-100")
+        mariadb_start.until(MariadbGtidState(files, DOMAIN, SERVER), "", "7-100")
     assert err.value.code == 1105
 
 
@@ -183,10 +185,12 @@ def test_until_waits_for_a_transaction_not_written_yet(tmp_path: Path):
         w.append_encoded(bytearray(txn(i)))
     files = BinlogFiles(tmp_path)
     state = MariadbGtidState(files, DOMAIN, SERVER)
-    name, pos = state.dump_start("")
+    name, pos = dump_start(state, "")
     sink = Packets()
     sender = BinlogSender(files, sink, server_id=SERVER, poll_interval=0.01)
-    request = DumpRequest(name, pos, server_id=5, until=state.until("", f"{DOMAIN}-{SERVER}-6"))
+    request = DumpRequest(
+        name, pos, server_id=5, until=mariadb_start.until(state, "", f"{DOMAIN}-{SERVER}-6")
+    )
 
     async def run() -> None:
         task = asyncio.create_task(sender.run(request, DumpOptions(checksum=True)))

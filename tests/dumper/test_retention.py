@@ -24,9 +24,10 @@ from cdc.protocol.constants import Command
 from cdc.protocol.dump_client import BinlogPosition, DumpClient, DumpSettings
 from dumper.server.context import ServerContext
 from dumper.server.dump.ack_gate import AckGate
-from dumper.server.dump.binlog_files import BinlogFiles
-from dumper.server.dump.retention import Holder, allowed, holders
+from dumper.server.holders import holders
 from dumper.server.sql.schema import InMemorySchemaProvider
+from dumper.server.store.binlog_files import BinlogFiles
+from dumper.server.store.retention import Holder, allowed
 from tests.dumper.helpers import PASSWORD, USER, ServerThread, wait_for
 
 FILES = 5
@@ -95,7 +96,7 @@ def test_the_newest_file_with_a_transaction_stays(tmp_path):
 
 
 def test_a_consumer_holds_its_file_until_it_passes_it(tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="dumper.server.dump.retention")
+    caplog.set_level(logging.INFO, logger="dumper.server.store.retention")
     writer = write_files(tmp_path, size=BIG)
     all_files = names(tmp_path)
     with ServerThread(tmp_path) as s:
@@ -141,7 +142,7 @@ def _admin(port: int):
 
 
 def test_purge_statement_stops_at_a_file_a_consumer_reads(tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="dumper.server.dump.retention")
+    caplog.set_level(logging.INFO, logger="dumper.server.store.retention")
     writer = write_files(tmp_path, size=BIG)
     all_files = names(tmp_path)
     with ServerThread(tmp_path) as s:
@@ -176,7 +177,7 @@ def test_a_retain_mark_holds_the_backfill_hand_off(tmp_path):
 def test_a_pinned_snapshot_holds_its_file_from_purge(tmp_path, caplog):
     """A snapshot transaction reads the binlog from its pinned position at each SELECT: PURGE
     (and retention) keep that file while the transaction lasts (issue 32)."""
-    caplog.set_level(logging.INFO, logger="dumper.server.dump.retention")
+    caplog.set_level(logging.INFO, logger="dumper.server.store.retention")
     writer = write_files(tmp_path)
     with ServerThread(tmp_path) as s:
         conn = pymysql.connect(host="127.0.0.1", port=s.port, user=USER, password=PASSWORD)
@@ -212,10 +213,10 @@ def test_live_followers_hold_what_they_copy(tmp_path):
     gate.record(9901, victims[1], 200)
     now[0] += 3
     gate.record(9902, victims[3], 200)
-    ok, holder = allowed(victims, holders(ctx))
+    ok, holder = allowed(victims, holders(ctx.sessions, ctx.acks))
     assert ok == victims[:1] and holder is not None and "9901" in holder.who
     now[0] += 3  # 9901 silent for 6 s > lease: gone, no longer holds anything
-    ok, holder = allowed(victims, holders(ctx))
+    ok, holder = allowed(victims, holders(ctx.sessions, ctx.acks))
     assert ok == victims[:3] and holder is not None and "9902" in holder.who
     assert allowed(victims, [Holder("binlog.000099", "x")]) == (victims, None)
 

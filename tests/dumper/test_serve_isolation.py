@@ -16,11 +16,11 @@ import pytest
 from cdc.config import Config
 from cdc.protocol.client import MysqlClient
 from cdc.protocol.constants import Command
-from dumper.server.dump.binlog_files import BinlogFiles
 from dumper.server.dump.request import MIN_HEARTBEAT_PERIOD_S
 from dumper.server.serve_process import ServeProcess
 from dumper.server.serve_state import ServeState, ServeView
 from dumper.server.sql import answer_binlog
+from dumper.server.store.binlog_files import BinlogFiles
 from dumper.server.wire.session import ROWS_PER_TURN
 from tests.dumper.binlog_gen import T1, FileBuilder
 from tests.dumper.helpers import PASSWORD, USER, ServerThread, await_for, make_config

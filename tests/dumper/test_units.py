@@ -7,10 +7,10 @@ import pytest
 
 from cdc.config import ConfigError, DumperConfig
 from dumper.server import sql
-from dumper.server.dump.binlog_files import BinlogFiles
 from dumper.server.sql.event_info import event_info, event_type_name
 from dumper.server.sql.schema import ColumnSchema, IndexSchema, TableSchema
 from dumper.server.sql.variables import filter_names, like_to_regex
+from dumper.server.store.binlog_files import BinlogFiles
 from tests.dumper.binlog_gen import write_fixture
 
 

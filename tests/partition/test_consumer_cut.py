@@ -2,7 +2,7 @@
 transfers, with two consumers (`mariadb-binlog --raw --stop-never`): X on host `c1`, following
 the end of the binlog, and H on host `c2`, whose link is rate-limited (SLOW_KBIT) so that it
 reads files behind the end and holds them (retention keeps every file from the oldest one a
-connected dump reads: dumper/server/dump/retention.py). Then every packet between d1 and c1 and
+connected dump reads: dumper/server/store/retention.py). Then every packet between d1 and c1 and
 between d1 and c2 dropped, both ways (no FIN, no RST: the consumers' sessions hang half-open,
 the dumper's sends stay unacknowledged), for as long as it takes; then the links healed.
 

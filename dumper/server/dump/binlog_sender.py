@@ -14,16 +14,9 @@ from typing import Protocol
 from cdc.binlog.constants import HEADER_LEN, HEARTBEAT_EVENT, ROTATE_EVENT, EventFlag
 from cdc.binlog.header import HEADER, OFF_FLAGS, OFF_LOG_POS, event_size
 from dumper.server.dump.ack_gate import AckGate
-from dumper.server.dump.binlog_files import (
-    MAGIC,
-    BinlogFileError,
-    BinlogFiles,
-    fde_checksum_alg,
-)
 from dumper.server.dump.framing import frame_whole_events
 from dumper.server.dump.gtid_skip import GtidSkip
 from dumper.server.dump.mariadb_until import GtidUntil
-from dumper.server.dump.notifiers import Notifier, PollNotifier
 from dumper.server.dump.request import (
     ER_MASTER_FATAL_ERROR_READING_BINLOG,
     DumpError,
@@ -31,6 +24,13 @@ from dumper.server.dump.request import (
     DumpRequest,
 )
 from dumper.server.dump.shared_reads import FramedBatch, SharedReads
+from dumper.server.store.binlog_files import (
+    MAGIC,
+    BinlogFileError,
+    BinlogFiles,
+    fde_checksum_alg,
+)
+from dumper.server.store.notifiers import Notifier, PollNotifier
 
 LOG_EVENT_ARTIFICIAL_F = int(EventFlag.ARTIFICIAL)
 LOG_EVENT_BINLOG_IN_USE_F = int(EventFlag.BINLOG_IN_USE)

@@ -11,9 +11,10 @@ import struct
 
 from cdc.protocol.packets import PacketBuffer, ProtocolError, eof_packet, err_packet, ok_packet
 from dumper.server.context import Registration, ServerContext, SessionState
+from dumper.server.dump import gtid_start, mariadb_start
 from dumper.server.dump.ack_gate import parse_ack
 from dumper.server.dump.binlog_sender import BinlogSender
-from dumper.server.dump.gtid_state import brief, parse_dump_gtid
+from dumper.server.dump.gtid_start import brief, parse_dump_gtid
 from dumper.server.dump.request import (
     MIN_HEARTBEAT_PERIOD_S,
     DumpError,
@@ -106,7 +107,7 @@ class ReplicationAnswers:
 
     async def _gtid_dump_request(self, body: bytes) -> DumpRequest:
         """COM_BINLOG_DUMP_GTID: the file and position of the first transaction the client's
-        GTID set lacks (`gtid_state`). In a thread: finding it may read a file's worth of
+        GTID set lacks (`gtid_start`). In a thread: finding it may read a file's worth of
         bytes, and a set may hold a million intervals; neither may hold up other sessions."""
         state = self.ctx.gtid_state
 
@@ -117,7 +118,7 @@ class ReplicationAnswers:
                     "The replication receiver thread cannot start in AUTO_POSITION mode: this "
                     "server has GTID_MODE = OFF instead of ON. Use file and position."
                 )
-            file, pos, exclude = state.dump_start(client)
+            file, pos, exclude = gtid_start.dump_start(state, client)
             dump = DumpRequest(file, pos, request.flags, request.server_id, exclude)
             return dump, brief(str(client) or "nothing")
 
@@ -136,19 +137,20 @@ class ReplicationAnswers:
     def _mariadb_gtid_dump_request(self, body: bytes) -> DumpRequest:
         """COM_BINLOG_DUMP of a MariaDB replica in GTID mode (`@slave_connect_state` set; its
         file name and position are ignored, as MariaDB's master does): the file and position
-        of the transaction after its GTID (`mariadb_gtid_state`)."""
+        of the transaction after its GTID (`mariadb_start`)."""
         request = DumpRequest.parse(body)
         uv = self.state.user_vars
         state = self.ctx.mariadb_gtids
         assert state is not None
         connect = "" if uv.get("slave_connect_state") is None else str(uv["slave_connect_state"])
-        file, pos = state.dump_start(
+        file, pos = mariadb_start.dump_start(
+            state,
             connect,
             strict=_flag(uv.get("slave_gtid_strict_mode")),
             ignore_duplicates=_flag(uv.get("slave_gtid_ignore_duplicates")),
         )
         until_text = uv.get("slave_until_gtid")
-        until = None if until_text is None else state.until(connect, str(until_text))
+        until = None if until_text is None else mariadb_start.until(state, connect, str(until_text))
         log.info(
             "MariaDB GTID dump for %s:%d: the replica is at %r; from %s:%d%s",
             self.state.host,

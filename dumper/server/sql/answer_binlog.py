@@ -7,17 +7,16 @@ from collections.abc import Iterator
 
 from cdc.binlog.constants import EventType
 from cdc.protocol.resultset import Column
-from dumper.server.dump import retention
-from dumper.server.dump.binlog_files import (
+from dumper.server.handlers import OkResult, Result, RowsResult, SqlError
+from dumper.server.sql import statements as st
+from dumper.server.sql.answers import LONGLONG_U, Answers
+from dumper.server.sql.event_info import event_info, event_type_name
+from dumper.server.store.binlog_files import (
     START,
     BinlogFileError,
     fde_checksum_alg,
     parse_purge_date,
 )
-from dumper.server.handlers import OkResult, Result, RowsResult, SqlError
-from dumper.server.sql import statements as st
-from dumper.server.sql.answers import LONGLONG_U, Answers
-from dumper.server.sql.event_info import event_info, event_type_name
 from dumper.server.users import denied, has_any, require
 
 
@@ -118,7 +117,7 @@ class BinlogAnswers(Answers):
             else:
                 victims = self.ctx.files.victims_before(parse_purge_date(stmt.before or ""))
             # As MySQL 8 and MariaDB: a file a consumer still reads stops the purge there (logged).
-            retention.purge_held(self.ctx, victims, f"PURGE by connection {self.state.conn_id}")
+            self.ctx.retention.purge(victims, f"PURGE by connection {self.state.conn_id}")
         except BinlogFileError:
             raise SqlError("Target log not found in binlog index", 1373, "HY000") from None
         except ValueError as exc:

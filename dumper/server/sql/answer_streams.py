@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from cdc.protocol.resultset import Column
 from cdc.streams import stream_dir, stream_gtid_domain, stream_port, stream_server_uuid
-from dumper.server.dump.binlog_files import BinlogFiles
-from dumper.server.dump.gtid_state import GtidState
-from dumper.server.dump.mariadb_gtid_state import MariadbGtidState
 from dumper.server.handlers import Result, RowsResult
 from dumper.server.sql import statements as st
 from dumper.server.sql.answers import LONGLONG_U, Answers
+from dumper.server.store.binlog_files import BinlogFiles
+from dumper.server.store.gtid_state import GtidState
+from dumper.server.store.mariadb_gtid_state import MariadbGtidState
 from dumper.server.users import require
 
 

@@ -16,7 +16,7 @@ from read_path import ColumnDef, unsupported
 class TableAnswers(Answers):
     def select(self, stmt: st.TableSelect) -> Result:
         read = self._read(stmt, self.read_position)
-        # Held from purge while the statement runs, until the read closes (dump/retention.py;
+        # Held from purge while the statement runs, until the read closes (store/retention.py;
         # a result never streamed holds until the session's next SELECT or its end); a
         # transaction's pinned position is held until the transaction ends.
         state = self.state

@@ -9,7 +9,7 @@ import uuid
 from cdc.binlog.constants import HEADER_LEN, QUERY_DB_LEN_OFFSET, ROWS_TYPES, EventType
 from cdc.binlog.flavor import FL_STANDALONE
 from cdc.binlog.query import text_start
-from dumper.server.dump.binlog_files import RawEvent, fde_server_version
+from dumper.server.store.binlog_files import RawEvent, fde_server_version
 
 E = EventType
 

@@ -23,13 +23,11 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from binlog_writer import file_number, resume_file
-
-if TYPE_CHECKING:  # the context is built on this package's modules
-    from dumper.server.context import ServerContext
+from dumper.server.store.binlog_files import BinlogFiles
 
 log = logging.getLogger(__name__)
 
@@ -49,39 +47,8 @@ class Holder:
         return f"{self.who} {self.where}".rstrip()
 
 
-def holders(ctx: ServerContext) -> list[Holder]:
-    """Everyone who holds a file now: dumps, live followers' acknowledgements, retain marks."""
-    out = []
-    for cid, handle in list(ctx.sessions.items()):
-        state = handle.state
-        user = state.user.name if state.user is not None else "?"
-        dump = state.dump
-        if dump is not None and dump.file:
-            out.append(
-                Holder(
-                    dump.file,
-                    f"connection {cid} ({user}@{state.host}, server_id {dump.client_server_id})",
-                    f"reading {dump.file}:{dump.pos}",
-                )
-            )
-        for what, at in (("a snapshot transaction", state.pinned), ("a SELECT", state.reading)):
-            if at is not None:
-                out.append(
-                    Holder(
-                        at[0],
-                        f"connection {cid} ({user}@{state.host}) in {what} at {at[0]}:{at[1]}",
-                    )
-                )
-        mark = state.user_vars.get(RETAIN_VAR)
-        if isinstance(mark, bytes):
-            mark = mark.decode("utf-8", "replace")
-        if isinstance(mark, str) and mark:
-            out.append(Holder(mark, f"connection {cid} ({user}@{state.host}) @{RETAIN_VAR}"))
-    if ctx.acks is not None:
-        for sid, (file, pos, age) in ctx.acks.followers().items():
-            if age <= ctx.acks.live_s:
-                out.append(Holder(file, f"HA follower server_id {sid}", f"copied to {file}:{pos}"))
-    return out
+# Everyone who holds a file now (the server knows: its sessions and followers, holders.py).
+Holders = Callable[[], list[Holder]]
 
 
 def _number(name: str) -> int | None:
@@ -119,9 +86,8 @@ class RetentionPolicy:
     def enabled(self) -> bool:
         return self.expire_s > 0 or self.max_total > 0
 
-    def due(self, ctx: ServerContext, now: float) -> list[str]:
+    def due(self, files: BinlogFiles, now: float) -> list[str]:
         """Files the policy wants gone, oldest first (never the active, last one)."""
-        files = ctx.files
         victims = files.victims_before(now - self.expire_s) if self.expire_s > 0 else []
         if self.max_total > 0:
             sized = files.files()
@@ -138,17 +104,19 @@ class RetentionPolicy:
 
 
 def purgeable(
-    ctx: ServerContext, victims: list[str], known: dict[tuple, bool] | None = None
+    files: BinlogFiles,
+    held: list[Holder],
+    victims: list[str],
+    known: dict[tuple, bool] | None = None,
 ) -> tuple[list[str], Holder | None]:
     """`allowed` among the current holders, and never the newest file holding a whole
     transaction (nor any after it): a restart or a takeover of these files reads the key it
     resumes after there (`binlog_writer.resume_file`, `known` its memo). The files are read
     only when something would go: the active one (from its recovery point) and, right after a
     rotation, the files before it until one holds a transaction."""
-    ok, holder = allowed(victims, holders(ctx))
+    ok, holder = allowed(victims, held)
     if not ok:
         return ok, holder
-    files = ctx.files
     names = files.names()
     try:
         keep = resume_file(files.dir, files.base, names[names.index(ok[-1]) + 1 :], known)
@@ -167,9 +135,9 @@ def purgeable(
     return ok, holder
 
 
-def purge_held(ctx: ServerContext, victims: list[str], why: str) -> list[str]:
-    """Purge `victims` up to the first file someone holds (logged); the purged names."""
-    ok, holder = purgeable(ctx, victims)
+def purge_held(files: BinlogFiles, held: list[Holder], victims: list[str], why: str) -> list[str]:
+    """Purge `victims` up to the first file someone in `held` holds (logged); the purged names."""
+    ok, holder = purgeable(files, held, victims)
     if holder is not None:
         log.info(
             "%s: %s not purged (nor anything after it) while %s",
@@ -177,7 +145,7 @@ def purge_held(ctx: ServerContext, victims: list[str], why: str) -> list[str]:
             victims[len(ok)],
             holder,
         )
-    return ctx.files.purge(ok)
+    return files.purge(ok)
 
 
 class Retention:
@@ -185,8 +153,9 @@ class Retention:
     follower's copy alike. A file held by a reader is logged once per file and holder, not
     every check."""
 
-    def __init__(self, ctx: ServerContext, policy: RetentionPolicy) -> None:
-        self.ctx = ctx
+    def __init__(self, files: BinlogFiles, holders: Holders, policy: RetentionPolicy) -> None:
+        self.files = files
+        self.holders = holders
         self.policy = policy
         self.purged = 0
         self._logged: tuple[str, str] | None = None
@@ -204,11 +173,15 @@ class Retention:
                 await self._task
             self._task = None
 
+    def purge(self, victims: list[str], why: str) -> list[str]:
+        """PURGE BINARY LOGS: `victims` up to the first held one, by the same rule."""
+        return purge_held(self.files, self.holders(), victims, why)
+
     def check(self, now: float | None = None) -> list[str]:
-        victims = self.policy.due(self.ctx, time.time() if now is None else now)
+        victims = self.policy.due(self.files, time.time() if now is None else now)
         if not victims:
             return []
-        ok, holder = purgeable(self.ctx, victims, self._known)
+        ok, holder = purgeable(self.files, self.holders(), victims, self._known)
         if holder is not None and self._logged != (victims[len(ok)], holder.who):
             self._logged = (victims[len(ok)], holder.who)
             log.info(
@@ -216,7 +189,7 @@ class Retention:
                 victims[len(ok)],
                 holder,
             )
-        gone = self.ctx.files.purge(ok)
+        gone = self.files.purge(ok)
         if gone:
             self.purged += len(gone)
             log.info("retention: purged %s", ", ".join(gone))

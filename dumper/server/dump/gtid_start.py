@@ -1,6 +1,5 @@
-"""What the served files say about GTIDs: `@@gtid_executed`, `@@gtid_purged`, and where a
-COM_BINLOG_DUMP_GTID starts. Everything is read from the binlog files (their PREVIOUS_GTIDS
-and GTID events, `binlog_writer.gtids`), so a follower's copy answers as its leader does.
+"""Where a COM_BINLOG_DUMP_GTID starts, from what the served files say about GTIDs
+(`store/gtid_state.py`), and the packet's parsing.
 
 A dump starts at the first transaction of this server's sid that the client's set lacks:
 the client holds `sid:1-k`, it gets `sid:k+1` and everything after it, less the transactions
@@ -13,10 +12,11 @@ import struct
 
 from binlog_writer import gtids
 from cdc.binlog.errors import CodecError
-from cdc.binlog.gtid import GtidSet, sid_of
-from dumper.server.dump.binlog_files import START, BinlogFiles
+from cdc.binlog.gtid import GtidSet
 from dumper.server.dump.gtid_skip import ExcludedGtids
 from dumper.server.dump.request import DumpError, DumpRequest
+from dumper.server.store.binlog_files import START
+from dumper.server.store.gtid_state import GtidState
 
 # MySQL 8.0's texts for ER_SOURCE_HAS_PURGED_REQUIRED_GTIDS / ER_REPLICA_HAS_MORE_GTIDS_THAN_SOURCE,
 # sent as error 1236 (clients and operators match on them).
@@ -37,61 +37,34 @@ MSG_MORE = (
 )
 
 
-class GtidState:
-    def __init__(self, files: BinlogFiles, server_uuid: str) -> None:
-        self.files = files
-        self.sid = sid_of(server_uuid)
-
-    def executed(self, upto: tuple[str, int] | None = None) -> GtidSet:
-        """Every GTID in the files, the purged ones included (MySQL's gtid_executed); with
-        `upto` (file, position), those before it (a snapshot transaction's position)."""
-        names = self.files.names()
-        if upto is not None and upto[0] in names:
-            names = names[: names.index(upto[0]) + 1]
-        for name in reversed(names):
-            path = self.files.path(name)
-            if path.exists():
-                size = path.stat().st_size
-                if upto is not None and name == upto[0]:
-                    size = min(size, upto[1])
-                gno = gtids.last_gno(path, size, self.sid)
-                if gno is not None:
-                    return GtidSet.upto(self.sid, gno)
-        return GtidSet()
-
-    def purged(self) -> GtidSet:
-        """The GTIDs of files no longer here: the first file's PREVIOUS_GTIDS."""
-        names = self.files.names()
-        return gtids.file_previous_gtids(self.files.path(names[0])) if names else GtidSet()
-
-    def dump_start(self, client: GtidSet) -> tuple[str, int, ExcludedGtids | None]:
-        """(file, position) of the first transaction `client` lacks, and the GTIDs it holds
-        after that (not to be sent); DumpError (1236) if it lacks purged ones or holds some
-        this server never wrote."""
-        sid = self.sid
-        executed = self.executed()
-        if client.last(sid) > executed.last(sid):
-            raise DumpError(MSG_MORE)
-        missing = client.missing(sid, self.purged().last(sid))
-        if missing:
-            raise DumpError(MSG_PURGED.format(sent=brief(str(client)), missing=brief(str(missing))))
-        have = client.prefix_end(sid)
-        exclude = ExcludedGtids.after_prefix(client, sid)
-        names = self.files.names()
-        first = 0  # the newest file that starts at or before the client's end
-        for i in range(len(names) - 1, -1, -1):
-            if gtids.file_previous_gtids(self.files.path(names[i])).last(sid) <= have:
-                first = i
-                break
-        for name in names[first:]:
-            at = gtids.locate(self.files.path(name), sid, have + 1)
-            if at is not None:
-                return name, at, exclude
-        if not names:
-            raise DumpError("Could not find first log file name in binary log index file")
-        last = names[-1]
-        # Nothing after the client's set yet: follow from the end of what is written.
-        return last, max(self.files.complete_end(last), START), None
+def dump_start(state: GtidState, client: GtidSet) -> tuple[str, int, ExcludedGtids | None]:
+    """(file, position) of the first transaction `client` lacks in `state`'s files, and the
+    GTIDs it holds after that (not to be sent); DumpError (1236) if it lacks purged ones or holds some
+    this server never wrote."""
+    sid = state.sid
+    executed = state.executed()
+    if client.last(sid) > executed.last(sid):
+        raise DumpError(MSG_MORE)
+    missing = client.missing(sid, state.purged().last(sid))
+    if missing:
+        raise DumpError(MSG_PURGED.format(sent=brief(str(client)), missing=brief(str(missing))))
+    have = client.prefix_end(sid)
+    exclude = ExcludedGtids.after_prefix(client, sid)
+    names = state.files.names()
+    first = 0  # the newest file that starts at or before the client's end
+    for i in range(len(names) - 1, -1, -1):
+        if gtids.file_previous_gtids(state.files.path(names[i])).last(sid) <= have:
+            first = i
+            break
+    for name in names[first:]:
+        at = gtids.locate(state.files.path(name), sid, have + 1)
+        if at is not None:
+            return name, at, exclude
+    if not names:
+        raise DumpError("Could not find first log file name in binary log index file")
+    last = names[-1]
+    # Nothing after the client's set yet: follow from the end of what is written.
+    return last, max(state.files.complete_end(last), START), None
 
 
 def brief(text: str, limit: int = 200) -> str:
