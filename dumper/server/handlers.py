@@ -14,7 +14,7 @@ from cdc.protocol.resultset import Column
 from cdc.protocol.sql_error import SqlError as SqlError  # the server's parts raise it from here
 
 if TYPE_CHECKING:
-    from dumper.server.context import SessionState
+    from dumper.server.sessions import SessionState
 
 
 @dataclass(slots=True)
@@ -118,6 +118,10 @@ class ReplicationHandler(Protocol):
     async def dump(self, body: bytes, conn: DumpConnection, *, by_gtid: bool) -> None:
         """Serve a binlog dump until it ends (its errors are sent on `conn`); SqlError when it
         is refused before it starts."""
+        ...
+
+    def close(self) -> None:
+        """The session ended (its registration, if any, goes)."""
         ...
 
 

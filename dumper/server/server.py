@@ -6,19 +6,26 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 from collections.abc import Callable
 from pathlib import Path
 
-from cdc.config import DumperConfig
-from dumper.server.context import ServerContext, SessionState
+from cdc.config import ConfigError, DumperConfig
 from dumper.server.dump.ack_gate import AckGate
 from dumper.server.dump.consumers import consumers
-from dumper.server.dump.handler import ReplicationAnswers
+from dumper.server.dump.handler import DumpContext, ReplicationAnswers
 from dumper.server.handlers import Handlers
+from dumper.server.holders import holders
+from dumper.server.sessions import Sessions, SessionState
+from dumper.server.sql.answers import SqlContext
 from dumper.server.sql.executor import QueryExecutor
 from dumper.server.sql.schema import InMemorySchemaProvider, SchemaProvider
+from dumper.server.sql.variables import server_variables
 from dumper.server.store.binlog_files import BinlogFiles
 from dumper.server.store.notifiers import Notifier, PollNotifier
+from dumper.server.store.retention import Retention, RetentionPolicy
+from dumper.server.store.served import ServedBinlog
+from dumper.server.wire.context import WireContext
 from dumper.server.wire.listener import Listener
 from read_path import SnapshotSource, TableReads
 
@@ -26,19 +33,51 @@ log = logging.getLogger(__name__)
 
 
 class Server:
-    """A started Dumper protocol server; `port` is the bound port (config port 0 = any free)."""
+    """A started Dumper protocol server; `port` is the bound port (config port 0 = any free).
+    Each part is handed what it needs: the wire its `WireContext`, the SQL answers their
+    `SqlContext`, the replication side its `DumpContext`; they share the served files
+    (`store`), the live sessions and the purge rule, and nothing reaches through another."""
 
-    def __init__(self, ctx: ServerContext) -> None:
-        self.ctx = ctx
-        self.listener = Listener(ctx, self._handlers)
-        self.retention = ctx.retention
+    def __init__(
+        self,
+        config: DumperConfig,
+        served: ServedBinlog,
+        schema: SchemaProvider,
+        acks: AckGate | None = None,
+        reads: TableReads | None = None,
+        read_only: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.config = config
+        self.served = served
+        self.sessions = Sessions()
+        self.acks = acks
+        self.retention = Retention(
+            served.files,
+            lambda: holders(self.sessions.live, acks),
+            RetentionPolicy(config.expire_logs_seconds, config.max_binlog_total_size),
+        )
+        self.dump = DumpContext(config, served, acks)
+        variables = server_variables(config, served.server_uuid)
+        self.sql = SqlContext(
+            config,
+            served,
+            schema,
+            variables,
+            self.sessions,
+            self.dump.replicas,
+            self.retention,
+            reads,
+            read_only,
+        )
+        tls = tls_context(config.tls_cert, config.tls_key) if config.tls_cert else None
+        self.listener = Listener(WireContext(config, self.sessions, variables, tls), self._handlers)
 
     def _handlers(self, state: SessionState) -> Handlers:
-        return Handlers(QueryExecutor(self.ctx, state), ReplicationAnswers(self.ctx, state))
+        return Handlers(QueryExecutor(self.sql, state), ReplicationAnswers(self.dump, state))
 
     @property
     def host(self) -> str:
-        return self.ctx.config.host
+        return self.config.host
 
     @property
     def port(self) -> int:
@@ -46,7 +85,7 @@ class Server:
 
     def consumers(self) -> list[dict]:
         """The running dumps (`dumper/server/dump/consumers.py`)."""
-        return consumers(self.ctx)
+        return consumers(self.sessions.live, self.served.files, self.acks)
 
     @property
     def purged(self) -> int:
@@ -55,7 +94,7 @@ class Server:
 
     async def start(self) -> Server:
         await self.listener.start()
-        log.info("dumper serving %s on %s:%d", self.ctx.files.dir, self.ctx.config.host, self.port)
+        log.info("dumper serving %s on %s:%d", self.served.files.dir, self.config.host, self.port)
         self.retention.start()
         return self
 
@@ -76,6 +115,17 @@ class Server:
         await self.close()
 
 
+def tls_context(cert: str, key: str) -> ssl.SSLContext:
+    """Server-side TLS; a bad file is a configuration error, reported at start."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert, key or None)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"[dumper] tls_cert/tls_key: cannot load {cert!r}: {exc}") from None
+    return context
+
+
 async def serve(
     config: DumperConfig,
     binlog_dir: str | os.PathLike[str] | None = None,
@@ -90,21 +140,18 @@ async def serve(
     `server_uuid`: the global binlog's (the sid of the GTIDs in its files); "" for files
     without GTIDs."""
     files = BinlogFiles(Path(binlog_dir or config.binlog_dir), config.binlog_base)
-    notifier = notifier or PollNotifier()
+    served = ServedBinlog.of(config, files, notifier or PollNotifier(), server_uuid)
     reads = None
     if snapshot is not None:
         reads = TableReads(
-            snapshot, files, notifier, config.snapshot_page_rows, config.snapshot_sort_rows
+            snapshot, files, served.notifier, config.snapshot_page_rows, config.snapshot_sort_rows
         )
-    ctx = ServerContext(
-        config=config,
-        files=files,
-        schema=schema if schema is not None else InMemorySchemaProvider(),
-        notifier=notifier,
+    server = Server(
+        config,
+        served,
+        schema if schema is not None else InMemorySchemaProvider(),
         acks=acks,
-        server_uuid=server_uuid,
         reads=reads,
+        read_only=read_only or (lambda: False),
     )
-    if read_only is not None:
-        ctx.read_only = read_only
-    return await Server(ctx).start()
+    return await server.start()

@@ -116,4 +116,4 @@ def test_mariadb_replica_follows_files_heartbeats_restart_rotation(tmp_path, rep
 
 
 async def _show_slave_hosts(srv: ServerThread) -> list[int]:
-    return [r.server_id for r in srv.server.ctx.replicas.values()]
+    return [r.server_id for r in srv.server.dump.replicas.values()]

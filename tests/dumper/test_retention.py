@@ -18,14 +18,11 @@ from binlog_writer import BinlogCopier, BinlogWriter, FsyncPolicy
 from cdc.binlog.events import XidEvent, cts_mark
 from cdc.binlog.header import timestamp
 from cdc.binlog.query import QueryEvent
-from cdc.config import DumperConfig
 from cdc.protocol.client import MysqlClient
 from cdc.protocol.constants import Command
 from cdc.protocol.dump_client import BinlogPosition, DumpClient, DumpSettings
-from dumper.server.context import ServerContext
 from dumper.server.dump.ack_gate import AckGate
 from dumper.server.holders import holders
-from dumper.server.sql.schema import InMemorySchemaProvider
 from dumper.server.store.binlog_files import BinlogFiles
 from dumper.server.store.retention import Holder, allowed
 from tests.dumper.helpers import PASSWORD, USER, ServerThread, wait_for
@@ -134,7 +131,7 @@ def start_retention(s: ServerThread, expire_s: int) -> None:
 
 
 def dumping(s: ServerThread) -> bool:
-    return any(h.state.dump is not None for h in list(s.server.ctx.sessions.values()))
+    return any(h.state.dump is not None for h in list(s.server.sessions.live.values()))
 
 
 def _admin(port: int):
@@ -208,15 +205,14 @@ def test_live_followers_hold_what_they_copy(tmp_path):
     files = BinlogFiles(tmp_path)
     now = [100.0]
     gate = AckGate({9901, 9902}, live_ms=5000, wait_ms=1000, clock=lambda: now[0])
-    ctx = ServerContext(DumperConfig(), files, InMemorySchemaProvider(), None, acks=gate)  # type: ignore[arg-type]
     victims = files.names()[:-1]
     gate.record(9901, victims[1], 200)
     now[0] += 3
     gate.record(9902, victims[3], 200)
-    ok, holder = allowed(victims, holders(ctx.sessions, ctx.acks))
+    ok, holder = allowed(victims, holders({}, gate))
     assert ok == victims[:1] and holder is not None and "9901" in holder.who
     now[0] += 3  # 9901 silent for 6 s > lease: gone, no longer holds anything
-    ok, holder = allowed(victims, holders(ctx.sessions, ctx.acks))
+    ok, holder = allowed(victims, holders({}, gate))
     assert ok == victims[:3] and holder is not None and "9902" in holder.who
     assert allowed(victims, [Holder("binlog.000099", "x")]) == (victims, None)
 
@@ -287,7 +283,7 @@ def test_a_follower_purges_its_copy_by_the_same_rules(tmp_path):
             rotate = list(BinlogFiles(copy_dir).events(name))[-1].data
             assert int((copy_dir / name).stat().st_mtime) == timestamp(rotate)
         with ServerThread(copy_dir) as follower:
-            follower.server.ctx.read_only = lambda: True  # as an HA follower's server is
+            follower.server.sql.read_only = lambda: True  # as an HA follower's server is
             # Its own reader holds a file (a mark: what a dump's file does, for small files).
             reader = pymysql.connect(
                 host="127.0.0.1", port=follower.port, user=USER, password=PASSWORD

@@ -144,7 +144,7 @@ async def test_show_binlog_events_is_streamed_in_bounded_turns(tmp_path, monkeyp
         # streamed, at most ROWS_PER_TURN between two turns.
         assert 0 < most <= ROWS_PER_TURN, most
         # Nor did it walk the whole file's boundaries first (one go, in one turn).
-        assert "binlog.000001" not in s.server.ctx.files._scans
+        assert "binlog.000001" not in s.server.served.files._scans
         # LIMIT's offset is skipped in budgeted turns too, and lands where it should.
         limited = (await a.query("SHOW BINLOG EVENTS LIMIT 30000, 2")).rows
         assert limited == rows[30000:30002]
@@ -161,7 +161,7 @@ async def test_show_binlog_events_to_a_client_that_does_not_read_holds_bounded_m
             return max(
                 (
                     h.conn.writer.transport.get_write_buffer_size()
-                    for h in s.server.ctx.sessions.values()
+                    for h in s.server.sessions.live.values()
                 ),
                 default=0,
             )

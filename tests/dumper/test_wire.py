@@ -104,7 +104,9 @@ async def test_mid_file_start_and_heartbeats(server, binlogs):
     c.write_packet(bytes((Command.PING,)), seq=0)
     assert header((await read_event(c, timeout=2))[1:])[1] == 27
     c.close()
-    await await_for(lambda: not server.server.ctx.sessions, 3, "dump session gone after disconnect")
+    await await_for(
+        lambda: not server.server.sessions.live, 3, "dump session gone after disconnect"
+    )
 
 
 async def test_dump_errors(server, binlogs):
@@ -241,6 +243,6 @@ async def test_connection_limit(binlogs):
             await client(srv.port)
         assert err.value.code == 1040
         await a.quit()
-        await await_for(lambda: len(srv.server.ctx.sessions) < 2, 3, "a slot")
+        await await_for(lambda: len(srv.server.sessions.live) < 2, 3, "a slot")
         await (await client(srv.port)).quit()
         await b.quit()

@@ -5,21 +5,24 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
-if TYPE_CHECKING:  # the context is built on this package's modules
-    from dumper.server.context import ServerContext
+from dumper.server.dump.ack_gate import AckGate
+from dumper.server.sessions import SessionHandle
+from dumper.server.store.binlog_files import BinlogFiles
 
 
-def consumers(ctx: ServerContext) -> list[dict]:
+def consumers(
+    sessions: Mapping[int, SessionHandle], files: BinlogFiles, acks: AckGate | None
+) -> list[dict]:
     """One record per running COM_BINLOG_DUMP: who, where, how much it got and how far it is
     behind the end of the files (`lag_bytes`, `lag_files`) and since when (`lag_s`: 0 while it
     has everything it may be sent; else the time since it last had)."""
-    dumps = [(cid, h.state) for cid, h in list(ctx.sessions.items()) if h.state.dump is not None]
+    dumps = [(cid, h.state) for cid, h in list(sessions.items()) if h.state.dump is not None]
     if not dumps:
         return []
-    files = ctx.files.files()
-    order = {f.name: i for i, f in enumerate(files)}
+    sized = files.files()
+    order = {f.name: i for i, f in enumerate(sized)}
     now = time.time()
     out = []
     for cid, state in dumps:
@@ -29,8 +32,8 @@ def consumers(ctx: ServerContext) -> list[dict]:
         if at is None:
             lag_bytes, lag_files = 0, 0  # not started yet (or its file is gone)
         else:
-            lag_bytes = max(files[at].size - dump.pos, 0) + sum(f.size for f in files[at + 1 :])
-            lag_files = len(files) - 1 - at
+            lag_bytes = max(sized[at].size - dump.pos, 0) + sum(f.size for f in sized[at + 1 :])
+            lag_files = len(sized) - 1 - at
         sid = dump.client_server_id
         out.append(
             {
@@ -38,7 +41,7 @@ def consumers(ctx: ServerContext) -> list[dict]:
                 "user": state.user.name if state.user is not None else "",
                 "host": state.host,
                 "server_id": sid,
-                "follower": ctx.acks.is_follower(sid) if ctx.acks is not None else False,
+                "follower": acks.is_follower(sid) if acks is not None else False,
                 "file": dump.file,
                 "position": dump.pos,
                 "events": dump.events_sent,

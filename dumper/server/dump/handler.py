@@ -8,11 +8,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+from dataclasses import dataclass, field
 
+from cdc.config import DumperConfig
 from cdc.protocol.packets import PacketBuffer, ProtocolError, eof_packet, err_packet, ok_packet
-from dumper.server.context import Registration, ServerContext, SessionState
 from dumper.server.dump import gtid_start, mariadb_start
-from dumper.server.dump.ack_gate import parse_ack
+from dumper.server.dump.ack_gate import AckGate, parse_ack
 from dumper.server.dump.binlog_sender import BinlogSender
 from dumper.server.dump.gtid_start import brief, parse_dump_gtid
 from dumper.server.dump.request import (
@@ -21,17 +22,35 @@ from dumper.server.dump.request import (
     DumpOptions,
     DumpRequest,
 )
+from dumper.server.dump.shared_reads import SharedReads
 from dumper.server.handlers import DumpConnection, SqlError
+from dumper.server.sessions import Registration, SessionState
+from dumper.server.store.served import ServedBinlog
 from dumper.server.users import require
 
 log = logging.getLogger(__name__)
 READ_SIZE = 1 << 16
 
 
+@dataclass(slots=True)
+class DumpContext:
+    """What the replication side reads and keeps (server.py builds it once, for every session)."""
+
+    config: DumperConfig
+    served: ServedBinlog  # the files, the writer's progress, the GTIDs a dump starts by
+    # HA: followers' acknowledgements, which bound what the leader serves other consumers.
+    acks: AckGate | None = None
+    # Framed batches shared by dumps at the same place (docs/dumper.md "Many consumers").
+    shared_reads: SharedReads = field(default_factory=SharedReads)
+    # The replicas registered (COM_REGISTER_SLAVE) by connection id, until it ends; SHOW
+    # SLAVE HOSTS reads them.
+    replicas: dict[int, Registration] = field(default_factory=dict)
+
+
 class ReplicationAnswers:
     """One session's replication commands (a `ReplicationHandler`)."""
 
-    def __init__(self, ctx: ServerContext, state: SessionState) -> None:
+    def __init__(self, ctx: DumpContext, state: SessionState) -> None:
         self.ctx = ctx
         self.state = state
         # Only for reading what a client sends during a dump (commands are read packet by packet)
@@ -52,6 +71,10 @@ class ReplicationAnswers:
         self.ctx.replicas[self.state.conn_id] = Registration(
             server_id, fields[0] or self.state.host, fields[1], port, self.ctx.config.server_id
         )
+
+    def close(self) -> None:
+        """The session ended: its registration goes."""
+        self.ctx.replicas.pop(self.state.conn_id, None)
 
     def _dump_options(self) -> DumpOptions:
         uv = self.state.user_vars
@@ -76,7 +99,8 @@ class ReplicationAnswers:
             if by_gtid:
                 request = await self._gtid_dump_request(body)
             elif (
-                self.ctx.mariadb_gtids is not None and "slave_connect_state" in self.state.user_vars
+                self.ctx.served.mariadb_gtids is not None
+                and "slave_connect_state" in self.state.user_vars
             ):
                 request = self._mariadb_gtid_dump_request(body)
             else:
@@ -86,9 +110,9 @@ class ReplicationAnswers:
             raise SqlError(exc.message, exc.code, "HY000") from None
         self.state.command = "Binlog Dump GTID" if by_gtid else "Binlog Dump"
         sender = BinlogSender(
-            self.ctx.files,
+            self.ctx.served.files,
             conn,
-            self.ctx.notifier,
+            self.ctx.served.notifier,
             server_id=self.ctx.config.server_id,
             poll_interval=self.ctx.config.poll_interval_ms / 1000,
             gate=self.ctx.acks,
@@ -109,7 +133,7 @@ class ReplicationAnswers:
         """COM_BINLOG_DUMP_GTID: the file and position of the first transaction the client's
         GTID set lacks (`gtid_start`). In a thread: finding it may read a file's worth of
         bytes, and a set may hold a million intervals; neither may hold up other sessions."""
-        state = self.ctx.gtid_state
+        state = self.ctx.served.gtid_state
 
         def start() -> tuple[DumpRequest, str]:
             request, client = parse_dump_gtid(body)
@@ -140,7 +164,7 @@ class ReplicationAnswers:
         of the transaction after its GTID (`mariadb_start`)."""
         request = DumpRequest.parse(body)
         uv = self.state.user_vars
-        state = self.ctx.mariadb_gtids
+        state = self.ctx.served.mariadb_gtids
         assert state is not None
         connect = "" if uv.get("slave_connect_state") is None else str(uv["slave_connect_state"])
         file, pos = mariadb_start.dump_start(

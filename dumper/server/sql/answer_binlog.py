@@ -33,21 +33,21 @@ class BinlogAnswers(Answers):
             Column("Executed_Gtid_Set"),
         ]
         pinned = self.state.pinned  # inside a snapshot transaction: where it reads
-        names = self.ctx.files.names()
+        names = self.ctx.served.files.names()
         if not names:
             return RowsResult(columns)
-        last, end = pinned or (names[-1], self.ctx.files.complete_end(names[-1]))
-        live = self.ctx.live_variables(("gtid_executed",), upto=pinned)
+        last, end = pinned or (names[-1], self.ctx.served.files.complete_end(names[-1]))
+        live = self.ctx.served.live_variables(("gtid_executed",), upto=pinned)
         return RowsResult(columns, [(last, end, "", "", live.get("gtid_executed", ""))])
 
     def show_binary_logs(self, stmt: st.ShowBinaryLogs) -> Result:
         require(self.state.user, "SUPER", "REPLICATION CLIENT", "BINLOG MONITOR")
         columns = [Column("Log_name"), Column("File_size", **LONGLONG_U), Column("Encrypted")]
-        return RowsResult(columns, [(f.name, f.size, "No") for f in self.ctx.files.files()])
+        return RowsResult(columns, [(f.name, f.size, "No") for f in self.ctx.served.files.files()])
 
     def show_binlog_events(self, stmt: st.ShowBinlogEvents) -> Result:
         require(self.state.user, "REPLICATION SLAVE", "BINLOG MONITOR")
-        files = self.ctx.files
+        files = self.ctx.served.files
         prefix = "Error when executing command SHOW BINLOG EVENTS: "
         columns = [
             Column("Log_name"),
@@ -113,9 +113,11 @@ class BinlogAnswers(Answers):
             )
         try:
             if stmt.to is not None:
-                victims = self.ctx.files.victims_to(self.ctx.files.resolve(stmt.to) or stmt.to)
+                victims = self.ctx.served.files.victims_to(
+                    self.ctx.served.files.resolve(stmt.to) or stmt.to
+                )
             else:
-                victims = self.ctx.files.victims_before(parse_purge_date(stmt.before or ""))
+                victims = self.ctx.served.files.victims_before(parse_purge_date(stmt.before or ""))
             # As MySQL 8 and MariaDB: a file a consumer still reads stops the purge there (logged).
             self.ctx.retention.purge(victims, f"PURGE by connection {self.state.conn_id}")
         except BinlogFileError:

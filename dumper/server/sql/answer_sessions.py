@@ -8,6 +8,7 @@ import time
 from cdc.protocol.constants import ColumnType
 from cdc.protocol.resultset import Column
 from dumper.server.handlers import OkResult, Result, RowsResult, SqlError
+from dumper.server.sessions import account
 from dumper.server.sql import statements as st
 from dumper.server.sql.answers import LONGLONG_U, Answers, cols
 from dumper.server.users import grants, has_any, require
@@ -38,7 +39,7 @@ class SessionAnswers(Answers):
         columns[3] = Column(columns[3].name, **LONGLONG_U)
         rows = []
         for conn_id, reg in sorted(self.ctx.replicas.items()):
-            session = self.ctx.sessions.get(conn_id)
+            session = self.ctx.sessions.live.get(conn_id)
             uv = session.state.user_vars if session else {}
             slave_uuid = uv.get("replica_uuid") or uv.get("slave_uuid") or ""
             rows.append((reg.server_id, reg.host, reg.port, self.ctx.config.server_id, slave_uuid))
@@ -51,7 +52,7 @@ class SessionAnswers(Answers):
         rows = []
         me = self.state.user
         everyone = has_any(me, "PROCESS")  # without it MySQL lists one's own user's threads
-        for cid, s in sorted(self.ctx.sessions.items()):
+        for cid, s in sorted(self.ctx.sessions.live.items()):
             st = s.state
             if not everyone and (st.user is None or me is None or st.user.name != me.name):
                 continue
@@ -71,7 +72,7 @@ class SessionAnswers(Answers):
         return RowsResult(columns, rows)
 
     def kill(self, stmt: st.Kill) -> Result:
-        target = self.ctx.sessions.get(stmt.connection_id)
+        target = self.ctx.sessions.live.get(stmt.connection_id)
         if target is None:
             raise SqlError(f"Unknown thread id: {stmt.connection_id}", 1094, "HY000")
         me = self.state.user
@@ -88,7 +89,7 @@ class SessionAnswers(Answers):
         if name != me and not has_any(self.state.user, "SUPER"):
             # MySQL: SHOW GRANTS for another account needs SELECT on the mysql schema
             raise SqlError(f"Access denied for user '{me}'@'%' to database 'mysql'", 1044, "42000")
-        user = self.ctx.user(name)
+        user = account(self.ctx.config, name)
         if user is None:
             raise SqlError(f"There is no such grant defined for user '{name}' on host '%'", 1141)
         return RowsResult(cols(f"Grants for {name}@%"), [(g,) for g in grants(user)])

@@ -28,7 +28,7 @@ class StreamAnswers(Answers):
         ]
         d = self.ctx.config
         if d.streams == 1:
-            return RowsResult(columns, [self._row("stream0", d.port, self.ctx.files, None)])
+            return RowsResult(columns, [self._row("stream0", d.port, self.ctx.served.files, None)])
         rows = []
         for i in range(d.streams):
             files = BinlogFiles(stream_dir(d, i), d.binlog_base)
@@ -45,10 +45,10 @@ class StreamAnswers(Answers):
     def _gtids(self, files: BinlogFiles, stream: int | None) -> str:
         d, ctx = self.ctx.config, self.ctx
         if stream is None:
-            return str(ctx.live_variables(("gtid_executed",)).get("gtid_executed", ""))
+            return str(ctx.served.live_variables(("gtid_executed",)).get("gtid_executed", ""))
         if d.flavor == "mariadb":
             state = MariadbGtidState(files, stream_gtid_domain(d, stream), d.server_id)
             return state.variables()["gtid_binlog_pos"]
-        if not ctx.server_uuid:
+        if not ctx.served.server_uuid:
             return ""
-        return str(GtidState(files, stream_server_uuid(ctx.server_uuid, stream)).executed())
+        return str(GtidState(files, stream_server_uuid(ctx.served.server_uuid, stream)).executed())

@@ -69,7 +69,7 @@ class TableAnswers(Answers):
     def binlog_end(self) -> tuple[str, int]:
         """P: the end of the global binlog this server serves now (whole transactions: the
         leader's published end when there is one), as SHOW MASTER STATUS says it."""
-        files = self.ctx.files
+        files = self.ctx.served.files
         names = files.names()
         if not names:
             raise SqlError(
@@ -79,5 +79,5 @@ class TableAnswers(Answers):
             )
         last = names[-1]
         end = files.complete_end(last)
-        visible = self.ctx.notifier.visible_end(last)
+        visible = self.ctx.served.notifier.visible_end(last)
         return last, end if visible is None else min(end, visible)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import time
 import uuid
 
-from dumper.server.context import ServerContext, SessionState
 from dumper.server.handlers import OkResult, Result, RowsResult, SqlError
+from dumper.server.sessions import SessionState
 from dumper.server.sql import statements as st
-from dumper.server.sql.answers import Answers, cols, value_column
-from dumper.server.sql.variables import LIVE_VARIABLES, VarValue, filter_names
+from dumper.server.sql.answers import Answers, SqlContext, cols, value_column
+from dumper.server.sql.variables import VarValue, filter_names
+from dumper.server.store.served import LIVE_VARIABLES
 from dumper.server.users import denied
 
 # Session variables clients SET besides the server variables we report (variables.py): what
@@ -52,7 +53,7 @@ def _var_size(name: str, value: object) -> int:
 class VariableAnswers(Answers):
     """One session's variables: what it SET, and the server's (`ctx.variables`, live ones)."""
 
-    def __init__(self, ctx: ServerContext, state: SessionState) -> None:
+    def __init__(self, ctx: SqlContext, state: SessionState) -> None:
         super().__init__(ctx, state)
         # What SET has stored so far, an upper estimate (overwrites are not subtracted): a
         # recount happens only when it passes the budget, so each SET stays O(1) amortised.
@@ -71,7 +72,7 @@ class VariableAnswers(Answers):
         if scope != "global" and name in self.state.session_vars:
             return self.state.session_vars[name]
         if name in LIVE_VARIABLES:
-            live = self.ctx.live_variables((name,), upto=self.state.pinned)
+            live = self.ctx.served.live_variables((name,), upto=self.state.pinned)
             if name in live:
                 return live[name]
         if name in self.ctx.variables:
@@ -169,16 +170,19 @@ class VariableAnswers(Answers):
     def show_variables(self, stmt: st.ShowVariables) -> Result:
         if stmt.status:
             values: dict[str, VarValue] = {
-                "Uptime": int(time.time() - self.ctx.started),
-                "Threads_connected": len(self.ctx.sessions),
+                "Uptime": int(time.time() - self.ctx.sessions.started),
+                "Threads_connected": len(self.ctx.sessions.live),
                 "Ssl_version": "",
                 "Ssl_cipher": "",
                 "Binlog_dump_clients": sum(
-                    1 for s in self.ctx.sessions.values() if s.state.command == "Binlog Dump"
+                    1 for s in self.ctx.sessions.live.values() if s.state.command == "Binlog Dump"
                 ),
             }
         else:
-            values = {**self.ctx.variables, **self.ctx.live_variables(upto=self.state.pinned)}
+            values = {
+                **self.ctx.variables,
+                **self.ctx.served.live_variables(upto=self.state.pinned),
+            }
             if stmt.scope != "global":
                 values.update(self.state.session_vars)
         conds = [(c.op, c.values) for c in stmt.conditions]

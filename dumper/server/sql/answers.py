@@ -1,11 +1,21 @@
-"""What the answers of every subject share: their base (the server's context and the session's
-state) and result columns (unsigned BIGINT ones, text ones, a SELECT's typed by value)."""
+"""What the answers of every subject share: their base (what the server hands the SQL answers,
+`SqlContext`, and the session's state) and result columns (unsigned BIGINT ones, text ones, a
+SELECT's typed by value)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from cdc.config import DumperConfig
 from cdc.protocol.constants import ColumnType
 from cdc.protocol.resultset import UNSIGNED_FLAG, Column
-from dumper.server.context import ServerContext, SessionState
+from dumper.server.sessions import Registration, Sessions, SessionState
+from dumper.server.sql.schema import SchemaProvider
+from dumper.server.sql.variables import VarValue
+from dumper.server.store.retention import Retention
+from dumper.server.store.served import ServedBinlog
+from read_path import TableReads
 
 LONGLONG_U = {"type": ColumnType.LONGLONG, "flags": UNSIGNED_FLAG}
 
@@ -23,9 +33,27 @@ def value_column(name: str, value: object) -> Column:
     return Column(name)
 
 
+@dataclass(slots=True)
+class SqlContext:
+    """What the SQL answers read (server.py builds it once; every session's answers share it)."""
+
+    config: DumperConfig
+    served: ServedBinlog  # the files, the writer's progress, the GTIDs they hold
+    schema: SchemaProvider
+    variables: dict[str, VarValue]  # the server's global variables
+    sessions: Sessions  # PROCESSLIST, KILL, Uptime
+    replicas: Mapping[int, Registration]  # SHOW SLAVE HOSTS: what dump/ registered, read only
+    retention: Retention  # PURGE BINARY LOGS, by the rule automatic purges follow
+    # The read path over the cluster's GMS and DNs, for SELECTs over logical tables
+    # (docs/snapshot-reads.md); None: a dumper serving files only (rows are refused).
+    reads: TableReads | None = None
+    # HA follower: its copy only changes by copying the leader (PURGE is refused).
+    read_only: Callable[[], bool] = lambda: False
+
+
 class Answers:
     """The answers of one subject to one session's statements (`executor.py` tables them)."""
 
-    def __init__(self, ctx: ServerContext, state: SessionState) -> None:
+    def __init__(self, ctx: SqlContext, state: SessionState) -> None:
         self.ctx = ctx
         self.state = state

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dumper.server.context import ServerContext, SessionState
 from dumper.server.handlers import ColumnPacket, Result
+from dumper.server.sessions import SessionState
 from dumper.server.sql import statements as st
 from dumper.server.sql.answer_binlog import BinlogAnswers
 from dumper.server.sql.answer_info_schema import InfoSchemaAnswers
@@ -17,14 +17,15 @@ from dumper.server.sql.answer_sessions import SessionAnswers
 from dumper.server.sql.answer_streams import StreamAnswers
 from dumper.server.sql.answer_tables import TableAnswers
 from dumper.server.sql.answer_variables import VariableAnswers
+from dumper.server.sql.answers import SqlContext
 from dumper.server.sql.lexer import split_statements
 from dumper.server.sql.parser import parse
 
 
 class QueryExecutor:
-    """Answers one session's statements against the shared context (a `QueryHandler`)."""
+    """Answers one session's statements (a `QueryHandler`) from what the SQL answers share."""
 
-    def __init__(self, ctx: ServerContext, state: SessionState) -> None:
+    def __init__(self, ctx: SqlContext, state: SessionState) -> None:
         self.ctx = ctx
         self.state = state
         variables = VariableAnswers(ctx, state)

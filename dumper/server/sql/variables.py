@@ -8,20 +8,16 @@ import time
 from collections.abc import Iterable
 
 from cdc.config import DumperConfig
+from dumper.server.sessions import VarValue
 
-VarValue = str | int | None
 # @@server_uuid of a server on files without GTIDs (the global binlog's comes from the GMS).
 NO_SERVER_UUID = "00000000-0000-0000-0000-000000000000"
-# Read from the files at each ask (`ServerContext.live_variables`); "" in the static table.
-LIVE_VARIABLES = frozenset(
-    {"gtid_executed", "gtid_purged", "gtid_binlog_pos", "gtid_current_pos", "gtid_binlog_state"}
-)
 
 
 def server_variables(config: DumperConfig, server_uuid: str = "") -> dict[str, VarValue]:
     """Global variables, keyed by lower-case name. With a `server_uuid` the files carry
     GTIDs (gtid_executed and gtid_purged are read from them at each ask:
-    `ServerContext.live_variables`). The mariadb flavour has MariaDB GTIDs instead (its
+    `ServedBinlog.live_variables`). The mariadb flavour has MariaDB GTIDs instead (its
     gtid_binlog_pos, gtid_current_pos and gtid_binlog_state are read from the files)."""
     mariadb = config.flavor == "mariadb"
     gtids = "ON" if server_uuid and not mariadb else "OFF"

@@ -15,9 +15,10 @@ from cdc.protocol.constants import Capability as Cap
 from cdc.protocol.constants import Status
 from cdc.protocol.packets import ProtocolError, ok_packet, read_lenenc_str, read_nul_str
 from cdc.protocol.tls_stream import TlsStream
-from dumper.server.context import ServerContext, SessionState
+from dumper.server.sessions import SessionState, account
 from dumper.server.users import has_any, verify_caching_sha2, verify_native
 from dumper.server.wire.conn import Conn
+from dumper.server.wire.context import WireContext
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ CHARSET_UTF8MB4_GENERAL_CI = 45
 MAX_HANDSHAKE_PACKET = 128 << 10
 
 
-async def handshake(conn: Conn, ctx: ServerContext, state: SessionState) -> bool:
+async def handshake(conn: Conn, ctx: WireContext, state: SessionState) -> bool:
     """Greet, read the response (upgrading to TLS on an SSL request), authenticate; True when
     the client is logged in (`state.user` set, the OK sent), False when refused (the ERR sent)."""
     salt = bytes(b % 127 + 1 for b in os.urandom(20))  # printable-ish, no NUL (like MySQL)
@@ -104,7 +105,7 @@ async def handshake(conn: Conn, ctx: ServerContext, state: SessionState) -> bool
             return False
         if name is None:
             return False
-    user = ctx.user(name)
+    user = account(ctx.config, name)
     # An unknown user goes through the same steps as a known one with a wrong password
     # (same packets, same order, then 1045): nothing tells them apart (no enumeration).
     ok, response = await _authenticate(conn, user or _nobody(name), plugin, salt, response)
@@ -118,7 +119,7 @@ async def handshake(conn: Conn, ctx: ServerContext, state: SessionState) -> bool
         )
         await conn.flush()
         return False
-    if len(ctx.sessions) > ctx.config.max_connections and not has_any(
+    if len(ctx.sessions.live) > ctx.config.max_connections and not has_any(
         user, "SUPER", "CONNECTION ADMIN"
     ):  # the one slot beyond max_connections is kept for an administrator, as in MySQL
         conn.send_error(1040, "Too many connections", "08004")

@@ -8,15 +8,15 @@ import contextlib
 import logging
 
 from cdc.sockets import bound_stream
-from dumper.server.context import ServerContext
 from dumper.server.handlers import HandlerFactory
+from dumper.server.wire.context import WireContext
 from dumper.server.wire.session import Session
 
 log = logging.getLogger(__name__)
 
 
 class Listener:
-    def __init__(self, ctx: ServerContext, handlers: HandlerFactory) -> None:
+    def __init__(self, ctx: WireContext, handlers: HandlerFactory) -> None:
         self.ctx = ctx
         self.handlers = handlers
         self._server: asyncio.Server | None = None
@@ -56,7 +56,7 @@ class Listener:
         """Stop accepting, end every session (dumps included) and wait for them."""
         if self._server is not None:
             self._server.close()
-        for session in list(self.ctx.sessions.values()):
+        for session in list(self.ctx.sessions.live.values()):
             session.kill()
         tasks = list(self._tasks)
         for t in tasks:

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from cdc.protocol.constants import ColumnType, Status
 from cdc.protocol.packets import ProtocolError, eof_packet, lenenc_int, ok_packet, read_lenenc_str
 from cdc.protocol.resultset import BINARY_FIXED, Column
-from dumper.server.context import SessionState
 from dumper.server.handlers import ColumnPacket, OkResult, QueryHandler, Result, SqlError
+from dumper.server.sessions import SessionState
 from dumper.server.wire.binary_rows import OpenRows, open_binary
 from dumper.server.wire.conn import ROWS_PER_TURN, Conn
 

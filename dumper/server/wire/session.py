@@ -14,9 +14,10 @@ from cdc.protocol.constants import Capability as Cap
 from cdc.protocol.constants import Command, Status
 from cdc.protocol.packets import eof_packet, err_packet, lenenc_int, ok_packet
 from cdc.protocol.resultset import result_set_packets, text_row
-from dumper.server.context import ServerContext, SessionState
 from dumper.server.handlers import HandlerFactory, OkResult, RowsResult, SqlError, StreamedRows
+from dumper.server.sessions import SessionState
 from dumper.server.wire.conn import ROWS_PER_TURN, ROWS_PER_WRITE, Closed, Conn, Fatal, Idle
+from dumper.server.wire.context import WireContext
 from dumper.server.wire.handshake import handshake
 from dumper.server.wire.prepared import PreparedStatements
 from dumper.server.wire.row_packets import frame_rows
@@ -31,14 +32,14 @@ class Session:
 
     def __init__(
         self,
-        ctx: ServerContext,
+        ctx: WireContext,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         handlers: HandlerFactory,
     ) -> None:
         self.ctx = ctx
         peer = writer.get_extra_info("peername") or ("?", 0)
-        self.state = SessionState(ctx.next_connection_id(), str(peer[0]), int(peer[1]))
+        self.state = SessionState(ctx.sessions.next_id(), str(peer[0]), int(peer[1]))
         self.conn = Conn(
             reader,
             writer,
@@ -60,16 +61,16 @@ class Session:
         conn = self.conn
         try:
             # max_connections + 1 at accept: the spare slot is an admin's, checked after login
-            waiting = sum(1 for s in self.ctx.sessions.values() if s.state.user is None)
+            waiting = sum(1 for s in self.ctx.sessions.live.values() if s.state.user is None)
             if (
-                len(self.ctx.sessions) > cfg.max_connections
+                len(self.ctx.sessions.live) > cfg.max_connections
                 or waiting >= cfg.max_unauthenticated_connections
             ):
                 conn.new_command()
                 conn.send(err_packet(1040, "Too many connections", "08004"))
                 await conn.flush()
                 return
-            self.ctx.sessions[cid] = self
+            self.ctx.sessions.live[cid] = self
             if await asyncio.wait_for(handshake(conn, self.ctx, self.state), cfg.connect_timeout):
                 await self._command_loop()
         except Fatal as exc:
@@ -87,8 +88,9 @@ class Session:
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self.prepared.close_all())  # cursors' reads released
-            self.ctx.sessions.pop(cid, None)
-            self.ctx.replicas.pop(cid, None)
+            self.ctx.sessions.live.pop(cid, None)
+            with contextlib.suppress(Exception):
+                self.replication.close()  # the dump's own records of this connection
             conn.writer.close()
 
     def kill(self) -> None:
@@ -149,7 +151,7 @@ class Session:
             elif cmd == Command.FIELD_LIST:
                 conn.send(ok_packet(header=0xFE) if conn.deprecate_eof else eof_packet())
             elif cmd == COM_STATISTICS:
-                conn.send(f"Uptime: {int(time.time() - self.ctx.started)}".encode())
+                conn.send(f"Uptime: {int(time.time() - self.ctx.sessions.started)}".encode())
             elif cmd == Command.STMT_PREPARE:
                 state.command = "Prepare"
                 await self.prepared.prepare(body)
