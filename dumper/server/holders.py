@@ -6,13 +6,10 @@ sessions and its followers' acknowledgements."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
+from dumper.server.dump.ack_gate import AckGate
+from dumper.server.sessions import SessionHandle
 from dumper.server.store.retention import RETAIN_VAR, Holder
-
-if TYPE_CHECKING:  # the context builds its retention on this module
-    from dumper.server.dump.ack_gate import AckGate
-    from dumper.server.sessions import SessionHandle
 
 
 def holders(sessions: Mapping[int, SessionHandle], acks: AckGate | None) -> list[Holder]:
