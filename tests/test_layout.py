@@ -31,9 +31,19 @@ ROOT = Path(__file__).resolve().parent.parent
 # DN -> merge_source -> merge_joint -> dumper is the pipeline; the others sit where their
 # imports put them: topology (the GMS history of topology and schema) after merge_source, which
 # needs none of it, and before merge_joint and the dumper, which read it; binlog_writer (writes
-# what the merge released) before the dumper, which drives it and serves its files; backfill
+# what the merge released) before the dumper, which drives it and serves its files; history (points
+# of the global binlog and flashback, read from the files) after binlog_writer, before the dumper
+# whose reads as of a point resolve them; backfill
 # last: it reads the dumper's output over the wire (no import) and topology.
-STAGES = ("merge_source", "topology", "merge_joint", "binlog_writer", "dumper", "backfill")
+STAGES = (
+    "merge_source",
+    "topology",
+    "merge_joint",
+    "binlog_writer",
+    "history",
+    "dumper",
+    "backfill",
+)
 # What runs in production: the foundation and the stages. bench/ and cli/ are outside it.
 RUNTIME = ("cdc", *STAGES)
 # Equipment for tests, the demo and operators, outside the runtime: the reference CN, the local
