@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -342,6 +343,9 @@ def test_bad_points_exit_non_zero_with_a_clear_message(undone, tmp_path):
     by_tso = resolve(f"TSO {undone['end_tso']}", BinlogFiles(undone["binlog"]))
     cases.append(((
         "--from", f"'{by_tso.file}':{by_tso.pos + 1}"), "inside the transaction"))
+    unwritten = re.sub(r"\d+$", "999999", by_tso.gtid)
+    cases.append((("--from", f"GTID '{unwritten}'"), "not written yet"))
+    cases.append((("--from", f"'{by_tso.file}':{by_tso.pos}", "--to", start), "before its start"))
     for args, says in cases:
         out = cdc(directory, "fb.items", *args)
         assert out.returncode == 1, (args, out.stdout, out.stderr)
@@ -360,3 +364,24 @@ def test_bad_points_exit_non_zero_with_a_clear_message(undone, tmp_path):
         out = cdc(directory, "fb.items", "--dir", str(copy), "--from", point)
         assert out.returncode == 1, out.stderr
         assert says in out.stderr and "oldest readable point" in out.stderr, out.stderr
+
+
+def test_force_undoes_the_conflicts_too(undone):
+    """The plan with --force holds the conflicting keys' changes; without, none of them."""
+    from history import BinlogFiles, chosen, plan, resolve
+
+    files = BinlogFiles(undone["binlog"])
+    start, end = resolve(undone["start"], files), resolve(undone["end"], files)
+    want = chosen("fb.items")
+    skipped, forced = plan(files, start, end, want), plan(files, start, end, want, force=True)
+    assert skipped.conflicts == forced.conflicts and skipped.conflicts
+    conflict_keys = {c.key for c in skipped.conflicts}
+
+    def keys(p):
+        return {k for t in p.undo for c in t.changes for r in c.rows for k in r.keys(c.shape)}
+
+    assert not keys(skipped) & conflict_keys
+    assert conflict_keys <= keys(forced)
+    assert forced.rows > skipped.rows
+    assert [t.tso for t in forced.undo] == sorted((t.tso for t in forced.undo), reverse=True)
+    assert plan(files, start, end, chosen("nodb")).undo == []
