@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from cdc.binlog.constants import (
-    FORMAT_DESCRIPTION_EVENT,
     QUERY_EVENT,
     ROWS_TYPES,
     TABLE_MAP_EVENT,
     UPDATE_TYPES,
+    EventType,
 )
 from cdc.binlog.events import cts_mark_text, decode_event, parse_cts
 from cdc.binlog.fde import FormatDescription
@@ -35,6 +35,15 @@ from cdc.cn_protocol.sql_text import parse_ddl
 from .points import BinlogFiles, Point
 
 Key = tuple
+_FILE_EVENTS = frozenset(
+    {
+        EventType.FORMAT_DESCRIPTION,
+        EventType.PREVIOUS_GTIDS,
+        EventType.GTID_LIST,
+        EventType.ROTATE,
+        EventType.STOP,
+    }
+)
 Want = Callable[[str, str], bool]
 
 
@@ -172,16 +181,17 @@ class _Scanner:
         self.fde_raw = self.fde_raw or bytes(fde_event.data)
         fde = head.fde
         assert fde is not None
-        reader = EventReader(data, file=name, start=max(begin, fde_event.end), fde=fde,
-                             allow_partial_tail=True)
+        reader = EventReader(
+            data, file=name, start=max(begin, fde_event.end), fde=fde, allow_partial_tail=True
+        )
         maps: dict[int, TableShape] = {}
         txn = None
         for ev in reader:
             if stop is not None and ev.pos >= stop:
                 return
             code = ev.type_code
-            if code == FORMAT_DESCRIPTION_EVENT:
-                continue
+            if code in _FILE_EVENTS:
+                continue  # a file's own, outside every transaction
             if txn is None:
                 txn = Txn(name, ev.pos, None, 0)
             if code == TABLE_MAP_EVENT:
@@ -231,8 +241,10 @@ class _Scanner:
 
 def _rows(shape: TableShape, body, ev, where: str) -> RowsChange:
     if len(shape.columns) != body.column_count:
-        raise FlashbackError(f"{where}: a rows event of {body.column_count} columns for a "
-                             f"TABLE_MAP of {len(shape.columns)}")
+        raise FlashbackError(
+            f"{where}: a rows event of {body.column_count} columns for a "
+            f"TABLE_MAP of {len(shape.columns)}"
+        )
     present, after_present = body.columns_present, body.columns_present_after
     if not all(present) or (after_present is not None and not all(after_present)):
         raise FlashbackError(
@@ -274,7 +286,10 @@ def plan(files: BinlogFiles, start: Point, end: Point, want: Want, *, force: boo
     scanner = _Scanner(files, want)
     txns = [t for t in scanner.txns(start, end) if t.changes]
     touched = {
-        (c.shape.db, c.shape.name, k) for t in txns for c in t.changes for r in c.rows
+        (c.shape.db, c.shape.name, k)
+        for t in txns
+        for c in t.changes
+        for r in c.rows
         for k in r.keys(c.shape)
     }
     gtid = _GtidLookup(files)
@@ -293,14 +308,22 @@ def plan(files: BinlogFiles, start: Point, end: Point, want: Want, *, force: boo
         inverse = Txn(t.file, t.pos, t.gtid, t.tso)
         for c in reversed(t.changes):
             rows = [
-                _inverse(r) for r in reversed(c.rows)
-                if force or not any((c.shape.db, c.shape.name, k) in later
-                                    for k in r.keys(c.shape))
+                _inverse(r)
+                for r in reversed(c.rows)
+                if force or not any((c.shape.db, c.shape.name, k) in later for k in r.keys(c.shape))
             ]
             if rows:
                 inverse.changes.append(
-                    RowsChange(c.shape, _inverse_type(c.type_code), c.timestamp, c.server_id,
-                               c.flags, c.extra_data, rows, c.where)
+                    RowsChange(
+                        c.shape,
+                        _inverse_type(c.type_code),
+                        c.timestamp,
+                        c.server_id,
+                        c.flags,
+                        c.extra_data,
+                        rows,
+                        c.where,
+                    )
                 )
         if inverse.changes:
             undo.append(inverse)
@@ -339,5 +362,3 @@ def _inverse(r: RowChange) -> RowChange:
     if r.kind == "delete":
         return RowChange("write", None, r.before, b"", r.before_bytes)
     return RowChange("update", r.after, r.before, r.after_bytes, r.before_bytes)
-
-

@@ -49,12 +49,15 @@ def binlog_bytes(plan: Plan) -> bytes:
                 append(change.shape.raw)
         for i, change in enumerate(txn.changes):
             images = b"".join(
-                (r.before_bytes + r.after_bytes) if r.kind == "update"
+                (r.before_bytes + r.after_bytes)
+                if r.kind == "update"
                 else (r.after_bytes if r.kind == "write" else r.before_bytes)
                 for r in change.rows
             )
             last = i == len(txn.changes) - 1
-            flags = (change.flags | RowsFlag.STMT_END) if last else (change.flags & ~RowsFlag.STMT_END)
+            flags = (
+                (change.flags | RowsFlag.STMT_END) if last else (change.flags & ~RowsFlag.STMT_END)
+            )
             columns = len(change.shape.columns)
             present = (True,) * columns
             body = RowsEvent(
@@ -67,8 +70,11 @@ def binlog_bytes(plan: Plan) -> bytes:
                 images,
                 change.extra_data,
             )
-            append(encode_event(body, timestamp=change.timestamp, server_id=change.server_id,
-                                checksum=checksum))
+            append(
+                encode_event(
+                    body, timestamp=change.timestamp, server_id=change.server_id, checksum=checksum
+                )
+            )
         append(encode_event(XidEvent(n), **stamp))
     return bytes(out)
 

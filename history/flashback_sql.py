@@ -15,7 +15,7 @@ from cdc.binlog.row_image import Date, DateTime, Timestamp
 from .flashback import Plan, RowChange, TableShape, Txn
 
 _INEXACT = {ColumnType.FLOAT, ColumnType.DOUBLE}
-_PRINTABLE = frozenset(range(0x20, 0x7F))
+_PRINTABLE = frozenset(range(0x20, 0x7F)) - {ord("'"), ord("\\")}
 
 
 def literal(value: object) -> str:
@@ -30,7 +30,7 @@ def literal(value: object) -> str:
         return repr(value)
     if isinstance(value, bytes | bytearray):
         if all(b in _PRINTABLE for b in value):
-            return "'" + value.decode().replace("\\", "\\\\").replace("'", "''") + "'"
+            return "'" + value.decode() + "'"  # no quote, no backslash: the same in any sql_mode
         return f"X'{bytes(value).hex()}'" if value else "''"
     if isinstance(value, Timestamp):
         if value.seconds == 0 and value.microsecond == 0:
@@ -47,7 +47,9 @@ def literal(value: object) -> str:
         sign = "-" if value < dt.timedelta(0) else ""
         us = abs(value) // dt.timedelta(microseconds=1)
         seconds, micro = divmod(us, 1_000_000)
-        return f"'{sign}{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}.{micro:06d}'"
+        return (
+            f"'{sign}{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}.{micro:06d}'"
+        )
     raise TypeError(f"no SQL literal for {type(value).__name__} {value!r}")
 
 
@@ -66,10 +68,17 @@ def _equal(shape: TableShape, row: list, positions) -> str:
 def _guard(shape: TableShape, row: list) -> str:
     """The key first (the CN routes by it), then every other comparable column."""
     rest = [
-        i for i in range(len(shape.columns))
+        i
+        for i in range(len(shape.columns))
         if i not in shape.key and shape.columns[i].type not in _INEXACT
     ]
     return _equal(shape, row, [*shape.key, *rest])
+
+
+def _same(shape: TableShape, row: list) -> str:
+    """An assignment that changes nothing, for an image pair without a difference."""
+    i = next((i for i in range(len(row)) if i not in shape.key), shape.key[0])
+    return f"{_name(shape.names[i])} = {literal(row[i])}"
 
 
 def statement(shape: TableShape, change: RowChange) -> str:
@@ -82,9 +91,13 @@ def statement(shape: TableShape, change: RowChange) -> str:
         return f"INSERT INTO {table} ({cols}) VALUES ({values})"
     if change.kind == "delete":
         return f"DELETE FROM {table} WHERE {_guard(shape, change.before)}"
+    # Only the columns the inverse changes: an unchanged key is not assigned (a CN routes an
+    # UPDATE that assigns its shard key as a move between partitions).
     sets = ", ".join(
-        f"{_name(n)} = {literal(v)}" for n, v in zip(shape.names, change.after, strict=True)
-    )
+        f"{_name(n)} = {literal(new)}"
+        for n, old, new in zip(shape.names, change.before, change.after, strict=True)
+        if old != new
+    ) or _same(shape, change.after)
     return f"UPDATE {table} SET {sets} WHERE {_guard(shape, change.before)}"
 
 
@@ -94,8 +107,10 @@ def statements(txn: Txn) -> list[str]:
 
 def script(plan: Plan) -> Iterator[str]:
     """The whole plan as lines of a script `mariadb` runs."""
-    yield f"-- flashback of ({plan.start}, {plan.end}]: {len(plan.undo)} transactions, " \
-          f"{plan.rows} rows, newest first"
+    yield (
+        f"-- flashback of ({plan.start}, {plan.end}]: {len(plan.undo)} transactions, "
+        f"{plan.rows} rows, newest first"
+    )
     for conflict in plan.conflicts:
         yield f"-- conflict, {'undone anyway (--force)' if plan.forced else 'skipped'}: {conflict}"
     for txn in plan.undo:

@@ -281,7 +281,9 @@ def _by_gtid(spec: PointSpec, files: BinlogFiles) -> Point:
                 f"point {spec.text!r} is not written yet: the newest transaction is GTID "
                 f"{newest.gtids[-1]} at '{newest.file}':{newest.position}"
             ) from None
-        span = f"{files.oldest_point().gtid or 'the start'} to {newest.gtids[-1] if newest else '-'}"
+        span = (
+            f"{files.oldest_point().gtid or 'the start'} to {newest.gtids[-1] if newest else '-'}"
+        )
         raise PointNotFound(
             f"point {spec.text!r}: no transaction of the global binlog has that GTID (its "
             f"GTIDs go from {span})"

@@ -24,17 +24,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_config_argument(p)
     p.add_argument("target", metavar="DB[.TABLE]", help="the table, or every table of a database")
     points = "TSO n | TIMESTAMP 'YYYY-mm-dd HH:MM:SS[.ffffff]' | GTID 'uuid:n' | 'file':pos"
-    p.add_argument("--from", dest="start", required=True, metavar="POINT",
-                   help=f"the state to go back to: {points}")
-    p.add_argument("--to", dest="end", metavar="POINT",
-                   help="the range's end (default: the newest transaction written)")
-    p.add_argument("--dir", metavar="DIR", help="binlog files + index (default: [dumper] binlog_dir)")
-    p.add_argument("--sql", metavar="FILE", help="write the SQL here ('-': stdout; the default "
-                   "when neither --binlog nor --apply is given)")
+    p.add_argument(
+        "--from",
+        dest="start",
+        required=True,
+        metavar="POINT",
+        help=f"the state to go back to: {points}",
+    )
+    p.add_argument(
+        "--to",
+        dest="end",
+        metavar="POINT",
+        help="the range's end (default: the newest transaction written)",
+    )
+    p.add_argument(
+        "--dir", metavar="DIR", help="binlog files + index (default: [dumper] binlog_dir)"
+    )
+    p.add_argument(
+        "--sql",
+        metavar="FILE",
+        help="write the SQL here ('-': stdout; the default "
+        "when neither --binlog nor --apply is given)",
+    )
     p.add_argument("--binlog", metavar="FILE", help="write the inverse as a binlog file")
     p.add_argument("--apply", action="store_true", help="apply the inverse through the CN")
-    p.add_argument("--force", action="store_true",
-                   help="undo keys changed again after the range too (default: skip them)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="undo keys changed again after the range too (default: skip them)",
+    )
     p.set_defaults(func=cmd_flashback)
 
 
@@ -68,8 +86,10 @@ def cmd_flashback(args) -> int:
         done = asyncio.run(history.apply(plan, functools.partial(connect, config)))
         for late in done.late_conflicts:
             print(f"conflict: {late}", file=sys.stderr)
-        print(f"applied {done.transactions} transactions, {done.rows} rows through the CN",
-              file=sys.stderr)
+        print(
+            f"applied {done.transactions} transactions, {done.rows} rows through the CN",
+            file=sys.stderr,
+        )
     return 0
 
 

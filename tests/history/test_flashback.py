@@ -9,7 +9,6 @@ bad points exit non-zero naming what is wrong."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import re
 import shutil
@@ -41,8 +40,20 @@ TRAFFIC = range(101, ROWS + 1)  # the other rows, changed all along
 LATER = 5  # a bad row changed again after the range: a conflict
 DDL = (
     "CREATE TABLE fb.items (id BIGINT NOT NULL PRIMARY KEY, v INT NOT NULL, "
-    "note VARCHAR(40) NULL, at DATETIME(6) NULL, price DECIMAL(10,2) NULL)"
+    "note VARCHAR(40) NULL, at DATETIME(6) NULL, price DECIMAL(10,2) NULL, "
+    "ts TIMESTAMP(3) NULL, d DATE NULL, t TIME(2) NULL, e ENUM('a','b','c') NULL, "
+    "b BLOB NULL, f FLOAT NULL)"
 )
+COLUMNS = "id, v, note, at, price, ts, d, t, e, b, f"
+
+
+def _row(i: int) -> str:
+    """Row i's values: every kind of literal flashback spells (strings not ASCII, in hex)."""
+    return (
+        f"({i}, {i * 10}, 'row {i}', '2026-11-29 06:00:{i % 60:02d}.{i:06d}', {i}.25, "
+        f"'2026-11-29 06:{i % 60:02d}:00.123', '2026-01-{1 + i % 28:02d}', '-{i}:01:02.50', "
+        f"'{'abc'[i % 3]}', X'c3a900ff{i % 256:02x}', {i}.5)"
+    )
 
 
 def _cn_run(cfg: Config, *statements: str) -> int:
@@ -71,12 +82,9 @@ async def _setup(cfg: Config) -> None:
     warnings.simplefilter("ignore", pymysql.Warning)
     try:
         await cn.execute_ddl(DDL, shard_key="id", partitions=4)
-        values = ", ".join(
-            f"({i}, {i * 10}, 'row {i}', '2026-11-29 06:00:{i % 60:02d}.{i:06d}', {i}.25)"
-            for i in range(1, ROWS + 1)
-        )
+        values = ", ".join(_row(i) for i in range(1, ROWS + 1))
         await cn.run_transaction(
-            lambda tx: tx.execute(f"INSERT INTO fb.items (id, v, note, at, price) VALUES {values}")
+            lambda tx: tx.execute(f"INSERT INTO fb.items ({COLUMNS}) VALUES {values}")
         )
         await cn.flush_logs()  # a second file: the first can play a purged one
     finally:
@@ -106,9 +114,7 @@ class Traffic:
         try:
             while not self.stop.is_set():
                 a, b = rng.sample(TRAFFIC, 2)
-                await cn.run_transaction(
-                    lambda tx, a=a, b=b: _two(tx, a, b)
-                )
+                await cn.run_transaction(lambda tx, a=a, b=b: _two(tx, a, b))
                 await asyncio.sleep(0.01)
         finally:
             await cn.close()
@@ -126,7 +132,7 @@ async def _two(tx, a: int, b: int) -> None:
 
 def _rows(conn) -> dict[int, tuple]:
     with conn.cursor() as cur:
-        cur.execute("SELECT id, v, note, at, price FROM fb.items ORDER BY id")
+        cur.execute(f"SELECT {COLUMNS} FROM fb.items ORDER BY id")
         return {r[0]: tuple(r) for r in cur.fetchall()}
 
 
@@ -136,7 +142,7 @@ def _cn_rows(cfg: Config) -> dict[int, tuple]:
         await cn.start(recover=False)
         try:
             async with cn.transaction() as tx:
-                res = await tx.execute("SELECT id, v, note, at, price FROM fb.items")
+                res = await tx.execute(f"SELECT {COLUMNS} FROM fb.items")
             return {r[0]: tuple(r) for r in res.rows}
         finally:
             await cn.close()
@@ -146,12 +152,36 @@ def _cn_rows(cfg: Config) -> dict[int, tuple]:
 
 def cdc(directory: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", "flashback", "--config", str(directory / "cdc.toml"),
-         *args],
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "flashback",
+            "--config",
+            str(directory / "cdc.toml"),
+            *args,
+        ],
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+def _pin(cfg: Config) -> tuple[pymysql.Connection, str]:
+    """A snapshot read of the dumper pinned now (docs/snapshot-reads.md), and where: the
+    position SHOW MASTER STATUS gives inside it, as a point."""
+    conn = pymysql.connect(
+        host="127.0.0.1",
+        port=cfg.dumper.port,
+        user=READER[0],
+        password=READER[1],
+        read_timeout=120,
+    )
+    with conn.cursor() as cur:
+        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        cur.execute("SHOW MASTER STATUS")
+        file, pos = cur.fetchone()[:2]
+    return conn, f"'{file}':{pos}"
 
 
 @pytest.fixture(scope="module", params=["mysql", "mariadb"])
@@ -169,7 +199,8 @@ def undone(tmp_path_factory, request):
             cfg.dumper.version = "10.11.19-MariaDB-cdc-log"
             cfg.dumper.gtid_domain_id = 3
         cfg.dumper.users = [
-            *cfg.dumper.users, DumperUser(READER[0], auth.native_hash(READER[1]), select=True)
+            *cfg.dumper.users,
+            DumperUser(READER[0], auth.native_hash(READER[1]), select=True),
         ]
         binlog = Path(cfg.dumper.binlog_dir)
         log = directory / "pipeline.log"
@@ -177,29 +208,21 @@ def undone(tmp_path_factory, request):
             asyncio.run(asyncio.wait_for(_setup(cfg), 180))
             traffic = Traffic(cfg)
             time.sleep(1.5)
-            pinned = pymysql.connect(host="127.0.0.1", port=cfg.dumper.port, user=READER[0],
-                                     password=READER[1], read_timeout=120)
-            with pinned.cursor() as cur:
-                cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-                cur.execute("SHOW MASTER STATUS")
-                file, pos = cur.fetchone()[:2]
-            start = f"'{file}':{pos}"
+            pinned, start = _pin(cfg)
             time.sleep(0.5)
             ids = ", ".join(map(str, BAD_UPDATE))
-            _cn_run(cfg, f"UPDATE fb.items SET v = -1, note = 'bad', price = NULL WHERE id IN ({ids})")
+            _cn_run(
+                cfg,
+                "UPDATE fb.items SET v = -1, note = 'bad', price = NULL, ts = NULL, "
+                f"d = '2000-01-01', t = '00:00:00', e = 'c', b = X'00', f = 0.25 WHERE id IN ({ids})",
+            )
             time.sleep(0.3)
             ids = ", ".join(map(str, BAD_DELETE))
             end_tso = _cn_run(cfg, f"DELETE FROM fb.items WHERE id IN ({ids})")
             wait_until_written(binlog, end_tso, log)
             time.sleep(0.5)
             # The range's end: a second read pinned there (traffic goes on after it).
-            pinned_end = pymysql.connect(host="127.0.0.1", port=cfg.dumper.port,
-                                         user=READER[0], password=READER[1], read_timeout=120)
-            with pinned_end.cursor() as cur:
-                cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-                cur.execute("SHOW MASTER STATUS")
-                file, pos = cur.fetchone()[:2]
-            end = f"'{file}':{pos}"
+            pinned_end, end = _pin(cfg)
             later_tso = _cn_run(cfg, f"UPDATE fb.items SET v = 555 WHERE id = {LATER}")
             time.sleep(1.0)
             traffic.finish()
@@ -210,15 +233,34 @@ def undone(tmp_path_factory, request):
             as_of_end = _rows(pinned_end)
             pinned_end.close()
             before = _cn_rows(cfg)  # the table at the range's end and after: what flashback meets
-            out = cdc(directory, "fb.items", "--from", start, "--to", end, "--apply",
-                      "--sql", str(directory / "undo.sql"), "--binlog", str(directory / "undo.bin"))
+            out = cdc(
+                directory,
+                "fb.items",
+                "--from",
+                start,
+                "--to",
+                end,
+                "--apply",
+                "--sql",
+                str(directory / "undo.sql"),
+                "--binlog",
+                str(directory / "undo.bin"),
+            )
             assert out.returncode == 0, out.stderr
             after = _cn_rows(cfg)
             yield {
-                "cfg": cfg, "directory": directory, "binlog": binlog, "start": start,
-                "end_tso": end_tso, "later_tso": later_tso, "as_of_start": as_of_start, "end": end,
+                "cfg": cfg,
+                "directory": directory,
+                "binlog": binlog,
+                "start": start,
+                "end_tso": end_tso,
+                "later_tso": later_tso,
+                "as_of_start": as_of_start,
+                "end": end,
                 "as_of_end": as_of_end,
-                "before": before, "after": after, "stderr": out.stderr,
+                "before": before,
+                "after": after,
+                "stderr": out.stderr,
             }
     finally:
         cluster.down()
@@ -270,7 +312,9 @@ def _load(server, rows: dict[int, tuple]) -> None:
             cur.execute("CREATE DATABASE fb")
             cur.execute(DDL)
             for r in rows.values():
-                cur.execute("INSERT INTO fb.items VALUES (%s, %s, %s, %s, %s)", r)
+                cur.execute(
+                    f"INSERT INTO fb.items ({COLUMNS}) VALUES ({', '.join(['%s'] * len(r))})", r
+                )
         conn.commit()
     finally:
         conn.close()
@@ -292,8 +336,14 @@ def test_sql_and_binlog_outputs_give_the_same_table(undone):
         conn.close()
         _load(server, undone["before"])
         dump = subprocess.run(
-            ["mariadb-binlog", "--no-defaults", "--verify-binlog-checksum",
-             str(undone["directory"] / "undo.bin")], capture_output=True, timeout=120
+            [
+                "mariadb-binlog",
+                "--no-defaults",
+                "--verify-binlog-checksum",
+                str(undone["directory"] / "undo.bin"),
+            ],
+            capture_output=True,
+            timeout=120,
         )
         assert dump.returncode == 0, dump.stderr.decode()
         res = subprocess.run(_client(server), input=dump.stdout, capture_output=True, timeout=120)
@@ -341,8 +391,7 @@ def test_bad_points_exit_non_zero_with_a_clear_message(undone, tmp_path):
     from history import BinlogFiles, resolve
 
     by_tso = resolve(f"TSO {undone['end_tso']}", BinlogFiles(undone["binlog"]))
-    cases.append(((
-        "--from", f"'{by_tso.file}':{by_tso.pos + 1}"), "inside the transaction"))
+    cases.append((("--from", f"'{by_tso.file}':{by_tso.pos + 1}"), "inside the transaction"))
     unwritten = re.sub(r"\d+$", "999999", by_tso.gtid)
     cases.append((("--from", f"GTID '{unwritten}'"), "not written yet"))
     cases.append((("--from", f"'{by_tso.file}':{by_tso.pos}", "--to", start), "before its start"))
