@@ -8,7 +8,6 @@ from .flashback_binlog import binlog_bytes, write_binlog
 from .flashback_sql import script
 from .points import (
     AmbiguousPoint,
-    BinlogFiles,
     MalformedPoint,
     Point,
     PointBeforeOldest,
@@ -17,6 +16,7 @@ from .points import (
     PointInsideTransaction,
     PointNotFound,
     PointSpec,
+    RetainedFiles,
     parse_point,
     resolve,
 )
@@ -24,7 +24,6 @@ from .points import (
 __all__ = [
     "AmbiguousPoint",
     "Applied",
-    "BinlogFiles",
     "Conflict",
     "FlashbackError",
     "MalformedPoint",
@@ -36,6 +35,7 @@ __all__ = [
     "PointInsideTransaction",
     "PointNotFound",
     "PointSpec",
+    "RetainedFiles",
     "apply",
     "binlog_bytes",
     "chosen",

@@ -32,7 +32,7 @@ from cdc.binlog.row_image import decode_image
 from cdc.cn_protocol.errors import CatalogueError
 from cdc.cn_protocol.sql_text import parse_ddl
 
-from .points import BinlogFiles, Point
+from .points import Point, RetainedFiles
 
 Key = tuple
 _FILE_EVENTS = frozenset(
@@ -160,7 +160,7 @@ def chosen(target: str) -> Want:
 class _Scanner:
     """Transactions of the files from one boundary on, with the chosen tables' row changes."""
 
-    def __init__(self, files: BinlogFiles, want: Want) -> None:
+    def __init__(self, files: RetainedFiles, want: Want) -> None:
         self.files = files
         self.want = want
         self.fde_raw = b""
@@ -279,7 +279,9 @@ def _rows(shape: TableShape, body, ev, where: str) -> RowsChange:
     )
 
 
-def plan(files: BinlogFiles, start: Point, end: Point, want: Want, *, force: bool = False) -> Plan:
+def plan(
+    files: RetainedFiles, start: Point, end: Point, want: Want, *, force: bool = False
+) -> Plan:
     """The inverse of the range (start, end] for the chosen tables, conflicts taken out."""
     if (files.names.index(end.file), end.pos) < (files.names.index(start.file), start.pos):
         raise FlashbackError(f"the range's end {end} is before its start {start}")
@@ -336,7 +338,7 @@ class _GtidLookup:
     """A transaction's GTID from `binlog_writer.locate`'s walk of its file (locate owns how a
     transaction's GTIDs are read; the rows scan does not read them again)."""
 
-    def __init__(self, files: BinlogFiles) -> None:
+    def __init__(self, files: RetainedFiles) -> None:
         self.files = files
         self.by_file: dict[str, dict[int, str | None]] = {}
 

@@ -154,8 +154,10 @@ def time_bound(when: dt.datetime) -> int:
     return tso_layout.compose(ms, tso_layout.LOGICAL_MASK)
 
 
-class BinlogFiles:
-    """The served files, read as `binlog_writer.locate` walks them (a tool's cost)."""
+class RetainedFiles:
+    """The global binlog's files still retained (a dumper's `binlog_dir`, or an HA copy), read
+    as `binlog_writer.locate` walks them: Python, a few seconds for a 512 MB file, a tool's
+    cost (a server resolving points would run it off its event loop)."""
 
     def __init__(self, directory: Path, base: str = "binlog") -> None:
         self.directory = Path(directory)
@@ -186,6 +188,13 @@ class BinlogFiles:
                 return txn
         return None
 
+    def end_point(self) -> Point:
+        """The state after the newest whole transaction written."""
+        newest = self.newest()
+        if newest is None:
+            return self.oldest_point()
+        return self.before(newest.file, newest, newest.end)
+
     def oldest_point(self) -> Point:
         """The oldest state the files can give: before the oldest file's first transaction."""
         first = self.first_txn(self.names[0])
@@ -210,7 +219,9 @@ class BinlogFiles:
         return Point(name, pos, txn.gtids[-1] if txn.gtids else None, txn.tso)
 
 
-def resolve(spec: PointSpec | str, files: BinlogFiles, *, now: dt.datetime | None = None) -> Point:
+def resolve(
+    spec: PointSpec | str, files: RetainedFiles, *, now: dt.datetime | None = None
+) -> Point:
     """The boundary `spec` names in `files`; a PointError says why there is none."""
     if isinstance(spec, str):
         spec = parse_point(spec)
@@ -228,7 +239,7 @@ def resolve(spec: PointSpec | str, files: BinlogFiles, *, now: dt.datetime | Non
     return _by_tso(spec, files, spec.value)
 
 
-def _by_tso(spec: PointSpec, files: BinlogFiles, tso: int) -> Point:
+def _by_tso(spec: PointSpec, files: RetainedFiles, tso: int) -> Point:
     names = files.names
     start = None  # the last file whose first transaction is at or below tso
     for i in range(len(names) - 1, -1, -1):
@@ -260,7 +271,7 @@ def _by_tso(spec: PointSpec, files: BinlogFiles, tso: int) -> Point:
     return files.before(newest.file, newest, newest.end)
 
 
-def _by_gtid(spec: PointSpec, files: BinlogFiles) -> Point:
+def _by_gtid(spec: PointSpec, files: RetainedFiles) -> Point:
     text, gno = spec.value, gno_of(spec.value)
     oldest = files.oldest_point()
     if files.purged() and oldest.gtid is not None:
@@ -291,7 +302,7 @@ def _by_gtid(spec: PointSpec, files: BinlogFiles) -> Point:
     return files.before(txn.file, txn, txn.end)
 
 
-def _by_position(spec: PointSpec, files: BinlogFiles) -> Point:
+def _by_position(spec: PointSpec, files: RetainedFiles) -> Point:
     name, pos = spec.value
     if name not in files.names:
         number, oldest = layout.file_number(name), layout.file_number(files.names[0])

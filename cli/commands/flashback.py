@@ -62,9 +62,9 @@ def cmd_flashback(args) -> int:
     config = load(args.config)
     directory = Path(args.dir or config.dumper.binlog_dir)
     try:
-        files = history.BinlogFiles(directory, config.dumper.binlog_base)
+        files = history.RetainedFiles(directory, config.dumper.binlog_base)
         start = history.resolve(args.start, files)
-        end = history.resolve(args.end, files) if args.end else files_end(files)
+        end = history.resolve(args.end, files) if args.end else files.end_point()
         plan = history.plan(files, start, end, history.chosen(args.target), force=args.force)
     except (history.PointError, history.FlashbackError) as exc:
         raise ConfigError(str(exc)) from None
@@ -91,16 +91,6 @@ def cmd_flashback(args) -> int:
             file=sys.stderr,
         )
     return 0
-
-
-def files_end(files):
-    """The boundary after the newest whole transaction."""
-    import history
-
-    newest = files.newest()
-    if newest is None:
-        raise ConfigError(f"no transaction in {files.directory}")
-    return history.resolve(f"'{newest.file}':{newest.end}", files)
 
 
 def _write_sql(plan, where: str) -> None:

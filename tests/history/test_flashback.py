@@ -358,9 +358,9 @@ def test_sql_and_binlog_outputs_give_the_same_table(undone):
 
 
 def test_points_in_every_form_name_the_same_boundary(undone):
-    from history import BinlogFiles, resolve
+    from history import RetainedFiles, resolve
 
-    files = BinlogFiles(undone["binlog"])
+    files = RetainedFiles(undone["binlog"])
     by_tso = resolve(f"TSO {undone['end_tso']}", files)
     assert by_tso.tso == undone["end_tso"]
     end = resolve(undone["end"], files)
@@ -388,9 +388,9 @@ def test_bad_points_exit_non_zero_with_a_clear_message(undone, tmp_path):
         (("--from", "'binlog.000999':4"), "not written yet"),
     ]
     by_tso = None
-    from history import BinlogFiles, resolve
+    from history import RetainedFiles, resolve
 
-    by_tso = resolve(f"TSO {undone['end_tso']}", BinlogFiles(undone["binlog"]))
+    by_tso = resolve(f"TSO {undone['end_tso']}", RetainedFiles(undone["binlog"]))
     cases.append((("--from", f"'{by_tso.file}':{by_tso.pos + 1}"), "inside the transaction"))
     unwritten = re.sub(r"\d+$", "999999", by_tso.gtid)
     cases.append((("--from", f"GTID '{unwritten}'"), "not written yet"))
@@ -417,9 +417,9 @@ def test_bad_points_exit_non_zero_with_a_clear_message(undone, tmp_path):
 
 def test_force_undoes_the_conflicts_too(undone):
     """The plan with --force holds the conflicting keys' changes; without, none of them."""
-    from history import BinlogFiles, chosen, plan, resolve
+    from history import RetainedFiles, chosen, plan, resolve
 
-    files = BinlogFiles(undone["binlog"])
+    files = RetainedFiles(undone["binlog"])
     start, end = resolve(undone["start"], files), resolve(undone["end"], files)
     want = chosen("fb.items")
     skipped, forced = plan(files, start, end, want), plan(files, start, end, want, force=True)
@@ -434,3 +434,24 @@ def test_force_undoes_the_conflicts_too(undone):
     assert forced.rows > skipped.rows
     assert [t.tso for t in forced.undo] == sorted((t.tso for t in forced.undo), reverse=True)
     assert plan(files, start, end, chosen("nodb")).undo == []
+
+
+def test_sql_to_stdout_up_to_the_newest_transaction(undone):
+    """Without --to the range ends after the newest transaction written (here: the undo's own);
+    without --binlog or --apply the SQL goes to stdout, the summary to stderr."""
+    from history import RetainedFiles
+
+    files = RetainedFiles(undone["binlog"])
+    newest = files.newest()
+    assert files.end_point() == resolve_text(files, f"'{newest.file}':{newest.end}")
+    out = cdc(undone["directory"], "fb", "--from", undone["start"])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("-- flashback of")
+    assert f"{files.end_point()}]" in out.stdout.splitlines()[0]
+    assert "BEGIN;" in out.stdout and "conflicts" in out.stderr
+
+
+def resolve_text(files, text):
+    from history import resolve
+
+    return resolve(text, files)

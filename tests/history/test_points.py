@@ -76,10 +76,10 @@ def test_time_bound_covers_its_millisecond():
 
 def test_future_is_refused_before_any_read(tmp_path):
     from history import resolve
-    from history.points import BinlogFiles
+    from history.points import RetainedFiles
 
     (tmp_path / "binlog.index").write_text("./binlog.000001\n")
-    files = BinlogFiles(tmp_path)
+    files = RetainedFiles(tmp_path)
     later = dt.datetime.now().astimezone() + dt.timedelta(days=1)
     with pytest.raises(PointInFuture, match="in the future"):
         resolve(PointSpec("time", later, "TIMESTAMP 'x'"), files)
