@@ -83,7 +83,10 @@ def cmd_flashback(args) -> int:
     if args.apply:
         from cn import connect
 
-        done = asyncio.run(history.apply(plan, functools.partial(connect, config)))
+        try:
+            done = asyncio.run(history.apply(plan, functools.partial(connect, config)))
+        except history.FlashbackError as exc:
+            raise ConfigError(str(exc)) from None
         for late in done.late_conflicts:
             print(f"conflict: {late}", file=sys.stderr)
         print(
