@@ -9,6 +9,7 @@ bad points exit non-zero naming what is wrong."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import random
 import re
 import shutil
@@ -368,13 +369,17 @@ def test_points_in_every_form_name_the_same_boundary(undone):
     assert resolve(f"TSO {end.tso}", files) == end
     assert resolve(f"GTID '{by_tso.gtid}'", files) == by_tso
     assert resolve(f"'{by_tso.file}':{by_tso.pos}", files) == by_tso
-    assert resolve(f"TSO {undone['later_tso'] - 1}", files) == by_tso or (
-        resolve(f"TSO {undone['later_tso'] - 1}", files).tso < undone["later_tso"]
-    )
+    assert resolve(f"TSO {undone['later_tso'] - 1}", files).tso < undone["later_tso"]
+    assert resolve(f"TSO {undone['later_tso']}", files).tso == undone["later_tso"]
+    # A time: after the last transaction of its millisecond (the TSO's physical part).
+    ms = undone["end_tso"] >> 22
+    when = dt.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S.%f")
+    at = resolve(f"TIMESTAMP '{when}'", files)
+    assert at.tso >= undone["end_tso"] and at.tso >> 22 == ms
+    assert resolve(f"TSO {((ms + 1) << 22) - 1}", files) == at
     start = resolve(undone["start"], files)
-    assert (start.file, start.pos) == tuple(
-        [undone["start"].split(":")[0].strip("'"), int(undone["start"].split(":")[1])]
-    )
+    file, pos = undone["start"].split(":")
+    assert (start.file, start.pos) == (file.strip("'"), int(pos))
 
 
 def test_bad_points_exit_non_zero_with_a_clear_message(undone, tmp_path):
