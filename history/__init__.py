@@ -20,6 +20,7 @@ from .points import (
     parse_point,
     resolve,
 )
+from .remote import copy_served
 
 __all__ = [
     "AmbiguousPoint",
@@ -39,6 +40,7 @@ __all__ = [
     "apply",
     "binlog_bytes",
     "chosen",
+    "copy_served",
     "parse_point",
     "plan",
     "resolve",

@@ -1,7 +1,8 @@
 """`cdc flashback`: undo what a range of the global binlog did to a table or a database
 (`history`): the inverse changes, newest first, as SQL (stdout or `--sql FILE`), as a binlog
 file (`--binlog FILE`, for `mariadb-binlog FILE | mariadb` or a replica) and/or applied through
-the CN (`--apply`). Read from the dumper's files (`[dumper] binlog_dir`, or `--dir`). Keys
+the CN (`--apply`). Read from the dumper's files (`[dumper] binlog_dir`, or `--dir`), or from a
+dumper elsewhere over the MySQL protocol (`--server`, copied first: `history.remote`). Keys
 changed again after the range are conflicts: reported and skipped unless `--force`."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import argparse
 import asyncio
 import functools
 import sys
+import tempfile
 from pathlib import Path
 
 from cdc.config import ConfigError, load
@@ -37,9 +39,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="POINT",
         help="the range's end (default: the newest transaction written)",
     )
-    p.add_argument(
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
         "--dir", metavar="DIR", help="binlog files + index (default: [dumper] binlog_dir)"
     )
+    where.add_argument(
+        "--server",
+        metavar="HOST:PORT",
+        help="a dumper elsewhere: its served binlog copied over the MySQL protocol first "
+        "(as [dumper] peer_user, or --user/--password)",
+    )
+    p.add_argument("--user", help="with --server (default: [dumper] peer_user)")
+    p.add_argument("--password", help="with --server (default: [dumper] peer_password)")
     p.add_argument(
         "--sql",
         metavar="FILE",
@@ -60,17 +71,23 @@ def cmd_flashback(args) -> int:
     import history
 
     config = load(args.config)
-    directory = Path(args.dir or config.dumper.binlog_dir)
+    d = config.dumper
     try:
-        files = history.RetainedFiles(directory, config.dumper.binlog_base)
-        start = history.resolve(args.start, files)
-        end = history.resolve(args.end, files) if args.end else files.end_point()
-        plan = history.plan(files, start, end, history.chosen(args.target), force=args.force)
+        if args.server is None:
+            plan = _plan(args, Path(args.dir or d.binlog_dir), d.binlog_base)
+        else:
+            with tempfile.TemporaryDirectory(prefix="cdc-flashback-") as copy:
+                user = args.user or d.peer_user
+                password = d.peer_password if args.password is None else args.password
+                asyncio.run(
+                    history.copy_served(args.server, user, password, Path(copy), d.binlog_base)
+                )
+                plan = _plan(args, Path(copy), d.binlog_base)
     except (history.PointError, history.FlashbackError) as exc:
         raise ConfigError(str(exc)) from None
     print(
-        f"flashback of {args.target} over ({start}, {end}]: {len(plan.undo)} transactions, "
-        f"{plan.rows} rows, {len(plan.conflicts)} conflicts "
+        f"flashback of {args.target} over ({plan.start}, {plan.end}]: {len(plan.undo)} "
+        f"transactions, {plan.rows} rows, {len(plan.conflicts)} conflicts "
         f"({'undone anyway: --force' if args.force else 'skipped'})",
         file=sys.stderr,
     )
@@ -94,6 +111,15 @@ def cmd_flashback(args) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _plan(args, directory: Path, base: str):
+    import history
+
+    files = history.RetainedFiles(directory, base)
+    start = history.resolve(args.start, files)
+    end = history.resolve(args.end, files) if args.end else files.end_point()
+    return history.plan(files, start, end, history.chosen(args.target), force=args.force)
 
 
 def _write_sql(plan, where: str) -> None:

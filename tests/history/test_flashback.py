@@ -454,6 +454,15 @@ def test_sql_to_stdout_up_to_the_newest_transaction(undone):
     assert out.stdout.startswith("-- flashback of")
     assert f"{files.end_point()}]" in out.stdout.splitlines()[0]
     assert "BEGIN;" in out.stdout and "conflicts" in out.stderr
+    # The same from the dumper over the MySQL protocol (its served files copied first).
+    port = undone["cfg"].dumper.port
+    remote = cdc(
+        undone["directory"], "fb", "--from", undone["start"], "--server", f"127.0.0.1:{port}"
+    )
+    assert remote.returncode == 0, remote.stderr
+    assert remote.stdout == out.stdout
+    bad = cdc(undone["directory"], "fb", "--from", undone["start"], "--server", "127.0.0.1:1")
+    assert bad.returncode == 1 and "copying the global binlog from 127.0.0.1:1" in bad.stderr
 
 
 def resolve_text(files, text):
