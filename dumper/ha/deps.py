@@ -108,8 +108,8 @@ class DnLeaders:
         pauses: Pauses | None = None,
         make: Callable[..., Leader] = Leader,
     ):
-        """`make`: the pipeline's class (`Leader`'s arguments; a multi-stream binlog passes
-        its `StreamLeader`, which writes into the stream processes)."""
+        """`make`: builds the pipeline from `Leader`'s arguments (a multi-stream binlog passes
+        its `stream_leader`, whose output is the stream processes)."""
         self.config = config
         self._make = make
         self.server_uuid = server_uuid  # the GTIDs' sid (None: read from the GMS per build)
