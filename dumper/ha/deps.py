@@ -34,7 +34,7 @@ class LeaseStore(Protocol):
 class GmsLeaseStore:
     """`DumperLeaseStore` on the GMS: each call on its own short connection in a worker
     thread, so that a GMS that stopped answering holds up no other call (the renewal is
-    bounded by a timeout: `HaNode._renew_loop`)."""
+    bounded by a timeout: `Leadership._renew_loop`)."""
 
     def __init__(self, config: Config):
         self._gms, self._db = config.gms, config.pipeline.meta_database

@@ -18,7 +18,7 @@ from cdc.binlog.reader import read_file
 from cdc.config import DumperPeer
 from cdc.pauses import Pauses
 from cdc.streams import stream_config, stream_dir
-from dumper.ha.ha_node import FOLLOWER_SERVER_ID_BASE, follower_ack_gate
+from dumper.ha.peers import FOLLOWER_SERVER_ID_BASE, follower_ack_gate
 from dumper.ha.stream_term import CLOCK_DRIFT, LeaseDeadline
 from dumper.pipeline.txn_encoder import TransactionEncoder
 from dumper.streams.frames_pb2 import Batch, Sure
