@@ -19,7 +19,7 @@ from cdc.protocol import BinlogPosition, DumpClient, DumpError
 from cdc.streams import STREAM_PROGRESS_FILE
 from cdc.tasks import cancel_and_wait
 from dumper.ha.copies import CopyTarget, copy_ends
-from dumper.ha.deps import LeaderBuilder, LeaseStore
+from dumper.ha.deps import LeaseStore
 from dumper.ha.election import one_end
 from dumper.ha.peers import leader_dump_settings
 from dumper.ha.state import HaState
@@ -139,28 +139,29 @@ class LeaderCopy:
 
 class Follower:
     """Follows the holder of a lease for as long as it holds it: `copy` copies its files, once
-    every copy is a prefix of its term (`align`: cut back to where the term began)."""
+    every copy is a prefix of its term (`align`: cut back to where the term began);
+    `standby` readies a takeover meanwhile (`LeaderBuilder.standby`)."""
 
     def __init__(
         self,
         config: Config,
         state: HaState,
         store: LeaseStore,
-        leaders: LeaderBuilder,
-        copies: list[CopyTarget],
-        progress: FollowerProgress,
         copy: Callable[[Lease], Awaitable[None]],
         align: Callable[[int], Awaitable[bool]],
+        standby: Callable[[], Awaitable[None]],
+        copies: list[CopyTarget],
+        progress: FollowerProgress,
         copy_servers: CopyServers | None,
     ):
         self.config = config
         self.state = state
         self.store = store
-        self._leaders = leaders
-        self.copies = copies
-        self.progress = progress
         self._copy_from = copy
         self._align = align
+        self._standby = standby
+        self.copies = copies
+        self.progress = progress
         # Several streams: the servers of the stream copies while following (their ports are
         # the leading stream processes' while this process leads).
         self._copy_servers = copy_servers
@@ -178,7 +179,7 @@ class Follower:
                 lease.term,
             )
         state.follow(lease.term)
-        await self._leaders.standby()
+        await self._standby()
         self.progress.leader, self.progress.leader_id = lease.address, lease.holder
         if not await self._align(lease.term):
             await asyncio.sleep(0.1)  # the new leader records its start right after the lease

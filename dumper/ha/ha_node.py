@@ -96,11 +96,11 @@ class HaNode:
             config,
             self.state,
             store,
-            leaders,
-            self.copies,
-            self.progress,
             copy or self.leader_copy,
             self.align_with_terms,
+            leaders.standby,
+            self.copies,
+            self.progress,
             copy_servers,
         )
         self.leadership = Leadership(
