@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from binlog_writer import BinlogWriter
-from cdc.pauses import BINLOG_DISK_FULL, Backoff, Pauses, is_disk_full
+from cdc.pauses import BINLOG_DISK_FULL, SPILL_DISK_FULL, Backoff, Pauses, is_disk_full
 from dumper.pipeline.output import STREAM_PART_BYTES
 
 # A full binlog file system: writing resumes once this much is free (one streamed part: a
@@ -37,6 +37,15 @@ async def reopen_with_room(
             continue
         pauses.end(BINLOG_DISK_FULL)
         return writer
+
+
+async def spill_room(directory: Path, error: str, pauses: Pauses) -> None:
+    """Until the spill `directory` has room again (paused: SPILL_DISK_FULL); the pipeline
+    then restarts (the huge transaction is read and spilled again)."""
+    pauses.begin(SPILL_DISK_FULL, f"{directory}: {error}")
+    await asyncio.sleep(0.2)
+    await until_room(directory, SPILL_DISK_FULL, error, pauses, Backoff())
+    pauses.end(SPILL_DISK_FULL)
 
 
 async def until_room(

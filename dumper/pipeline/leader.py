@@ -32,11 +32,11 @@ from binlog_writer import BinlogWriter
 from cdc import stage_trace
 from cdc.config import Config, NodeConfig
 from cdc.keys import Checkpoint, GlobalKey, stream_name
-from cdc.pauses import SPILL_DISK_FULL, Backoff, Pauses, is_disk_full
+from cdc.pauses import Pauses, is_disk_full
 from cdc.tasks import cancel_and_wait
 from dumper.pipeline.binlog_output import BinlogOutput, gtids_of
 from dumper.pipeline.checkpoints import Checkpoints
-from dumper.pipeline.disk_room import until_room
+from dumper.pipeline.disk_room import spill_room
 from dumper.pipeline.dn_set import joined_at, joining_node, storage_dns
 from dumper.pipeline.metadata import CheckpointTooOld, GmsMetadata, PipelineMetadata
 from dumper.pipeline.output import DiskFull, LeaderError, Output
@@ -206,7 +206,8 @@ class Leader:
                 except (SpillFull, OSError) as exc:
                     if isinstance(exc, OSError) and not is_disk_full(exc):
                         raise  # (a MergeSource in this process: its spill directory is full)
-                    await self._wait_for_spill_space(str(exc))
+                    directory = Path(self.config.pipeline.spill_dir or tempfile.gettempdir())
+                    await spill_room(directory, str(exc), self.pauses)
                     log.info("restarting the pipeline from the global binlog")
                 except SourceProcessDied as exc:
                     now = time.monotonic()
@@ -227,15 +228,6 @@ class Leader:
             finally:
                 # (also when a cancel cut `close` short: a fenced term's streams are told)
                 await self.output.aclose(self._may_write())
-
-    async def _wait_for_spill_space(self, error: str) -> None:
-        """Until the spill directory has room again; the pipeline then restarts (the huge
-        transaction is read and spilled again)."""
-        directory = Path(self.config.pipeline.spill_dir or tempfile.gettempdir())
-        self.pauses.begin(SPILL_DISK_FULL, f"{directory}: {error}")
-        await asyncio.sleep(0.2)
-        await until_room(directory, SPILL_DISK_FULL, error, self.pauses, Backoff())
-        self.pauses.end(SPILL_DISK_FULL)
 
     async def _run_pipeline(self) -> None:
         self.sources, self._tasks = {}, {}
