@@ -1,4 +1,6 @@
-"""The Dumper leader: runs the pipeline (MergeSources → MergeJoint) and writes the global binlog.
+"""The Dumper leader: runs the pipeline (MergeSources → MergeJoint) and writes what it merges into
+its `Output` (output.py: the global binlog's files, binlog_output.py, or a multi-stream binlog's
+stream processes); the checkpoints are checkpoints.py's, the status status.py's.
 
 Restart protocol (exactly once across crashes):
 1. The writer truncates the newest file to its last complete transaction; the last `CTS::` mark
