@@ -167,7 +167,7 @@ def measure(
     """One Latency per dump client: "consumer" (and, with `ha`, "unheld": a reader with the
     follower's server_id, never held back for acknowledgements)."""
     from cdc.config import DumperPeer, load
-    from dumper.ha.ha_node import FOLLOWER_SERVER_ID_BASE
+    from dumper.ha.peers import FOLLOWER_SERVER_ID_BASE
     from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 
     with scratch_cluster("cdc-bench-latency-", dns) as (work, cluster):

@@ -33,8 +33,8 @@ from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.pauses import Pauses
 from cdc.streams import stream_dir
 from cdc.tasks import cancel_and_wait
-from dumper.pipeline.leader import Leader
-from dumper.streams import StreamLeader
+from dumper.pipeline import Leader
+from dumper.streams import StreamOutput, stream_leader
 from local_cluster.testing import free_base_port
 
 
@@ -62,16 +62,17 @@ async def catch_up(cfg, last_tso: int, state_dir: Path) -> StreamsRun:
     ready: dict[str, object] = {}
     watcher = None
     if n > 1:
-        leader = StreamLeader(cfg, state_dir=state_dir, server_uuid=None, pauses=Pauses())
+        leader = stream_leader(cfg, state_dir=state_dir, server_uuid=None, pauses=Pauses())
         watcher = asyncio.create_task(_streams_ready(leader, ready))
 
     async def finish(leader: Leader) -> None:
-        if not isinstance(leader, StreamLeader):
+        output = leader.output
+        if not isinstance(output, StreamOutput):
             leader.writer.sync()
             return
-        await leader.streams.sync()  # written by every stream, not only sent
+        await output.streams.sync()  # written by every stream, not only sent
         at_ready = ready.get("writers", {})
-        for p in leader.streams.processes:
+        for p in output.streams.processes:
             on, wait, _ = sched_s(p.proc.pid) if p.proc is not None else (0.0, 0.0, 0)
             base = at_ready.get(p.stream, (0.0, 0.0))  # type: ignore[union-attr]
             run.writers_cpu_s.append(on - base[0])
@@ -92,14 +93,16 @@ async def catch_up(cfg, last_tso: int, state_dir: Path) -> StreamsRun:
     return run
 
 
-async def _streams_ready(leader: StreamLeader, ready: dict) -> None:
+async def _streams_ready(leader: Leader, ready: dict) -> None:
     """When every stream answered where it ends: the time, and the CPU spent by then."""
-    while not leader.ends:
+    output = leader.output
+    assert isinstance(output, StreamOutput)
+    while not output.ends:
         await asyncio.sleep(0.005)
     ready["at"] = time.perf_counter()
     ready["merge_cpu"] = sched_s(os.getpid())[0]
     ready["writers"] = {
-        p.stream: sched_s(p.proc.pid)[:2] for p in leader.streams.processes if p.proc is not None
+        p.stream: sched_s(p.proc.pid)[:2] for p in output.streams.processes if p.proc is not None
     }
 
 

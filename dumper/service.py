@@ -89,13 +89,11 @@ def _ha_status(node: HaNode, state_dir: Path) -> dict:
     status = leader_status(node.leader) if node.leader is not None else {"written_at": time.time()}
     status["ha"] = ha_status(node)
     if node.config.dumper.streams > 1:
-        from dumper.streams import streams_status
+        from dumper.streams import with_streams
 
         status.setdefault("problems", [])
         if node.role == "leader":  # (a follower's streams serve nothing: docs/streams.md)
-            status["streams"] = streams_status(node.config, state_dir)
-            for s in status["streams"]:
-                status["problems"].extend(s.get("problems", []))
+            with_streams(status, node.config, state_dir)
     return status
 
 
@@ -147,9 +145,9 @@ def _ha_node(config: Config, uuid: str, heartbeat: bool, pauses: Pauses, state_d
     make, copy_servers = Leader, None
     if config.dumper.streams > 1:
         from dumper.ha.stream_term import StreamCopyServers
-        from dumper.streams import StreamLeader
+        from dumper.streams import stream_leader
 
-        make = functools.partial(StreamLeader, state_dir=state_dir)
+        make = functools.partial(stream_leader, state_dir=state_dir)
         copy_servers = StreamCopyServers(config, uuid, lambda: node.current_notify())
     node = HaNode(
         config,

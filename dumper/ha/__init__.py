@@ -2,7 +2,9 @@
 fencing of a leader whose lease ran out, and the timeline of a takeover."""
 
 from dumper.ha.deps import DnLeaders, GmsLeaseStore, LeaderBuilder, LeaseStore
-from dumper.ha.ha_node import FencedError, HaNode, ha_status
+from dumper.ha.ha_node import HaNode
+from dumper.ha.state import FencedError
+from dumper.ha.status import ha_status
 from dumper.ha.takeover import TakeoverTimeline
 
 __all__ = [

@@ -34,7 +34,7 @@ class LeaseStore(Protocol):
 class GmsLeaseStore:
     """`DumperLeaseStore` on the GMS: each call on its own short connection in a worker
     thread, so that a GMS that stopped answering holds up no other call (the renewal is
-    bounded by a timeout: `HaNode._renew_loop`)."""
+    bounded by a timeout: `Leadership._renew_loop`)."""
 
     def __init__(self, config: Config):
         self._gms, self._db = config.gms, config.pipeline.meta_database
@@ -108,8 +108,8 @@ class DnLeaders:
         pauses: Pauses | None = None,
         make: Callable[..., Leader] = Leader,
     ):
-        """`make`: the pipeline's class (`Leader`'s arguments; a multi-stream binlog passes
-        its `StreamLeader`, which writes into the stream processes)."""
+        """`make`: builds the pipeline from `Leader`'s arguments (a multi-stream binlog passes
+        its `stream_leader`, whose output is the stream processes)."""
         self.config = config
         self._make = make
         self.server_uuid = server_uuid  # the GTIDs' sid (None: read from the GMS per build)

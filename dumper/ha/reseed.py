@@ -31,14 +31,9 @@ from binlog_writer import BinlogCopier, CopyError, RecoveryPoint, layout
 from cdc.config import Config, DumperConfig
 from cdc.protocol import BinlogPosition, DumpClient, DumpError
 from cdc.streams import STREAM_PROGRESS_FILE
+from dumper.ha.copies import STATE_FILE, CopyTarget, copy_targets, save_state_term
 from dumper.ha.deps import LeaseStore
-from dumper.ha.ha_node import (
-    STATE_FILE,
-    CopyTarget,
-    copy_targets,
-    leader_dump_settings,
-    save_state_term,
-)
+from dumper.ha.peers import leader_dump_settings
 from topology import Lease
 
 log = logging.getLogger(__name__)

@@ -96,7 +96,7 @@ def _walk_to(buf, end: int) -> int | None:
 
 
 # A dump of another member's copy (non-blocking: it ends at that copy's end), by address and
-# a description for messages: `ha_node.peer_dump_settings`, with this follower's server_id.
+# a description for messages: `peers.peer_dump_settings`, with this follower's server_id.
 Settings = Callable[[str, str], DumpSettings]
 
 

@@ -15,8 +15,10 @@ from binlog_writer import BinlogWriter
 from cdc.config import Config
 from cdc.streams import stream_config, stream_server_uuid
 from cdc.tasks import cancel_and_wait
+from dumper.ha.copies import save_state_term
 from dumper.ha.deps import GmsLeaseStore
-from dumper.ha.ha_node import ack_status, follower_ack_gate, save_state_term
+from dumper.ha.peers import follower_ack_gate
+from dumper.ha.status import ack_status
 from dumper.server import AckGate, ServeProcess
 from topology import TermStart
 

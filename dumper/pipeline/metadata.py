@@ -83,7 +83,7 @@ class GmsMetadata:
     marker record is retried with backoff until it succeeds (a pause named in `pauses`), so
     what needs it waits and nothing ends (docs/faults.md). They are idempotent: records are
     `INSERT IGNORE` by TSO. `save_checkpoints` is the exception: it raises, and the pipeline
-    keeps the newest checkpoint per DN for the next round (`Leader._checkpoint_loop`)."""
+    keeps the newest checkpoint per DN for the next round (`dumper.pipeline.checkpoints`)."""
 
     def __init__(self, config: Config, pauses: Pauses | None = None):
         self.config = config

@@ -53,10 +53,10 @@ from cdc.files import write_atomically
 from cdc.keys import GlobalKey
 from cdc.pauses import Pauses, is_disk_full
 from cdc.streams import STREAM_PROGRESS_FILE, stream_config, stream_server_uuid
-from cdc.tso_layout import physical_ms
 from dumper.child_process import read_spec
-from dumper.pipeline import LeaderStats
-from dumper.pipeline.leader import gtid_layout, open_writer, reopen_with_room
+from dumper.pipeline import LeaderStats, write_status
+from dumper.pipeline.binlog_output import gtid_layout, open_writer
+from dumper.pipeline.disk_room import reopen_with_room
 from dumper.streams.link import READ_LIMIT
 from dumper.streams.wire import FromStream, ToStream, framed, key_message, read_frame
 
@@ -229,30 +229,17 @@ class StreamWriter:
         self.notify = asyncio.Event()
 
     def status(self) -> dict:
-        now = time.time()
-        s = self.stats
-        elapsed = max(time.monotonic() - s.started_at, 1e-6)
-        merged = self.merged_tso
-        return {
-            "written_at": now,
-            "stream": self.stream,
-            "pid": os.getpid(),
-            "port": self.config.dumper.port,
-            "server_uuid": self.server_uuid,
-            "last_tso": s.last_tso,
-            "merged_tso": merged,
-            "lag_ms": int(now * 1000 - physical_ms(merged)) if merged else None,
-            "transactions": s.transactions,
-            "events": s.events,
-            "events_per_s": s.events / elapsed,
-            "bytes": s.bytes,
-            "last_commit_at": s.last_commit_at,
-            "file": self.writer.file,
-            "gno": self.writer.gno,
-            "position": self.writer.position,
-            "dns": [],
-            "problems": [],
-        }
+        """The pipeline's shape (`write_status`), lagging behind the merged TSO."""
+        w = self.writer
+        out = write_status(self.stats, (w.file, w.gno, w.position), self.merged_tso or None)
+        out.update(
+            stream=self.stream,
+            pid=os.getpid(),
+            port=self.config.dumper.port,
+            server_uuid=self.server_uuid,
+            merged_tso=self.merged_tso,
+        )
+        return out
 
     def close(self) -> None:
         if self.abandoned or time.monotonic() >= self.sure_until():

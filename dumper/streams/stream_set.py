@@ -35,7 +35,7 @@ from cdc.keys import GlobalKey
 from cdc.pauses import BINLOG_DISK_FULL, STREAM_UNREACHABLE, Backoff, Pauses
 from cdc.streams import stream_address
 from dumper.child_process import stop_child
-from dumper.pipeline.leader import STREAM_PART_BYTES
+from dumper.pipeline.output import STREAM_PART_BYTES
 from dumper.streams.frames_pb2 import Part, Sure
 from dumper.streams.link import LinkRefused, connect
 from dumper.streams.spawn import spawn_stream
@@ -259,28 +259,22 @@ class StreamProcess:
 
 
 class StreamSet:
-    """Every stream's process. It stands where the single stream's `BinlogWriter` stands for
-    the pipeline (`Leader`): `rotate` and `close` go to every stream; the rest is async."""
+    """Every stream's process: what the merge's `StreamOutput` sends into."""
 
     def __init__(
         self,
         config: Config,
         cluster_uuid: str,
         state_dir: Path,
-        gtids,
         pauses: Pauses | None = None,
     ):
         """`pauses`: the merge process's (a stream that waits for room shows there)."""
         self.config = config
-        self.gtids = gtids  # the layout the encoders write for (its flavour)
         self.pauses = pauses or Pauses()
-        self.dir = Path(config.dumper.binlog_dir)
         self.processes = [
             StreamProcess(config, i, cluster_uuid, state_dir / f"stream{i}", self._paused)
             for i in range(config.dumper.streams)
         ]
-        # What a status shows for "the" writer: the streams have one each.
-        self.file, self.position, self.gno = "", 0, 0
         self.term = 0  # HA: the lease term the streams are written in (0: no HA)
         # HA: until when (monotonic) the merge's lease is sure (`HaNode.sure_until`)
         self.sure_until: Callable[[], float] = lambda: math.inf
@@ -379,12 +373,11 @@ class StreamSet:
         """Every stream made all it received durable."""
         await asyncio.gather(*(p.sync() for p in self.processes))
 
-    def rotate(self) -> str:
+    def rotate(self) -> None:
         self.send_all(ToStream(rotate=True))
-        return ""
 
     def abandon(self) -> None:
-        """The term ended (`Leader.close` when its fence refuses): each stream is told to
+        """The term ended (`StreamOutput.close` when its fence refuses): each stream is told to
         stop without a STOP event; `aclose` then closes its stdin (or link) behind that frame.
         (A stream that does not read it in time, its merge gone or cut off, finds its lease
         deadline passed when its frames end, and abandons its writer all the same.)"""
@@ -397,9 +390,6 @@ class StreamSet:
             if p.alive:
                 with contextlib.suppress(StreamDied):
                     p.send(ToStream(abandon=True))
-
-    def close(self) -> None:
-        pass  # the processes stop in `aclose` (async)
 
     async def aclose(self) -> None:
         if self._sure_task is not None:

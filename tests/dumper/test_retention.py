@@ -243,7 +243,7 @@ def test_the_holding_dump_reads_on_to_the_end_while_files_behind_it_go(tmp_path)
 
 
 async def copy_from(port: int, copier: BinlogCopier) -> None:
-    """What an HA follower's copy does (`HaNode._copy`), up to the server's current end."""
+    """What an HA follower's copy does (`dumper.ha.following.LeaderCopy`), up to the server's current end."""
     settings = DumpSettings(
         "127.0.0.1",
         port,

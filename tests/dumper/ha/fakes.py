@@ -13,6 +13,7 @@ from pathlib import Path
 
 from cdc.config import Config, NodeConfig
 from dumper.ha import HaNode
+from dumper.ha.following import CopyServers
 from dumper.pipeline import Leader, Term
 from tests.dumper.pipeline.fakes import FakeFactory, FakeMetadata, config
 from tests.dumper.pipeline.test_leader import two_dn_scripts
@@ -22,7 +23,7 @@ from topology import Lease, Member, TermStart
 # not fence a healthy leader (it may write for LEASE_MS - MARGIN after each renewal).
 LEASE_MS = 700
 RENEW_MS = 50
-# Over `dumper.ha.ha_node.LEASE_MARGIN_S` (1 s, for clock drift between a dumper and the GMS):
+# Over `dumper.ha.state.LEASE_MARGIN_S` (1 s, for clock drift between a dumper and the GMS):
 # the fake GMS's clock is ours.
 MARGIN_S = 0.2
 
@@ -192,13 +193,15 @@ class Cluster:
         dumper_id: int,
         start: bool = True,
         on_lead: Callable[[], Awaitable[None]] | None = None,
+        copy_servers: CopyServers | None = None,
     ) -> Node:
-        """`on_lead`: what runs beside each term's pipeline (the production one: heartbeats)."""
+        """`on_lead`: what runs beside each term's pipeline (the production one: heartbeats);
+        `copy_servers`: a multi-stream follower's (`HaNode`'s)."""
         cfg = config(self.root / f"dumper{dumper_id}")
         cfg.dumper.id, cfg.dumper.port = dumper_id, 3300 + dumper_id
         cfg.dumper.lease_ms, cfg.dumper.lease_renew_ms = LEASE_MS, RENEW_MS
         store, leaders, copy = FakeLeaseStore(self.gms, dumper_id), FakeLeaders(cfg), FakeCopy()
-        ha = HaNode(cfg, store, leaders, copy=copy, on_lead=on_lead)
+        ha = HaNode(cfg, store, leaders, copy=copy, on_lead=on_lead, copy_servers=copy_servers)
         node = Node(ha, store, leaders, copy)
         self.nodes[dumper_id] = node
         if start:

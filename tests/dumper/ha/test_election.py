@@ -66,15 +66,15 @@ async def test_a_stream_follower_yields_to_one_furthest_in_more_streams(tmp_path
     node = HaNode(cfg, store, FakeLeaders(cfg), copy=FakeCopy())
     for c in node.copies:
         write_files(c.dir, files=2, size=2048).close()  # both copies end in binlog.000002
-    mine = node._copy_ends()
+    mine = node.copy_ends()
     assert [f for f, _ in mine] == ["binlog.000002"] * 2
-    assert await node._may_take_over()  # alone
+    assert await node.may_take_over()  # alone
 
     (f0, p0), (f1, p1) = mine
     behind_in_one = Member(3, "h:3", "follower", 1, "", 0, 0.0, ((f0, p0 + 1), (f1, p1 - 2)))
     await FakeLeaseStore(store.gms, 3).report(behind_in_one)
-    assert await node._may_take_over()  # each furthest in one stream: our sum is larger
+    assert await node.may_take_over()  # each furthest in one stream: our sum is larger
     ahead_in_both = Member(3, "h:3", "follower", 1, "", 0, 0.0, ((f0, p0 + 1), (f1, p1)))
     await FakeLeaseStore(store.gms, 3).report(ahead_in_both)
-    assert not await node._may_take_over()
+    assert not await node.may_take_over()
     assert member_ends(ahead_in_both) == ahead_in_both.streams

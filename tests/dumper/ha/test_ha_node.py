@@ -12,7 +12,7 @@ import time
 from cdc.binlog.constants import STOP_EVENT
 from cdc.binlog.reader import read_file
 from dumper.ha import FencedError, ha_status
-from dumper.ha.ha_node import STATE_FILE, save_state_term
+from dumper.ha.copies import STATE_FILE, save_state_term
 from dumper.pipeline import Leader
 from tests.dumper.ha.fakes import LEASE_MS, Cluster, Node
 from tests.dumper.pipeline.fakes import written_tsos

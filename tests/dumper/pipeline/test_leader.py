@@ -155,7 +155,8 @@ async def test_checkpoints_wait_for_the_gms_while_writing_goes_on(tmp_path):
         await until(lambda: leader.stats.last_tso == 300 and meta.failed >= 2)
         assert written_tsos(tmp_path) == [100, 200, 300]  # written though nothing was saved
         assert [p["reason"] for p in leader.pauses.snapshot()] == ["gms"]
-        assert len(leader._unsaved) <= 2  # noqa: SLF001 - the newest per DN only
+        assert leader.checkpoints is not None
+        assert len(leader.checkpoints.unsaved) <= 2  # the newest per DN only
         meta.back = True
         await until(lambda: meta.history and not leader.pauses.snapshot())
         assert {cp.stream for _, cp in meta.history} == {"dn1", "dn2"}

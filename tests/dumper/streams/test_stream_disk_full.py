@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from binlog_writer import MysqlGtids, layout
+from binlog_writer import layout
 from cdc.binlog.constants import GTID_EVENT, HEADER_LEN
 from cdc.binlog.events import cts_mark_text, parse_cts
 from cdc.binlog.gtid import sid_of
@@ -86,9 +86,7 @@ async def test_a_full_disk_pauses_a_stream_until_there_is_room(
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(binlog)], check=True)
     monkeypatch.setattr(stream_set, "SYNC_TIMEOUT_S", TIMEOUT_S)
     pauses = Pauses()
-    streams = StreamSet(
-        cfg, CLUSTER_UUID, tmp_path / "state", MysqlGtids(sid_of(CLUSTER_UUID)), pauses
-    )
+    streams = StreamSet(cfg, CLUSTER_UUID, tmp_path / "state", pauses)
     encoder = TransactionEncoder(cfg.dumper.server_id, gtids=True)
     txns = renamed(transactions, TXNS)
 

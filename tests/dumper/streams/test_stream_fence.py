@@ -12,14 +12,13 @@ import time
 
 import pytest
 
-from binlog_writer import BinlogWriter, MysqlGtids, last_written_key
+from binlog_writer import BinlogWriter, last_written_key
 from cdc.binlog.constants import STOP_EVENT
-from cdc.binlog.gtid import sid_of
 from cdc.binlog.reader import read_file
 from cdc.config import DumperPeer
 from cdc.pauses import Pauses
 from cdc.streams import stream_config, stream_dir
-from dumper.ha.ha_node import FOLLOWER_SERVER_ID_BASE, follower_ack_gate
+from dumper.ha.peers import FOLLOWER_SERVER_ID_BASE, follower_ack_gate
 from dumper.ha.stream_term import CLOCK_DRIFT, LeaseDeadline
 from dumper.pipeline.txn_encoder import TransactionEncoder
 from dumper.streams.frames_pb2 import Batch, Sure
@@ -58,7 +57,7 @@ def test_a_frame_that_waited_on_the_way_counts_from_when_it_was_sent():
 
 
 def test_the_merge_says_how_long_its_lease_is_sure(tmp_path):
-    streams = StreamSet(config(tmp_path), CLUSTER_UUID, tmp_path / "state", None)
+    streams = StreamSet(config(tmp_path), CLUSTER_UUID, tmp_path / "state")
     assert streams.sure().sure.sure_ms == SURE_MAX_MS  # no HA node: sure for ever
     streams.sure_until = lambda: time.monotonic() + 2
     frame = streams.sure().sure
@@ -149,11 +148,10 @@ async def test_a_fenced_merges_streams_end_without_a_stop_event(tmp_path, transa
     """Real stream processes: stopped cleanly each writes its STOP event; told to abandon (the
     merge's fence refused, `Leader.close`) none does, and each keeps all it received."""
     cfg = config(tmp_path)
-    sid = sid_of(CLUSTER_UUID)
     encoder = TransactionEncoder(cfg.dumper.server_id, gtids=True)
     dirs = [stream_dir(cfg.dumper, i) for i in range(2)]
     for txns, fenced in ((transactions[:2], False), (transactions[2:4], True)):
-        streams = StreamSet(cfg, CLUSTER_UUID, tmp_path / "state", MysqlGtids(sid))
+        streams = StreamSet(cfg, CLUSTER_UUID, tmp_path / "state")
         try:
             await streams.start()
             progress = txns[-1].key

@@ -11,7 +11,8 @@ import pytest
 from cdc.config import ConfigError, DumperConfig, DumperPeer
 from cdc.streams import STREAM_PROGRESS_FILE, stream_dir
 from dumper.ha import HaNode
-from dumper.ha.ha_node import CopyTarget, read_state_term
+from dumper.ha.copies import CopyTarget, read_state_term
+from dumper.ha.election import one_end
 from dumper.ha.reseed import STAGING, ReseedError, reseed
 from local_cluster.testing import free_base_port
 from tests.chaos.dumpers import copies_identical
@@ -62,16 +63,16 @@ async def test_a_follower_waits_for_the_terms_start_in_every_stream(tmp_path):
         (i, stream_dir(cfg.dumper, i)) for i in range(2)
     ]
     assert node.acks is None  # each leading stream process holds its own port's gate
-    assert node._copy_end() == ("", 0)  # nothing copied yet
+    assert one_end(node.copy_ends()) == ("", 0)  # nothing copied yet
 
     # Term 3 began in stream 0 only: the follower does not copy yet (stream 1's process has
     # not recorded its start), then it does once both have.
     gms.terms.append(TermStart(3, 1, "binlog.000001", 4, stream=0))
-    assert not await node._align_with_terms(3)
+    assert not await node.align_with_terms(3)
     gms.terms.append(TermStart(3, 1, "binlog.000001", 4))  # the single stream's: not ours
-    assert not await node._align_with_terms(3)
+    assert not await node.align_with_terms(3)
     gms.terms.append(TermStart(3, 1, "binlog.000002", 4, stream=1))
-    assert await node._align_with_terms(3)
+    assert await node.align_with_terms(3)
     assert [read_state_term(c.dir) for c in node.copies] == [3, 3]
 
 
@@ -172,18 +173,19 @@ class FakeCopyServers:
 
 async def test_copies_are_served_while_following_and_never_while_leading(tmp_path):
     async with Cluster(tmp_path) as c:
-        nodes = {i: c.node(i, start=False) for i in (1, 2)}
-        for n in nodes.values():
-            n.ha._copy_servers = FakeCopyServers(n.ha)
+        servers = {i: FakeCopyServers() for i in (1, 2)}
+        nodes = {i: c.node(i, start=False, copy_servers=servers[i]) for i in (1, 2)}
+        for i, n in nodes.items():
+            servers[i].node = n.ha
         c.start(nodes[1])
         await c.until(lambda: nodes[1].ha.role == "leader")
         c.start(nodes[2])
         await c.until(lambda: nodes[2].copy.leases)
-        b = nodes[2].ha._copy_servers
+        b = servers[2]
         assert b.log[-1] == ("start", "follower")
         nodes[1].store.cut()  # the leader is gone: 2 takes over, its copy servers stop first
         await c.until(lambda: nodes[2].ha.role == "leader")
         assert b.log[-1][0] == "stop"  # before it became the leader
-        for n in nodes.values():  # (a loaded machine may fence a leader: it follows again)
-            assert all(role != "leader" for _, role in n.ha._copy_servers.log)
-        assert nodes[1].ha._copy_servers.log[0][0] == "stop"
+        for s in servers.values():  # (a loaded machine may fence a leader: it follows again)
+            assert all(role != "leader" for _, role in s.log)
+        assert servers[1].log[0][0] == "stop"

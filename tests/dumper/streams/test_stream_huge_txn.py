@@ -6,7 +6,7 @@ gapless GTIDs, the huge one's events all there."""
 
 from __future__ import annotations
 
-from binlog_writer import MysqlGtids, layout
+from binlog_writer import layout
 from cdc.binlog.constants import EventType
 from cdc.binlog.gtid import sid_of
 from cdc.binlog.reader import read_file
@@ -15,7 +15,7 @@ from cdc.pauses import Pauses
 from cdc.streams import StreamRouter, stream_dir, stream_server_uuid
 from dumper.pipeline.stream_split import StreamSplitter
 from dumper.pipeline.txn_encoder import TransactionEncoder
-from dumper.streams import StreamLeader
+from dumper.streams import stream_leader
 from dumper.streams.frames_pb2 import Batch
 from dumper.streams.stream_set import StreamSet
 from dumper.streams.wire import ToStream
@@ -85,7 +85,7 @@ def test_the_splitter_leaves_a_spilled_statement_of_one_stream_in_its_file(
 
 async def test_a_huge_transaction_goes_to_its_stream_in_parts(tmp_path, transactions):  # noqa: F811
     cfg = config(tmp_path)
-    streams = StreamSet(cfg, CLUSTER_UUID, tmp_path / "state", MysqlGtids(sid_of(CLUSTER_UUID)))
+    streams = StreamSet(cfg, CLUSTER_UUID, tmp_path / "state")
     encoder = TransactionEncoder(cfg.dumper.server_id, gtids=True)
     before, after = transactions[:2], transactions[2:4]
     huge, _ = spilled(transactions[4], tmp_path, 200)
@@ -125,7 +125,7 @@ async def test_a_huge_transaction_goes_to_its_stream_in_parts(tmp_path, transact
 
 
 async def test_the_merge_sends_a_spilled_transaction_to_its_stream_in_parts(tmp_path):
-    """The merge's own loop (`StreamLeader`, fake DN sources): a spilled transaction between
+    """The merge's own loop (`stream_leader`, fake DN sources): a spilled transaction between
     two in-memory ones, all on stream 1's tables, reaches stream 1 whole and in order."""
     cfg = fakes.config(tmp_path / "binlog")
     cfg.dumper.streams = 2
@@ -153,7 +153,7 @@ async def test_the_merge_sends_a_spilled_transaction_to_its_stream_in_parts(tmp_
         2: fakes.Script([[fakes.mark(2, 250)], [fakes.mark(2, 400)]]),
     }
     meta = fakes.FakeMetadata()
-    leader = StreamLeader(
+    leader = stream_leader(
         cfg,
         state_dir=tmp_path / "state",
         server_uuid=fakes.SERVER_UUID,

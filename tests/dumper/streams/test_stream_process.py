@@ -12,8 +12,7 @@ import signal
 import pymysql
 import pytest
 
-from binlog_writer import BinlogWriter, MysqlGtids, last_written_key
-from cdc.binlog.gtid import sid_of
+from binlog_writer import BinlogWriter, last_written_key
 from cdc.config import Config, DumperUser
 from cdc.keys import GlobalKey
 from cdc.protocol.auth import native_hash
@@ -61,8 +60,7 @@ def batch(encoder: TransactionEncoder, txns, progress: GlobalKey) -> ToStream:
 
 async def test_each_stream_resumes_from_its_own_end_after_a_sigkill(tmp_path, transactions):  # noqa: F811
     cfg = config(tmp_path)
-    sid = sid_of(CLUSTER_UUID)
-    streams = StreamSet(cfg, CLUSTER_UUID, tmp_path / "state", MysqlGtids(sid))
+    streams = StreamSet(cfg, CLUSTER_UUID, tmp_path / "state")
     encoder = TransactionEncoder(cfg.dumper.server_id, gtids=True)
     first, rest = transactions[:3], transactions[3:5]
     try:

@@ -20,8 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from binlog_writer import MysqlGtids
-from cdc.binlog.gtid import sid_of
 from cdc.config import load
 from cdc.pauses import STREAM_UNREACHABLE, Pauses
 from cdc.streams import stream_port, stream_server_uuid
@@ -95,7 +93,7 @@ async def test_a_stream_in_a_namespace_of_its_own(tmp_path, host2, transactions)
     remote.dump(tmp_path / "host2" / "cdc.toml")
     pauses = Pauses()
     state = tmp_path / "state"
-    streams = StreamSet(cfg, CLUSTER_UUID, state, MysqlGtids(sid_of(CLUSTER_UUID)), pauses)
+    streams = StreamSet(cfg, CLUSTER_UUID, state, pauses)
     encoder = [TransactionEncoder(cfg.dumper.server_id, gtids=True) for _ in range(2)]
     txns = transactions[:5]
     listener = serve(ns, tmp_path / "host2" / "cdc.toml")

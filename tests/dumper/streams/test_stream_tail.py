@@ -15,6 +15,7 @@ from cdc.binlog.query import QueryEvent
 from cdc.config import DumperPeer
 from cdc.streams import stream_dir
 from dumper.ha import HaNode
+from dumper.ha.copies import end_of
 from dumper.ha.stream_tail import sources, stream_port_address
 from local_cluster.testing import free_base_port
 from tests.chaos.dumpers import copies_identical
@@ -64,7 +65,7 @@ async def lead_after(d2, d3, gms: FakeGms, ends) -> HaNode:
         ServerThread(stream_dir(d3.dumper, 0), d3.dumper.port + 1),
         ServerThread(stream_dir(d3.dumper, 1), d3.dumper.port + 2),
     ):
-        await node._catch_up_streams()
+        await node.leadership.catch_up_streams()
     return node
 
 
@@ -86,7 +87,7 @@ async def test_the_new_leader_takes_each_streams_tail_from_the_follower_ahead_in
     node = await lead_after(d2, d3, FakeGms(), ends)
     for i in range(STREAMS):
         assert copies_identical(stream_dir(d2.dumper, i), stream_dir(d3.dumper, i))
-        assert node._end_of(node.copies[i]) == ends[i]
+        assert end_of(node.copies[i], "binlog") == ends[i]
 
 
 async def test_a_copy_that_does_not_continue_this_one_is_not_taken(tmp_path, caplog):
@@ -107,7 +108,7 @@ async def test_a_copy_that_does_not_continue_this_one_is_not_taken(tmp_path, cap
     assert copies_identical(stream_dir(d2.dumper, 0), stream_dir(d3.dumper, 0))
     assert (stream_dir(d2.dumper, 1) / "binlog.000002").read_bytes() == before
     assert not (stream_dir(d2.dumper, 1) / "binlog.000004").exists()
-    assert node._end_of(node.copies[1]) != ends[1]
+    assert end_of(node.copies[1], "binlog") != ends[1]
     assert "stream 1's tail not taken from dumper 3" in caplog.text
     assert "differs from this copy" in caplog.text
 

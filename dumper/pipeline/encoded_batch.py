@@ -1,0 +1,34 @@
+"""Transactions encoded one after the other into one buffer: what a writer appends in one call
+(`BinlogWriter.append_batch`) or a stream is sent in one frame (`dumper.streams`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dumper.pipeline.txn_encoder import TransactionEncoder
+    from merge_joint import Transaction
+
+
+class EncodedBatch:
+    """Transactions encoded one after the other into one buffer, for `BinlogWriter.append_batch`."""
+
+    __slots__ = ("buf", "ends", "tsos", "gtids", "events")
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.buf = bytearray()
+        self.ends: list[int] = []  # where each transaction ends in `buf`
+        self.tsos: list[int] = []  # its commit TSO
+        self.gtids: list[int] = []  # where the GTID events are in `buf` (the writer numbers them)
+        self.events = 0
+
+    def add(self, encoder: TransactionEncoder, txn: Transaction) -> None:
+        """`txn` encoded at the end of the batch (nothing if it has no event to write)."""
+        count = encoder.encode_into(txn, self.buf, self.gtids)
+        if count:
+            self.ends.append(len(self.buf))
+            self.tsos.append(txn.tso)
+            self.events += count
