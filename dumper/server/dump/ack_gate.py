@@ -8,9 +8,9 @@ waits any more until a live follower acknowledged everything served meanwhile. S
 without followers still serves, at most `ack_wait_ms` late once.
 
 Unlike semi-sync, only while the leader is *sure* of its lease (`sure()`: a renewal confirmed
-lately: `HaState.sure_until`, dumper/ha/state.py). A leader cut off from the GMS may already
-have a successor, and what no follower holds would then be a fork: in doubt, the gate never gives up, serves no
-further than the furthest acknowledgement of its term (however old: a fenced leader's
+lately: `HaState.sure_until`, dumper/ha/state.py). A leader cut off from the GMS may already have a
+successor, and what no follower holds would then be a fork: in doubt, the gate never gives up,
+serves no further than the furthest acknowledgement of its term (however old: a fenced leader's
 followers have moved on), and a degraded gate stops serving past it too.
 """
 
