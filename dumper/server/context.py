@@ -14,10 +14,11 @@ from cdc.config import ConfigError, DumperConfig, DumperUser
 from dumper.server.dump.ack_gate import AckGate
 from dumper.server.dump.binlog_sender import BinlogSender
 from dumper.server.dump.shared_reads import SharedReads
-from dumper.server.holders import holders
+from dumper.server.holders import dumps_seen, holders
 from dumper.server.sql.schema import SchemaProvider
 from dumper.server.sql.variables import LIVE_VARIABLES, VarValue, server_variables
 from dumper.server.store.binlog_files import BinlogFiles
+from dumper.server.store.consumer_holds import ConsumerHolds
 from dumper.server.store.gtid_state import GtidState
 from dumper.server.store.mariadb_gtid_state import MariadbGtidState
 from dumper.server.store.notifiers import Notifier
@@ -107,11 +108,16 @@ class ServerContext:
     reads: TableReads | None = None
     # The purge rule (PURGE BINARY LOGS and the automatic one), over these sessions and acks.
     retention: Retention = field(init=False)
+    # Named consumers' holds while they are away (docs/retention.md), part of that rule.
+    consumer_holds: ConsumerHolds = field(init=False)
 
     def __post_init__(self) -> None:
+        self.consumer_holds = ConsumerHolds(
+            self.files, self.config, lambda: dumps_seen(self.sessions, self.acks)
+        )
         self.retention = Retention(
             self.files,
-            lambda: holders(self.sessions, self.acks),
+            lambda: holders(self.sessions, self.acks) + self.consumer_holds.holders(),
             RetentionPolicy(self.config.expire_logs_seconds, self.config.max_binlog_total_size),
         )
         if not self.variables:

@@ -17,7 +17,7 @@ from dumper.server.dump.handler import ReplicationAnswers
 from dumper.server.handlers import Handlers
 from dumper.server.sql.executor import QueryExecutor
 from dumper.server.sql.schema import InMemorySchemaProvider, SchemaProvider
-from dumper.server.store.binlog_files import BinlogFiles
+from dumper.server.store.binlog_files import BinlogFiles, check_archive
 from dumper.server.store.notifiers import Notifier, PollNotifier
 from dumper.server.wire.listener import Listener
 from read_path import SnapshotSource, TableReads
@@ -48,6 +48,11 @@ class Server:
         """The running dumps (`dumper/server/dump/consumers.py`)."""
         return consumers(self.ctx)
 
+    def consumer_holds(self) -> dict:
+        """The named consumers' holds (store/consumer_holds.py) and how many were dropped."""
+        holds = self.ctx.consumer_holds
+        return {"consumers": holds.report(), "dropped": holds.dropped_total}
+
     @property
     def purged(self) -> int:
         """Files purged by retention."""
@@ -57,6 +62,7 @@ class Server:
         await self.listener.start()
         log.info("dumper serving %s on %s:%d", self.ctx.files.dir, self.ctx.config.host, self.port)
         self.retention.start()
+        self.ctx.consumer_holds.start()
         return self
 
     async def serve_forever(self) -> None:
@@ -68,12 +74,21 @@ class Server:
         """Stop accepting, end every session (dumps included) and wait for them."""
         await self.retention.close()
         await self.listener.close()
+        await self.ctx.consumer_holds.close()
 
     async def __aenter__(self) -> Server:
         return self if self.listener.listening else await self.start()
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def archive_of(config: DumperConfig, binlog_dir: str | os.PathLike[str] | None) -> Path:
+    """Where the purged files of `binlog_dir` go: `[dumper] archive_dir`; with several streams
+    a directory in it named as the stream's (their files share names)."""
+    if config.streams > 1 and binlog_dir:
+        return Path(config.archive_dir) / Path(binlog_dir).name
+    return Path(config.archive_dir)
 
 
 async def serve(
@@ -89,7 +104,10 @@ async def serve(
     """Start serving `binlog_dir` (default `config.binlog_dir`) and return the running Server.
     `server_uuid`: the global binlog's (the sid of the GTIDs in its files); "" for files
     without GTIDs."""
-    files = BinlogFiles(Path(binlog_dir or config.binlog_dir), config.binlog_base)
+    archive = None
+    if config.archive_dir:
+        archive = check_archive(archive_of(config, binlog_dir))
+    files = BinlogFiles(Path(binlog_dir or config.binlog_dir), config.binlog_base, archive)
     notifier = notifier or PollNotifier()
     reads = None
     if snapshot is not None:

@@ -11,6 +11,7 @@ from dumper.server.context import ServerContext, SessionState
 from dumper.server.handlers import ColumnPacket, Result
 from dumper.server.sql import statements as st
 from dumper.server.sql.answer_binlog import BinlogAnswers
+from dumper.server.sql.answer_holds import HoldAnswers
 from dumper.server.sql.answer_info_schema import InfoSchemaAnswers
 from dumper.server.sql.answer_schema import SchemaAnswers
 from dumper.server.sql.answer_sessions import SessionAnswers
@@ -40,6 +41,8 @@ class QueryExecutor:
             st.ShowMasterStatus: binlog.show_master_status,
             st.ShowBinaryLogs: binlog.show_binary_logs,
             st.ShowBinlogEvents: binlog.show_binlog_events,
+            st.ShowAllBinaryLogs: HoldAnswers(ctx, state).show_all_binary_logs,
+            st.ShowConsumers: HoldAnswers(ctx, state).show_consumers,
             st.ShowBinaryStreams: StreamAnswers(ctx, state).show_binary_streams,
             st.Purge: binlog.purge,
             st.ShowDatabases: schema.show_databases,
