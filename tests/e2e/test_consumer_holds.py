@@ -1,0 +1,217 @@
+"""History kept for whom needs it (issue 42, item 5), end to end on a cluster of its own with
+`expire_logs_seconds = 1` and a FlushLogs now and then, so that every finished file is soon
+due, and a real MariaDB replica as the consumer (following by GTID):
+
+- named in `[[dumper.consumers]]`, the replica is stopped while files rotate, retention runs and
+  the dumper restarts: its file stays (the hold was kept in the data dir), and it resumes by
+  GTID with nothing lost (`cdc check` equal);
+- with `[dumper] archive_dir` and no hold, its file moves to the archive; it resumes by GTID
+  from there, and a dump by file:pos from an archived position reads to the end the bytes of
+  the files (archive, then live)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pymysql
+import pytest
+
+from binlog_writer import layout
+from cdc.config import DumperConsumer
+from cdc.protocol.dump_client import BinlogPosition, DumpClient, DumpSettings
+from checks.downstream import run_check
+from cn import ComputeNode, init
+from cn.workloads.runner import run_workload
+from cn.workloads.transfer import TransferWorkload
+from dumper.server.store.binlog_files import BinlogFiles
+from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from local_cluster.testing import free_base_port, throwaway_cluster, throwaway_server
+from tests.e2e.test_mariadb_flavor import balances, follow_by_gtid, stop_replica
+from tests.e2e.test_pipeline import ACCOUNTS, BALANCE, run_pipeline_while
+
+DOMAIN = 3
+
+
+@pytest.fixture
+def held_cluster(tmp_path):
+    cluster = throwaway_cluster(tmp_path / "cluster", dns=2, spare_dns=0)
+    cfg = cluster.config()
+    cfg.dumper.flavor = "mariadb"
+    cfg.dumper.version = "10.11.19-MariaDB-cdc-log"
+    cfg.dumper.gtid_domain_id = DOMAIN
+    cfg.dumper.binlog_dir = str(tmp_path / "binlog")
+    cfg.dumper.expire_logs_seconds = 1
+    cfg.cn.ground_truth_log = str(tmp_path / "truth.jsonl")
+    cfg.pipeline.checkpoint_interval_ms = 200
+    cfg.dumper.port = free_base_port(0)
+    replica = throwaway_server(tmp_path, server_id=500)
+    try:
+        yield cfg, tmp_path, replica
+    finally:
+        replica.stop()
+        cluster.down()
+
+
+def live(directory) -> list[str]:
+    return layout.read_index(directory / "binlog", "binlog")
+
+
+def show_consumers(port: int) -> list[tuple]:
+    conn = pymysql.connect(
+        host="127.0.0.1", port=port, user=DEFAULT_USER, password=DEFAULT_PASSWORD
+    )
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW CONSUMERS")
+            return list(cur.fetchall())
+    finally:
+        conn.close()
+
+
+def replica_file(replica) -> tuple[str, int]:
+    with replica.connect() as conn, conn.cursor() as cur:
+        cur.execute("SHOW SLAVE STATUS")
+        row = dict(zip([d[0] for d in cur.description], cur.fetchone(), strict=True))
+    return row["Master_Log_File"], int(row["Read_Master_Log_Pos"])
+
+
+async def traffic(cn, workload, seconds: float, flushes: int) -> None:
+    """Transfers, with FlushLogs between them: finished files, soon due (expire 1 s)."""
+    for _ in range(flushes):
+        await run_workload(workload.step, threads=3, duration_s=seconds / flushes)
+        await cn.flush_logs()
+
+
+async def wait_until(what, timeout: float, message: str):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not (got := await asyncio.to_thread(what)):
+        assert asyncio.get_running_loop().time() < deadline, message
+        await asyncio.sleep(0.2)
+    return got
+
+
+async def test_a_named_replica_away_keeps_its_files_across_a_restart(held_cluster):
+    cfg, directory, replica = held_cluster
+    cfg.dumper.consumers = [DumperConsumer("replica", server_id=500)]
+    port = cfg.dumper.port
+    await init(cfg)
+    cn = ComputeNode(cfg)
+    await cn.start()
+    workload = TransferWorkload(cn, accounts=ACCOUNTS, initial_balance=BALANCE, partitions=4)
+    held: list[str] = []
+    try:
+
+        async def first():
+            await workload.setup()
+            await traffic(cn, workload, 2, 2)
+
+        async def follow():
+            await asyncio.to_thread(follow_by_gtid, replica, port)
+            held.append(replica_file(replica)[0])
+            rows = await wait_until(
+                lambda: [r for r in show_consumers(port) if r[5] == held[0]], 10, "not seen"
+            )
+            assert rows[0][0] == "replica" and rows[0][9] == held[0]  # Holds_from
+            await asyncio.to_thread(stop_replica, replica)
+            await asyncio.sleep(1.5)  # (the holds are saved every second)
+
+        await run_pipeline_while(cfg, directory, first, follow)
+        # Away: the dumper restarts, files rotate, retention purges all it may.
+
+        async def more():
+            await traffic(cn, workload, 3, 3)
+
+        async def resume():
+            await wait_until(lambda: live(directory)[0] == held[0], 20, f"{live(directory)}")
+            (row,) = await asyncio.to_thread(show_consumers, port)
+            assert row[4] == "No" and row[9] == held[0] and row[10] == "", row  # away, held
+            await asyncio.to_thread(follow_by_gtid, replica, port)
+            report = await asyncio.to_thread(
+                run_check, cfg, replica.host, replica.port, "root", "", 60
+            )
+            assert report.equal, report.render()
+
+        await run_pipeline_while(cfg, directory, more, resume)
+    finally:
+        await cn.close()
+    assert balances(replica) == (ACCOUNTS, ACCOUNTS * BALANCE)
+
+
+async def read_to_end(port: int, start: BinlogPosition) -> list[bytes]:
+    settings = DumpSettings(
+        "127.0.0.1",
+        port,
+        DEFAULT_USER,
+        DEFAULT_PASSWORD,
+        server_id=4242,
+        reconnect=False,
+        keep_rotate=True,
+        non_blocking=True,
+    )
+    client = DumpClient(settings, start)
+    out = []
+    try:
+        async for batch in client.batches():
+            out.extend(ev.data for ev in batch if ev.type_code not in (4, 15))
+    finally:
+        await client.close()
+    return out
+
+
+def events_from(files: BinlogFiles, start: BinlogPosition, upto: str) -> list[bytes]:
+    """The events of the files from `start` to the end of `upto` (no ROTATE, no FDE)."""
+    names = files.readable_names()
+    out = []
+    for name in names[names.index(start.file) : names.index(upto) + 1]:
+        first = start.pos if name == start.file else 4
+        out += [
+            e.data for e in files.events(name, 4) if e.pos >= first and e.type_code not in (4, 15)
+        ]
+    return out
+
+
+async def test_a_replica_resumes_from_the_archive(held_cluster):
+    cfg, directory, replica = held_cluster
+    archive = directory / "archive"
+    cfg.dumper.archive_dir = str(archive)
+    port = cfg.dumper.port
+    await init(cfg)
+    cn = ComputeNode(cfg)
+    await cn.start()
+    workload = TransferWorkload(cn, accounts=ACCOUNTS, initial_balance=BALANCE, partitions=4)
+    stopped: list[tuple[str, int]] = []
+    try:
+
+        async def first():
+            await workload.setup()
+            await traffic(cn, workload, 2, 2)
+
+        async def follow():
+            await asyncio.to_thread(follow_by_gtid, replica, port)
+            stopped.append(replica_file(replica))
+            await asyncio.to_thread(stop_replica, replica)
+
+        await run_pipeline_while(cfg, directory, first, follow)
+        name, pos = stopped[0]
+
+        async def more():
+            await traffic(cn, workload, 3, 3)
+
+        async def resume():
+            await wait_until(lambda: (archive / name).exists(), 20, f"{name} not archived")
+            assert name not in live(directory)
+            files = BinlogFiles(directory / "binlog", archive=archive)
+            last = live(directory)[-1]
+            want = events_from(files, BinlogPosition(name, pos), last)
+            got = await read_to_end(port, BinlogPosition(name, pos))  # by file:pos
+            assert len(want) > 10 and got[: len(want)] == want
+            await asyncio.to_thread(follow_by_gtid, replica, port)  # by GTID, from the archive
+            report = await asyncio.to_thread(
+                run_check, cfg, replica.host, replica.port, "root", "", 60
+            )
+            assert report.equal, report.render()
+
+        await run_pipeline_while(cfg, directory, more, resume)
+    finally:
+        await cn.close()
+    assert balances(replica) == (ACCOUNTS, ACCOUNTS * BALANCE)
