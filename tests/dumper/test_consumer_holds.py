@@ -161,14 +161,16 @@ def test_purged_files_move_to_the_archive_and_gtid_dumps_reach_into_it(tmp_path)
         assert dumped(files, client, 300) == events, client
 
 
-async def read_to_end(port: int, start: BinlogPosition, server_id: int = 4242) -> list[bytes]:
+async def read_to_end(
+    port: int, start: BinlogPosition, user: str = USER, password: str = PASSWORD
+) -> list[bytes]:
     """Every event a non-blocking dump from `start` gets (ROTATEs between files kept)."""
     settings = DumpSettings(
         "127.0.0.1",
         port,
-        USER,
-        PASSWORD,
-        server_id=server_id,
+        user,
+        password,
+        server_id=4242,
         reconnect=False,
         keep_rotate=True,
         non_blocking=True,

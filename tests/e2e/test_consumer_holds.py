@@ -18,38 +18,27 @@ import pytest
 
 from binlog_writer import layout
 from cdc.config import DumperConsumer
-from cdc.protocol.dump_client import BinlogPosition, DumpClient, DumpSettings
+from cdc.protocol.dump_client import BinlogPosition
 from checks.downstream import run_check
-from cn import ComputeNode, init
 from cn.workloads.runner import run_workload
-from cn.workloads.transfer import TransferWorkload
 from dumper.server.store.binlog_files import BinlogFiles
 from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from local_cluster.testing import free_base_port, throwaway_cluster, throwaway_server
-from tests.e2e.test_mariadb_flavor import balances, follow_by_gtid, stop_replica
+from tests.chaos.transfer_setup import transfer_cn
+from tests.dumper.test_consumer_holds import read_to_end
+from tests.e2e.test_mariadb_flavor import (  # noqa: F401 (a fixture)
+    balances,
+    follow_by_gtid,
+    mariadb_flavor,
+    stop_replica,
+)
 from tests.e2e.test_pipeline import ACCOUNTS, BALANCE, run_pipeline_while
-
-DOMAIN = 3
 
 
 @pytest.fixture
-def held_cluster(tmp_path):
-    cluster = throwaway_cluster(tmp_path / "cluster", dns=2, spare_dns=0)
-    cfg = cluster.config()
-    cfg.dumper.flavor = "mariadb"
-    cfg.dumper.version = "10.11.19-MariaDB-cdc-log"
-    cfg.dumper.gtid_domain_id = DOMAIN
-    cfg.dumper.binlog_dir = str(tmp_path / "binlog")
-    cfg.dumper.expire_logs_seconds = 1
-    cfg.cn.ground_truth_log = str(tmp_path / "truth.jsonl")
-    cfg.pipeline.checkpoint_interval_ms = 200
-    cfg.dumper.port = free_base_port(0)
-    replica = throwaway_server(tmp_path, server_id=500)
-    try:
-        yield cfg, tmp_path, replica
-    finally:
-        replica.stop()
-        cluster.down()
+def held_cluster(mariadb_flavor):  # noqa: F811 (the imported fixture)
+    """The mariadb flavour's cluster and replica (a new replica needs the whole history: the
+    tests turn retention on, `expire_logs_seconds = 1`, once it followed)."""
+    return mariadb_flavor
 
 
 def live(directory) -> list[str]:
@@ -94,15 +83,11 @@ async def test_a_named_replica_away_keeps_its_files_across_a_restart(held_cluste
     cfg, directory, replica = held_cluster
     cfg.dumper.consumers = [DumperConsumer("replica", server_id=500)]
     port = cfg.dumper.port
-    await init(cfg)
-    cn = ComputeNode(cfg)
-    await cn.start()
-    workload = TransferWorkload(cn, accounts=ACCOUNTS, initial_balance=BALANCE, partitions=4)
+    cn, workload = await transfer_cn(cfg)
     held: list[str] = []
     try:
 
         async def first():
-            await workload.setup()
             await traffic(cn, workload, 2, 2)
 
         async def follow():
@@ -116,6 +101,7 @@ async def test_a_named_replica_away_keeps_its_files_across_a_restart(held_cluste
             await asyncio.sleep(1.5)  # (the holds are saved every second)
 
         await run_pipeline_while(cfg, directory, first, follow)
+        cfg.dumper.expire_logs_seconds = 1  # every finished file soon due
         # Away: the dumper restarts, files rotate, retention purges all it may.
 
         async def more():
@@ -137,27 +123,6 @@ async def test_a_named_replica_away_keeps_its_files_across_a_restart(held_cluste
     assert balances(replica) == (ACCOUNTS, ACCOUNTS * BALANCE)
 
 
-async def read_to_end(port: int, start: BinlogPosition) -> list[bytes]:
-    settings = DumpSettings(
-        "127.0.0.1",
-        port,
-        DEFAULT_USER,
-        DEFAULT_PASSWORD,
-        server_id=4242,
-        reconnect=False,
-        keep_rotate=True,
-        non_blocking=True,
-    )
-    client = DumpClient(settings, start)
-    out = []
-    try:
-        async for batch in client.batches():
-            out.extend(ev.data for ev in batch if ev.type_code not in (4, 15))
-    finally:
-        await client.close()
-    return out
-
-
 def events_from(files: BinlogFiles, start: BinlogPosition, upto: str) -> list[bytes]:
     """The events of the files from `start` to the end of `upto` (no ROTATE, no FDE)."""
     names = files.readable_names()
@@ -175,15 +140,11 @@ async def test_a_replica_resumes_from_the_archive(held_cluster):
     archive = directory / "archive"
     cfg.dumper.archive_dir = str(archive)
     port = cfg.dumper.port
-    await init(cfg)
-    cn = ComputeNode(cfg)
-    await cn.start()
-    workload = TransferWorkload(cn, accounts=ACCOUNTS, initial_balance=BALANCE, partitions=4)
+    cn, workload = await transfer_cn(cfg)
     stopped: list[tuple[str, int]] = []
     try:
 
         async def first():
-            await workload.setup()
             await traffic(cn, workload, 2, 2)
 
         async def follow():
@@ -192,6 +153,7 @@ async def test_a_replica_resumes_from_the_archive(held_cluster):
             await asyncio.to_thread(stop_replica, replica)
 
         await run_pipeline_while(cfg, directory, first, follow)
+        cfg.dumper.expire_logs_seconds = 1  # every finished file soon due
         name, pos = stopped[0]
 
         async def more():
@@ -203,7 +165,8 @@ async def test_a_replica_resumes_from_the_archive(held_cluster):
             files = BinlogFiles(directory / "binlog", archive=archive)
             last = live(directory)[-1]
             want = events_from(files, BinlogPosition(name, pos), last)
-            got = await read_to_end(port, BinlogPosition(name, pos))  # by file:pos
+            got = await read_to_end(port, BinlogPosition(name, pos), DEFAULT_USER, DEFAULT_PASSWORD)
+            got = [e for e in got if e[4] not in (4, 15)]  # by file:pos; no ROTATE, no FDE
             assert len(want) > 10 and got[: len(want)] == want
             await asyncio.to_thread(follow_by_gtid, replica, port)  # by GTID, from the archive
             report = await asyncio.to_thread(

@@ -18,7 +18,7 @@ def consumers(ctx: ServerContext) -> list[dict]:
     dumps = [(cid, h.state) for cid, h in list(ctx.sessions.items()) if h.state.dump is not None]
     if not dumps:
         return []
-    files = ctx.files.files()
+    files = ctx.files.readable_files()  # a dump may read an archived file
     order = {f.name: i for i, f in enumerate(files)}
     now = time.time()
     out = []

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, fields
 from binlog_writer import file_number
 from cdc.config import DumperConfig
 from cdc.files import write_atomically
+from cdc.tasks import cancel_and_wait
 from dumper.server.store.binlog_files import BinlogFile, BinlogFiles
 from dumper.server.store.retention import Holder
 
@@ -133,9 +134,7 @@ class ConsumerHolds:
 
     async def close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait([self._task])
             self._task = None
         if self.enabled:
             with contextlib.suppress(OSError):
