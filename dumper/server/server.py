@@ -84,11 +84,15 @@ class Server:
 
 
 def archive_of(config: DumperConfig, binlog_dir: str | os.PathLike[str] | None) -> Path:
-    """Where the purged files of `binlog_dir` go: `[dumper] archive_dir`; with several streams
-    a directory in it named as the stream's (their files share names)."""
+    """Where the purged files of `binlog_dir` go: `[dumper] archive_dir`; an HA peer's in
+    `dumper-<id>` of it and a stream's in a directory named as the stream's, since their
+    files share names (peers may share a host, and so the path)."""
+    path = Path(config.archive_dir)
+    if config.peers and config.id:
+        path /= f"dumper-{config.id}"
     if config.streams > 1 and binlog_dir:
-        return Path(config.archive_dir) / Path(binlog_dir).name
-    return Path(config.archive_dir)
+        path /= Path(binlog_dir).name
+    return path
 
 
 async def serve(

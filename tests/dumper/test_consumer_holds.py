@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
 import struct
 import time
@@ -339,3 +340,41 @@ def test_a_dropped_hold_shows_in_cdc_status_and_the_metrics():
     assert samples[("cdc_consumer_holds_dropped_total", None)] == 1
     assert samples[("cdc_consumer_hold_is_dropped", "app")] == 1
     assert samples[("cdc_consumer_hold_lag_bytes", "app")] == 5000
+
+
+def test_archiving_to_another_disk_copies_then_unlinks(tmp_path, monkeypatch):
+    """Across file systems (a rename fails with EXDEV) the file is copied under a temporary
+    name, fsynced, renamed, and only then unlinked: whole at one place at every moment."""
+    import errno
+
+    from dumper.server.store import binlog_files
+
+    writer = write_files(tmp_path / "live", files=3)
+    first = names(tmp_path / "live")[0]
+    data = (tmp_path / "live" / first).read_bytes()
+    real = os.replace
+
+    def no_cross_device(src, dst):
+        if str(src).startswith(str(tmp_path / "live")) and "archive" in str(dst):
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        return real(src, dst)
+
+    monkeypatch.setattr(binlog_files.os, "replace", no_cross_device)
+    files = BinlogFiles(tmp_path / "live", archive=check_archive(tmp_path / "archive"))
+    assert files.purge([first]) == [first]
+    assert not (tmp_path / "live" / first).exists()
+    assert (tmp_path / "archive" / first).read_bytes() == data
+    assert [p.name for p in (tmp_path / "archive").iterdir()] == [first]  # no .part left
+    writer.close()
+
+
+def test_each_peer_and_stream_archives_apart():
+    from cdc.config import DumperPeer
+    from dumper.server import archive_of
+
+    one = DumperConfig(archive_dir="/arch")
+    assert str(archive_of(one, "/data/binlog")) == "/arch"
+    peers = DumperConfig(archive_dir="/arch", peers=[DumperPeer(1), DumperPeer(2)], id=2)
+    assert str(archive_of(peers, "/d2/binlog")) == "/arch/dumper-2"
+    streams = DumperConfig(archive_dir="/arch", streams=2)
+    assert str(archive_of(streams, "/data/binlog/stream1")) == "/arch/stream1"
