@@ -228,6 +228,11 @@ def test_a_named_consumer_away_keeps_its_files_and_resumes_with_nothing_lost(tmp
         conn.close()
         assert row[0] == "app" and row[4] == "No" and row[5] == all_files[2]
         assert row[9] == all_files[2] and row[10] == ""
+        admin = pymysql.connect(host="127.0.0.1", port=s.port, user="admin", password="adm")
+        with admin.cursor() as cur:
+            cur.execute(f"PURGE BINARY LOGS TO '{writer.file}'")  # the same rule: stopped there
+        admin.close()
+        assert names(tmp_path) == all_files[2:]
         start = BinlogPosition(all_files[2], 4)
         want = events_in(BinlogFiles(tmp_path), start)  # (it purges behind itself as it reads)
         got = s.call(read_to_end(s.port, start))
