@@ -64,6 +64,13 @@ def replica_file(replica) -> tuple[str, int]:
     return row["Master_Log_File"], int(row["Read_Master_Log_Pos"])
 
 
+async def follow_and_check(cfg, replica, port: int) -> None:
+    """The replica follows the dumper by GTID to its end; then its tables equal the CN's."""
+    await asyncio.to_thread(follow_by_gtid, replica, port)
+    report = await asyncio.to_thread(run_check, cfg, replica.host, replica.port, "root", "", 60)
+    assert report.equal, report.render()
+
+
 async def traffic(cn, workload, seconds: float, flushes: int) -> None:
     """Transfers, with FlushLogs between them: finished files, soon due (expire 1 s)."""
     for _ in range(flushes):
@@ -111,11 +118,7 @@ async def test_a_named_replica_away_keeps_its_files_across_a_restart(held_cluste
             await wait_until(lambda: live(directory)[0] == held[0], 20, f"{live(directory)}")
             (row,) = await asyncio.to_thread(show_consumers, port)
             assert row[4] == "No" and row[9] == held[0] and row[10] == "", row  # away, held
-            await asyncio.to_thread(follow_by_gtid, replica, port)
-            report = await asyncio.to_thread(
-                run_check, cfg, replica.host, replica.port, "root", "", 60
-            )
-            assert report.equal, report.render()
+            await follow_and_check(cfg, replica, port)
 
         await run_pipeline_while(cfg, directory, more, resume)
     finally:
@@ -168,11 +171,7 @@ async def test_a_replica_resumes_from_the_archive(held_cluster):
             got = await read_to_end(port, BinlogPosition(name, pos), DEFAULT_USER, DEFAULT_PASSWORD)
             got = [e for e in got if e[4] not in (4, 15)]  # by file:pos; no ROTATE, no FDE
             assert len(want) > 10 and got[: len(want)] == want
-            await asyncio.to_thread(follow_by_gtid, replica, port)  # by GTID, from the archive
-            report = await asyncio.to_thread(
-                run_check, cfg, replica.host, replica.port, "root", "", 60
-            )
-            assert report.equal, report.render()
+            await follow_and_check(cfg, replica, port)  # by GTID, from the archive
 
         await run_pipeline_while(cfg, directory, more, resume)
     finally:
