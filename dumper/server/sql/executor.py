@@ -32,6 +32,7 @@ class QueryExecutor:
         binlog = BinlogAnswers(ctx, state)
         schema = SchemaAnswers(ctx, state)
         sessions = SessionAnswers(ctx, state)
+        holds = HoldAnswers(ctx, state)
         tables = self._tables = TableAnswers(ctx, state)
         # Every statement type the parser makes, and who answers it.
         self._answers: dict[type, Callable[[Any], Result]] = {
@@ -41,8 +42,8 @@ class QueryExecutor:
             st.ShowMasterStatus: binlog.show_master_status,
             st.ShowBinaryLogs: binlog.show_binary_logs,
             st.ShowBinlogEvents: binlog.show_binlog_events,
-            st.ShowAllBinaryLogs: HoldAnswers(ctx, state).show_all_binary_logs,
-            st.ShowConsumers: HoldAnswers(ctx, state).show_consumers,
+            st.ShowAllBinaryLogs: holds.show_all_binary_logs,
+            st.ShowConsumers: holds.show_consumers,
             st.ShowBinaryStreams: StreamAnswers(ctx, state).show_binary_streams,
             st.Purge: binlog.purge,
             st.ShowDatabases: schema.show_databases,
