@@ -7,6 +7,7 @@ are an error, not a silent default: a typo in `cdc.toml` should never change beh
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 import types
 import typing
@@ -120,6 +121,38 @@ class DumperPeer:
     metrics_port: int = 0
 
 
+@dataclass(slots=True)
+class DumperConsumer:
+    """A consumer whose unread files the dumper keeps, even while it is disconnected, up to its
+    caps (docs/retention.md): known by the server_uuid its dump sets (`@replica_uuid` or
+    `@slave_uuid`) or else by its dump's server_id."""
+
+    name: str
+    server_id: int = 0
+    server_uuid: str = ""
+    # The hold is dropped (loudly: log, `cdc status`, a metric) once the consumer is this many
+    # bytes behind the end of the files, or has not read for this many seconds.
+    max_hold_bytes: int = 64 << 30
+    max_hold_s: int = 7 * 86400
+
+    def __post_init__(self) -> None:
+        where = f"[[dumper.consumers]] {self.name!r}"
+        if not self.name or not re.fullmatch(r"[A-Za-z0-9_.:@-]{1,64}", self.name):
+            raise ConfigError(f"{where}: name must be 1-64 of A-Z a-z 0-9 _ . : @ -")
+        if not self.server_id and not self.server_uuid:
+            raise ConfigError(f"{where}: set server_id or server_uuid (how its dump is known)")
+        if not 0 <= self.server_id < 1 << 32:
+            raise ConfigError(f"{where}: server_id = {self.server_id}: must be in 0..2**32-1")
+        check_hold_caps(where, self.max_hold_bytes, self.max_hold_s)
+
+
+def check_hold_caps(where: str, max_bytes: int, max_s: int, prefix: str = "") -> None:
+    """A hold's caps must bound it: a cap of 0 or less would keep files forever (or never)."""
+    for name, value in ((f"{prefix}max_hold_bytes", max_bytes), (f"{prefix}max_hold_s", max_s)):
+        if isinstance(value, bool) or not 0 < value <= 1 << 62:
+            raise ConfigError(f"{where}: {name} = {value}: must be > 0 (a cap in bytes/seconds)")
+
+
 FLAVORS = ("mysql", "mariadb")
 MYSQL_VERSION = "5.7.44-cdc-log"
 MARIADB_VERSION = "10.11.19-MariaDB-cdc-log"
@@ -216,6 +249,16 @@ class DumperConfig:
     # Purge the oldest files while all of them together exceed this many bytes (MariaDB's
     # max_binlog_total_size); 0 = no limit. The same files are held as above.
     max_binlog_total_size: int = 0
+    # Consumers whose unread files are kept while they are away, up to caps (docs/retention.md).
+    consumers: list[DumperConsumer] = field(default_factory=list)
+    # Also hold for any other dump that names itself (a server_uuid, else a server_id > 0),
+    # remembered across restarts, with the caps below.
+    register_consumers: bool = False
+    consumer_max_hold_bytes: int = 16 << 30
+    consumer_max_hold_s: int = 86400
+    # Purged files are moved here (another disk, say) instead of deleted; dumps still read
+    # them (docs/retention.md, "Archive"). "" = deleted. The operator prunes the archive.
+    archive_dir: str = ""
     # Prometheus metrics of the dumper (docs/dumper.md "Metrics") on this port of `host`;
     # 0 = no metrics endpoint.
     metrics_port: int = 0
@@ -258,6 +301,14 @@ class DumperConfig:
             value = getattr(self, name)
             if not low <= value <= high:
                 raise ConfigError(f"[dumper] {name} = {value}: must be in {low}..{high}")
+        check_hold_caps(
+            "[dumper]", self.consumer_max_hold_bytes, self.consumer_max_hold_s, "consumer_"
+        )
+        named: set[str] = set()
+        for c in self.consumers:
+            if c.name in named:
+                raise ConfigError(f"[[dumper.consumers]] {c.name!r}: named twice")
+            named.add(c.name)
         if self.stream_by not in ("table", "database"):
             raise ConfigError(
                 f"[dumper] stream_by = {self.stream_by!r}: must be 'table' or 'database'"

@@ -132,6 +132,9 @@ def _from_status(st: dict[str, Any], now: float) -> Iterator[Metric]:
         purged = CounterMetricFamily("cdc_binlog_purged_files", "files purged by retention")
         purged.add_metric([], binlog["purged_files"])
         yield purged
+    holds = st.get("consumer_holds")
+    if holds is not None:
+        yield from _holds(holds)
     consumers = st.get("consumers")
     if consumers is not None:
         yield _gauge("cdc_consumers", "connected dump clients", len(consumers))
@@ -167,6 +170,32 @@ def _from_status(st: dict[str, Any], now: float) -> Iterator[Metric]:
             for key in ("position", "lag_bytes", "lag_s", "bytes"):
                 fams[key].add_metric(values, c[key])
         yield from fams.values()
+
+
+def _holds(holds: dict) -> Iterator:
+    """The named consumers' holds (docs/retention.md): a drop is counted, never silent."""
+    dropped = CounterMetricFamily(
+        "cdc_consumer_holds_dropped", "holds of named consumers dropped past their caps"
+    )
+    dropped.add_metric([], holds["dropped"])
+    yield dropped
+    labels = ["name"]
+    fams = {
+        "lag_bytes": GaugeMetricFamily(
+            "cdc_consumer_hold_lag_bytes", "bytes a named consumer has not read", labels=labels
+        ),
+        "lag_s": GaugeMetricFamily(
+            "cdc_consumer_hold_lag_seconds", "seconds a named consumer is behind", labels=labels
+        ),
+        "dropped": GaugeMetricFamily(
+            "cdc_consumer_hold_is_dropped", "1: its hold was dropped past a cap", labels=labels
+        ),
+    }
+    for c in holds["consumers"]:
+        fams["lag_bytes"].add_metric([c["name"]], c["lag_bytes"])
+        fams["lag_s"].add_metric([c["name"]], c["lag_s"])
+        fams["dropped"].add_metric([c["name"]], 1 if c["dropped"] else 0)
+    yield from fams.values()
 
 
 class DumperMetrics:

@@ -33,6 +33,8 @@ from dumper.server import (
     HistorySchemaProvider,
     ServeProcess,
     Server,
+    archive_of,
+    check_archive,
 )
 from dumper.server import serve as serve_binlog
 from read_path import SnapshotSource
@@ -75,6 +77,7 @@ def _served_status(
     out["pauses"] = pauses.snapshot()
     files = BinlogFiles(binlog_dir(), base).files()
     out["consumers"] = server.consumers()
+    out["consumer_holds"] = server.consumer_holds()
     out["server_restarts"] = getattr(server, "restarts", 0)  # a ServeProcess restarts its child
     out["binlog"] = {
         "files": len(files),
@@ -178,6 +181,8 @@ async def _start_server(
 ) -> Server | ServeProcess:
     """The protocol server of `role`'s binlog: in a child process (`[dumper] serve_process`,
     the default) or in this one."""
+    if config.dumper.archive_dir:  # a clear error now, not in a child that would not start
+        check_archive(archive_of(config.dumper, role.binlog_dir()))
     if config.dumper.serve_process:
         return await ServeProcess(
             config,

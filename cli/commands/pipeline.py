@@ -283,6 +283,7 @@ def _served_lines(status: dict) -> list[str]:
             f"binlog: {binlog['files']} files, {binlog['bytes'] / 1e6:.1f} MB from "
             f"{binlog['oldest']}, {binlog['purged_files']} purged by retention"
         )
+    lines += _hold_lines(status.get("consumer_holds"))
     consumers = status.get("consumers")
     if consumers is None:
         return lines
@@ -298,6 +299,22 @@ def _served_lines(status: dict) -> list[str]:
         lines.append(
             f"{c['id']:>5}  {who:<24}{c['server_id']:>10}  {c['file'] + ':' + str(c['position']):<26}"
             f"{c['lag_bytes']:>12,}{c['lag_s']:>8.1f}s{kind}"
+        )
+    return lines
+
+
+def _hold_lines(holds: dict | None) -> list[str]:
+    """The named consumers' holds (docs/retention.md); a dropped hold is shown as such."""
+    if not holds or not holds["consumers"]:
+        return []
+    lines = [f"consumer holds: {len(holds['consumers'])}, {holds['dropped']} dropped so far"]
+    for c in holds["consumers"]:
+        where = f"{c['file']}:{c['position']}" if c["file"] else "(not seen yet)"
+        state = f"HOLD DROPPED: {c['dropped']}" if c["dropped"] else f"holds {c['holds'] or '-'}"
+        away = "" if c["connected"] else ", away"
+        lines.append(
+            f"  {c['name']:<20} {where:<26} lag {c['lag_bytes']:,} bytes, "
+            f"{c['lag_s']:.0f}s{away}; {state}"
         )
     return lines
 

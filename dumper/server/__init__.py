@@ -10,7 +10,7 @@ from dumper.server.dump.ack_gate import AckGate, ack_packet, parse_ack
 from dumper.server.dump.binlog_sender import BinlogSender
 from dumper.server.dump.request import DumpError
 from dumper.server.serve_process import ServeProcess
-from dumper.server.server import Server, serve
+from dumper.server.server import Server, archive_of, serve
 from dumper.server.sql.history_schema import HistorySchemaProvider
 from dumper.server.sql.schema import (
     ColumnSchema,
@@ -18,7 +18,7 @@ from dumper.server.sql.schema import (
     SchemaProvider,
     TableSchema,
 )
-from dumper.server.store.binlog_files import BinlogFiles
+from dumper.server.store.binlog_files import BinlogFiles, check_archive
 from dumper.server.store.notifiers import (
     CurrentEventNotifier,
     EventNotifier,
@@ -43,6 +43,8 @@ __all__ = [
     "Server",
     "TableSchema",
     "ack_packet",
+    "archive_of",
+    "check_archive",
     "parse_ack",
     "serve",
 ]

@@ -1,7 +1,8 @@
 """Who holds a served file from purge now (store/retention.py's rule): a connected dump that
 reads it, a snapshot transaction's pinned position or a running SELECT's, a connection's
 `@cdc_retain_from` mark, a live HA follower's acknowledged copy. The server knows them: its
-sessions and its followers' acknowledgements."""
+sessions and its followers' acknowledgements. And where the named consumers' dumps are
+(`dumps_seen`), for their holds while away (store/consumer_holds.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Mapping
 
 from dumper.server.dump.ack_gate import AckGate
 from dumper.server.sessions import SessionHandle
+from dumper.server.store.consumer_holds import UUID_VARS, Seen
 from dumper.server.store.retention import RETAIN_VAR, Holder
 
 
@@ -44,4 +46,23 @@ def holders(sessions: Mapping[int, SessionHandle], acks: AckGate | None) -> list
         for sid, (file, pos, age) in acks.followers().items():
             if age <= acks.live_s:
                 out.append(Holder(file, f"HA follower server_id {sid}", f"copied to {file}:{pos}"))
+    return out
+
+
+def dumps_seen(sessions: Mapping[int, SessionHandle], acks: AckGate | None) -> list[Seen]:
+    """The running dumps of consumers (HA followers' excepted) for their holds
+    (store/consumer_holds.py): who (server_id, the uuid a MySQL replica SETs), where."""
+    out = []
+    for handle in list(sessions.values()):
+        state, dump = handle.state, handle.state.dump
+        if dump is None or not dump.file:
+            continue
+        sid = dump.client_server_id
+        if acks is not None and acks.is_follower(sid):
+            continue
+        uuid = next((state.user_vars[v] for v in UUID_VARS if v in state.user_vars), "")
+        if isinstance(uuid, bytes):
+            uuid = uuid.decode("utf-8", "replace")
+        behind = 0.0 if dump.caught_up else dump.caught_up_at
+        out.append(Seen(sid, str(uuid or "").strip("'\""), dump.file, dump.pos, behind))
     return out

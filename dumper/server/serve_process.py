@@ -99,12 +99,17 @@ class ServeProcess:
         self._tasks: list[asyncio.Task] = []
         self.restarts = 0
         self._consumers: list[dict] = []  # as the server process last reported them
+        self._holds: dict = {"consumers": [], "dropped": 0}
         self.purged = 0  # files purged by retention
         self._purged_before = 0  # by earlier server processes
 
     def consumers(self) -> list[dict]:
         """The server process's dumps as of its last report (at most REPORT_S old)."""
         return self._consumers
+
+    def consumer_holds(self) -> dict:
+        """The named consumers' holds as of the server process's last report."""
+        return self._holds
 
     def _view(self) -> ServeView:
         merged = self._merged_tso()  # before the end: what it covers is written by then
@@ -200,6 +205,8 @@ class ServeProcess:
                     continue
                 if self.acks is not None and "acks" in report:
                     self.acks.load_report(report["acks"])
+                if "holds" in report:
+                    self._holds = report["holds"]
                 if "consumers" in report:
                     self._consumers = report["consumers"]
                     self.purged = self._purged_before + int(report.get("purged", 0))
@@ -355,7 +362,11 @@ async def _child(spec: dict) -> None:
     try:
         while not stop.is_set():
             await wait_event(stop, REPORT_S)
-            report: dict = {"consumers": server.consumers(), "purged": server.retention.purged}
+            report: dict = {
+                "consumers": server.consumers(),
+                "purged": server.retention.purged,
+                "holds": server.consumer_holds(),
+            }
             if acks is not None:
                 report["acks"] = acks.report()
             reports.send(json.dumps(report).encode() + b"\n")

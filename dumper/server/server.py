@@ -15,13 +15,14 @@ from dumper.server.dump.ack_gate import AckGate
 from dumper.server.dump.consumers import consumers
 from dumper.server.dump.handler import DumpContext, ReplicationAnswers
 from dumper.server.handlers import Handlers
-from dumper.server.holders import holders
+from dumper.server.holders import dumps_seen, holders
 from dumper.server.sessions import Sessions, SessionState
 from dumper.server.sql.answers import SqlContext
 from dumper.server.sql.executor import QueryExecutor
 from dumper.server.sql.schema import InMemorySchemaProvider, SchemaProvider
 from dumper.server.sql.variables import server_variables
-from dumper.server.store.binlog_files import BinlogFiles
+from dumper.server.store.binlog_files import BinlogFiles, check_archive
+from dumper.server.store.consumer_holds import ConsumerHolds
 from dumper.server.store.notifiers import Notifier, PollNotifier
 from dumper.server.store.retention import Retention, RetentionPolicy
 from dumper.server.store.served import ServedBinlog
@@ -51,9 +52,13 @@ class Server:
         self.served = served
         self.sessions = Sessions()
         self.acks = acks
+        # Named consumers' holds while they are away (docs/retention.md), part of the purge rule.
+        self.holds = ConsumerHolds(
+            served.files, config, lambda: dumps_seen(self.sessions.live, acks)
+        )
         self.retention = Retention(
             served.files,
-            lambda: holders(self.sessions.live, acks),
+            lambda: holders(self.sessions.live, acks) + self.holds.holders(),
             RetentionPolicy(config.expire_logs_seconds, config.max_binlog_total_size),
         )
         self.dump = DumpContext(config, served, acks)
@@ -66,6 +71,7 @@ class Server:
             self.sessions,
             self.dump.replicas,
             self.retention,
+            self.holds,
             reads,
             read_only,
         )
@@ -87,6 +93,11 @@ class Server:
         """The running dumps (`dumper/server/dump/consumers.py`)."""
         return consumers(self.sessions.live, self.served.files, self.acks)
 
+    def consumer_holds(self) -> dict:
+        """The named consumers' holds (store/consumer_holds.py) and how many were dropped."""
+        holds = self.holds
+        return {"consumers": holds.report(), "dropped": holds.dropped_total}
+
     @property
     def purged(self) -> int:
         """Files purged by retention."""
@@ -96,6 +107,7 @@ class Server:
         await self.listener.start()
         log.info("dumper serving %s on %s:%d", self.served.files.dir, self.config.host, self.port)
         self.retention.start()
+        self.holds.start()
         return self
 
     async def serve_forever(self) -> None:
@@ -107,6 +119,7 @@ class Server:
         """Stop accepting, end every session (dumps included) and wait for them."""
         await self.retention.close()
         await self.listener.close()
+        await self.holds.close()
 
     async def __aenter__(self) -> Server:
         return self if self.listener.listening else await self.start()
@@ -126,6 +139,18 @@ def tls_context(cert: str, key: str) -> ssl.SSLContext:
     return context
 
 
+def archive_of(config: DumperConfig, binlog_dir: str | os.PathLike[str] | None) -> Path:
+    """Where the purged files of `binlog_dir` go: `[dumper] archive_dir`; an HA peer's in
+    `dumper-<id>` of it and a stream's in a directory named as the stream's, since their
+    files share names (peers may share a host, and so the path)."""
+    path = Path(config.archive_dir)
+    if config.peers and config.id:
+        path /= f"dumper-{config.id}"
+    if config.streams > 1 and binlog_dir:
+        path /= Path(binlog_dir).name
+    return path
+
+
 async def serve(
     config: DumperConfig,
     binlog_dir: str | os.PathLike[str] | None = None,
@@ -139,7 +164,10 @@ async def serve(
     """Start serving `binlog_dir` (default `config.binlog_dir`) and return the running Server.
     `server_uuid`: the global binlog's (the sid of the GTIDs in its files); "" for files
     without GTIDs."""
-    files = BinlogFiles(Path(binlog_dir or config.binlog_dir), config.binlog_base)
+    archive = None
+    if config.archive_dir:
+        archive = check_archive(archive_of(config, binlog_dir))
+    files = BinlogFiles(Path(binlog_dir or config.binlog_dir), config.binlog_base, archive)
     served = ServedBinlog.of(config, files, notifier or PollNotifier(), server_uuid)
     reads = None
     if snapshot is not None:

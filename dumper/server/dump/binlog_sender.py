@@ -145,9 +145,9 @@ class BinlogSender:
 
     # -- validation ----------------------------------------------------------------------------
     def _validate(self, request: DumpRequest) -> tuple[str, int]:
-        names = self.files.names()
+        names = self.files.readable_names()  # an archived file is read as a live one
         if request.file:
-            name = self.files.resolve(request.file)
+            name = self.files.resolve(request.file, archived=True)
         else:
             name = names[0] if names else None
         if name is None:
@@ -236,7 +236,7 @@ class BinlogSender:
                     # flush(): one batch per loop turn keeps the other sessions served.
                     await asyncio.sleep(0)
                     continue
-                names = self.files.names()
+                names = self.files.readable_names()
                 if name not in names:
                     raise DumpError(f"'{name}' was purged from the index while being sent")
                 i = names.index(name)

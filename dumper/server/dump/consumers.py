@@ -21,7 +21,7 @@ def consumers(
     dumps = [(cid, h.state) for cid, h in list(sessions.items()) if h.state.dump is not None]
     if not dumps:
         return []
-    sized = files.files()
+    sized = files.readable_files()  # a dump may read an archived file
     order = {f.name: i for i, f in enumerate(sized)}
     now = time.time()
     out = []

@@ -45,12 +45,12 @@ def dump_start(state: GtidState, client: GtidSet) -> tuple[str, int, ExcludedGti
     executed = state.executed()
     if client.last(sid) > executed.last(sid):
         raise DumpError(MSG_MORE)
-    missing = client.missing(sid, state.purged().last(sid))
+    missing = client.missing(sid, state.unreadable().last(sid))
     if missing:
         raise DumpError(MSG_PURGED.format(sent=brief(str(client)), missing=brief(str(missing))))
     have = client.prefix_end(sid)
     exclude = ExcludedGtids.after_prefix(client, sid)
-    names = state.files.names()
+    names = state.files.readable_names()  # archived files included
     first = 0  # the newest file that starts at or before the client's end
     for i in range(len(names) - 1, -1, -1):
         if gtids.file_previous_gtids(state.files.path(names[i])).last(sid) <= have:

@@ -64,7 +64,7 @@ def dump_start(
         wanted = parse_position(connect_state)
     except CodecError:
         raise DumpError(MSG_MALFORMED, 1105) from None
-    names = state.files.names()
+    names = state.files.readable_names()  # archived files included
     if not names:
         raise DumpError("Could not find first log file name in binary log index file")
     ours = next((g for g in wanted if g.domain_id == state.domain_id), None)

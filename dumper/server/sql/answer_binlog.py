@@ -58,7 +58,9 @@ class BinlogAnswers(Answers):
             Column("Info"),
         ]
         names = files.names()
-        name = files.resolve(stmt.file) if stmt.file else (names[0] if names else None)
+        name = (
+            files.resolve(stmt.file, archived=True) if stmt.file else (names[0] if names else None)
+        )
         if name is None:
             if not stmt.file:
                 return RowsResult(columns)

@@ -13,6 +13,7 @@ from cdc.protocol.resultset import UNSIGNED_FLAG, Column
 from dumper.server.sessions import Registration, Sessions, SessionState
 from dumper.server.sql.schema import SchemaProvider
 from dumper.server.sql.variables import VarValue
+from dumper.server.store.consumer_holds import ConsumerHolds
 from dumper.server.store.retention import Retention
 from dumper.server.store.served import ServedBinlog
 from read_path import TableReads
@@ -44,6 +45,7 @@ class SqlContext:
     sessions: Sessions  # PROCESSLIST, KILL, Uptime
     replicas: Mapping[int, Registration]  # SHOW SLAVE HOSTS: what dump/ registered, read only
     retention: Retention  # PURGE BINARY LOGS, by the rule automatic purges follow
+    holds: ConsumerHolds  # SHOW CONSUMERS: the named consumers' holds (docs/retention.md)
     # The read path over the cluster's GMS and DNs, for SELECTs over logical tables
     # (docs/snapshot-reads.md); None: a dumper serving files only (rows are refused).
     reads: TableReads | None = None

@@ -11,6 +11,7 @@ from dumper.server.handlers import ColumnPacket, Result
 from dumper.server.sessions import SessionState
 from dumper.server.sql import statements as st
 from dumper.server.sql.answer_binlog import BinlogAnswers
+from dumper.server.sql.answer_holds import HoldAnswers
 from dumper.server.sql.answer_info_schema import InfoSchemaAnswers
 from dumper.server.sql.answer_schema import SchemaAnswers
 from dumper.server.sql.answer_sessions import SessionAnswers
@@ -32,6 +33,7 @@ class QueryExecutor:
         binlog = BinlogAnswers(ctx, state)
         schema = SchemaAnswers(ctx, state)
         sessions = SessionAnswers(ctx, state)
+        holds = HoldAnswers(ctx, state)
         tables = self._tables = TableAnswers(ctx, state)
         # Every statement type the parser makes, and who answers it.
         self._answers: dict[type, Callable[[Any], Result]] = {
@@ -41,6 +43,8 @@ class QueryExecutor:
             st.ShowMasterStatus: binlog.show_master_status,
             st.ShowBinaryLogs: binlog.show_binary_logs,
             st.ShowBinlogEvents: binlog.show_binlog_events,
+            st.ShowAllBinaryLogs: holds.show_all_binary_logs,
+            st.ShowConsumers: holds.show_consumers,
             st.ShowBinaryStreams: StreamAnswers(ctx, state).show_binary_streams,
             st.Purge: binlog.purge,
             st.ShowDatabases: schema.show_databases,

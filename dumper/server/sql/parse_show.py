@@ -7,10 +7,12 @@ from dumper.server.handlers import SqlError
 from dumper.server.sql.cursor import Cursor
 from dumper.server.sql.statements import (
     Condition,
+    ShowAllBinaryLogs,
     ShowBinaryLogs,
     ShowBinaryStreams,
     ShowBinlogEvents,
     ShowColumns,
+    ShowConsumers,
     ShowCreateDatabase,
     ShowCreateTable,
     ShowDatabases,
@@ -49,6 +51,12 @@ class ShowParser(Cursor):
         if self.accept("BINARY", "LOGS") or self.accept("MASTER", "LOGS"):
             self.end()
             return ShowBinaryLogs()
+        if self.accept("ALL", "BINARY", "LOGS"):
+            self.end()
+            return ShowAllBinaryLogs()
+        if self.accept("CONSUMERS"):
+            self.end()
+            return ShowConsumers()
         if self.accept("BINARY", "STREAMS"):
             self.end()
             return ShowBinaryStreams()

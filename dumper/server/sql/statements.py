@@ -104,6 +104,16 @@ class ShowBinaryLogs:
 
 
 @dataclass(slots=True)
+class ShowAllBinaryLogs:
+    """SHOW BINARY LOGS with the archived files too (docs/retention.md, "Archive")."""
+
+
+@dataclass(slots=True)
+class ShowConsumers:
+    """The named consumers' holds (docs/retention.md)."""
+
+
+@dataclass(slots=True)
 class ShowBinaryStreams:
     """The streams of a multi-stream binlog (PolarDB-X's `SHOW BINARY STREAMS`)."""
 
@@ -227,6 +237,8 @@ Statement = (
     | ShowVariables
     | ShowMasterStatus
     | ShowBinaryLogs
+    | ShowAllBinaryLogs
+    | ShowConsumers
     | ShowBinaryStreams
     | ShowBinlogEvents
     | ShowDatabases

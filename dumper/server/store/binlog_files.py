@@ -1,10 +1,13 @@
 """The served binlog directory: the index file, file sizes, event-boundary walks (cached per file,
-incremental as the active file grows), event iteration for SHOW BINLOG EVENTS, and purge."""
+incremental as the active file grows), event iteration for SHOW BINLOG EVENTS, and purge; with
+an archive directory, purged files move there and stay readable (`locate`, `readable_names`:
+docs/retention.md, "Archive")."""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import struct
 import time
 from array import array
@@ -16,6 +19,7 @@ from pathlib import Path
 from binlog_writer import layout
 from cdc.binlog.constants import FORMAT_DESCRIPTION_EVENT, HEADER_LEN
 from cdc.binlog.header import OFF_FLAGS, OFF_SERVER_ID, event_size, log_pos
+from cdc.config import ConfigError
 
 MAGIC = b"\xfebin"
 START = len(MAGIC)  # offset of the first event (the FDE)
@@ -69,12 +73,19 @@ class BinlogFiles:
     """Read-only view of `<dir>/<base>.index` and its files, plus `purge_*`.
 
     The index is re-read on every call (it is tiny) so a concurrent writer's rotations are seen
-    at once; the boundary cache is kept per file and extended as files grow.
+    at once; the boundary cache is kept per file and extended as files grow. `archive`: where
+    purged files go (None: they are deleted); every read below finds a file there too.
     """
 
-    def __init__(self, directory: str | os.PathLike[str], base: str = "binlog") -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        base: str = "binlog",
+        archive: str | os.PathLike[str] | None = None,
+    ) -> None:
         self.dir = Path(directory)
         self.base = base
+        self.archive = Path(archive) if archive else None
         self._scans: dict[str, _Scan] = {}
 
     @property
@@ -93,13 +104,49 @@ class BinlogFiles:
             )
         return [os.path.basename(line.strip()) for line in text.splitlines() if line.strip()]
 
-    def resolve(self, name: str) -> str | None:
-        """The index entry a client means by `name` (a path or trailing NUL is tolerated)."""
+    def archived_names(self) -> list[str]:
+        """The archived files older than the first live one, oldest first (a file whose move
+        is under way is still live)."""
+        if self.archive is None:
+            return []
+        live = self.names()
+        first = _file_no(live[0]) if live else None
+        found = []
+        try:
+            entries = list(self.archive.iterdir())
+        except FileNotFoundError:
+            return []
+        for p in entries:
+            n = _file_no(p.name) if p.name.startswith(self.base + ".") else None
+            if n is not None and (first is None or n < first):
+                found.append((n, p.name))
+        return [name for _, name in sorted(found)]
+
+    def readable_names(self) -> list[str]:
+        """Every file a dump can still read: the archived ones, then the index."""
+        return self.archived_names() + self.names()
+
+    def resolve(self, name: str, archived: bool = False) -> str | None:
+        """The index entry a client means by `name` (a path or trailing NUL is tolerated);
+        `archived`: an archived file's name too."""
         base = os.path.basename(name.rstrip("\0"))
-        return base if base in self.names() else None
+        names = self.readable_names() if archived else self.names()
+        return base if base in names else None
+
+    def locate(self, name: str) -> Path | None:
+        """Where file `name` is: in the live directory, else in the archive; None: neither."""
+        live = self.dir / name
+        if live.exists():
+            return live
+        if self.archive is not None and (self.archive / name).exists():
+            return self.archive / name
+        return None
 
     def path(self, name: str) -> Path:
-        return self.dir / name
+        """`locate`, or the live path of a missing file (which errors then name)."""
+        if self.archive is None:
+            return self.dir / name
+        return self.locate(name) or self.dir / name
 
     def size(self, name: str) -> int:
         try:
@@ -108,8 +155,15 @@ class BinlogFiles:
             raise BinlogFileError(f"{name} is listed in {self.index_path} but missing") from None
 
     def files(self) -> list[BinlogFile]:
+        return self._sized(self.names())
+
+    def readable_files(self) -> list[BinlogFile]:
+        """`files()` with the archived ones first."""
+        return self._sized(self.readable_names())
+
+    def _sized(self, names: list[str]) -> list[BinlogFile]:
         out = []
-        for name in self.names():
+        for name in names:
             try:
                 out.append(BinlogFile(name, self.size(name)))
             except BinlogFileError:
@@ -231,7 +285,8 @@ class BinlogFiles:
         return victims
 
     def purge(self, victims: list[str]) -> list[str]:
-        """Delete `victims` (a prefix of the index; never its last file) and drop them from it."""
+        """Delete `victims` (a prefix of the index; never its last file), or move them to the
+        archive, and drop them from the index."""
         if not victims:
             return []
         with layout.index_lock(self.dir):  # the writer appends to the index under it too
@@ -243,9 +298,55 @@ class BinlogFiles:
             )
         for n in victims:
             if n in gone:
-                self.path(n).unlink(missing_ok=True)
+                if self.archive is not None:
+                    archive_file(self.dir / n, self.archive)
+                else:
+                    (self.dir / n).unlink(missing_ok=True)
                 self._scans.pop(n, None)
         return [n for n in victims if n in gone]
+
+
+def archive_file(path: Path, archive: Path) -> None:
+    """Move `path` into `archive` so that at every moment one whole copy is readable at the
+    name (`BinlogFiles.locate` looks in the live directory first): a rename on the same disk;
+    else a copy under a temporary name, fsynced, renamed, then the original unlinked."""
+    target = archive / path.name
+    try:
+        os.replace(path, target)
+    except FileNotFoundError:
+        return
+    except OSError:  # another file system (EXDEV)
+        tmp = archive / f".{path.name}.part"
+        with open(path, "rb") as src, open(tmp, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+            dst.flush()
+            os.fsync(dst.fileno())
+        os.replace(tmp, target)
+        layout.fsync_dir(archive)
+        path.unlink(missing_ok=True)
+
+
+def check_archive(archive: str | os.PathLike[str]) -> Path:
+    """The archive directory, created if need be; an error naming it if it cannot be written
+    (a start-up check: a purge must not find out)."""
+    path = Path(archive)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".cdc-write-probe"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(
+            f"[dumper] archive_dir = {str(archive)!r} is not a writable directory: {exc}"
+        ) from None
+    return path
+
+
+def _file_no(name: str) -> int | None:
+    try:
+        return layout.file_number(name) if _NAME_RE.match(name) else None
+    except ValueError:
+        return None
 
 
 def parse_purge_date(text: str) -> float:

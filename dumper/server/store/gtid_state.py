@@ -36,3 +36,8 @@ class GtidState:
         """The GTIDs of files no longer here: the first file's PREVIOUS_GTIDS."""
         names = self.files.names()
         return gtids.file_previous_gtids(self.files.path(names[0])) if names else GtidSet()
+
+    def unreadable(self) -> GtidSet:
+        """The GTIDs no dump can read any more: `purged` less what the archive still holds."""
+        names = self.files.readable_names()
+        return gtids.file_previous_gtids(self.files.path(names[0])) if names else GtidSet()
