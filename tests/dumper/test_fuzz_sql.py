@@ -104,5 +104,7 @@ MB = 1 << 20
 @example(prefix="SELECT ", runs=[(["a", "'"], MB // 2)], closer="")  # a quote every other byte
 @example(prefix="", runs=[([";"], MB)], closer="")  # a megabyte of empty statements
 @example(prefix="SELECT 1", runs=[(["-"], MB)], closer="")  # minus signs, no comment
+@example(prefix="SET @x = ", runs=[(["--"], 6890)], closer="")  # signs: once a RecursionError
+@example(prefix="SET @x = ", runs=[(["("], 5000)], closer="1")  # parentheses: once too
 def test_long_sql_is_parsed_in_linear_memory(prefix, runs, closer):
     check_linear(build(prefix, runs, closer))

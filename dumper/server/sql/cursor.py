@@ -8,6 +8,10 @@ from dumper.server.sql.lexer import MAX_DIGITS, UINT64_MAX, Token, tokenize
 from dumper.server.sql.statements import Condition, Expr, Func, Literal, SysVar, UserVar
 
 
+# Parentheses an expression may nest (MySQL's own parser gives up on deep nesting too).
+MAX_NESTING = 64
+
+
 class LiteralError(SqlError):
     """A literal out of range: reported as is, never retried as another statement form."""
 
@@ -17,6 +21,7 @@ class Cursor:
         self.stmt = stmt
         self.toks = tokenize(stmt)
         self.i = 0
+        self.depth = 0  # parentheses open in the expression being read
 
     # cursor helpers
     def peek(self, k: int = 0) -> Token | None:
@@ -114,12 +119,22 @@ class Cursor:
         if tok.kind == "num":
             return Literal(number_value(tok.text))
         if tok.kind == "op" and tok.text == "-":
+            # A run of signs read in a loop, not by recursion: `SET @x = ------…1` of any
+            # length is a number, never a RecursionError (the fuzz test's long inputs).
+            negate = True
+            while (nxt := self.peek()) is not None and nxt.kind == "op" and nxt.text == "-":
+                self.next()
+                negate = not negate
             inner = self.expr()
             if isinstance(inner, Literal) and isinstance(inner.value, int | float):
-                return Literal(-inner.value)
+                return Literal(-inner.value if negate else inner.value)
             raise self.error()
         if tok.kind == "op" and tok.text == "(":
+            if self.depth >= MAX_NESTING:  # as deep as Python's stack allows is not the limit
+                raise SqlError(f"Expression nested deeper than {MAX_NESTING} parentheses")
+            self.depth += 1
             inner = self.expr()
+            self.depth -= 1
             self.expect(")")
             return inner
         if tok.kind == "sysvar":
