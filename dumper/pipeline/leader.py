@@ -48,7 +48,7 @@ from cdc.tso_layout import physical_ms
 from dumper.pipeline.metadata import CheckpointTooOld, GmsMetadata, PipelineMetadata
 from dumper.pipeline.sources import DnSourceFactory, Source, SourceFactory
 from dumper.pipeline.term import Takeover, Term
-from dumper.pipeline.txn_encoder import TransactionEncoder
+from dumper.pipeline.txn_encoder import TransactionEncoder, has_spilled
 from merge_joint import MergeJoint, Transaction
 from merge_source import FragmentKind, NameMap, SourceProcessDied, SpillFull
 from topology import FileEntry, TopologyRecord, gms
@@ -353,7 +353,7 @@ class Leader:
                 fence()
             batch = EncodedBatch()
             for txn in ready:
-                if any(s.span is not None for s in txn.statements):  # Fragment.spilled, flat
+                if has_spilled(txn.statements):
                     self._write_batch(batch)
                     await self._write_streamed(txn)
                 elif txn.kind is FragmentKind.INSTRUCTION:

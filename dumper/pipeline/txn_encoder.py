@@ -156,6 +156,15 @@ def has_events(statements) -> bool:  # C types: txn_encoder.pxd
     return False
 
 
+def has_spilled(statements) -> bool:  # C types: txn_encoder.pxd
+    """Whether any statement lives in a spill file (`Fragment.spilled` over a transaction's
+    statements without a generator: once per transaction on the leader's path)."""
+    for st in statements:
+        if st.span is not None:
+            return True
+    return False
+
+
 class TransactionEncoder:
     """Encodes transactions for one writer (its XID counter and table ids are stream state).
 
