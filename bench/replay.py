@@ -36,9 +36,7 @@ STAGES = ("split", "source", "wire_encode", "wire_decode", "merge_encode", "stam
 def dump_packets(events: list[bytes]) -> bytes:
     """`events` as a DN sends them in a binlog dump: a packet each (3-byte length, sequence id,
     the OK byte 0, the event)."""
-    return b"".join(
-        (len(e) + 1).to_bytes(3, "little") + b"\0\0" + e for e in events
-    )
+    return b"".join((len(e) + 1).to_bytes(3, "little") + b"\0\0" + e for e in events)
 
 
 def replay(paths: list[Path]) -> dict[str, float]:
