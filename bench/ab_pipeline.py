@@ -1,8 +1,9 @@
 """`python -m bench.ab_pipeline BASE NEW --keep DIR`: `cdc bench pipeline` of two checkouts,
 alternately, on the same DN binlogs (A/B across code).
 
-Each checkout runs its own `.venv/bin/cdc` (its own compiled modules) in turn, `--rounds` times
-each, BASE first; the first run generates the traffic into `--keep`, every later one re-measures
+Each checkout runs `cdc` from its own code and compiled modules in turn (its `.venv`'s Python, or
+this one's for a git worktree without one, with PYTHONPATH set to the checkout either way, so a
+shared virtualenv's editable install does not decide), `--rounds` times each, BASE first; the first run generates the traffic into `--keep`, every later one re-measures
 it. On a shared machine one run says little: alternating spreads the other load over both sides,
 and the ranges and the ratio of the medians say how far they differ. Prints, per side, the
 catch-up time and the CPU per DN event (leader + MergeSource processes + their fork server).
@@ -11,6 +12,7 @@ catch-up time and the CPU per DN event (leader + MergeSource processes + their f
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import subprocess
@@ -28,9 +30,12 @@ def run(checkout: Path, keep: Path, events: int, dns: int) -> tuple[float, float
     # The kept cluster's cdc.toml is written by whichever side ran last: each side writes its
     # own, since the two checkouts' config keys may differ (a key renamed in between).
     (keep / "cluster" / "cdc.toml").unlink(missing_ok=True)
-    cmd = [str(checkout / ".venv" / "bin" / "cdc"), "bench", "pipeline", "--keep", str(keep)]
+    venv = checkout / ".venv" / "bin" / "python"
+    python = str(venv) if venv.exists() else sys.executable
+    cmd = [python, "-m", "cli.main", "bench", "pipeline", "--keep", str(keep)]
     cmd += ["--events", str(events), "--dns", str(dns)]
-    out = subprocess.run(cmd, cwd=checkout, capture_output=True, text=True)
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    out = subprocess.run(cmd, cwd=checkout, env=env, capture_output=True, text=True)
     catch_up, per_event = CATCH_UP.search(out.stdout), PER_EVENT.search(out.stdout)
     processes = PROCESSES.search(out.stdout)
     if out.returncode != 0 or catch_up is None or per_event is None or processes is None:

@@ -40,7 +40,7 @@ cdef class SourceProcessor:
     cpdef list _group(self, BinlogGroup group)
     cpdef list _apply(self, BinlogGroup group)
     cpdef list _outputs(self, list releases)
-    @cython.locals(st=Statement)
+    @cython.locals(st=Statement, events=list, kept=list, k=Py_ssize_t)
     cpdef list _rename(self, list statements)
     cpdef object _seq(self, str file, object pos)
     cpdef object checkpoint(self)

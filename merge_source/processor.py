@@ -305,32 +305,53 @@ class SourceProcessor:
         dropped: set[bytes] = set()
         spill: SpillFile | None = None  # renamed spilled statements go to a new spill file
         for st in statements:
-            events: list[bytes] | SpanWriter
-            source: Iterable[bytes]
-            if st.span is None:
-                events, source = [], st.in_memory  # the list itself: no generator per statement
-            else:
+            if st.span is not None:
                 if spill is None:
                     spill = SpillFile(self.spill_dir)
-                events, source = SpanWriter(spill), st.iter_events()
-            for e in source:
+                writer = SpanWriter(spill)
+                for e in st.iter_events():
+                    if e[4] == constants.EventType.TABLE_MAP:
+                        renamed = names.rename(e)
+                        if renamed is None:
+                            dropped.add(e[19:25])
+                            continue
+                        if dropped:
+                            dropped.discard(e[19:25])
+                        writer.append(renamed)
+                    elif not dropped or e[19:25] not in dropped:  # the id sliced only if needed
+                        writer.append(e)
+                if writer.count:
+                    out.append(Statement(st.trace_id, span=writer.span()))
+                continue
+            # The statement itself, renamed in place (it is released once, and nothing else
+            # holds it): its list keeps its events, a TABLE_MAP replaced by its renamed one,
+            # until one is dropped; from there on `kept` holds what stays (a new list).
+            events = st.in_memory
+            kept = None
+            for k in range(len(events)):
+                e = events[k]
                 if e[4] == constants.EventType.TABLE_MAP:
                     renamed = names.rename(e)
                     if renamed is None:
                         dropped.add(e[19:25])
+                        if kept is None:
+                            kept = events[:k]
                         continue
                     if dropped:
                         dropped.discard(e[19:25])
-                    events.append(renamed)
-                elif not dropped or e[19:25] not in dropped:  # the id sliced only if needed
-                    events.append(e)
-            if isinstance(events, SpanWriter):
-                if events.count:
-                    out.append(Statement(st.trace_id, span=events.span()))
-            elif events:
-                # The statement itself, renamed in place: it is released once, and nothing
-                # else holds it.
-                st.in_memory = events
+                    if kept is None:
+                        events[k] = renamed
+                        continue
+                    e = renamed
+                elif dropped and e[19:25] in dropped:  # the id sliced only if needed
+                    if kept is None:
+                        kept = events[:k]
+                    continue
+                if kept is not None:
+                    kept.append(e)
+            if kept is not None:
+                st.in_memory = events = kept
+            if events:
                 out.append(st)
         if names.unreported:
             self._report_unmapped(names)

@@ -143,7 +143,7 @@ def stamp_positions(buf: bytearray, base, start=0, end=-1) -> int:  # C types: f
             if size < constants.HEADER_LEN + constants.CHECKSUM_LEN or stop > n:
                 raise CodecError(f"event at transaction offset {off} has bad event_size {size}")
             header.write_log_pos(p, off, base + stop - start)
-            crc = zcrc.zlib_crc32(0, p + off, size - constants.CHECKSUM_LEN)  # C: zcrc.pxd
+            crc = zcrc.crc32(0, p + off, size - constants.CHECKSUM_LEN)  # C: zcrc.pxd
             p[stop - 4] = crc & 0xFF
             p[stop - 3] = (crc >> 8) & 0xFF
             p[stop - 2] = (crc >> 16) & 0xFF

@@ -25,7 +25,7 @@ from dumper.pipeline.encoded_batch import EncodedBatch
 from dumper.pipeline.metadata import PipelineMetadata
 from dumper.pipeline.output import STREAM_PART_BYTES, DiskFull, Fence, LeaderError
 from dumper.pipeline.status import LeaderStats
-from dumper.pipeline.txn_encoder import TransactionEncoder
+from dumper.pipeline.txn_encoder import TransactionEncoder, has_spilled
 from merge_joint import Transaction
 from merge_source import FragmentKind
 from topology import FileEntry
@@ -82,7 +82,7 @@ class BinlogOutput:
         try:
             batch = EncodedBatch()
             for txn in ready:
-                if any(s.span is not None for s in txn.statements):  # Fragment.spilled, flat
+                if has_spilled(txn.statements):  # any Fragment spilled (a compiled loop)
                     self._write_batch(batch, stats)
                     await self._write_streamed(txn, stats, fence)
                 elif txn.kind is FragmentKind.INSTRUCTION:

@@ -28,3 +28,6 @@ cpdef unsigned int _timestamp(CTransaction txn) except? 0
 
 @cython.locals(st=CStatement)
 cpdef bint has_events(list statements) except -1
+
+@cython.locals(st=CStatement)
+cpdef bint has_spilled(list statements) except -1

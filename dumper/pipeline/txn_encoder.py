@@ -156,6 +156,15 @@ def has_events(statements) -> bool:  # C types: txn_encoder.pxd
     return False
 
 
+def has_spilled(statements) -> bool:  # C types: txn_encoder.pxd
+    """Whether any statement lives in a spill file (`Fragment.spilled` over a transaction's
+    statements without a generator: once per transaction on the leader's path)."""
+    for st in statements:
+        if st.span is not None:
+            return True
+    return False
+
+
 class TransactionEncoder:
     """Encodes transactions for one writer (its XID counter and table ids are stream state).
 
@@ -200,6 +209,10 @@ class TransactionEncoder:
         xid = self._event(XidEvent(0), 0)
         self._xid_head = xid[4:HEADER_LEN]
         self._mark_head = bytes((self.mark.type_code,)) + _U32.pack(server_id)  # type, server_id
+        # The mark's bytes between its timestamp and its text, by the text's length: they
+        # depend on nothing else (made once per length: a call of the carrier's interpreted
+        # `length_field` and three field reads cost more than the rest of the mark).
+        self._mark_prefixes: dict[int, bytes] = {}
 
     def _event(self, body: object, timestamp: int) -> bytes:
         return encode_event(body, timestamp=timestamp, server_id=self.server_id)
@@ -320,13 +333,22 @@ class TransactionEncoder:
         mark = b"%s%d" % (CTS_PREFIX, key[0])
         if key[1] != _BRANCH:
             mark += b"::L%d.%d" % (key[2], key[3])
-        carrier = self.mark
+        prefix = self._mark_prefixes.get(len(mark))
+        if prefix is None:
+            prefix = self._mark_prefixes[len(mark)] = self._mark_prefix(len(mark))
         out += ts
-        out += self._mark_head
-        out += _MARK_TAIL.pack(carrier.text_at + len(mark) + CHECKSUM_LEN, 0, carrier.flags)
-        out += carrier.length_field(len(mark))
+        out += prefix
         out += mark
         out += NO_CRC
+
+    def _mark_prefix(self, text_len: int) -> bytes:
+        """A mark's header from its type on, and its body before a text of `text_len` bytes."""
+        carrier = self.mark
+        return (
+            self._mark_head
+            + _MARK_TAIL.pack(carrier.text_at + text_len + CHECKSUM_LEN, 0, carrier.flags)
+            + carrier.length_field(text_len)
+        )
 
     @staticmethod
     def _orphan(txn: Transaction) -> EncodeError:

@@ -25,7 +25,7 @@ from dumper.pipeline.encoded_batch import EncodedBatch
 from dumper.pipeline.metadata import GmsMetadata, PipelineMetadata
 from dumper.pipeline.output import DiskFull, Fence
 from dumper.pipeline.stream_split import StreamSplitter
-from dumper.pipeline.txn_encoder import TransactionEncoder
+from dumper.pipeline.txn_encoder import TransactionEncoder, has_spilled
 from dumper.streams.frames_pb2 import Batch
 from dumper.streams.stream_set import StreamSet
 from dumper.streams.wire import ToStream
@@ -87,7 +87,7 @@ class StreamOutput:
             for txn in part:
                 if end is not None and txn.key <= end:
                     continue  # this stream holds it already (written before a restart)
-                if any(s.span is not None for s in txn.statements):  # spilled: in parts
+                if has_spilled(txn.statements):  # spilled: in parts
                     self._send_batch(i, batch, None, stats)  # what came before it, first
                     await self._send_streamed(i, txn, stats, fence)
                     continue

@@ -128,3 +128,21 @@ def test_a_damaged_event_is_named_by_its_position():
     events[3] = DnEvent(RECORDED[3].file, RECORDED[3].pos, bytes(short))
     with pytest.raises(DumpError, match=rf":{RECORDED[3].pos}: event size \d+ != packet size"):
         read_all(stream(events), 4096)
+
+
+def test_split_events_checks_the_crc_of_events_of_every_size():
+    """The compiled check (zcrc.pxd: a table walk for short events, zlib's from 512 bytes on)
+    accepts every intact event and stops at a damaged one, at every size around that switch."""
+    sizes = [*range(23, 1100), 4099, 70_001]
+    events = [
+        event(WRITE_ROWS, bytes(range(256)) * (size // 256 + 1), 4)[: size - 4] for size in sizes
+    ]
+    events = [e[:9] + struct.pack("<I", len(e) + 4) + e[13:] for e in events]
+    events = [e + struct.pack("<I", zlib.crc32(e)) for e in events]
+    data = b"".join(packets(b"\0" + e) for e in events)
+    got, pos = split_events(data, 0, True)
+    assert got == events and pos == len(data)
+    for e in events[::97]:
+        bad = bytearray(e)
+        bad[len(bad) // 2] ^= 0x01
+        assert split_events(packets(b"\0" + bytes(bad)), 0, True) == ([], 0)
