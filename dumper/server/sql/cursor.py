@@ -7,7 +7,6 @@ from dumper.server.handlers import SqlError
 from dumper.server.sql.lexer import MAX_DIGITS, UINT64_MAX, Token, tokenize
 from dumper.server.sql.statements import Condition, Expr, Func, Literal, SysVar, UserVar
 
-
 # Parentheses an expression may nest (MySQL's own parser gives up on deep nesting too).
 MAX_NESTING = 64
 
