@@ -10,7 +10,10 @@ PYTHON=${PYTHON:-.venv/bin/python}
 OUT=var/docker/wheels
 rm -rf "$OUT" && mkdir -p "$OUT"
 # Only the runtime dependencies (pyproject's [project] dependencies), for CPython 3.11 on x86-64.
+# And mysql-replication (the test extra's): `cdc verify-binlog` reads the binlog back with it.
 deps=$("$PYTHON" -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml","rb"))["project"]["dependencies"]))')
+deps="$deps
+mysql-replication>=1.0.9"
 # shellcheck disable=SC2086
 "$PYTHON" -m pip download -q --disable-pip-version-check --only-binary=:all: \
 	--python-version 3.11 --implementation cp --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
