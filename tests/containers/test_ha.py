@@ -44,7 +44,7 @@ def test_leader_killed_the_other_leads_and_the_replica_follows_it(project):
         time.sleep(1)
     # The replica lost its source: re-pointed to the new leader where it stopped executing.
     status = project.exec("replica", "mariadb", "-uroot", "-e", "SHOW SLAVE STATUS\\G")
-    fields = dict(line.strip().split(": ", 1) for line in status.splitlines() if ": " in line)
+    fields = {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in status.splitlines())}
     file, pos = fields["Relay_Master_Log_File"], fields["Exec_Master_Log_Pos"]
     project.sql(
         "replica",
@@ -53,5 +53,5 @@ def test_leader_killed_the_other_leads_and_the_replica_follows_it(project):
     )
     time.sleep(5)  # traffic through the new leader
     assert project.transactions("cdc2") > before
-    project.check_equal()
+    project.check_equal(via=None)  # (cdc's container is dead)
     project.verify_binlog("cdc2")
