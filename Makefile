@@ -114,7 +114,7 @@ test-fast: setup
 # (vfs storage, no iptables: engine.sh); base-image: debian:bookworm-slim pulled, or made with
 # debootstrap where no registry answers (cached in ~/.cache/cdc); images: cdc:dev and
 # cdc-mariadb:dev; test-containers: tests/containers (CDC_REQUIRE_CONTAINERS=1: a missing engine
-# or image fails instead of skipping); -n 2: each file (a compose project) on its own worker.
+# or image fails instead of skipping); -n 3: each file (a compose project) on a worker of its own.
 docker-engine:
 	@deploy/docker/engine.sh start
 
@@ -128,7 +128,7 @@ images: base-image compiled
 	@deploy/docker/build.sh
 
 test-containers: images
-	CDC_REQUIRE_CONTAINERS=1 $(BIN)/python -m pytest -q -ra -n 2 -p no:cacheprovider tests/containers
+	CDC_REQUIRE_CONTAINERS=1 $(BIN)/python -m pytest -q -ra -n 3 -p no:cacheprovider tests/containers
 
 # The long fuzz run (issue 10): dumper packet parsing, the SQL tokenizer on inputs of up to
 # 16 MB (issue 19, at most 1000 of those) and the binlog codec, FUZZ_EXAMPLES
