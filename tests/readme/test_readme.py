@@ -344,7 +344,7 @@ def test_measured_figures_commands_parse():
 
 
 def test_with_docker_commands_are_the_container_tests():
-    """"With Docker" needs a Docker engine: tests/containers runs those two commands' work
+    """The "With Docker" commands need a Docker engine: tests/containers runs their work
     (`make test-containers`, from .ci/run: the images built, `docker compose up`, health-waited).
     Here: the target exists and the compose project is the top-level file they start."""
     for command in shown("With Docker"):
