@@ -24,7 +24,8 @@ COMPILED_SRC += $(wildcard $(COMPILED_SRC:.py=.pxd))
 # writers, the QUERY statement offset).
 COMPILED_SRC += cdc/binlog/zcrc.pxd cdc/binlog/constants.pxd cdc/binlog/header.pxd cdc/binlog/query.pxd
 
-.PHONY: apt node jars compiled spark-cds setup demo stop test test-fast fuzz lint bench clean frames
+.PHONY: apt node jars compiled spark-cds setup demo stop test test-fast fuzz lint bench clean frames \
+	docker-engine docker-engine-stop base-image images test-containers
 
 setup: apt $(STAMP) compiled node jars spark-cds
 
@@ -74,7 +75,7 @@ $(JARS_DIR)/.done: Makefile | $(STAMP)
 
 $(STAMP): pyproject.toml setup.py
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	@$(BIN)/pip install -q --disable-pip-version-check -e '.[test,spark,bench]'
+	@$(BIN)/pip install -q --disable-pip-version-check -e '.[test,spark,bench,docker]'
 	@touch $@
 
 # Cython compiles the hot loops in place (setup.py); a failure warns and leaves plain Python,
@@ -107,6 +108,27 @@ test: setup
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -ra -n $(TEST_WORKERS) -m "not slow"
+
+# Containers (deploy/docker/, docker-compose.yml; docs/deploy.md, "Containers"); not part of
+# setup. docker-engine: Debian's docker.io installed and dockerd started where none answers
+# (vfs storage, no iptables: engine.sh); base-image: debian:bookworm-slim pulled, or made with
+# debootstrap where no registry answers (cached in ~/.cache/cdc); images: cdc:dev and
+# cdc-mariadb:dev; test-containers: tests/containers (CDC_REQUIRE_CONTAINERS=1: a missing engine
+# or image fails instead of skipping); -n 3: each file (a compose project) on a worker of its own.
+docker-engine:
+	@deploy/docker/engine.sh start
+
+docker-engine-stop:
+	@deploy/docker/engine.sh stop
+
+base-image: docker-engine
+	@deploy/docker/base-image.sh
+
+images: base-image compiled
+	@deploy/docker/build.sh
+
+test-containers: images
+	CDC_REQUIRE_CONTAINERS=1 $(BIN)/python -m pytest -q -ra -n 3 -p no:cacheprovider tests/containers
 
 # The long fuzz run (issue 10): dumper packet parsing, the SQL tokenizer on inputs of up to
 # 16 MB (issue 19, at most 1000 of those) and the binlog codec, FUZZ_EXAMPLES

@@ -3,12 +3,16 @@
 `make stop` must leave none (the user's path, checked by .ci/run and the README test):
 `python -m local_cluster.leftovers [DIR]` lists them and exits 1 if there are any. The caller
 and its ancestors (the shell running the check, make, …) are not counted. It lists too the
-network namespaces a test's hosts (local_cluster/hosts.py) left after their process died.
+network namespaces a test's hosts (local_cluster/hosts.py) left after their process died, and
+the Docker containers, networks and volumes of this project (labelled CONTAINER_LABEL by the
+images, docker-compose.yml and tests/containers) when a Docker engine answers.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -60,6 +64,42 @@ def leftover_processes(root: Path) -> list[tuple[int, str]]:
     return sorted(found)
 
 
+CONTAINER_LABEL = "org.cdc.project=global-binlog"
+
+
+def leftover_containers() -> list[str]:
+    """'container NAME', 'network NAME', 'volume NAME' of every Docker object labelled
+    CONTAINER_LABEL (running or not); none when there is no docker command or engine."""
+    if shutil.which("docker") is None:
+        return []
+    found = []
+    for kind, listing in (
+        ("container", ["ps", "-a"]),
+        ("network", ["network", "ls"]),
+        ("volume", ["volume", "ls"]),
+    ):
+        try:
+            done = subprocess.run(
+                [
+                    "docker",
+                    *listing,
+                    "--filter",
+                    f"label={CONTAINER_LABEL}",
+                    "--format",
+                    "{{.Name}}" if kind != "container" else "{{.Names}}",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return found
+        if done.returncode:  # no engine answers: nothing of ours can run
+            return found
+        found += [f"{kind} {name}" for name in done.stdout.split()]
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     root = Path(args[0] if args else ".")
@@ -71,7 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     namespaces = leftover_namespaces()
     for name in namespaces:
         print(f"left behind: network namespace or link {name} (its test process is gone)")
-    return 1 if left or namespaces else 0
+    containers = leftover_containers()
+    for name in containers:
+        print(f"left behind: Docker {name} (docker compose down --volumes, or docker rm -f)")
+    return 1 if left or namespaces or containers else 0
 
 
 if __name__ == "__main__":

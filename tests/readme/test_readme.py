@@ -343,6 +343,20 @@ def test_measured_figures_commands_parse():
         RAN.add(command)
 
 
+def test_with_docker_commands_are_the_container_tests():
+    """The "With Docker" commands need a Docker engine: tests/containers runs their work
+    (`make test-containers`, from .ci/run: the images built, `docker compose up`, health-waited).
+    Here: the target exists and the compose project is the top-level file they start."""
+    for command in shown("With Docker"):
+        if command == "make images":
+            assert re.search(r"^images:", (ROOT / "Makefile").read_text(), re.M)
+            assert "make test-containers" in (ROOT / ".ci" / "run").read_text()
+        else:
+            assert command == "docker compose up -d", command
+            assert (ROOT / "docker-compose.yml").is_file()
+        RAN.add(command)
+
+
 # -- Last: nothing shown that no test ran ---------------------------------------------------------
 
 
