@@ -5,52 +5,21 @@ left alone, never overwritten (the apply counts such statements as late conflict
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterator
-from decimal import Decimal
 
 from cdc.binlog.constants import ColumnType
-from cdc.binlog.row_image import Date, DateTime, Timestamp
+from cdc.sql_literal import BytesAs, sql_literal
 
 from .flashback import Plan, RowChange, TableShape, Txn
 
 _INEXACT = {ColumnType.FLOAT, ColumnType.DOUBLE}
-_PRINTABLE = frozenset(range(0x20, 0x7F)) - {ord("'"), ord("\\")}
 
 
 def literal(value: object) -> str:
-    """A value decoded from a row image (`cdc.binlog.row_image`) as an SQL literal."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return str(int(value))
-    if isinstance(value, int | Decimal):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, bytes | bytearray):
-        if all(b in _PRINTABLE for b in value):
-            return "'" + value.decode() + "'"  # no quote, no backslash: the same in any sql_mode
-        return f"X'{bytes(value).hex()}'" if value else "''"
-    if isinstance(value, Timestamp):
-        if value.seconds == 0 and value.microsecond == 0:
-            return "'0000-00-00 00:00:00'"
-        return f"FROM_UNIXTIME({value.seconds}.{value.microsecond:06d})"
-    if isinstance(value, DateTime):
-        return (
-            f"'{value.year:04d}-{value.month:02d}-{value.day:02d} {value.hour:02d}:"
-            f"{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}'"
-        )
-    if isinstance(value, Date):
-        return f"'{value.year:04d}-{value.month:02d}-{value.day:02d}'"
-    if isinstance(value, dt.timedelta):
-        sign = "-" if value < dt.timedelta(0) else ""
-        us = abs(value) // dt.timedelta(microseconds=1)
-        seconds, micro = divmod(us, 1_000_000)
-        return (
-            f"'{sign}{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}.{micro:06d}'"
-        )
-    raise TypeError(f"no SQL literal for {type(value).__name__} {value!r}")
+    """A value decoded from a row image (`cdc.binlog.row_image`) as an SQL literal that any
+    sql_mode reads the same (the script may run under NO_BACKSLASH_ESCAPES): strings are the
+    row image's bytes, plain ASCII quoted and the rest in hex."""
+    return sql_literal(value, bytes_as=BytesAs.PLAIN_OR_HEX)
 
 
 def _name(text: str) -> str:

@@ -8,12 +8,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 
 from cdc.protocol.resultset import Column, text_row
+from cdc.sql_literal import sql_literal
 from read_path.source import DnReader, SnapshotSource
 from read_path.values import split_fields
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 class RowEstimates:
@@ -59,7 +56,7 @@ class RowEstimates:
                 reader = self._readers[shard.dn] = await self.source.reader(shard.dn)
             _, found = await reader.query(
                 "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = "
-                f"{_literal(schema)} AND TABLE_NAME = {_literal(physical)}"
+                f"{sql_literal(schema)} AND TABLE_NAME = {sql_literal(physical)}"
             )
             for packet in found:
                 value = split_fields(packet, 1)[0][0]

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 
+from cdc.sql_literal import sql_literal
 from read_path.request import (
     Between,
     BoolOp,
@@ -31,13 +32,15 @@ _NUMERIC_PREFIX = re.compile(r"\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 
 def to_sql(where: Where) -> str:
     if isinstance(where, Compare):
-        return f"{identifier(where.column)} {where.op} {literal(where.value)}"
+        return f"{identifier(where.column)} {where.op} {sql_literal(where.value)}"
     if isinstance(where, Between):
         neg = "NOT " if where.negated else ""
-        return f"{identifier(where.column)} {neg}BETWEEN {literal(where.low)} AND {literal(where.high)}"
+        low, high = sql_literal(where.low), sql_literal(where.high)
+        return f"{identifier(where.column)} {neg}BETWEEN {low} AND {high}"
     if isinstance(where, InList):
         neg = "NOT " if where.negated else ""
-        return f"{identifier(where.column)} {neg}IN ({', '.join(literal(v) for v in where.values)})"
+        values = ", ".join(sql_literal(v) for v in where.values)
+        return f"{identifier(where.column)} {neg}IN ({values})"
     if isinstance(where, IsNull):
         return f"{identifier(where.column)} IS {'NOT ' if where.negated else ''}NULL"
     if isinstance(where, BoolOp):
@@ -51,16 +54,6 @@ def columns_of(where: Where) -> set[str]:
     if isinstance(where, Not):
         return columns_of(where.part)
     return {where.column}
-
-
-def literal(value: WhereValue) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, str):
-        return "'" + value.replace("\\", "\\\\").replace("'", "''").replace("\0", "\\0") + "'"
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
 
 
 def identifier(name: str) -> str:

@@ -119,7 +119,7 @@ def test_where_to_sql_and_over_images():
     assert isinstance(stmt, TableSelect)
     assert to_sql(stmt.where) == (
         "(`id` BETWEEN 2 AND 9 AND NOT ((`balance` < 10 OR `note` IS NULL)) AND "
-        "`name` IN ('a''b', 'X ') AND `id` > 5)"
+        "`name` IN ('a\\'b', 'X ') AND `id` > 5)"  # cdc.sql_literal's escape of the quote
     )
     # The one identifier quoting of the read path (WHERE, select lists, key ranges): a backtick
     # in a name is doubled, as MariaDB reads it back.

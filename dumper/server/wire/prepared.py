@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from cdc.protocol.constants import ColumnType, Status
 from cdc.protocol.packets import ProtocolError, eof_packet, lenenc_int, ok_packet, read_lenenc_str
 from cdc.protocol.resultset import BINARY_FIXED, Column
+from cdc.sql_literal import LiteralError, sql_literal
 from dumper.server.handlers import ColumnPacket, OkResult, QueryHandler, Result, SqlError
 from dumper.server.sessions import SessionState
 from dumper.server.wire.binary_rows import OpenRows, open_binary
@@ -49,14 +50,16 @@ def placeholders(text: str) -> list[int]:
 
 
 def literal(value: object) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool | int | float):
-        return repr(int(value)) if isinstance(value, bool) else repr(value)
+    """A parameter as our own parser reads it: the one renderer, with bytes decoded to text
+    first (sql/lexer.py reads no X'..'); a float that is not finite has no literal."""
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
-    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
-    return f"'{text}'"
+    try:
+        return sql_literal(value)
+    except LiteralError as exc:
+        raise SqlError(
+            f"Incorrect arguments to mysqld_stmt_execute ({exc})", ER_WRONG_ARGUMENTS
+        ) from None
 
 
 @dataclass(slots=True)
