@@ -22,6 +22,7 @@ from cli.commands import check as check_cmd
 from cli.commands import cluster as cluster_cmd
 from cli.commands import cn as cn_cmd
 from cli.commands import demo as demo_cmd
+from cli.commands import flashback as flashback_cmd
 from cli.commands import ha as ha_cmd
 from cli.commands import locate as locate_cmd
 from cli.commands import pipeline as pipeline_cmd
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         check_cmd,
         verify_cmd,
         locate_cmd,
+        flashback_cmd,
         backfill_cmd,
         bench_cmd,
         demo_cmd,

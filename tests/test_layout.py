@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # DN -> merge_source -> merge_joint -> dumper is the pipeline; the others sit where their
 # imports put them: topology (the GMS history of topology and schema) after merge_source, which
 # needs none of it, and before merge_joint and the dumper, which read it; binlog_writer (writes
-# what the merge released) before the dumper, which drives it and serves its files; read_path
+# what the merge released) before the dumper, which drives it and serves its files; history (points
+# of the global binlog and flashback, read from the files) after binlog_writer; read_path
 # (rows of logical tables as of a binlog position: the CN protocol's catalogue and TSO, the DN
 # client, the served files through a protocol of its own) before the dumper, whose server hands
 # it to its SQL answers; backfill last: it reads the dumper's output over the wire (no import),
@@ -41,6 +42,7 @@ STAGES = (
     "topology",
     "merge_joint",
     "binlog_writer",
+    "history",
     "read_path",
     "dumper",
     "backfill",
