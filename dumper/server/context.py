@@ -15,6 +15,7 @@ from dumper.server.dump.ack_gate import AckGate
 from dumper.server.dump.binlog_sender import BinlogSender
 from dumper.server.dump.shared_reads import SharedReads
 from dumper.server.holders import holders
+from dumper.server.sql.points import PointResolver
 from dumper.server.sql.schema import SchemaProvider
 from dumper.server.sql.variables import LIVE_VARIABLES, VarValue, server_variables
 from dumper.server.store.binlog_files import BinlogFiles
@@ -107,12 +108,17 @@ class ServerContext:
     reads: TableReads | None = None
     # The purge rule (PURGE BINARY LOGS and the automatic one), over these sessions and acks.
     retention: Retention = field(init=False)
+    # Points of AS OF resolved to positions, off the loop, kept (sql/points.py).
+    points: PointResolver = field(init=False)
 
     def __post_init__(self) -> None:
         self.retention = Retention(
             self.files,
             lambda: holders(self.sessions, self.acks),
             RetentionPolicy(self.config.expire_logs_seconds, self.config.max_binlog_total_size),
+        )
+        self.points = PointResolver(
+            self.files, lambda: None if self.reads is None else self.reads.progress.merged_tso()
         )
         if not self.variables:
             self.variables = server_variables(self.config, self.server_uuid)
