@@ -42,7 +42,8 @@ def parse_as_of(cur: Cursor) -> PointSpec:
     tok = cur.next()
     word = tok.word()
     if word == "TSO":
-        text = f"TSO {cur.next().text}"
+        number = cur.next().text if not cur.at_end() else ""
+        text = f"TSO {number}"  # `TSO` alone: malformed, said so
     elif word in ("TIMESTAMP", "GTID"):
         text = f"{word} '{cur.string()}'"
     elif tok.kind == "str":
