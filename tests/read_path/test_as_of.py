@@ -32,6 +32,8 @@ from tests.read_path.conftest import ACCOUNTS, BALANCE
 pytestmark = [pytest.mark.timeout(900)]
 
 NOTES = "shop.asof_notes"
+GONE = "shop.asof_gone"  # dropped after the first two points
+EMPTIED = "shop.asof_emptied"  # truncated after the first two points
 # Values as the server spells them (no decoding; the encoders pymysql needs for its own SETs).
 AS_SENT = {k: v for k, v in pymysql.converters.conversions.items() if not isinstance(k, int)}
 DDL = f"ALTER TABLE {NOTES} ADD COLUMN note VARCHAR(20) NULL"
@@ -55,6 +57,10 @@ def _cn(cfg, *statements: str, ddl: tuple[str, ...] = ()) -> None:
             await cn.close()
 
     asyncio.run(asyncio.wait_for(run(), 180))
+
+
+# What refuses a read as of a point before it: the DDL named.
+REFUSED = {NOTES: "ADD COLUMN note", GONE: "DROP TABLE", EMPTIED: "TRUNCATE TABLE"}
 
 
 def _ids(start: int, stop: int, step: int = 1) -> str:
@@ -111,7 +117,13 @@ def _history(snap) -> list[tuple[str, bool]]:
         cfg,
         f"INSERT INTO {NOTES} (id, n, s) VALUES "
         + ", ".join(f"({i}, {i * 10}, 's{i}')" for i in range(60)),
-        ddl=(f"CREATE TABLE {NOTES} (id BIGINT NOT NULL PRIMARY KEY, n INT, s VARCHAR(16))",),
+        f"INSERT INTO {GONE} (id, n) VALUES (1, 1), (2, 2), (3, 3)",
+        f"INSERT INTO {EMPTIED} (id, n) VALUES (1, 1), (2, 2), (3, 3)",
+        ddl=(
+            f"CREATE TABLE {NOTES} (id BIGINT NOT NULL PRIMARY KEY, n INT, s VARCHAR(16))",
+            f"CREATE TABLE {GONE} (id BIGINT NOT NULL PRIMARY KEY, n INT)",
+            f"CREATE TABLE {EMPTIED} (id BIGINT NOT NULL PRIMARY KEY, n INT)",
+        ),
     )
     _served(snap, f"SELECT COUNT(*) FROM {NOTES}", ((60,),))
     points = []
@@ -126,7 +138,11 @@ def _history(snap) -> list[tuple[str, bool]]:
     _served(snap, f"SELECT COUNT(*) FROM {NOTES}", ((50,),))
     points.append((f"TSO {RetainedFiles(binlog).end_point().tso}", True))
     time.sleep(1)
-    _cn(cfg, f"UPDATE {NOTES} SET s = 'changed' WHERE id IN {_ids(0, 50, 3)}", ddl=(DDL,))
+    _cn(
+        cfg,
+        f"UPDATE {NOTES} SET s = 'changed' WHERE id IN {_ids(0, 50, 3)}",
+        ddl=(DDL, f"DROP TABLE {GONE}", f"TRUNCATE TABLE {EMPTIED}"),
+    )
     _cn(cfg, f"UPDATE {NOTES} SET note = 'after' WHERE id IN {_ids(0, 10)}")
     _served(snap, f"SELECT COUNT(*) FROM {NOTES} WHERE note = 'after'", ((10,),))
     conn = snap.connect()
@@ -226,14 +242,20 @@ def test_reads_as_of_points_equal_a_replica_stopped_there(snap, replica):
                 for db in ("bank", "shop")
                 for (t,) in _raw(conn, f"SHOW TABLES FROM {db}")
             }
-            for table in tables:
-                if table not in oracle_tables:
-                    continue  # created after the point (e.g. by another test of the package)
-                got = dumper[table]
-                if table == NOTES and before_ddl:
+            for table in sorted(oracle_tables):
+                if table in dumper:
+                    got = dumper[table]
+                else:  # not there now (dropped since the point)
+                    try:
+                        got = _raw(
+                            snap.connect(conv=AS_SENT), f"SELECT * FROM {table} AS OF {point}"
+                        )
+                    except pymysql.err.MySQLError as err:
+                        got = err.args
+                if before_ddl and table in REFUSED:
                     # Refused naming the DDL after the point and where it is.
                     code, message = got  # type: ignore[misc]
-                    assert code == 1412 and "ADD COLUMN note" in message, got
+                    assert code == 1412 and REFUSED[table] in message, got
                     assert re.search(r"binlog\.\d+:\d+", message), message
                     continue
                 want = _raw(conn, f"SELECT * FROM {table}")
@@ -242,6 +264,9 @@ def test_reads_as_of_points_equal_a_replica_stopped_there(snap, replica):
         print("\n".join(f"{p}: {t} {n} rows, digest {d}" for p, t, n, d in compared))
         assert {p for p, *_ in compared} == {p for p, _ in points}
         assert len(compared) >= 4 * 5
+        assert {(p, t) for p, t, *_ in compared if t in REFUSED} == {
+            (p, t) for p, before in points if not before for t in (NOTES, EMPTIED)
+        }
     finally:
         _query(conn, "STOP SLAVE")
         conn.close()

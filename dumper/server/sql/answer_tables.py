@@ -39,6 +39,7 @@ class TableAnswers(Answers):
                 position,
                 lambda at: self._held(self._read(stmt, at, db)),
                 self.ctx.files,
+                (db, stmt.table),
             )
         )
 

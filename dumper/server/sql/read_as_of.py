@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dumper.server.handlers import ColumnPacket, RowStream, SqlError
 from read_path import ServedFiles, TableChangedByDdl, TableShapeDiffers, first_ddl
 
+ER_NO_SUCH_TABLE = 1146
 ER_TABLE_DEFINITION_CHANGED = 1412  # MySQL's ER_TABLE_DEF_CHANGED: "Table definition has changed"
 
 
@@ -35,8 +36,10 @@ class ReadAtPoint:
         position: Callable[[], Awaitable[tuple[str, int]]],
         start: Callable[[tuple[str, int]], RowStream],
         files: ServedFiles,
+        table: tuple[str, str],
     ) -> None:
         self.point = point  # as written, for errors
+        self.table = table  # (db, name)
         self._position = position
         self._start = start
         self._files = files  # where the DDL that changed the table is looked for
@@ -50,6 +53,14 @@ class ReadAtPoint:
             return await self._read.open(binary)
         except (TableChangedByDdl, TableShapeDiffers) as exc:
             raise await self._refused(exc) from None
+        except SqlError as exc:
+            if exc.code != ER_NO_SUCH_TABLE:
+                raise
+            # Gone now: if a DDL after the point dropped (or renamed) it, say which.
+            found = await first_ddl(self._files, self._at, *self.table)
+            if found is None:
+                raise
+            raise refused(*self.table, self.point, *found) from None
 
     async def rows(self) -> AsyncIterator[list[bytes]]:
         assert self._read is not None
