@@ -13,7 +13,6 @@ repeats: a key changed twice keeps one entry). The goal (bench/goals.py) is a ra
 from __future__ import annotations
 
 import argparse
-import asyncio
 import random
 import time
 from pathlib import Path
@@ -21,17 +20,14 @@ from pathlib import Path
 import pymysql
 
 from bench.goals import Figures
-from bench.latency import start_pipeline
 from bench.snapshot import (
     CHANGE_TXN_KEYS,
     TABLE,
-    _Changes,
-    _Client,
-    _load,
-    _serve_pid,
-    _until_merging,
+    KeyChanges,
+    MariadbClient,
+    loaded_pipeline,
+    serve_pid,
 )
-from local_cluster.testing import free_base_port, scratch_cluster, stop_process
 
 
 def _rss_kb(pid: int | None, field: str) -> int:
@@ -57,67 +53,48 @@ def _reset_peak(pid: int | None) -> None:
 
 
 def run(rows: int, traffic: int, rounds: int) -> dict:
-    from cdc.config import load
     from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 
     out: dict = {"end_s": [], "old_s": [], "old_peak_kb": [], "end_peak_kb": []}
-    with scratch_cluster("cdc-bench-as-of-", 2) as (work, cluster):
-        cfg = cluster.config()
-        cfg.dumper.binlog_dir = str(work / "binlog")
-        cfg.dumper.port = free_base_port(0)
-        for user in cfg.dumper.users:
-            user.select = True
-        config_path = work / "cdc.toml"
-        cfg.dump(config_path)
-        cfg = load(config_path)
-        from cn import init
-
-        asyncio.run(init(cfg))
-        with open(work / "pipeline.log", "ab") as log:
-            pipeline = start_pipeline(config_path, work / "pipeline", log)
-        try:
-            _until_merging(work / "pipeline" / "status.json")
-            asyncio.run(_load(cfg, rows))
-            time.sleep(1)  # the load's last transactions reach the global binlog
-            conn = pymysql.connect(
-                host="127.0.0.1",
-                port=cfg.dumper.port,
-                user=DEFAULT_USER,
-                password=DEFAULT_PASSWORD,
-            )
-            with conn.cursor() as cur:
-                cur.execute("SHOW MASTER STATUS")
-                file, pos = cur.fetchone()[:2]
-            rng = random.Random(42)
-            keys = [rng.randrange(rows) for _ in range(traffic * CHANGE_TXN_KEYS)]
-            started = time.monotonic()
-            changes = _Changes(cfg, keys, 0)
-            changes.start()
-            changes.join()
-            changes.stop()
-            out["traffic_s"] = time.monotonic() - started
-            out["changed"] = len(set(keys))
-            time.sleep(1)  # the traffic's last transactions reach the global binlog
-            with conn.cursor() as cur:
-                cur.execute("SHOW BINARY LOGS")
-                names = [(n, int(size)) for n, size, *_ in cur.fetchall()]
-            conn.close()
-            after = [size for n, size in names if n >= file]
-            out["binlog_after_mb"] = (sum(after) - int(pos)) / 1e6
-            serve = _serve_pid(pipeline.pid)
-            out["rss_before_kb"] = _rss_kb(serve, "VmRSS")
-            point = f"AS OF '{file}':{pos}"
-            for _ in range(rounds):  # interleaved: the machine's noise hits both alike
-                for name, sql in (("end", ""), ("old", point)):
-                    client = _Client("127.0.0.1", cfg.dumper.port, DEFAULT_USER, DEFAULT_PASSWORD)
-                    _reset_peak(serve)
-                    rss = _rss_kb(serve, "VmRSS")
-                    n, seconds = client.select(f"SELECT * FROM {TABLE} {sql}")
-                    assert n == rows, f"{name}: {n} rows, {rows} loaded"
-                    out[f"{name}_s"].append(seconds)
-                    out[f"{name}_peak_kb"].append(_rss_kb(serve, "VmHWM") - rss)
-        finally:
-            stop_process(pipeline)
+    with loaded_pipeline("cdc-bench-as-of-", rows) as (cfg, pipeline):
+        time.sleep(1)  # the load's last transactions reach the global binlog
+        conn = pymysql.connect(
+            host="127.0.0.1",
+            port=cfg.dumper.port,
+            user=DEFAULT_USER,
+            password=DEFAULT_PASSWORD,
+        )
+        with conn.cursor() as cur:
+            cur.execute("SHOW MASTER STATUS")
+            file, pos = cur.fetchone()[:2]
+        rng = random.Random(42)
+        keys = [rng.randrange(rows) for _ in range(traffic * CHANGE_TXN_KEYS)]
+        started = time.monotonic()
+        changes = KeyChanges(cfg, keys, 0)
+        changes.start()
+        changes.join()
+        changes.stop()
+        out["traffic_s"] = time.monotonic() - started
+        out["changed"] = len(set(keys))
+        time.sleep(1)  # the traffic's last transactions reach the global binlog
+        with conn.cursor() as cur:
+            cur.execute("SHOW BINARY LOGS")
+            names = [(n, int(size)) for n, size, *_ in cur.fetchall()]
+        conn.close()
+        after = [size for n, size in names if n >= file]
+        out["binlog_after_mb"] = (sum(after) - int(pos)) / 1e6
+        serve = serve_pid(pipeline.pid)
+        out["rss_before_kb"] = _rss_kb(serve, "VmRSS")
+        point = f"AS OF '{file}':{pos}"
+        for _ in range(rounds):  # interleaved: the machine's noise hits both alike
+            for name, sql in (("end", ""), ("old", point)):
+                client = MariadbClient("127.0.0.1", cfg.dumper.port, DEFAULT_USER, DEFAULT_PASSWORD)
+                _reset_peak(serve)
+                rss = _rss_kb(serve, "VmRSS")
+                n, seconds = client.select(f"SELECT * FROM {TABLE} {sql}")
+                assert n == rows, f"{name}: {n} rows, {rows} loaded"
+                out[f"{name}_s"].append(seconds)
+                out[f"{name}_peak_kb"].append(_rss_kb(serve, "VmHWM") - rss)
     return out
 
 

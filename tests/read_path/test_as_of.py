@@ -21,13 +21,12 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from checks import run_check
 from cn import ComputeNode
 from history import RetainedFiles
 from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from local_cluster.testing import throwaway_server
 from tests.dumper.test_replica import _query, _slave_status
-from tests.read_path.conftest import ACCOUNTS, BALANCE
+from tests.read_path.conftest import ACCOUNTS, BALANCE, wrong_answers
 
 pytestmark = [pytest.mark.timeout(900)]
 
@@ -199,6 +198,9 @@ def _read_as_of(snap, point: str, tables: list[str]) -> tuple[tuple[str, int], d
 
 
 def _stop_at(conn, position: tuple[str, int], dumper) -> None:
+    """The replica's SQL thread run up to `position` (START SLAVE UNTIL), and stopped there:
+    UNTIL stops it at the first event past the position, so at the binlog's end (nothing
+    past it yet) it is stopped once it stands there."""
     file, pos = position
     _query(conn, f"START SLAVE SQL_THREAD UNTIL MASTER_LOG_FILE='{file}', MASTER_LOG_POS={pos}")
     deadline = time.monotonic() + 120
@@ -206,16 +208,27 @@ def _stop_at(conn, position: tuple[str, int], dumper) -> None:
         status = _slave_status(conn)
         assert status.get("Last_SQL_Error", "") == "", status
         if status["Slave_SQL_Running"] == "No":
-            break
+            assert _there(status, position, dumper), status
+            return
+        if _there(status, position, dumper):
+            _query(conn, "STOP SLAVE SQL_THREAD")
+            return
         assert time.monotonic() < deadline, status
         time.sleep(0.2)
-    stopped = (status["Relay_Master_Log_File"], int(status["Exec_Master_Log_Pos"]))
-    if stopped != position:
-        # MariaDB stops after the transaction's XID, before the CTS mark that ends it in the
-        # global binlog (a comment event: no data between the two).
-        assert stopped[0] == file and stopped[1] < pos, (stopped, position)
-        rest = _raw(dumper, f"SHOW BINLOG EVENTS IN '{file}' FROM {stopped[1]} LIMIT 1")
-        assert int(rest[0][4]) == pos and b"CTS::" in str(rest[0][5]).encode(), rest
+
+
+def _there(status: dict, position: tuple[str, int], dumper) -> bool:
+    """Whether the replica has executed up to `position`: there, or (MariaDB stops after the
+    transaction's XID, before the CTS mark that ends it in the global binlog: a comment event,
+    no data between the two) at that mark."""
+    file, pos = position
+    at = (status["Relay_Master_Log_File"], int(status["Exec_Master_Log_Pos"]))
+    if at == position:
+        return True
+    if at[0] != file or at[1] >= pos:
+        return False
+    rest = _raw(dumper, f"SHOW BINLOG EVENTS IN '{file}' FROM {at[1]} LIMIT 1")
+    return bool(rest) and int(rest[0][4]) == pos and "CTS::" in str(rest[0][5])
 
 
 def test_reads_as_of_points_equal_a_replica_stopped_there(snap, replica):
@@ -275,12 +288,15 @@ def test_reads_as_of_points_equal_a_replica_stopped_there(snap, replica):
 @pytest.mark.skipif(shutil.which("mariadb-dump") is None, reason="mariadb-dump missing")
 def test_a_dump_of_a_past_state_seeds_a_replica_there(snap, replica):
     """`SET GLOBAL cdc_read_as_of` for a tool that cannot write AS OF: `mariadb-dump
-    --single-transaction --master-data=1` dumps the state of a past point under transfers and
-    prints that point's position; a replica loaded from the dump and started there ends equal
-    to the cluster (`cdc check`)."""
+    --single-transaction --master-data=1` dumps the state of a past point under transfers (its
+    balances sum to the total) and prints that point's position; a replica loaded from the
+    dump and started there, stopped at the binlog's end, holds every table as the dumper reads
+    it at the end. (Not `cdc check`: its token table, created once, would be missing from the
+    later dumps of the package's other tests, which dump bank and shop only.)"""
     position = _end(snap)
     time.sleep(3)  # transfers after the point
     port = snap.config.dumper.port
+    login = ["-h127.0.0.1", f"-P{port}", f"-u{DEFAULT_USER}", f"-p{DEFAULT_PASSWORD}"]
     admin = pymysql.connect(
         host="127.0.0.1", port=port, user=DEFAULT_USER, password=DEFAULT_PASSWORD, autocommit=True
     )
@@ -289,7 +305,7 @@ def test_a_dump_of_a_past_state_seeds_a_replica_there(snap, replica):
             cur.execute("SET GLOBAL cdc_read_as_of = %s", (f"'{position[0]}':{position[1]}",))
         dump = subprocess.run(
             ["mariadb-dump", "--single-transaction", "--master-data=1", "--databases", "bank"]
-            + ["shop", "-h127.0.0.1", f"-P{port}", f"-u{DEFAULT_USER}", f"-p{DEFAULT_PASSWORD}"],
+            + ["shop", *login],
             capture_output=True,
             timeout=300,
         )
@@ -304,7 +320,7 @@ def test_a_dump_of_a_past_state_seeds_a_replica_there(snap, replica):
     accounts = text.split("INSERT INTO `accounts` VALUES")[1].split(";\n", 1)[0]
     assert sum(int(b) for b in re.findall(r"\(\d+,(-?\d+),", accounts)) == ACCOUNTS * BALANCE
 
-    conn = replica.connect()
+    conn = replica.connect(conv=AS_SENT)
     try:
         _query(
             conn,
@@ -318,18 +334,21 @@ def test_a_dump_of_a_past_state_seeds_a_replica_there(snap, replica):
             timeout=300,
         )
         assert load.returncode == 0, load.stderr.decode(errors="replace")
-        _query(conn, "START SLAVE")
-        snap.stop_traffic()  # the check compares a still source with the replica
+        _query(conn, "START SLAVE IO_THREAD")
+        snap.stop_traffic()  # the end stays where the replica stops
         try:
-            report = run_check(snap.config, "127.0.0.1", replica.port, "root", "", timeout=120)
-            status = _slave_status(conn)
-            assert status.get("Last_SQL_Error", "") == "", status
-            assert report.equal, report.render()
-            assert ("bank", "accounts") in {(c.db, c.table) for c in report.tables}
+            time.sleep(1)  # the last transfers reach the global binlog
+            end = _end(snap)
+            _stop_at(conn, end, snap.connect())
+            dumper = snap.connect(conv=AS_SENT)
+            for db in ("bank", "shop"):
+                for (table,) in _raw(conn, f"SHOW TABLES FROM {db}"):
+                    sql = f"SELECT * FROM {db}.{table}"
+                    assert _raw(dumper, sql) == _raw(conn, sql), (db, table)
         finally:
-            _query(conn, "STOP SLAVE")
             snap.start_traffic()
     finally:
+        _query(conn, "STOP SLAVE")
         conn.close()
 
 
@@ -368,18 +387,11 @@ def test_bad_points_are_clear_errors_and_the_connection_stays(snap):
     conn = snap.connect()
     try:
         with conn.cursor() as cur:
-            wrong = []
             cur.execute("SHOW BINLOG EVENTS IN 'binlog.000001' LIMIT 50")
             # A transaction starts at its GTID event: its BEGIN is inside it.
             inside = next(r[1] for r in cur.fetchall() if r[2] == "Query" and r[5] == "BEGIN")
-            for sql, code, says in BAD_POINTS:
-                sql = sql.replace("{inside}", str(inside))
-                try:
-                    cur.execute(sql)
-                    wrong.append((sql, "answered"))
-                except pymysql.err.MySQLError as err:
-                    if err.args[0] != code or says not in err.args[1]:
-                        wrong.append((sql, err.args))
+            cases = [(sql.replace("{inside}", str(inside)), c, s) for sql, c, s in BAD_POINTS]
+            wrong = wrong_answers(cur, cases)
             assert wrong == [], "\n".join(map(str, wrong))
             # Inside a transaction its reads are pinned: AS OF is refused, the transaction goes on.
             cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
