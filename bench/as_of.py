@@ -94,7 +94,7 @@ def run(rows: int, traffic: int, rounds: int) -> dict:
                 n, seconds = client.select(f"SELECT * FROM {TABLE} {sql}")
                 assert n == rows, f"{name}: {n} rows, {rows} loaded"
                 out[f"{name}_s"].append(seconds)
-                out[f"{name}_peak_kb"].append(_rss_kb(serve, "VmHWM") - rss)
+                out[f"{name}_peak_kb"].append(max(0, _rss_kb(serve, "VmHWM") - rss))
     return out
 
 
