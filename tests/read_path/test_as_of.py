@@ -440,3 +440,39 @@ def test_the_session_variable_reads_as_of_its_point(snap):
             assert tuple(cur.fetchone()[:2]) != (position[0], str(position[1]))
     finally:
         conn.close()
+
+
+def test_spellings_and_a_prepared_statement_read_the_same(snap):
+    """`FOR SYSTEM_TIME AS OF`, the point as one string, `AS OF` after an alias, and a
+    server-side prepared statement (binary rows, a cursor) all read the point's rows."""
+    from tests.read_path.binary_client import BinaryClient
+    from tests.read_path.conftest import READER
+
+    file, pos = _end(snap)
+    time.sleep(1.5)  # transfers after the point
+    point = f"'{file}':{pos}"
+    conn = snap.connect(conv=AS_SENT)
+    try:
+        want = _raw(conn, f"SELECT id, balance FROM bank.accounts AS OF {point}")
+        assert sum(int(b) for _, b in want) == ACCOUNTS * BALANCE
+        for sql in (
+            f"SELECT id, balance FROM bank.accounts FOR SYSTEM_TIME AS OF {point}",
+            f"SELECT id, balance FROM bank.accounts AS OF '{file}:{pos}'",
+            f"SELECT a.id, a.balance FROM bank.accounts a AS OF {point}",
+        ):
+            assert _raw(conn, sql) == want, sql
+    finally:
+        conn.close()
+
+    async def prepared() -> tuple[int, int]:
+        client = await BinaryClient.connect("127.0.0.1", snap.config.dumper.port, *READER)
+        try:
+            stmt = await client.prepare(f"SELECT id, balance FROM bank.accounts AS OF {point}")
+            whole = await client.execute(stmt)
+            cursor = await client.execute(stmt, cursor=True)
+            fetched = await client.fetch(stmt, ACCOUNTS + 1)
+            return len(whole.rows), len(cursor.rows) + len(fetched.rows)
+        finally:
+            client.close()
+
+    assert asyncio.run(asyncio.wait_for(prepared(), 60)) == (ACCOUNTS, ACCOUNTS)
