@@ -27,6 +27,7 @@ from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from local_cluster.testing import throwaway_server
 from tests.dumper.test_replica import _query, _slave_status
 from tests.read_path.conftest import ACCOUNTS, BALANCE, wrong_answers
+from tests.read_path.test_mariadb_dump import load_dump
 
 pytestmark = [pytest.mark.timeout(900)]
 
@@ -322,18 +323,7 @@ def test_a_dump_of_a_past_state_seeds_a_replica_there(snap, replica):
 
     conn = replica.connect(conv=AS_SENT)
     try:
-        _query(
-            conn,
-            f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={port}, "
-            f"MASTER_USER='{DEFAULT_USER}', MASTER_PASSWORD='{DEFAULT_PASSWORD}'",
-        )
-        load = subprocess.run(
-            ["mariadb", "-h127.0.0.1", f"-P{replica.port}", "-uroot"],
-            input=dump.stdout,
-            capture_output=True,
-            timeout=300,
-        )
-        assert load.returncode == 0, load.stderr.decode(errors="replace")
+        load_dump(conn, replica, port, dump.stdout)
         _query(conn, "START SLAVE IO_THREAD")
         snap.stop_traffic()  # the end stays where the replica stops
         try:
