@@ -28,6 +28,8 @@ bench/goals.py (kept in `figures`: `cdc bench all` prints them all at the end).
     `cdc bench backfill`      bench/backfill.py      Spark backfill vs a plain SELECT * dump
     `cdc bench snapshot`      bench/snapshot.py      SELECT * through the dumper, as of a binlog
                                                      position, vs mariadb --quick of the shards
+    `cdc bench as-of`         bench/as_of.py         the same as of an old point vs at the end:
+                                                     rows/s, binlog after it, peak RSS held
     `cdc bench snapshot-isolation`  bench/snapshot_isolation.py  binlog growth with / without
                                                      4 clients reading whole tables
     `cdc bench all`           cli/commands/bench.py  every one above (`--quick`: small sizes),

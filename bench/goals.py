@@ -61,6 +61,7 @@ GOALS: dict[str, Goal] = {
     "snapshot-changed": Goal(
         "keys changed after the read's position, by its end", 5.0, unit=" %", digits=1
     ),
+    "as-of": Goal("read as of an old point / read at the end", 0.5),
     "snapshot-isolation": Goal("binlog growth with / without table readers", 0.95),
     "hostile": Goal("binlog growth with / without hostile clients", 0.95),
     "latency": Goal(

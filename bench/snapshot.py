@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -28,6 +29,7 @@ import subprocess
 import threading
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,7 +80,7 @@ async def _load(cfg, rows: int) -> None:
         await cn.close()
 
 
-class _Changes(threading.Thread):
+class KeyChanges(threading.Thread):
     """UPDATEs `keys` through a CN of its own, `CHANGE_TXN_KEYS` per transaction on `CHANGERS`
     tasks, until all are changed or `stop()`; `ready` is set once what is left would take at
     most `budget_s` at the pace so far (at once when nothing is left)."""
@@ -132,7 +134,7 @@ class _Changes(threading.Thread):
             await cn.close()
 
 
-class _Client:
+class MariadbClient:
     """`mariadb --quick` (the C client, streaming: the same reader for both sides, so the
     figures compare the servers), connected and past `first` (statements that answer one line)
     when this returns; the statement of `select()` is the one timed. Statements go in on stdin;
@@ -172,11 +174,11 @@ class _Client:
         return n, elapsed
 
 
-def _pinned(cfg, user: str, password: str) -> _Client:
+def _pinned(cfg, user: str, password: str) -> MariadbClient:
     """A client of the dumper in `START TRANSACTION WITH CONSISTENT SNAPSHOT`: the read's
     position is pinned (`SHOW MASTER STATUS` says it) when this returns."""
     first = "START TRANSACTION WITH CONSISTENT SNAPSHOT; SHOW MASTER STATUS;"
-    return _Client("127.0.0.1", cfg.dumper.port, user, password, first)
+    return MariadbClient("127.0.0.1", cfg.dumper.port, user, password, first)
 
 
 def _direct(cfg, table) -> tuple[int, float]:
@@ -185,7 +187,7 @@ def _direct(cfg, table) -> tuple[int, float]:
     clients = []
     for dn, physical in table:
         node = next(d for d in cfg.dn if d.id == dn)
-        clients.append((_Client(node.host, node.port, node.user, node.password), physical))
+        clients.append((MariadbClient(node.host, node.port, node.user, node.password), physical))
     n = elapsed = 0
     for client, physical in clients:
         rows, seconds = client.select(f"SELECT * FROM {physical}")
@@ -193,7 +195,7 @@ def _direct(cfg, table) -> tuple[int, float]:
     return n, elapsed
 
 
-def _serve_pid(pipeline_pid: int) -> int | None:
+def serve_pid(pipeline_pid: int) -> int | None:
     """The pid of `cdc start`'s serving process (`dumper/server/serve_process.py`)."""
     try:
         children = Path(f"/proc/{pipeline_pid}/task/{pipeline_pid}/children").read_text().split()
@@ -239,12 +241,13 @@ def _until_merging(status: Path, timeout: float = 60) -> None:
         time.sleep(0.2)
 
 
-def run(rows: int, rounds: int, change_share: float) -> dict[str, Round]:
+@contextlib.contextmanager
+def loaded_pipeline(prefix: str, rows: int) -> Iterator[tuple[object, subprocess.Popen]]:
+    """A scratch cluster of 2 DNs and `cdc start` on it (its users may read rows), with
+    `TABLE` loaded with `rows` rows: (its config, the pipeline's process)."""
     from cdc.config import load
-    from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 
-    results = {"idle": Round(), "changing": Round()}
-    with scratch_cluster("cdc-bench-snapshot-", 2) as (work, cluster):
+    with scratch_cluster(prefix, 2) as (work, cluster):
         cfg = cluster.config()
         cfg.dumper.binlog_dir = str(work / "binlog")
         cfg.dumper.port = free_base_port(0)
@@ -261,37 +264,45 @@ def run(rows: int, rounds: int, change_share: float) -> dict[str, Round]:
         try:
             _until_merging(work / "pipeline" / "status.json")
             asyncio.run(_load(cfg, rows))
-            table = _shards(cfg)
-            serve = _serve_pid(pipeline.pid)
-            time.sleep(1)  # the load's last transactions reach the global binlog
-            for r in range(rounds):  # interleaved: the machine's noise hits both alike
-                for variant, result in results.items():
-                    n, direct = _direct(cfg, table)
-                    assert n == rows, f"direct read: {n} rows, {rows} loaded"
-                    read = _pinned(cfg, DEFAULT_USER, DEFAULT_PASSWORD)
-                    changes = None
-                    if variant == "changing":
-                        keys = random.Random(r).sample(range(rows), int(rows * change_share))
-                        # What is left when the SELECT starts takes at most half the idle
-                        # read's time (this round's): the read ends after the last change.
-                        budget = results["idle"].dumper_s[-1] / 2
-                        changes = _Changes(cfg, keys, budget)
-                        changes.start()
-                        changes.ready.wait()
-                        result.changed_before.append(changes.done)
-                    cpu = _cpu_s(serve)
-                    try:
-                        n, ours = read.select(f"SELECT * FROM {TABLE}")
-                        result.changed.append(changes.done if changes is not None else 0)
-                        result.dumper_cpu_s.append(_cpu_s(serve) - cpu)
-                    finally:
-                        if changes is not None:
-                            changes.stop()
-                    assert n == rows, f"through the dumper: {n} rows, {rows} loaded"
-                    result.direct_s.append(direct)
-                    result.dumper_s.append(ours)
+            yield cfg, pipeline
         finally:
             stop_process(pipeline)
+
+
+def run(rows: int, rounds: int, change_share: float) -> dict[str, Round]:
+    from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+
+    results = {"idle": Round(), "changing": Round()}
+    with loaded_pipeline("cdc-bench-snapshot-", rows) as (cfg, pipeline):
+        table = _shards(cfg)
+        serve = serve_pid(pipeline.pid)
+        time.sleep(1)  # the load's last transactions reach the global binlog
+        for r in range(rounds):  # interleaved: the machine's noise hits both alike
+            for variant, result in results.items():
+                n, direct = _direct(cfg, table)
+                assert n == rows, f"direct read: {n} rows, {rows} loaded"
+                read = _pinned(cfg, DEFAULT_USER, DEFAULT_PASSWORD)
+                changes = None
+                if variant == "changing":
+                    keys = random.Random(r).sample(range(rows), int(rows * change_share))
+                    # What is left when the SELECT starts takes at most half the idle
+                    # read's time (this round's): the read ends after the last change.
+                    budget = results["idle"].dumper_s[-1] / 2
+                    changes = KeyChanges(cfg, keys, budget)
+                    changes.start()
+                    changes.ready.wait()
+                    result.changed_before.append(changes.done)
+                cpu = _cpu_s(serve)
+                try:
+                    n, ours = read.select(f"SELECT * FROM {TABLE}")
+                    result.changed.append(changes.done if changes is not None else 0)
+                    result.dumper_cpu_s.append(_cpu_s(serve) - cpu)
+                finally:
+                    if changes is not None:
+                        changes.stop()
+                assert n == rows, f"through the dumper: {n} rows, {rows} loaded"
+                result.direct_s.append(direct)
+                result.dumper_s.append(ours)
     return results
 
 

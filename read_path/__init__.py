@@ -7,7 +7,14 @@ requests are `request`'s types; `ColumnDef` is a result column."""
 
 import cdc  # noqa: F401  (first: it decides between compiled and pure modules, cdc/compiled.py)
 from read_path import request
-from read_path.first_images import FirstImages, Image, TableChanges
+from read_path.changes import first_ddl
+from read_path.first_images import (
+    FirstImages,
+    Image,
+    TableChangedByDdl,
+    TableChanges,
+    TableShapeDiffers,
+)
 from read_path.reads import TableReads
 from read_path.request import unsupported
 from read_path.served import Progress, ServedFiles
@@ -21,8 +28,11 @@ __all__ = [
     "Progress",
     "ServedFiles",
     "SnapshotSource",
+    "TableChangedByDdl",
     "TableChanges",
+    "TableShapeDiffers",
     "TableReads",
+    "first_ddl",
     "request",
     "unsupported",
 ]

@@ -13,10 +13,10 @@ import asyncio
 from collections.abc import Callable
 
 from cdc.binlog.constants import FORMAT_DESCRIPTION_EVENT, QUERY_EVENT, TABLE_MAP_EVENT
-from cdc.binlog.events import cts_mark_text, parse_cts
+from cdc.binlog.events import cts_mark_text, decode_event, parse_cts
 from cdc.binlog.fde import FormatDescription
 from cdc.protocol.sql_error import SqlError
-from read_path.first_images import ROWS, FirstImages, Image, Key, TableChanges
+from read_path.first_images import ROWS, FirstImages, Image, Key, TableChanges, ddl_target
 from read_path.served import ServedFiles
 
 ER_UNKNOWN = 1105
@@ -87,3 +87,29 @@ class ChangedKeys:
 
 def _fde(files: ServedFiles, name: str) -> FormatDescription:
     return FormatDescription.parse(files.read_fde(name).data[19:])
+
+
+async def first_ddl(
+    files: ServedFiles, start: tuple[str, int], db: str, table: str
+) -> tuple[str, str] | None:
+    """The first DDL on `db.table` in the served files from `start`: (where, its SQL), None if
+    there is none. For a read whose rows and binlog images disagree in shape: which DDL did it
+    (a QUERY is decoded only when its first word is a DDL's; the loop's other sessions run
+    every EVENTS_PER_TURN events)."""
+    names = files.names()
+    if start[0] not in names:
+        return None
+    budget = EVENTS_PER_TURN
+    for name in names[names.index(start[0]) :]:
+        fde = _fde(files, name)
+        for ev in files.events(name, start[1] if name == start[0] else 4):
+            budget -= 1
+            if budget <= 0:
+                await asyncio.sleep(0)
+                budget = EVENTS_PER_TURN
+            if ev.data[4] != QUERY_EVENT:
+                continue
+            target = ddl_target(decode_event(ev.data, fde).body)
+            if target is not None and target[:2] == (db, table):
+                return f"{name}:{ev.pos}", target[2]
+    return None

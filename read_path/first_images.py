@@ -41,6 +41,34 @@ _DDL_BYTES = tuple(w.encode() for w in _DDL_WORDS)
 Key = tuple
 
 
+class TableChangedByDdl(SqlError):
+    """DDL on a chosen table after the read's position: its rows on the shards and the
+    binlog's images no longer have one shape (`where`: the DDL's place, `text`: its SQL)."""
+
+    def __init__(self, db: str, table: str, where: str, text: str) -> None:
+        super().__init__(
+            f"{db}.{table} was changed by DDL at {where} during the read ({text[:80]}); run it "
+            "again",
+            ER_UNKNOWN,
+            "HY000",
+        )
+        self.db, self.table, self.where, self.text = db, table, where, text
+
+
+class TableShapeDiffers(SqlError):
+    """A chosen table's rows at `where` have another column count than its shards: a DDL
+    after the read's position, met at its first rows before the DDL itself."""
+
+    def __init__(self, db: str, table: str, where: str, binlog: int, shards: int) -> None:
+        super().__init__(
+            f"{db}.{table} has {binlog} columns in the global binlog at {where} and {shards} "
+            "on its shards: the table changed during the read; run it again",
+            ER_UNKNOWN,
+            "HY000",
+        )
+        self.db, self.table, self.where = db, table, where
+
+
 class Image:
     """A key's before-image as the global binlog holds it (every column present), spelled
     only if a chunk emits it (`image_text.ImageSpeller`, one per distinct `columns`)."""
@@ -122,20 +150,21 @@ class FirstImages:
             self._ddl(decode_event(data, fde).body, where)
 
     def _ddl(self, body, where: str) -> None:
-        text = body.query.decode("utf-8", "replace")
-        if not text.lstrip()[:8].upper().startswith(_DDL_WORDS):
-            return  # BEGIN, XA ..., marks: the frequent ones, not tokenized
-        try:
-            target = parse_ddl(text, body.db.decode() or None)
-        except (CatalogueError, IndexError):
-            return  # BEGIN, XA, CREATE DATABASE and such
-        if (target.db, target.table) in self.tables:
-            raise SqlError(
-                f"{target.db}.{target.table} was changed by DDL at {where} during the read "
-                f"({text[:80]}); run it again",
-                ER_UNKNOWN,
-                "HY000",
-            )
+        target = ddl_target(body)
+        if target is not None and target[:2] in self.tables:
+            raise TableChangedByDdl(*target[:2], where, target[2])
+
+
+def ddl_target(body) -> tuple[str, str, str] | None:
+    """A QUERY event body's DDL on a table: (db, table, its SQL); None for anything else."""
+    text = body.query.decode("utf-8", "replace")
+    if not text.lstrip()[:8].upper().startswith(_DDL_WORDS):
+        return None  # BEGIN, XA ..., marks: the frequent ones, not tokenized
+    try:
+        target = parse_ddl(text, body.db.decode() or None)
+    except (CatalogueError, IndexError):
+        return None  # CREATE DATABASE and such
+    return target.db, target.table, text
 
 
 def rows(table: TableChanges, body, columns: list, layout: tuple[list, list], where: str) -> None:
@@ -143,12 +172,7 @@ def rows(table: TableChanges, body, columns: list, layout: tuple[list, list], wh
     (decoded only if a chunk emits it: most changed keys are never looked at again, or were
     emitted already). Only the key's columns are decoded."""
     if len(columns) != table.columns:
-        raise SqlError(
-            f"{table.db}.{table.name} has {len(columns)} columns in the global binlog at {where} "
-            f"and {table.columns} on its shards: the table changed during the read; run it again",
-            ER_UNKNOWN,
-            "HY000",
-        )
+        raise TableShapeDiffers(table.db, table.name, where, len(columns), table.columns)
     present, present_after = body.columns_present, body.columns_present_after
     if not all(present) or (present_after is not None and not all(present_after)):
         raise SqlError(

@@ -89,6 +89,9 @@ class TableSelect:
     # Flink CDC's split query (a derived table): the items fold the first `first` rows of this
     # SELECT in its order, after `offset` (sql/parse_select.py `_derived`); None: every row.
     first: int | None = None
+    # `AS OF <point>` (docs/snapshot-reads.md, "As of a past point"): the point as written
+    # (`history.PointSpec`), which the server resolves to the position the read starts from.
+    as_of: object | None = None
 
     @property
     def aggregate(self) -> bool:

@@ -1,4 +1,4 @@
-"""`cdc bench writer|dumper|fanout|merge-source|pipeline|latency|hostile|cn|cn-change|scale|streams|snapshot|snapshot-isolation|all`: benchmarks
+"""`cdc bench writer|dumper|fanout|merge-source|pipeline|latency|hostile|cn|cn-change|scale|streams|snapshot|as-of|snapshot-isolation|all`: benchmarks
 that print ratios measured side by side in one run, each beside its goal (bench/goals.py); `all`
 ends with a summary of every figure against its goal."""
 
@@ -69,6 +69,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     snapshot.add_argument("--change", type=float, default=0.05, help="share of keys changed")
     snapshot.add_argument("--quick", action="store_true", help="20,000 rows, one round")
     snapshot.set_defaults(func=cmd_snapshot)
+    as_of = bsub.add_parser(
+        "as-of", help="SELECT * through the dumper as of an old point vs at the end, same run"
+    )
+    as_of.add_argument("--rows", type=int, default=300_000)
+    as_of.add_argument("--traffic", type=int, default=600, help="CN transactions after the point")
+    as_of.add_argument("--rounds", type=int, default=2)
+    as_of.add_argument("--quick", action="store_true", help="20,000 rows, 50 transactions")
+    as_of.set_defaults(func=cmd_as_of)
     latency = bsub.add_parser(
         "latency", help="CN commit -> visible to a dump client of the dumper, at a steady TPS"
     )
@@ -263,6 +271,12 @@ def cmd_snapshot(args) -> int:
     return main(forward(args, "rows", "rounds", "change") + (["--quick"] if args.quick else []))
 
 
+def cmd_as_of(args) -> int:
+    from bench.as_of import main
+
+    return main(forward(args, "rows", "traffic", "rounds") + (["--quick"] if args.quick else []))
+
+
 def cmd_snapshot_isolation(args) -> int:
     from bench.snapshot_isolation import main
 
@@ -298,6 +312,7 @@ def cmd_hostile(args) -> int:
 
 
 def cmd_all(args) -> int:
+    from bench.as_of import main as as_of
     from bench.backfill import main as backfill
     from bench.big_txn import main as big_txn
     from bench.cn import main as cn
@@ -331,6 +346,7 @@ def cmd_all(args) -> int:
         ("pipeline", pipeline, [], ["--events=10000", "--dns=2"]),
         ("backfill", backfill, [], ["--rows=10000", "--chunk-rows=4000"]),
         ("snapshot", snapshot, [], ["--quick"]),
+        ("as-of", as_of, [], ["--quick"]),
         # --quick: and hostile's clients on the same cluster, against the same phase without
         # clients (one cluster less; it prints the `hostile` section).
         ("snapshot-isolation", snapshot_isolation, [], ["--quick", "--and-hostile"]),

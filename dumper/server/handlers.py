@@ -6,7 +6,7 @@ and the connection a dump writes its packets to."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -63,7 +63,21 @@ class StreamedRows:
     stream: RowStream
 
 
-Result = OkResult | RowsResult | StreamedRows
+@dataclass(slots=True)
+class Pending:
+    """A result that needs a wait first (a point of the global binlog resolved off the loop:
+    START TRANSACTION READ ONLY AS OF …); the session awaits `result`, which may raise
+    SqlError."""
+
+    result: Awaitable[OkResult | RowsResult | StreamedRows]
+
+
+Result = OkResult | RowsResult | StreamedRows | Pending
+
+
+async def settled(result: Result) -> OkResult | RowsResult | StreamedRows:
+    """`result`, its wait done."""
+    return await result.result if isinstance(result, Pending) else result
 
 
 class QueryHandler(Protocol):

@@ -19,6 +19,7 @@ from dumper.server.holders import dumps_seen, holders
 from dumper.server.sessions import Sessions, SessionState
 from dumper.server.sql.answers import SqlContext
 from dumper.server.sql.executor import QueryExecutor
+from dumper.server.sql.points import PointResolver
 from dumper.server.sql.schema import InMemorySchemaProvider, SchemaProvider
 from dumper.server.sql.variables import server_variables
 from dumper.server.store.binlog_files import BinlogFiles, check_archive
@@ -72,6 +73,9 @@ class Server:
             self.dump.replicas,
             self.retention,
             self.holds,
+            PointResolver(
+                served.files, lambda: None if reads is None else reads.progress.merged_tso()
+            ),
             reads,
             read_only,
         )

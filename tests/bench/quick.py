@@ -21,6 +21,7 @@ FIELDS = {
         *("idle pipeline", "of keys changing", "ratio dumper/direct"),
         "keys changed after the read's position by its end",
     ],
+    "as-of": ["as-of bench:", "as of the old point", "ratio as of the old point / at the end"],
     "latency": [
         *("achieved", "CN transaction", "p50", "p90", "p99", "max", "0 never seen"),
         "p99 at 2,000 TPS with 200 ms heartbeats",

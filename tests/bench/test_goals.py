@@ -89,6 +89,7 @@ BENCHES = {
     "pipeline": "pipeline",
     "backfill": "backfill",
     "snapshot": "snapshot",
+    "as_of": "as-of",
     "snapshot_isolation": "snapshot-isolation",
     "latency": "latency",
     "cn": None,

@@ -242,3 +242,17 @@ def shop_shards(config: Config, table: str) -> list[tuple[object, str]]:
             names = names[:1] if node is config.dn[0] else []
         out.extend((node, name) for name in names)
     return out
+
+
+def wrong_answers(cur, cases) -> list:
+    """Each (statement, MySQL error code, what its message says) run on `cur`: those answered,
+    or refused otherwise, with what came back (an error keeps the connection)."""
+    wrong = []
+    for sql, code, says in cases:
+        try:
+            cur.execute(sql)
+            wrong.append((sql, "answered"))
+        except pymysql.err.MySQLError as err:
+            if err.args[0] != code or says not in err.args[1]:
+                wrong.append((sql, err.args))
+    return wrong

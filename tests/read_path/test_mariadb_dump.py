@@ -59,6 +59,23 @@ def test_mariadb_dump_gtid_seeds_a_replica_by_gtid(mariadb_snap, empty_mariadb):
     dump_and_replicate(mariadb_snap, empty_mariadb, ["--gtid", "--databases", "bank"], gtid=True)
 
 
+def load_dump(conn, replica, port: int, dump: bytes) -> None:
+    """`dump` (mariadb-dump's output, its CHANGE MASTER with a position) loaded into `replica`
+    (`conn`: its connection), which is pointed at the dumper on `port` first."""
+    _query(
+        conn,
+        f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={port}, "
+        f"MASTER_USER='{DEFAULT_USER}', MASTER_PASSWORD='{DEFAULT_PASSWORD}'",
+    )
+    load = subprocess.run(
+        ["mariadb", "-h127.0.0.1", f"-P{replica.port}", "-uroot"],
+        input=dump,
+        capture_output=True,
+        timeout=300,
+    )
+    assert load.returncode == 0, load.stderr.decode(errors="replace")
+
+
 def dump_and_replicate(
     snap, replica, args: list[str], *, gtid: bool = False, compare: bool = False
 ) -> None:
@@ -97,18 +114,7 @@ def dump_and_replicate(
         _query(conn, "SET GLOBAL server_id = 7777")  # none of the binlog's server ids
         _query(conn, "STOP SLAVE")
         _query(conn, "RESET SLAVE ALL")
-        _query(
-            conn,
-            f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={port}, "
-            f"MASTER_USER='{DEFAULT_USER}', MASTER_PASSWORD='{DEFAULT_PASSWORD}'",
-        )
-        load = subprocess.run(
-            ["mariadb", "-h127.0.0.1", f"-P{replica.port}", "-uroot"],
-            input=dump.stdout,
-            capture_output=True,
-            timeout=300,
-        )
-        assert load.returncode == 0, load.stderr.decode(errors="replace")
+        load_dump(conn, replica, port, dump.stdout)
         status = _slave_status(conn)
         if gtid:
             # From the GTID alone: the file/position the dump printed is not used.

@@ -19,6 +19,7 @@ from tests.read_path.conftest import (
     NO_ROWS,
     READER,
     shop_shards,
+    wrong_answers,
 )
 
 pytestmark = pytest.mark.timeout(600)
@@ -216,15 +217,7 @@ def test_bad_input_is_refused_naming_the_construct(snap):
     conn = snap.connect()
     try:
         with conn.cursor() as cur:
-            wrong = []
-            for sql, code, says in BAD_INPUT:
-                try:
-                    cur.execute(sql)
-                    wrong.append((sql, "answered"))
-                except pymysql.err.MySQLError as err:
-                    if err.args[0] != code or says not in err.args[1]:
-                        wrong.append((sql, err.args))
-            assert wrong == []
+            assert wrong_answers(cur, BAD_INPUT) == []
             cur.execute("SELECT COUNT(*) FROM bank.accounts")
             assert cur.fetchall() == ((ACCOUNTS,),)
     finally:

@@ -10,9 +10,12 @@ from dumper.server.handlers import OkResult, Result, RowsResult, SqlError
 from dumper.server.sessions import SessionState
 from dumper.server.sql import statements as st
 from dumper.server.sql.answers import Answers, SqlContext, cols, value_column
+from dumper.server.sql.points import checked
 from dumper.server.sql.variables import VarValue, filter_names
 from dumper.server.store.served import LIVE_VARIABLES
-from dumper.server.users import denied
+from dumper.server.users import denied, has_any
+
+READ_AS_OF = "cdc_read_as_of"  # reads as of a past point (sql/points.py)
 
 # Session variables clients SET besides the server variables we report (variables.py): what
 # Connector/J, PyMySQL, Canal, Debezium, go-mysql and the mariadb CLI send, and settings of the
@@ -37,12 +40,24 @@ SETTABLE_SESSION_VARIABLES = frozenset(
         "auto_increment_increment auto_increment_offset sql_require_primary_key "
         "explicit_defaults_for_timestamp default_storage_engine default_tmp_storage_engine "
         "binlog_format binlog_row_image gtid_domain_id slave_net_timeout "
-        "rpl_semi_sync_slave_enabled sql_slave_skip_counter"
+        "rpl_semi_sync_slave_enabled sql_slave_skip_counter cdc_read_as_of"
     ).split()
 )
 # Variables MySQL lets nobody set per session: ER_VARIABLE_IS_READONLY (1621) for
 # max_allowed_packet (it is enforced per connection), 1238 for the rest.
 _GLOBAL_ONLY = frozenset(("max_allowed_packet", "max_connections", "connect_timeout"))
+
+
+def _check_point(value: object) -> None:
+    """cdc_read_as_of's value: a point as AS OF writes it (sql/points.py), checked at SET."""
+    try:
+        checked(str(value))
+    except SqlError as exc:
+        raise SqlError(
+            f"Variable '{READ_AS_OF}' can't be set to the value of '{value}': {exc.message}",
+            1231,
+            "42000",
+        ) from None
 
 
 def _var_size(name: str, value: object) -> int:
@@ -122,7 +137,9 @@ class VariableAnswers(Answers):
 
     def set_vars(self, stmt: st.SetVars) -> Result:
         for a in stmt.assignments:  # checked first: MySQL sets nothing when one is refused
-            if a.kind == "global":
+            if a.kind == "global" and not (
+                a.name == READ_AS_OF and has_any(self.state.user, "SUPER")
+            ):
                 raise denied("SUPER")
             if a.kind == "user":
                 continue
@@ -137,6 +154,9 @@ class VariableAnswers(Answers):
                     raise SqlError(f"Variable '{a.name}' is a read only variable", 1238)
                 raise SqlError(f"Unknown system variable '{a.name}'", 1193, "HY000")
         values = [self.evaluate(a.expr) for a in stmt.assignments]
+        for a, value in zip(stmt.assignments, values, strict=True):
+            if a.name == READ_AS_OF and a.kind != "user" and value:
+                _check_point(value)
         self._var_bytes += sum(
             _var_size(a.name, v) for a, v in zip(stmt.assignments, values, strict=True)
         )
@@ -145,6 +165,8 @@ class VariableAnswers(Answers):
         for a, value in zip(stmt.assignments, values, strict=True):
             if a.kind == "user":
                 self.state.user_vars[a.name] = value  # type: ignore[assignment]
+            elif a.kind == "global":  # cdc_read_as_of: the sessions that did not SET their own
+                self.ctx.variables[a.name] = "" if value is None else str(value)
             else:
                 self.state.session_vars[a.name] = value  # type: ignore[assignment]
         return OkResult()

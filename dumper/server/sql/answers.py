@@ -11,6 +11,7 @@ from cdc.config import DumperConfig
 from cdc.protocol.constants import ColumnType
 from cdc.protocol.resultset import UNSIGNED_FLAG, Column
 from dumper.server.sessions import Registration, Sessions, SessionState
+from dumper.server.sql.points import PointResolver
 from dumper.server.sql.schema import SchemaProvider
 from dumper.server.sql.variables import VarValue
 from dumper.server.store.consumer_holds import ConsumerHolds
@@ -46,6 +47,7 @@ class SqlContext:
     replicas: Mapping[int, Registration]  # SHOW SLAVE HOSTS: what dump/ registered, read only
     retention: Retention  # PURGE BINARY LOGS, by the rule automatic purges follow
     holds: ConsumerHolds  # SHOW CONSUMERS: the named consumers' holds (docs/retention.md)
+    points: PointResolver  # AS OF points resolved to positions, off the loop, kept (points.py)
     # The read path over the cluster's GMS and DNs, for SELECTs over logical tables
     # (docs/snapshot-reads.md); None: a dumper serving files only (rows are refused).
     reads: TableReads | None = None

@@ -9,6 +9,8 @@ from decimal import Decimal
 
 from dumper.server.handlers import SqlError
 from dumper.server.sql.cursor import Cursor, number_value
+from dumper.server.sql.points import parse_as_of
+from history import PointSpec
 from read_path import unsupported
 from read_path.request import (
     Between,
@@ -88,6 +90,7 @@ def parse_table_select_body(cur: Cursor, *, derived: bool = True) -> TableSelect
             raise unsupported("a derived table inside a derived table")
         return _derived(cur, items)
     db, table = cur.qualified()
+    as_of = _as_of(cur)
     alias = None
     if cur.accept("AS"):
         alias = cur.name()
@@ -116,10 +119,22 @@ def parse_table_select_body(cur: Cursor, *, derived: bool = True) -> TableSelect
         raise unsupported("an index hint")
     if cur.accept("PARTITION"):
         raise unsupported("PARTITION (...)")
-    stmt = TableSelect(db, table, alias, items)
+    if as_of is None:
+        as_of = _as_of(cur)  # `t alias AS OF …` too
+    stmt = TableSelect(db, table, alias, items, as_of=as_of)
     _check_items(stmt)
     _clauses(cur, stmt)
     return stmt
+
+
+def _as_of(cur: Cursor) -> PointSpec | None:
+    """`AS OF <point>` (TiDB's spelling) or `FOR SYSTEM_TIME AS OF <point>` (MariaDB's) after
+    the table: a read as of a past point of the global binlog (sql/points.py)."""
+    if cur.accept("AS", "OF") or cur.accept("FOR", "SYSTEM_TIME", "AS", "OF"):
+        return parse_as_of(cur)
+    if cur.accept("FOR", "SYSTEM_TIME"):
+        raise unsupported("FOR SYSTEM_TIME other than AS OF")
+    return None
 
 
 def _clauses(cur: Cursor, stmt: TableSelect) -> None:
@@ -192,6 +207,7 @@ def _derived(cur: Cursor, items: list[TableItem]) -> TableSelect:
         order_by=inner.order_by,
         first=inner.limit,
         offset=inner.offset,
+        as_of=inner.as_of,
     )
 
 

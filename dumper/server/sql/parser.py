@@ -8,6 +8,7 @@ from dumper.server.sql.cursor import LiteralError
 from dumper.server.sql.lexer import MAX_NAME_CHARS
 from dumper.server.sql.parse_select import parse_table_select, reads_table, unsupported
 from dumper.server.sql.parse_show import ShowParser
+from dumper.server.sql.points import parse_as_of
 from dumper.server.sql.statements import (
     AccountChange,
     Assignment,
@@ -230,15 +231,17 @@ class _Parser(ShowParser):
 
     def _stmt_start(self) -> Statement:
         self.expect("TRANSACTION")
-        action = "begin"
+        action, as_of = "begin", None
         while not self.at_end():
             if self.accept("WITH", "CONSISTENT", "SNAPSHOT"):
                 action = "snapshot"
+            elif self.accept("READ", "ONLY", "AS", "OF"):  # TiDB's: pinned at the point
+                as_of = parse_as_of(self)
             elif self.accept("READ", "WRITE"):
                 raise unsupported("a read-write transaction (the binlog server is read-only)", "")
             elif not (self.accept(",") or self.accept("READ", "ONLY")):
                 raise self.error()
-        return Transaction(action)
+        return Transaction(action, as_of)
 
     def _stmt_begin(self) -> Statement:
         self.accept("WORK")

@@ -221,6 +221,7 @@ class Transaction:
     session's reads are pinned (docs/snapshot-reads.md, "Transactions")."""
 
     action: str  # "begin", "snapshot" (pins at once), "end"
+    as_of: object | None = None  # READ ONLY AS OF <point>: a history.PointSpec, pinned at once
 
 
 @dataclass(slots=True)

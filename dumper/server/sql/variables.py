@@ -52,6 +52,8 @@ def server_variables(config: DumperConfig, server_uuid: str = "") -> dict[str, V
         "gtid_binlog_state": "",
         "gtid_current_pos": "",
         "gtid_slave_pos": "",
+        # reads as of a past point for tools that cannot write AS OF (sql/points.py); "": the end
+        "cdc_read_as_of": "",
         "gtid_strict_mode": "OFF",
         "log_slave_updates": "ON",
         "rpl_semi_sync_master_enabled": "OFF",

@@ -21,7 +21,14 @@ from cdc.protocol.constants import ColumnType, Status
 from cdc.protocol.packets import ProtocolError, eof_packet, lenenc_int, ok_packet, read_lenenc_str
 from cdc.protocol.resultset import BINARY_FIXED, Column
 from cdc.sql_literal import LiteralError, sql_literal
-from dumper.server.handlers import ColumnPacket, OkResult, QueryHandler, Result, SqlError
+from dumper.server.handlers import (
+    ColumnPacket,
+    OkResult,
+    QueryHandler,
+    Result,
+    SqlError,
+    settled,
+)
 from dumper.server.sessions import SessionState
 from dumper.server.wire.binary_rows import OpenRows, open_binary
 from dumper.server.wire.conn import ROWS_PER_TURN, Conn
@@ -265,7 +272,7 @@ class PreparedStatements:
                     ER_UNKNOWN,
                     "HY000",
                 )
-            result: Result = self.queries.execute(text)
+            result: Result = await settled(self.queries.execute(text))
             if isinstance(result, OkResult):
                 self.conn.send(ok_packet(affected=result.affected, status=Status.AUTOCOMMIT))
                 return

@@ -14,7 +14,14 @@ from cdc.protocol.constants import Capability as Cap
 from cdc.protocol.constants import Command, Status
 from cdc.protocol.packets import eof_packet, err_packet, lenenc_int, ok_packet
 from cdc.protocol.resultset import result_set_packets, text_row
-from dumper.server.handlers import HandlerFactory, OkResult, RowsResult, SqlError, StreamedRows
+from dumper.server.handlers import (
+    HandlerFactory,
+    OkResult,
+    RowsResult,
+    SqlError,
+    StreamedRows,
+    settled,
+)
 from dumper.server.sessions import SessionState
 from dumper.server.wire.conn import ROWS_PER_TURN, ROWS_PER_WRITE, Closed, Conn, Fatal, Idle
 from dumper.server.wire.context import WireContext
@@ -206,7 +213,7 @@ class Session:
                 Status.MORE_RESULTS_EXISTS if i + 1 < len(statements) else 0
             )
             try:
-                result = self.queries.execute(stmt)
+                result = await settled(self.queries.execute(stmt))
             except SqlError as exc:
                 self._send_sql_error(exc)
                 break  # MySQL stops a multi-statement at the first error
