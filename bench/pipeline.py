@@ -22,9 +22,9 @@ from pathlib import Path
 
 from bench.goals import Figures
 from bench.raw_dump import raw_dump
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.gc_tune import tune_gc
 from cdc.tasks import cancel_and_wait
+from cdc_equipment.ground_truth import read as read_ground_truth
 from dumper.pipeline.leader import Leader
 from local_cluster.local_cluster import LocalCluster
 from local_cluster.testing import free_base_port, scratch_cluster

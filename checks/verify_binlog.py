@@ -320,7 +320,7 @@ class _TxnBuilder:
 
 # -- checks -----------------------------------------------------------------------------------------
 def check(read: BinlogRead, truth: list[dict], allow_pending: bool = False) -> Report:
-    """All invariants of the module docstring; `truth` as `cdc.cn_protocol.ground_truth.read` returns it."""
+    """All invariants of the module docstring; `truth` as `cdc_equipment.ground_truth.read` returns it."""
     report = Report([])
     txns = read.txns
     kinds = Counter("local" if t.local else "ddl" if t.is_ddl else "data" for t in txns)

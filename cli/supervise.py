@@ -24,7 +24,7 @@ from pathlib import Path
 
 from cdc.files import write_atomically
 from cdc.pauses import Backoff
-from cdc.processes import PidFile
+from cdc_equipment.processes import PidFile
 
 log = logging.getLogger("cdc.supervisor")
 

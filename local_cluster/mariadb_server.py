@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pymysql
 
-from cdc.processes import process_start_time, wait_exited
+from cdc_equipment.processes import process_start_time, wait_exited
 
 # Small buffers: a test session runs 4-6 of these on a 2-core, shared machine.
 # (research/env.md §1: 32M pool + 48M redo is the sweet spot; smaller is slower to install.)

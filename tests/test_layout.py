@@ -37,8 +37,8 @@ STAGES = ("merge_source", "topology", "merge_joint", "binlog_writer", "dumper", 
 # What runs in production: the foundation and the stages. bench/ and cli/ are outside it.
 RUNTIME = ("cdc", *STAGES)
 # Equipment for tests, the demo and operators, outside the runtime: the reference CN, the local
-# MariaDB cluster, the checks of `cdc check` and `cdc verify-binlog`.
-EQUIPMENT = ("cn", "local_cluster", "checks")
+# MariaDB cluster, the checks of `cdc check` and `cdc verify-binlog`, the test hooks.
+EQUIPMENT = ("cn", "local_cluster", "checks", "cdc_equipment")
 
 
 def packages() -> tuple[str, ...]:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from cdc.config import Config, ConfigError, load
-from cdc.processes import PidFile
+from cdc_equipment.processes import PidFile
 from cli.commands.options import add_config_argument
 from cli.supervise import PID_FILE as SUPERVISOR_PID
 from cli.supervise import read_state

@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_verify(args) -> int:
-    from cdc.cn_protocol.ground_truth import read as read_ground_truth
+    from cdc_equipment.ground_truth import read as read_ground_truth
     from checks.verify_binlog import VerifyError, check, check_checksums, read_server
     from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 

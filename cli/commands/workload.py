@@ -49,8 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_workload(args) -> int:
-    from cdc.cn_protocol.crash_points import CrashPoints
     from cdc.tasks import dump_tasks_on
+    from cdc_equipment.crash_points import CrashPoints
     from cn import ComputeNode, init
     from cn.workloads import run_workload, set_up
 

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.config import load
+from cdc_equipment.ground_truth import read as read_ground_truth
 from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from local_cluster.testing import free_base_port, throwaway_cluster, throwaway_server
 

@@ -26,9 +26,9 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.config import DumperPeer, load
 from cdc.tasks import cancel_and_wait
+from cdc_equipment.ground_truth import read as read_ground_truth
 from checks.downstream import run_check
 from checks.verify_binlog import check, read_server
 from cn.workloads.runner import run_workload

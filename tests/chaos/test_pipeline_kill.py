@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.config import load
+from cdc_equipment.ground_truth import read as read_ground_truth
 from cn.workloads.runner import run_workload
 from local_cluster.testing import free_base_port, throwaway_cluster
 from tests.chaos.harness import in_doubt

@@ -23,8 +23,8 @@ import time
 
 import pymysql
 
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.streams import stream_dir, stream_port
+from cdc_equipment.ground_truth import read as read_ground_truth
 from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from local_cluster.testing import free_base_port
 from tests.chaos.harness import WORKLOADS, Chaos

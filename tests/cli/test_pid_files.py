@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc.processes import PidFile, ProcessId, process_start_time
+from cdc_equipment.processes import PidFile, ProcessId, process_start_time
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ import os
 
 import pymysql
 
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
+from cdc_equipment.ground_truth import read as read_ground_truth
 from cn import ComputeNode
 from cn.workloads import run_workload
 from cn.workloads.transfer import TransferWorkload

@@ -26,8 +26,8 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.config import Config
+from cdc_equipment.ground_truth import read as read_ground_truth
 from cli.commands.demo import wait_until_merging
 from cn import ComputeNode, init
 from cn.workloads.orders import OrdersWorkload

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
+from cdc_equipment.ground_truth import read as read_ground_truth
 from checks.verify_binlog import BinlogRead, check, read_server
 from cli.main import main
 

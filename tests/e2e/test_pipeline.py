@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
+from cdc_equipment.ground_truth import read as read_ground_truth
 from cn import ComputeNode, init
 from cn.workloads.runner import run_workload
 from cn.workloads.transfer import TransferWorkload

@@ -21,9 +21,9 @@ import time
 
 import pymysql
 
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.config import DumperPeer, load
 from cdc.streams import stream_dir
+from cdc_equipment.ground_truth import read as read_ground_truth
 from checks.downstream import run_check
 from cn import ComputeNode, init
 from cn.workloads.runner import run_workload

@@ -19,8 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.config import load
+from cdc_equipment.ground_truth import read as read_ground_truth
 from cn import ComputeNode, init
 from cn.workloads.runner import run_workload
 from cn.workloads.transfer import TransferWorkload

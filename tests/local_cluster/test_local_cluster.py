@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from cdc.config import load
-from cdc.processes import process_start_time, wait_exited
+from cdc_equipment.processes import process_start_time, wait_exited
 from local_cluster import LocalCluster
 from local_cluster.local_cluster import GMS_SERVER_ID, ClusterError, NodeSpec
 from local_cluster.testing import free_base_port

@@ -1,4 +1,5 @@
-"""Deliberate crashes at named steps of the commit protocol, for the kill tests.
+"""Deliberate crashes at named steps of the commit protocol, for the kill tests (a `CrashHook` of
+`cdc.cn_protocol.context`, passed to a writer: `ProtocolNode(crash_points=...)`).
 
 `CDC_CN_CRASH_AT=<step>` and `CDC_CN_CRASH_AFTER=<n>`: the process SIGKILLs itself the n-th time
 (default 1st) any transaction reaches <step>. Unset: no effect.
