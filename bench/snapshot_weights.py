@@ -33,9 +33,9 @@ from pathlib import Path
 
 import pymysql
 
+from cdc_equipment.local_cluster.mariadb_server import MariadbServer
+from cdc_equipment.local_cluster.testing import free_base_port
 from dumper.server.snapshot.collation import rule
-from local_cluster.mariadb_server import MariadbServer
-from local_cluster.testing import free_base_port
 
 OUT = Path(__file__).resolve().parent.parent / "dumper" / "server" / "snapshot" / "weights.txt.gz"
 LAST = 0x10FFFF

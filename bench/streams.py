@@ -33,9 +33,9 @@ from cdc.pauses import Pauses
 from cdc.streams import stream_dir
 from cdc.tasks import cancel_and_wait
 from cdc_equipment.ground_truth import read as read_ground_truth
+from cdc_equipment.local_cluster.testing import free_base_port
 from dumper.pipeline.leader import Leader
 from dumper.streams import StreamLeader
-from local_cluster.testing import free_base_port
 
 
 @dataclass(slots=True)

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Iterator
 import pymysql
 import pytest
 
-from cn import ComputeNode
+from cdc_equipment.cn import ComputeNode
 from dumper.server.snapshot.collation import collation
 from dumper.server.snapshot.values import ColumnDef
 from dumper.server.snapshot.where import matches

@@ -17,10 +17,10 @@ import pytest
 
 from cdc.protocol.constants import ColumnType as T
 from cdc.protocol.constants import Command
-from checks import run_check
+from cdc_equipment.checks import run_check
+from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from cdc_equipment.local_cluster.testing import throwaway_server
 from dumper.server.snapshot.values import ColumnDef
-from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from local_cluster.testing import throwaway_server
 from tests.dumper.snapshot.binary_client import BinaryClient, fields
 from tests.dumper.snapshot.conftest import ACCOUNTS, BALANCE, MARIADB_DOMAIN, running_snap
 from tests.dumper.test_replica import _query, _slave_status
