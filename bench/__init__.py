@@ -32,7 +32,7 @@ bench/goals.py (kept in `figures`: `cdc bench all` prints them all at the end).
                                                      rows/s, binlog after it, peak RSS held
     `cdc bench snapshot-isolation`  bench/snapshot_isolation.py  binlog growth with / without
                                                      4 clients reading whole tables
-    `cdc bench all`           cli/commands/bench.py  every one above (`--quick`: small sizes),
+    `cdc bench all`           cdc_cli/commands/bench.py  every one above (`--quick`: small sizes),
                                                      then each figure beside its goal
 
 Helpers: bench/goals.py (every figure's goal, the verdict beside it, the summary),

@@ -53,7 +53,7 @@ def _reset_peak(pid: int | None) -> None:
 
 
 def run(rows: int, traffic: int, rounds: int) -> dict:
-    from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+    from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 
     out: dict = {"end_s": [], "old_s": [], "old_peak_kb": [], "end_peak_kb": []}
     with loaded_pipeline("cdc-bench-as-of-", rows) as (cfg, pipeline):

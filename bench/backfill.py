@@ -27,8 +27,8 @@ from functools import partial
 from pathlib import Path
 
 from bench.goals import Figures
-from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from local_cluster.testing import free_base_port, throwaway_cluster
+from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from cdc_equipment.local_cluster.testing import free_base_port, throwaway_cluster
 
 DB, TABLE, PARTITIONS = "bench", "items", 8
 CREATE = (
@@ -38,7 +38,7 @@ CREATE = (
 
 
 async def create_table(cfg) -> list[tuple[int, int]]:
-    from cn import ComputeNode, init
+    from cdc_equipment.cn import ComputeNode, init
 
     await init(cfg)
     cn = ComputeNode(cfg)
@@ -140,13 +140,13 @@ def plain_dump(cluster, placement, out: Path) -> float:
 def cdc(*args: str) -> None:
     """The pipeline runs as `cdc start --background`, a process of its own like in production
     (its service wants the main thread, and must not share a GIL with the Spark driver)."""
-    subprocess.run([sys.executable, "-m", "cli.main", *args], check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "cdc_cli.main", *args], check=True, capture_output=True)
 
 
 def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
     from backfill import Options, run
     from backfill.global_binlog import Dumper
-    from cn import connect
+    from cdc_equipment.cn import connect
 
     figures = figures or Figures()
     p = argparse.ArgumentParser(prog="cdc bench backfill", description=__doc__)

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from bench.goals import Figures
-from local_cluster.testing import free_base_port, throwaway_cluster
+from cdc_equipment.local_cluster.testing import free_base_port, throwaway_cluster
 
 ROW_BYTES = 1 << 20
 WRITE_ROWS_V2 = 30
@@ -98,7 +98,7 @@ def rows_bytes_in_binlog(directory: Path) -> tuple[int, int]:
 
 
 async def big_transaction(cfg, mb: int) -> int:
-    from cn import ComputeNode
+    from cdc_equipment.cn import ComputeNode
 
     cn = ComputeNode(cfg)
     await cn.start()
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
     cluster = throwaway_cluster(work / "cluster", dns=args.dns)
     proc = None
     try:
-        from cn import init
+        from cdc_equipment.cn import init
 
         cfg = cluster.config()
         cfg.dumper.binlog_dir = str(work / "binlog")
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
         asyncio.run(init(cfg))
         log = open(work / "pipeline.log", "ab")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "start", "--config", str(config_path)],
+            [sys.executable, "-m", "cdc_cli.main", "start", "--config", str(config_path)],
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 
 from bench.goals import Figures
-from cn.workloads.steady import prepare, process_cpu_s, run_fast, steady_load
-from local_cluster.testing import scratch_cluster
+from cdc_equipment.cn.workloads.steady import prepare, process_cpu_s, run_fast, steady_load
+from cdc_equipment.local_cluster.testing import scratch_cluster
 
 
 @dataclass(slots=True)

@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass, field
 
 from bench.goals import Figures
-from cn import ComputeNode, init
-from cn.workloads.transfer import TransferWorkload
-from local_cluster.testing import scratch_cluster
+from cdc_equipment.cn import ComputeNode, init
+from cdc_equipment.cn.workloads.transfer import TransferWorkload
+from cdc_equipment.local_cluster.testing import scratch_cluster
 
 DDL = (
     "ALTER TABLE bank.accounts ADD COLUMN note VARCHAR(20) NULL",
@@ -119,6 +119,8 @@ def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
     p.add_argument("--baseline", type=float, default=5.0, help="seconds of load without change")
     p.add_argument("--rounds", type=int, default=3, help="ADD + DROP COLUMN pairs")
     args = p.parse_args(argv)
-    logging.getLogger("cn").setLevel(logging.WARNING)  # no progress lines in the table
+    logging.getLogger("cdc_equipment.cn").setLevel(
+        logging.WARNING
+    )  # no progress lines in the table
     with scratch_cluster("cdc-bench-cn-change-", 3) as (_, cluster):
         return asyncio.run(run(cluster, args.accounts, args.workers, args.baseline, args.rounds))

@@ -19,8 +19,8 @@ from bench.goals import Figures
 from bench.raw_dump import raw_dump
 from cdc.config import DumperConfig, DumperUser
 from cdc.protocol.auth import native_hash
+from cdc_equipment.local_cluster.testing import throwaway_server
 from dumper.server import serve
-from local_cluster.testing import throwaway_server
 
 USER, PASSWORD = "bench", "bench"
 

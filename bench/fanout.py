@@ -34,8 +34,8 @@ from bench.goals import Figures
 from bench.raw_dump import raw_dump_command
 from cdc.config import Config, DumperConfig, DumperUser
 from cdc.protocol.auth import native_hash
+from cdc_equipment.local_cluster.testing import throwaway_server
 from dumper.server import ServeProcess
-from local_cluster.testing import throwaway_server
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 

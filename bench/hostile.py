@@ -32,9 +32,9 @@ from pathlib import Path
 
 from bench.goals import Figures
 from bench.latency import start_pipeline
-from cn.workloads.steady import prepare, run_fast, steady_load
+from cdc_equipment.cn.workloads.steady import prepare, run_fast, steady_load
+from cdc_equipment.local_cluster.testing import free_base_port, scratch_cluster, stop_process
 from dumper.server.store.binlog_files import BinlogFiles
-from local_cluster.testing import free_base_port, scratch_cluster, stop_process
 
 XID_EVENT = 16
 SAMPLE_S = 0.02  # how often the growth sampler looks at the binlog
@@ -288,7 +288,7 @@ def measure_sets(
     pipeline: `cdc bench all --quick` measures the hostile clients and the table readers
     against one phase without them, instead of starting a second cluster for the same baseline."""
     from cdc.config import load
-    from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+    from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 
     with scratch_cluster("cdc-bench-hostile-", dns) as (work, cluster):
         cfg = cluster.config()

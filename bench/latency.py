@@ -30,7 +30,7 @@ from pathlib import Path
 from bench import latency_stages
 from bench.goals import Figures
 from cdc import stage_trace
-from cn.workloads.steady import (
+from cdc_equipment.cn.workloads.steady import (
     multi_cn_load,
     prepare,
     process_cpu_s,
@@ -38,7 +38,7 @@ from cn.workloads.steady import (
     steady_load,
     tree_cpu_s,
 )
-from local_cluster.testing import free_base_port, scratch_cluster, stop_process
+from cdc_equipment.local_cluster.testing import free_base_port, scratch_cluster, stop_process
 
 WARMUP_S = 1.0  # commits in the load's first second are not counted (caches, pipes filling)
 
@@ -133,7 +133,7 @@ def start_pipeline(
     """`cdc start` (as HA peer `dumper_id`, if set), once its status file shows `role`."""
     args = ["--dumper-id", str(dumper_id)] if dumper_id else []
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "start", "--config", str(config_path), *args],
+        [sys.executable, "-m", "cdc_cli.main", "start", "--config", str(config_path), *args],
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -167,8 +167,8 @@ def measure(
     """One Latency per dump client: "consumer" (and, with `ha`, "unheld": a reader with the
     follower's server_id, never held back for acknowledgements)."""
     from cdc.config import DumperPeer, load
+    from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
     from dumper.ha.peers import FOLLOWER_SERVER_ID_BASE
-    from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 
     with scratch_cluster("cdc-bench-latency-", dns) as (work, cluster):
         pipelines: list[subprocess.Popen] = []

@@ -24,7 +24,7 @@ from bench.raw_dump import raw_dump
 from cdc.cn_protocol.schema import PRIVATE_TABLES
 from cdc.gc_tune import tune_gc
 from cdc.protocol import BinlogPosition, DumpClient, DumpSettings
-from local_cluster.testing import throwaway_server
+from cdc_equipment.local_cluster.testing import throwaway_server
 from merge_source.fragment import Fragment
 from merge_source.processor import SourceProcessor
 

@@ -22,12 +22,12 @@ from pathlib import Path
 
 from bench.goals import Figures
 from bench.raw_dump import raw_dump
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.gc_tune import tune_gc
 from cdc.tasks import cancel_and_wait
+from cdc_equipment.ground_truth import read as read_ground_truth
+from cdc_equipment.local_cluster.local_cluster import LocalCluster
+from cdc_equipment.local_cluster.testing import free_base_port, scratch_cluster
 from dumper.pipeline.leader import Leader
-from local_cluster.local_cluster import LocalCluster
-from local_cluster.testing import free_base_port, scratch_cluster
 from topology import gms
 
 STALL_S = 60.0  # a catch-up that writes nothing for this long has stalled: fail, never hang
@@ -51,10 +51,10 @@ async def generate(
     """CN traffic: transfers (single-row XA updates) on `threads` tasks, for `seconds`, for
     `transactions`, or, with `target_bytes`, until `binlog_bytes()` (the DN binlogs' size)
     reaches it; in that case a bulk task inserts 100-row ledger transactions beside them."""
-    from cn import ComputeNode, init
-    from cn.workloads.bulk import BulkInsertWorkload
-    from cn.workloads.runner import run_workload
-    from cn.workloads.transfer import TransferWorkload
+    from cdc_equipment.cn import ComputeNode, init
+    from cdc_equipment.cn.workloads.bulk import BulkInsertWorkload
+    from cdc_equipment.cn.workloads.runner import run_workload
+    from cdc_equipment.cn.workloads.transfer import TransferWorkload
 
     await init(cfg)
     cn = ComputeNode(cfg)

@@ -37,7 +37,7 @@ import pymysql
 
 from bench.goals import Figures
 from bench.latency import start_pipeline
-from local_cluster.testing import free_base_port, scratch_cluster, stop_process
+from cdc_equipment.local_cluster.testing import free_base_port, scratch_cluster, stop_process
 
 PARTITIONS = 4
 BATCH = 5000  # rows per loading transaction
@@ -56,7 +56,7 @@ class Round:
 
 
 async def _load(cfg, rows: int) -> None:
-    from cn import ComputeNode
+    from cdc_equipment.cn import ComputeNode
 
     cn = ComputeNode(cfg)
     await cn.start()
@@ -108,7 +108,7 @@ class KeyChanges(threading.Thread):
             raise RuntimeError("the snapshot bench's CN changes failed") from self.error
 
     async def _change(self) -> None:
-        from cn import ComputeNode
+        from cdc_equipment.cn import ComputeNode
 
         batches = [
             self.keys[lo : lo + CHANGE_TXN_KEYS] for lo in range(0, len(self.keys), CHANGE_TXN_KEYS)
@@ -256,7 +256,7 @@ def loaded_pipeline(prefix: str, rows: int) -> Iterator[tuple[object, subprocess
         config_path = work / "cdc.toml"
         cfg.dump(config_path)
         cfg = load(config_path)
-        from cn import init
+        from cdc_equipment.cn import init
 
         asyncio.run(init(cfg))
         with open(work / "pipeline.log", "ab") as log:
@@ -270,7 +270,7 @@ def loaded_pipeline(prefix: str, rows: int) -> Iterator[tuple[object, subprocess
 
 
 def run(rows: int, rounds: int, change_share: float) -> dict[str, Round]:
-    from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+    from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 
     results = {"idle": Round(), "changing": Round()}
     with loaded_pipeline("cdc-bench-snapshot-", rows) as (cfg, pipeline):

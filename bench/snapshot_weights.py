@@ -33,8 +33,8 @@ from pathlib import Path
 
 import pymysql
 
-from local_cluster.mariadb_server import MariadbServer
-from local_cluster.testing import free_base_port
+from cdc_equipment.local_cluster.mariadb_server import MariadbServer
+from cdc_equipment.local_cluster.testing import free_base_port
 from read_path.collation import rule
 
 OUT = Path(__file__).resolve().parent.parent / "read_path" / "weights.txt.gz"

@@ -29,13 +29,13 @@ from bench.pipeline import (
     sched_s,
 )
 from bench.pipeline import catch_up as pipeline_catch_up
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.pauses import Pauses
 from cdc.streams import stream_dir
 from cdc.tasks import cancel_and_wait
+from cdc_equipment.ground_truth import read as read_ground_truth
+from cdc_equipment.local_cluster.testing import free_base_port
 from dumper.pipeline import Leader
 from dumper.streams import StreamOutput, stream_leader
-from local_cluster.testing import free_base_port
 
 
 @dataclass(slots=True)

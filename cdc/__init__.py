@@ -1,7 +1,7 @@
 """The foundation the stages share: configuration, keys, the binlog codec (`binlog`), the MySQL
 protocol client (`protocol`) and the CN protocol the dumper runs (`cn_protocol`).
 
-Imports no stage package, nor cn/, local_cluster/, checks/, bench/ or cli/ (tests/test_layout.py).
+Imports no stage package, nor cdc_equipment/, bench/ or cdc_cli/ (tests/test_layout.py).
 """
 
 __version__ = "0.1.0"

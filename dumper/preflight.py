@@ -1,7 +1,7 @@
 """Preflight: is a cluster's GMS and every DN set up the way the pipeline needs? (`cdc preflight`,
 and `cdc start` before it starts anything: docs/deploy.md, "Preflight").
 
-In the dumper, not in `checks/`: `checks/` is equipment (proofs against a ground truth, never
+In the dumper, not in `cdc_equipment/checks/`: `cdc_equipment/checks/` is equipment (proofs against a ground truth, never
 imported by the runtime: tests/test_layout.py), and these checks are part of starting the
 runtime - `cdc start` refuses a DN set to STATEMENT with the same words `cdc preflight` prints.
 

@@ -35,7 +35,7 @@ class NameMap:
 
     @classmethod
     def from_topology(cls, dn_id: int, topology: dict[str, Any]) -> NameMap:
-        """Build from the topology JSON of a CdcStart/MetaChange marker (`cn/` catalogue)."""
+        """Build from the topology JSON of a CdcStart/MetaChange marker (`cdc_equipment/cn/` catalogue)."""
         names: dict[tuple[bytes, bytes], tuple[bytes, bytes]] = {}
         for table in topology.get("tables", []):
             logical = (table["db"].encode(), table["table"].encode())

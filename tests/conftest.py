@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from local_cluster import LocalCluster
-from local_cluster.testing import throwaway_cluster
+from cdc_equipment.local_cluster import LocalCluster
+from cdc_equipment.local_cluster.testing import throwaway_cluster
 
 # Packages whose tests share a package-scoped fixture (a cluster and pipeline of their own):
 # one worker runs all of a package's tests, so the fixture starts once.

@@ -19,8 +19,10 @@ import ast
 import functools
 import subprocess
 import sys
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -47,11 +49,18 @@ STAGES = (
     "dumper",
     "backfill",
 )
-# What runs in production: the foundation and the stages. bench/ and cli/ are outside it.
+# What runs in production: the foundation and the stages. bench/ and cdc_cli/ are outside it.
 RUNTIME = ("cdc", *STAGES)
-# Equipment for tests, the demo and operators, outside the runtime: the reference CN, the local
-# MariaDB cluster, the checks of `cdc check` and `cdc verify-binlog`.
-EQUIPMENT = ("cn", "local_cluster", "checks")
+# Equipment for tests, the demo and operators, outside the runtime, one package: the reference
+# CN, the local MariaDB cluster, the checks of `cdc check` and `cdc verify-binlog`, and (its own
+# modules) the test hooks and process identity.
+EQUIPMENT = "cdc_equipment"
+CN, LOCAL_CLUSTER, CHECKS = (f"{EQUIPMENT}.{p}" for p in ("cn", "local_cluster", "checks"))
+# The `cdc` command's package: the top of the graph.
+CLI = "cdc_cli"
+# Every top-level name: what a wheel installs (pyproject.toml) and what runs from a checkout.
+INSTALLED = (*RUNTIME, CLI, EQUIPMENT)
+TOP_LEVEL = (*INSTALLED, "bench", "tests")
 
 
 def packages() -> tuple[str, ...]:
@@ -102,15 +111,14 @@ def later_stage(module: str, importer: str) -> bool:
 
 RULES = [
     Rule(
-        "the foundation (cdc/) imports no stage package, no cn, local_cluster or checks, "
-        "no bench, no cli",
+        "the foundation (cdc/) imports no stage package, no equipment, no bench, no cdc_cli",
         lambda: ("cdc",),
-        within(*STAGES, *EQUIPMENT, "bench", "cli"),
+        within(*STAGES, EQUIPMENT, "bench", CLI),
     ),
     Rule(
-        "nothing but cli/ and the tests imports cli",
-        lambda: tuple(p for p in packages() if p not in ("cli", "tests")),
-        within("cli"),
+        "nothing but cdc_cli/ and the tests imports cdc_cli",
+        lambda: tuple(p for p in packages() if p not in (CLI, "tests")),
+        within(CLI),
     ),
     Rule("the runtime imports no bench", lambda: RUNTIME, within("bench")),
     Rule(
@@ -126,26 +134,29 @@ RULES = [
     # The pipeline speaks the CN protocol through cdc.cn_protocol; the backfill writes its
     # watermarks through the CnConnector its caller passes.
     Rule(
-        "no runtime stage imports the reference CN, the local cluster or the checks",
+        "no runtime stage imports the equipment (cdc_equipment: the reference CN, the local "
+        "cluster, the checks, the test hooks)",
         lambda: STAGES,
-        within(*EQUIPMENT),
+        within(EQUIPMENT),
+    ),
+    # Within the equipment (a rule's package may be a subpackage: dotted).
+    Rule(
+        "the local cluster (cdc_equipment/local_cluster/) imports only the foundation and the "
+        "equipment's own modules: it starts MariaDB, nothing of the pipeline or the CN",
+        lambda: (LOCAL_CLUSTER,),
+        within(*STAGES, CN, CHECKS, "bench", CLI),
     ),
     Rule(
-        "the local cluster (local_cluster/) imports only the foundation: it starts MariaDB, "
-        "nothing of the pipeline or the CN",
-        lambda: ("local_cluster",),
-        within(*STAGES, "cn", "checks", "bench", "cli"),
+        "the reference CN (cdc_equipment/cn/) imports no stage, no local cluster, no checks: it "
+        "writes to the DNs by the CN protocol alone",
+        lambda: (CN,),
+        within(*STAGES, LOCAL_CLUSTER, CHECKS, "bench", CLI),
     ),
     Rule(
-        "the reference CN (cn/) imports no stage, no local cluster, no checks: it writes to the "
-        "DNs by the CN protocol alone",
-        lambda: ("cn",),
-        within(*STAGES, "local_cluster", "checks", "bench", "cli"),
-    ),
-    Rule(
-        "the checks (checks/) import no stage: they judge the pipeline's output from outside it",
-        lambda: ("checks",),
-        within(*STAGES, "local_cluster", "bench", "cli"),
+        "the checks (cdc_equipment/checks/) import no stage: they judge the pipeline's output "
+        "from outside it",
+        lambda: (CHECKS,),
+        within(*STAGES, LOCAL_CLUSTER, "bench", CLI),
     ),
 ]
 
@@ -231,7 +242,7 @@ def imports_of(path: Path, root: Path = ROOT) -> list[Import]:
 def violations(rule: Rule) -> list[str]:
     out = {}  # one line per import statement: `from a import b` is `a` and `a.b`
     for package in rule.applies_to():
-        for path in sorted((ROOT / package).rglob("*.py")):
+        for path in sorted(ROOT.joinpath(*package.split(".")).rglob("*.py")):
             for imp in imports_of(path):
                 where = f"{path.relative_to(ROOT)}:{imp.line}"
                 if where not in out and rule.forbids(imp.module, package):
@@ -263,10 +274,12 @@ def test_the_server_parts_are_layered():
 
 def test_the_rules_see_the_packages():
     """A rule over packages that are not there would pass for nothing."""
-    assert set(RUNTIME) | set(EQUIPMENT) | {"bench", "cli", "tests"} <= set(packages())
-    assert any(i.module == "cdc.config" for i in imports_of(ROOT / "cli" / "main.py"))
-    # Lazy imports count: cli/commands/bench.py imports every bench inside its functions.
-    lazy = {i.module for i in imports_of(ROOT / "cli" / "commands" / "bench.py")}
+    assert set(TOP_LEVEL) <= set(packages())
+    for sub in (CN, LOCAL_CLUSTER, CHECKS):
+        assert ROOT.joinpath(*sub.split("."), "__init__.py").exists(), sub
+    assert any(i.module == "cdc.config" for i in imports_of(ROOT / CLI / "main.py"))
+    # Lazy imports count: cdc_cli/commands/bench.py imports every bench inside its functions.
+    lazy = {i.module for i in imports_of(ROOT / CLI / "commands" / "bench.py")}
     assert "bench.pipeline" in lazy
     # The direction: merge_source imports neither merge_joint nor dumper, merge_joint no dumper.
     assert later_stage("merge_joint.merger", "merge_source")
@@ -274,6 +287,16 @@ def test_the_rules_see_the_packages():
     # The read path is a stage before the dumper, whose server hands it to its SQL answers.
     assert later_stage("dumper.server", "read_path") and not later_stage("read_path", "dumper")
     assert not later_stage("merge_source.scan", "dumper")
+
+
+def test_no_generic_top_level_name():
+    """The top-level names are the foundation, the stages, `cdc_cli`, `cdc_equipment` (what a
+    wheel installs: pyproject.toml's packages.find) and the checkout's bench/ and tests/: a new
+    top-level package would install a name of its own into site-packages."""
+    assert set(packages()) == set(TOP_LEVEL)
+    find = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    include = find["find"]["include"]
+    assert {p for p in packages() if any(fnmatch(p, i) for i in include)} == set(INSTALLED)
 
 
 def test_relative_and_lazy_imports_resolve(tmp_path):

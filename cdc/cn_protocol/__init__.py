@@ -39,9 +39,11 @@ the placement of each partition on a DN, physical names (`bank.accounts` partiti
 A tool that writes through a CN (the backfill's watermarks) gets one as a `CnConnector`
 (`client.py`).
 
-`ProtocolNode` (`protocol_node.py`) writes heartbeats and markers and runs recovery on the storage DNs the
-GMS lists (`gms.py`): the Dumper runs one. The reference CN (`cn/`) builds user transactions,
-routing and DDL on top of this package; no runtime stage imports `cn`.
+`ProtocolNode` (`protocol_node.py`) writes heartbeats and markers and runs recovery on the
+storage DNs the GMS lists (`gms.py`): the Dumper runs one, so the writer (`transaction.py`,
+`commit_protocol.py`, `branch.py`, `record_batch.py`, `dn_conn.py`) is part of the contract. The
+reference CN (`cdc_equipment/cn/`) builds user transactions, routing and DDL on top of this
+package; no runtime stage imports `cdc_equipment`.
 
 Names are imported on first use: MergeSource processes read only `schema` and `xid`, and the
 rest imports the DN client libraries.

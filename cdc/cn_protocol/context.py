@@ -6,12 +6,26 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from cdc.cn_protocol.crash_points import CrashPoints
 from cdc.cn_protocol.dn_pool import DnPools
 from cdc.cn_protocol.ground_truth import GroundTruthLog
 from cdc.cn_protocol.record_batch import CommitRecords
 from cdc.cn_protocol.tso import TsoOracle
 from cdc.config import Config
+
+
+class CrashHook(Protocol):
+    """Called at each named step of the commit protocol (commit_protocol.py: "after_prepare",
+    "after_tso", ...). Production writers pass none; the kill tests pass one that SIGKILLs the
+    process at a chosen step (`cdc_equipment.crash_points.CrashPoints`)."""
+
+    def reached(self, step: str) -> None: ...
+
+
+class NoCrash:
+    """The hook that does nothing: every writer but the kill tests'."""
+
+    def reached(self, step: str) -> None:
+        pass
 
 
 class StorageView(Protocol):
@@ -36,7 +50,7 @@ class ProtocolContext:
     catalogue: StorageView
     instance_id: int
     records: CommitRecords
-    crash: CrashPoints = field(default_factory=CrashPoints)
+    crash: CrashHook = field(default_factory=NoCrash)
     ground_truth: GroundTruthLog = field(default_factory=lambda: GroundTruthLog(None))
     _txn_seq: itertools.count = field(default_factory=lambda: itertools.count(1))
 

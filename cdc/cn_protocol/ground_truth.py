@@ -1,4 +1,6 @@
-"""The ground-truth log for tests: one JSON line per committed CN transaction."""
+"""The ground-truth log for tests: one JSON line per committed transaction of the protocol,
+written when `[cn] ground_truth_log` is set (the Dumper's heartbeat and recovery write there too,
+so it stays with the protocol; the reader is test equipment: `cdc_equipment.ground_truth`)."""
 
 from __future__ import annotations
 
@@ -46,13 +48,3 @@ class GroundTruthLog:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-
-
-def read(path: str | Path) -> list[dict]:
-    """All entries, one per txn_id (a recovered duplicate of a logged commit is dropped)."""
-    seen: dict[int, dict] = {}
-    for line in Path(path).read_text().splitlines():
-        if line.strip():
-            entry = json.loads(line)
-            seen.setdefault(entry["txn_id"], entry)
-    return sorted(seen.values(), key=lambda e: e["tso"])

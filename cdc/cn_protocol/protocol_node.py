@@ -9,8 +9,7 @@ import logging
 from typing import Any
 
 from cdc.cn_protocol import heartbeat, markers, recovery, schema
-from cdc.cn_protocol.context import ProtocolContext, StorageDns, StorageView
-from cdc.cn_protocol.crash_points import CrashPoints
+from cdc.cn_protocol.context import CrashHook, NoCrash, ProtocolContext, StorageDns, StorageView
 from cdc.cn_protocol.dn_conn import DnConnection
 from cdc.cn_protocol.dn_pool import DnPools, connect
 from cdc.cn_protocol.errors import CnError
@@ -33,11 +32,11 @@ class ProtocolNode:
         self,
         config: Config,
         *,
-        crash_points: CrashPoints | None = None,
+        crash_points: CrashHook | None = None,
         pool_size: int = 64,
     ):
         self.config = config
-        self._crash = crash_points or CrashPoints()
+        self._crash = crash_points or NoCrash()
         self.pools = DnPools(config.dn, maxsize=pool_size)
         self.store = self._make_store()
         self.tso = TsoOracle(self._connect_gms, config.cn.catalogue_database)

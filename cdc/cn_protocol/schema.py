@@ -86,7 +86,7 @@ def gms_tables(catalogue_db: str) -> tuple[str, ...]:
         "host VARCHAR(255) NOT NULL, port INT UNSIGNED NOT NULL, user VARCHAR(128) NOT NULL, "
         "password VARCHAR(255) NOT NULL, server_id INT UNSIGNED NOT NULL, name VARCHAR(64) "
         "NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
-        # Several CN processes (cn/membership.py): each one's lease and applied catalogue
+        # Several CN processes (cdc_equipment/cn/membership.py): each one's lease and applied catalogue
         # version; the catalogue version, the frozen partitions and the change lock.
         f"CREATE TABLE IF NOT EXISTS {c}.cn_member (instance_id BIGINT UNSIGNED NOT NULL "
         "PRIMARY KEY, server_id INT UNSIGNED NOT NULL, host VARCHAR(255) NOT NULL, "
@@ -97,7 +97,7 @@ def gms_tables(catalogue_db: str) -> tuple[str, ...]:
         "what VARCHAR(255) NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
         f"INSERT IGNORE INTO {c}.cn_change (id, version, frozen, owner, what) "
         "VALUES (1, 0, '[]', NULL, '')",
-        # The job log (cn/job_log.py): every cluster change, recorded before its first step,
+        # The job log (cdc_equipment/cn/job_log.py): every cluster change, recorded before its first step,
         # with the step reached, so that a live CN finishes (or rolls back) a dead owner's.
         f"CREATE TABLE IF NOT EXISTS {c}.cn_job (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT "
         "PRIMARY KEY, kind VARCHAR(16) NOT NULL, what VARCHAR(255) NOT NULL, spec LONGTEXT "

@@ -1,6 +1,6 @@
 """A transaction of the commit protocol on the private tables: an XA branch per storage DN it
 touches, every statement tagged with its TraceId hint, committed with `commit_protocol`.
-Heartbeats and markers are such transactions; the reference CN's `Transaction` (cn/) adds
+Heartbeats and markers are such transactions; the reference CN's `Transaction` (cdc_equipment/cn/) adds
 routing of user statements to it."""
 
 from __future__ import annotations

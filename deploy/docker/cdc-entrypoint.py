@@ -7,7 +7,7 @@ Every container of the image first settles its configuration in its state direct
 made from CDC_* environment variables, else it stops, saying what is missing. Then:
 
   serve       (the default) `cdc preflight`'s checks, then the pipeline and the dumper in the
-              foreground under the project's supervisor (cli/supervise.py: a crash of the
+              foreground under the project's supervisor (cdc_cli/supervise.py: a crash of the
               service is restarted inside the container; SIGTERM stops it cleanly). A wrong
               setting, a missing or bad config exits 2 at once: compose and `docker run` show
               the message instead of a container restarted in a loop.
@@ -132,8 +132,8 @@ def dumper_id() -> int:
 
 
 def serve(cfg) -> int:
-    from cli.commands.pipeline import load_for, start
-    from cli.commands.preflight import PreflightRefused, refuse_wrong_settings
+    from cdc_cli.commands.pipeline import load_for, start
+    from cdc_cli.commands.preflight import PreflightRefused, refuse_wrong_settings
 
     try:
         refuse_wrong_settings(load_for(str(CONFIG), dumper_id()))
@@ -144,7 +144,7 @@ def serve(cfg) -> int:
 
 
 def health() -> int:
-    from cli.commands.pipeline import state_dir
+    from cdc_cli.commands.pipeline import state_dir
 
     status = state_dir(str(CONFIG), dumper_id()) / "status.json"
     try:

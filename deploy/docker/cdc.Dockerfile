@@ -21,7 +21,7 @@ RUN set -e; \
     python3 -m venv /opt/cdc/venv; \
     /opt/cdc/venv/bin/pip install -q --no-index --no-cache-dir --disable-pip-version-check /tmp/wheels/*.whl; \
     rm -rf /tmp/wheels; \
-    printf '#!/bin/sh\nexec /opt/cdc/venv/bin/python -m cli.main "$@"\n' > /usr/local/bin/cdc; \
+    printf '#!/bin/sh\nexec /opt/cdc/venv/bin/python -m cdc_cli.main "$@"\n' > /usr/local/bin/cdc; \
     printf '#!/bin/sh\nexec /opt/cdc/venv/bin/python /opt/cdc/src/deploy/docker/cdc-entrypoint.py "$@"\n' > /usr/local/bin/cdc-entrypoint; \
     chmod 755 /usr/local/bin/cdc /usr/local/bin/cdc-entrypoint; \
     useradd --uid 10001 --no-create-home --home-dir /var/lib/cdc --shell /usr/sbin/nologin cdc; \

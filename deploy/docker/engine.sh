@@ -28,7 +28,7 @@ start)
 		mkdir -p "$STATE"
 		echo "docker-engine: starting dockerd (log: $LOG)"
 		# setsid: the daemon outlives make; this script's pid file names it for `stop`. From /:
-		# its working directory is no checkout's (local_cluster/leftovers.py looks there).
+		# its working directory is no checkout's (cdc_equipment/local_cluster/leftovers.py looks there).
 		cd / && setsid dockerd --storage-driver=vfs --iptables=false --ip-forward=false --ip-masq=false \
 			--pidfile "$PIDFILE" >"$LOG" 2>&1 </dev/null &
 		for _ in $(seq 1 60); do answers && break; sleep 0.5; done

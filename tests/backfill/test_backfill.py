@@ -26,12 +26,12 @@ from backfill.dataset import Manifest, read_part, table_dir
 from backfill.global_binlog import Dumper
 from backfill.load import change_master, load
 from backfill.spark_session import spark_session
-from cn import ComputeNode, connect, init
-from cn.workloads.orders import OrdersWorkload
-from cn.workloads.runner import run_workload
+from cdc_equipment.cn import ComputeNode, connect, init
+from cdc_equipment.cn.workloads.orders import OrdersWorkload
+from cdc_equipment.cn.workloads.runner import run_workload
+from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from cdc_equipment.local_cluster.testing import free_base_port, throwaway_cluster, throwaway_server
 from dumper.service import serve
-from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from local_cluster.testing import free_base_port, throwaway_cluster, throwaway_server
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -198,7 +198,7 @@ async def test_snapshot_at_a_past_tso_equals_a_replica_stopped_there(env, spark)
 
 
 async def test_loaded_snapshot_continues_from_the_printed_position(env, spark):
-    from checks.downstream import run_check
+    from cdc_equipment.checks.downstream import run_check
 
     cfg, directory, (_, r2) = env
     cn = ComputeNode(cfg)

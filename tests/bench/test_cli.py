@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench import snapshot_isolation
-from cli.main import build_parser
+from cdc_cli.main import build_parser
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import pytest
 
 from bench import goals
 from bench.goals import GOALS, BenchRun, Figures, summary
-from cli.main import build_parser
+from cdc_cli.main import build_parser
 
 BENCH = Path(goals.__file__).parent
 

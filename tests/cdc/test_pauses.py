@@ -13,7 +13,7 @@ import pytest
 
 from cdc.admin_sql import retry
 from cdc.pauses import GMS, REASONS, Backoff, Pauses
-from cli.commands.pipeline import status_lines
+from cdc_cli.commands.pipeline import status_lines
 from dumper.metrics import _from_status
 
 

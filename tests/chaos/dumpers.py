@@ -15,7 +15,7 @@ from pathlib import Path
 
 class Dumpers:
     """The dumper processes of the test, by id: start, kill, read their status. `hosts`: the
-    host (local_cluster/hosts.py) each runs on, by id; the others run here."""
+    host (cdc_equipment/local_cluster/hosts.py) each runs on, by id; the others run here."""
 
     def __init__(self, config_path: str, root: Path, hosts: dict | None = None):
         self.config_path, self.root = config_path, root
@@ -24,7 +24,7 @@ class Dumpers:
         self.log = open(root / "dumpers.log", "ab")
 
     def start(self, i: int) -> None:
-        argv = [sys.executable, "-m", "cli.main", "start", "--config", self.config_path]
+        argv = [sys.executable, "-m", "cdc_cli.main", "start", "--config", self.config_path]
         argv += ["--dumper-id", str(i)]
         self.procs[i] = subprocess.Popen(
             self.hosts[i].argv(argv) if i in self.hosts else argv,

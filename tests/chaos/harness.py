@@ -22,10 +22,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.config import load
-from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from local_cluster.testing import free_base_port, throwaway_cluster, throwaway_server
+from cdc_equipment.ground_truth import read as read_ground_truth
+from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from cdc_equipment.local_cluster.testing import free_base_port, throwaway_cluster, throwaway_server
 
 KILLS = int(os.environ.get("CDC_CHAOS_KILLS", "5"))
 ROOT = Path(__file__).parents[2]
@@ -38,7 +38,7 @@ WORKLOADS = {
 
 
 def cdc(*args: str) -> list[str]:
-    return [sys.executable, "-m", "cli.main", *args]
+    return [sys.executable, "-m", "cdc_cli.main", *args]
 
 
 def in_doubt(cluster) -> dict:
@@ -57,7 +57,7 @@ class Chaos:
     """One cluster + pipeline + replica for a chaos run; `close()` tears everything down.
 
     `cluster`: a started one to use (tests/partition: its nodes on hosts of their own) instead
-    of a throw-away one of 3 DNs; `replica_host`, `cn_host`: the hosts (local_cluster/hosts.py)
+    of a throw-away one of 3 DNs; `replica_host`, `cn_host`: the hosts (cdc_equipment/local_cluster/hosts.py)
     the replica and the CN processes (workloads) run on, None: here."""
 
     def __init__(
@@ -145,7 +145,7 @@ class Chaos:
     def spawn(
         self, name: str, args: list[str], env: dict | None = None, out=None, host=None
     ) -> subprocess.Popen:
-        """`cdc ARGS` as process `name` (on `host`, a local_cluster.hosts.Host, when given);
+        """`cdc ARGS` as process `name` (on `host`, a cdc_equipment.local_cluster.hosts.Host, when given);
         its output goes to processes.log, or to `out`."""
         self.log.write(f"--- {time.strftime('%T')} {name}: {' '.join(args)}\n".encode())
         self.log.flush()
@@ -307,7 +307,7 @@ class Chaos:
         assert res.returncode == 0, f"verify-binlog after {what}:\n{res.stdout}{res.stderr}"
         checked = "no replica"
         if self.replica is not None:
-            from checks.downstream import run_check
+            from cdc_equipment.checks.downstream import run_check
 
             report = await asyncio.to_thread(
                 run_check, self.cfg, self.replica.host, self.replica.port, "root", "", 120

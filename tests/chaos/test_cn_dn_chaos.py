@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc.cn_protocol.crash_points import STEPS
+from cdc_equipment.crash_points import STEPS
 from tests.chaos.harness import KILLS, WORKLOADS, Chaos, running_chaos
 
 

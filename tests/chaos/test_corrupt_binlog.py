@@ -11,7 +11,7 @@ import pytest
 
 from cdc.binlog.reader import EventReader
 from cdc.protocol import BinlogPosition, DumpClient, DumpError, DumpSettings
-from local_cluster.testing import throwaway_server
+from cdc_equipment.local_cluster.testing import throwaway_server
 from merge_source.fragment import Watermark
 from merge_source.processor import SourceProcessor
 from merge_source.source import MergeSource

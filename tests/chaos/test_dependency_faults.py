@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc.processes import PidFile
+from cdc_equipment.processes import PidFile
 from tests.chaos.harness import WORKLOADS, Chaos
 
 FAULT_S = float(os.environ.get("CDC_FAULT_S", "6"))

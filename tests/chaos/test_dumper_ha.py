@@ -26,14 +26,14 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.config import DumperPeer, load
 from cdc.tasks import cancel_and_wait
-from checks.downstream import run_check
-from checks.verify_binlog import check, read_server
-from cn.workloads.runner import run_workload
-from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from local_cluster.testing import free_base_port, throwaway_cluster, throwaway_server
+from cdc_equipment.checks.downstream import run_check
+from cdc_equipment.checks.verify_binlog import check, read_server
+from cdc_equipment.cn.workloads.runner import run_workload
+from cdc_equipment.ground_truth import read as read_ground_truth
+from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from cdc_equipment.local_cluster.testing import free_base_port, throwaway_cluster, throwaway_server
 from tests.chaos.dumpers import Dumpers, copies_identical
 from tests.chaos.transfer_setup import chaos_rng, transfer_cn
 from tests.e2e.global_binlog import read_global_binlog

@@ -25,9 +25,9 @@ import pytest
 from binlog_writer import layout
 from cdc.config import DumperPeer, load
 from cdc.tasks import cancel_and_wait
-from cn.workloads.runner import run_workload
-from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from local_cluster.testing import free_base_port, throwaway_cluster
+from cdc_equipment.cn.workloads.runner import run_workload
+from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from cdc_equipment.local_cluster.testing import free_base_port, throwaway_cluster
 from tests.chaos.dumpers import Dumpers, copies_identical
 from tests.chaos.transfer_setup import transfer_cn
 from tests.e2e.global_binlog import read_global_binlog
@@ -112,7 +112,7 @@ async def test_a_follower_away_past_its_lease_is_reseeded_and_follows(reseed_set
         # reports from the dumper just stopped).
         res = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-m", "cli.main", "ha", "reseed", "--config", config_path]
+            [sys.executable, "-m", "cdc_cli.main", "ha", "reseed", "--config", config_path]
             + ["--dumper-id", "2"],
             capture_output=True,
             text=True,

@@ -1,4 +1,4 @@
-"""Cluster changes killed at their crash points (cn/job_crash_points.py, a row per point): the
+"""Cluster changes killed at their crash points (cdc_equipment/cn/job_crash_points.py, a row per point): the
 process running a logical DDL, an added DN or a partition move SIGKILLs itself at the point,
 while transfer, orders and ddl-mix write from other CN processes and the pipeline runs. The
 job is finished by a workload CN that notices (the owner's lease ran out) or by the command run
@@ -27,9 +27,9 @@ from collections import Counter
 import pytest
 
 from cdc.cn_protocol.catalogue import physical_table
-from cn import ComputeNode
-from cn.job_crash_points import points
-from cn.workloads.transfer import TransferWorkload
+from cdc_equipment.cn import ComputeNode
+from cdc_equipment.cn.job_crash_points import points
+from cdc_equipment.cn.workloads.transfer import TransferWorkload
 from tests.chaos.harness import ACCOUNTS, WORKLOADS, Chaos, running_chaos
 
 SIZE = os.environ.get("CDC_CHAOS_JOB_POINTS", "3")

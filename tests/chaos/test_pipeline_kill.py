@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.config import load
-from cn.workloads.runner import run_workload
-from local_cluster.testing import free_base_port, throwaway_cluster
+from cdc_equipment.cn.workloads.runner import run_workload
+from cdc_equipment.ground_truth import read as read_ground_truth
+from cdc_equipment.local_cluster.testing import free_base_port, throwaway_cluster
 from tests.chaos.harness import in_doubt
 from tests.chaos.transfer_setup import chaos_rng, transfer_cn
 from tests.e2e.global_binlog import read_global_binlog
@@ -30,7 +30,7 @@ KILLS = int(os.environ.get("CDC_CHAOS_KILLS", "6"))
 
 def start_pipeline(config_path: str, log) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "start", "--config", config_path],
+        [sys.executable, "-m", "cdc_cli.main", "start", "--config", config_path],
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,

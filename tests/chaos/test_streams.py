@@ -23,10 +23,10 @@ import time
 
 import pymysql
 
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.streams import stream_dir, stream_port
-from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from local_cluster.testing import free_base_port
+from cdc_equipment.ground_truth import read as read_ground_truth
+from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from cdc_equipment.local_cluster.testing import free_base_port
 from tests.chaos.harness import WORKLOADS, Chaos
 from tests.chaos.test_pipeline_kill import _children
 

@@ -6,8 +6,8 @@ import os
 import random
 import time
 
-from cn import ComputeNode, init
-from cn.workloads.transfer import TransferWorkload
+from cdc_equipment.cn import ComputeNode, init
+from cdc_equipment.cn.workloads.transfer import TransferWorkload
 from tests.e2e.test_pipeline import ACCOUNTS, BALANCE
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cdc.processes import PidFile, ProcessId, process_start_time
+from cdc_equipment.processes import PidFile, ProcessId, process_start_time
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +29,7 @@ def stranger():
 
 def cdc(tmp_path: Path, *args: str, rc: int = 0) -> str:
     res = subprocess.run(
-        [sys.executable, "-m", "cli.main", *args, "--config", str(tmp_path / "cdc.toml")],
+        [sys.executable, "-m", "cdc_cli.main", *args, "--config", str(tmp_path / "cdc.toml")],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -16,10 +16,10 @@ import pymysql
 import pytest
 
 from cdc.config import Config, NodeConfig, load
-from cli.commands.preflight import PreflightRefused, refuse_wrong_settings
-from cli.main import main
+from cdc_cli.commands.preflight import PreflightRefused, refuse_wrong_settings
+from cdc_cli.main import main
+from cdc_equipment.local_cluster.testing import free_base_port, throwaway_cluster
 from dumper.preflight import NodeFacts, judge, preflight
-from local_cluster.testing import free_base_port, throwaway_cluster
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 from cdc.pauses import Backoff
-from cli.commands.pipeline import status_lines
-from cli.supervise import CRASH_LOOP, PID_FILE, Supervisor, read_state
+from cdc_cli.commands.pipeline import status_lines
+from cdc_cli.supervise import CRASH_LOOP, PID_FILE, Supervisor, read_state
 
 
 def run_in_thread(sup: Supervisor) -> threading.Thread:

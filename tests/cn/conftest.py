@@ -13,13 +13,13 @@ import pytest
 import pytest_asyncio
 
 from cdc.config import Config
-from cn import ComputeNode, init
-from local_cluster.testing import throwaway_cluster
+from cdc_equipment.cn import ComputeNode, init
+from cdc_equipment.local_cluster.testing import throwaway_cluster
 
 
 def cli(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
+        [sys.executable, "-m", "cdc_cli.main", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -15,7 +15,7 @@ from cdc.cn_protocol import schema
 from cdc.cn_protocol.branch import Branch
 from cdc.cn_protocol.catalogue import partition_of
 from cdc.cn_protocol.record_batch import CommitRecords
-from cn import RoutingError, TransactionAborted
+from cdc_equipment.cn import RoutingError, TransactionAborted
 
 UPSERT = "INSERT INTO batching.t (id, v) VALUES (%s, %s) ON DUPLICATE KEY UPDATE v = v + 1"
 

@@ -7,7 +7,7 @@ import pytest
 
 from cdc.cn_protocol import commit_protocol
 from cdc.cn_protocol.catalogue import partition_of
-from cn import ComputeNode, RoutingError, TransactionAborted
+from cdc_equipment.cn import ComputeNode, RoutingError, TransactionAborted
 from tests.cn.conftest import cli, xa_prepared
 
 

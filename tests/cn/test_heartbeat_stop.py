@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import random
 
-from cn import ComputeNode
+from cdc_equipment.cn import ComputeNode
 from tests.cn.conftest import with_cn, xa_prepared
 
 

@@ -1,4 +1,4 @@
-"""Cluster changes as jobs (cn/jobs.py): `cdc cn ddl` SIGKILLed at every crash point of a DDL
+"""Cluster changes as jobs (cdc_equipment/cn/jobs.py): `cdc cn ddl` SIGKILLed at every crash point of a DDL
 job, then run again, resumes the same job; a live CN takes over a dead owner's job by itself; a
 DDL a shard refuses is rolled back on every shard. Afterwards every shard has one definition,
 the catalogue agrees, one DDL record was written, and nothing is frozen."""
@@ -13,10 +13,10 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from cn import CatalogueError, ComputeNode
-from cn.ddl import DdlJob
-from cn.job_crash_points import points
-from cn.jobs import POISONED
+from cdc_equipment.cn import CatalogueError, ComputeNode
+from cdc_equipment.cn.ddl import DdlJob
+from cdc_equipment.cn.job_crash_points import points
+from cdc_equipment.cn.jobs import POISONED
 from tests.cn.conftest import cli, with_cn
 
 DB = "jobs"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 import time
 
-from cdc.cn_protocol.crash_points import STEPS
-from cn import ComputeNode
-from cn.workloads.transfer import TransferWorkload
+from cdc_equipment.cn import ComputeNode
+from cdc_equipment.cn.workloads.transfer import TransferWorkload
+from cdc_equipment.crash_points import STEPS
 from tests.cn.conftest import cli, xa_prepared
 from tests.cn.test_transfer import _check_commit_records
 
@@ -59,8 +59,8 @@ async def test_kill_at_every_protocol_step_then_recover(cn_config, cn_config_fil
 
 CRASHING_HEARTBEAT = """
 import asyncio, sys
-from cn import ComputeNode
-from cdc.cn_protocol.crash_points import CrashPoints
+from cdc_equipment.cn import ComputeNode
+from cdc_equipment.crash_points import CrashPoints
 from cdc.config import load
 
 async def main():
@@ -99,8 +99,8 @@ def test_a_recovered_heartbeat_is_logged_as_a_heartbeat(cn_config, cn_config_fil
 
 STUCK_HEARTBEAT = """
 import asyncio, os, signal, sys
-from cn import ComputeNode
-from cdc.cn_protocol.crash_points import CrashPoints
+from cdc_equipment.cn import ComputeNode
+from cdc_equipment.crash_points import CrashPoints
 from cdc.config import load
 
 class Stuck(CrashPoints):

@@ -8,8 +8,8 @@ import json
 import pymysql
 
 from cdc.config import Config
-from cn import ComputeNode
-from cn.workloads.transfer import TransferWorkload
+from cdc_equipment.cn import ComputeNode
+from cdc_equipment.cn.workloads.transfer import TransferWorkload
 from tests.cn.conftest import cli
 
 

@@ -1,4 +1,4 @@
-"""Several CN processes, one catalogue (cn/membership.py): two ComputeNodes here are two CN
+"""Several CN processes, one catalogue (cdc_equipment/cn/membership.py): two ComputeNodes here are two CN
 processes to the GMS — each its own instance, lease, gate and catalogue."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from cn import CatalogueError, ComputeNode, TransactionAborted
+from cdc_equipment.cn import CatalogueError, ComputeNode, TransactionAborted
 from tests.cn.conftest import with_cn
 
 DB = "members"
@@ -110,7 +110,7 @@ class _frozen:
     """Hold a cluster change on a table's partitions (what a DDL does in its middle)."""
 
     def __init__(self, cn: ComputeNode, table: str):
-        from cn.cluster_change import cluster_change
+        from cdc_equipment.cn.cluster_change import cluster_change
 
         self._cm = cluster_change(cn.ctx, cn.store, f"test freeze {table}")
         self._cn, self._table = cn, table

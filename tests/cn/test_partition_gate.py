@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from cn.partition_gate import PartitionGate
+from cdc_equipment.cn.partition_gate import PartitionGate
 
 KEY = ("mix", "items", 3)
 

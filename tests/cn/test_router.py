@@ -9,7 +9,7 @@ import pytest
 from cdc.cn_protocol.catalogue import BROADCAST, PARTITIONED, Catalogue, LogicalTable, partition_of
 from cdc.cn_protocol.errors import CatalogueError, RoutingError
 from cdc.cn_protocol.sql import render
-from cn.router import Plan, ShardKeyMove, route
+from cdc_equipment.cn.router import Plan, ShardKeyMove, route
 
 
 @pytest.fixture

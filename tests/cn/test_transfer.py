@@ -7,10 +7,10 @@ import os
 
 import pymysql
 
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
-from cn import ComputeNode
-from cn.workloads import run_workload
-from cn.workloads.transfer import TransferWorkload
+from cdc_equipment.cn import ComputeNode
+from cdc_equipment.cn.workloads import run_workload
+from cdc_equipment.cn.workloads.transfer import TransferWorkload
+from cdc_equipment.ground_truth import read as read_ground_truth
 from tests.cn.conftest import xa_prepared
 
 # Seconds of transfers: a few prove the invariants (hundreds of transactions); scale for a long run.

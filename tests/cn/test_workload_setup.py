@@ -1,4 +1,4 @@
-"""A workload's set-up waits out a DN or the GMS restarting (`cn.workloads.set_up`): a load
+"""A workload's set-up waits out a DN or the GMS restarting (`cdc_equipment.cn.workloads.set_up`): a load
 started while the cluster is disturbed (the chaos tests start theirs right before the first
 kill) must not end before it began; a failure that outlasts the timeout is raised."""
 
@@ -8,7 +8,7 @@ import pymysql
 import pytest
 
 from cdc.cn_protocol.errors import TransactionAborted
-from cn.workloads import set_up
+from cdc_equipment.cn.workloads import set_up
 
 
 async def test_set_up_is_retried_until_it_succeeds():

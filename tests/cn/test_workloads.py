@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-from cn import ComputeNode
-from cn.workloads import run_workload
-from cn.workloads.ddl_mix import DdlMixWorkload
-from cn.workloads.orders import OrdersWorkload
+from cdc_equipment.cn import ComputeNode
+from cdc_equipment.cn.workloads import run_workload
+from cdc_equipment.cn.workloads.ddl_mix import DdlMixWorkload
+from cdc_equipment.cn.workloads.orders import OrdersWorkload
 from tests.cn.conftest import cli, xa_prepared
 
 

@@ -26,15 +26,15 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.config import Config
-from cli.commands.demo import wait_until_merging
-from cn import ComputeNode, init
-from cn.workloads.orders import OrdersWorkload
-from cn.workloads.runner import WorkloadStats, run_workload
-from cn.workloads.transfer import TransferWorkload
-from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from local_cluster.testing import free_base_port, stop_process, throwaway_cluster
+from cdc_cli.commands.demo import wait_until_merging
+from cdc_equipment.cn import ComputeNode, init
+from cdc_equipment.cn.workloads.orders import OrdersWorkload
+from cdc_equipment.cn.workloads.runner import WorkloadStats, run_workload
+from cdc_equipment.cn.workloads.transfer import TransferWorkload
+from cdc_equipment.ground_truth import read as read_ground_truth
+from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from cdc_equipment.local_cluster.testing import free_base_port, stop_process, throwaway_cluster
 
 ACCOUNTS = 100
 BALANCE = 1000
@@ -146,7 +146,7 @@ def cdc_start(cfg: Config, directory: Path) -> Iterator[subprocess.Popen]:
     asyncio.run(init(cfg))
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "start", "--config", str(config_path)],
+            [sys.executable, "-m", "cdc_cli.main", "start", "--config", str(config_path)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

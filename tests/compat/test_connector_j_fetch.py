@@ -25,7 +25,7 @@ import pymysql
 import pytest
 
 from cdc.cn_protocol.errors import TransactionAborted
-from cn import ComputeNode
+from cdc_equipment.cn import ComputeNode
 
 JARS = Path(sys.prefix) / "share" / "cdc" / "jars"  # the venv's: `make setup` puts them there
 SOURCE = Path(__file__).parent / "java" / "FetchModes.java"

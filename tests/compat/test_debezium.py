@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from cn import ComputeNode
+from cdc_equipment.cn import ComputeNode
 
 JARS = Path(sys.prefix) / "share" / "cdc" / "jars"  # the venv's: `make setup` puts them there
 SOURCE = Path(__file__).parent / "java" / "DebeziumDump.java"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cli.main import main
+from cdc_cli.main import main
 from tests.e2e.global_binlog import read_global_binlog
 
 

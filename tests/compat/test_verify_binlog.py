@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
-from checks.verify_binlog import BinlogRead, check, read_server
-from cli.main import main
+from cdc_cli.main import main
+from cdc_equipment.checks.verify_binlog import BinlogRead, check, read_server
+from cdc_equipment.ground_truth import read as read_ground_truth
 
 
 @pytest.fixture(scope="module")

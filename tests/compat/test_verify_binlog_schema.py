@@ -15,9 +15,9 @@ from cdc.binlog.events import TableMapEvent, XidEvent, cts_mark
 from cdc.binlog.query import QueryEvent
 from cdc.binlog.rows import RowsEvent
 from cdc.binlog.table_map import Column
-from checks.ddl_replay import LogicalSchema
-from checks.verify_binlog import check, read_server
-from cli.commands.verify import serve_files
+from cdc_cli.commands.verify import serve_files
+from cdc_equipment.checks.ddl_replay import LogicalSchema
+from cdc_equipment.checks.verify_binlog import check, read_server
 
 pytest.importorskip("pymysqlreplication")
 
@@ -100,7 +100,7 @@ def test_fails_naming_the_transaction_table_and_columns(tmp_path):
 
 
 def test_replay_follows_the_ddl_mix_cycle_and_gives_up_honestly():
-    from cn.workloads.ddl_mix import DDL_CYCLE
+    from cdc_equipment.cn.workloads.ddl_mix import DDL_CYCLE
 
     s = LogicalSchema()
     s.apply(

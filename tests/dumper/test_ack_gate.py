@@ -135,7 +135,7 @@ async def test_stale_acknowledgement_does_not_count(binlogs):
 
 
 async def test_status_line_shows_acknowledgements():
-    from cli.commands.pipeline import _ha_line
+    from cdc_cli.commands.pipeline import _ha_line
 
     ha = {"dumper_id": 1, "address": "h:1", "role": "leader", "term": 3}
     ha |= {
@@ -150,7 +150,7 @@ async def test_status_line_shows_acknowledgements():
 async def test_status_of_a_leader_still_starting_its_pipeline():
     """HA: between winning the lease and building the pipeline the status file holds only the HA
     part; `cdc status` said KeyError: 'last_tso' there (seen in CI)."""
-    from cli.commands.pipeline import status_lines
+    from cdc_cli.commands.pipeline import status_lines
 
     ha = {"dumper_id": 2, "address": "h:2", "role": "leader", "term": 2}
     lines = status_lines({"written_at": 100.0, "ha": ha}, now=100.5)

@@ -321,7 +321,7 @@ def test_rotate_while_reading_from_the_archive(tmp_path):
 
 
 def test_a_dropped_hold_shows_in_cdc_status_and_the_metrics():
-    from cli.commands.pipeline import _served_lines
+    from cdc_cli.commands.pipeline import _served_lines
     from dumper.metrics import _from_status
 
     c = {

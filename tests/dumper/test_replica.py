@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from local_cluster.mariadb_server import port_is_free
-from local_cluster.testing import free_base_port, throwaway_cluster
+from cdc_equipment.local_cluster.mariadb_server import port_is_free
+from cdc_equipment.local_cluster.testing import free_base_port, throwaway_cluster
 from tests.dumper.binlog_gen import T1, FileBuilder, write_fixture
 from tests.dumper.helpers import PASSWORD, USER, ServerThread, wait_for
 

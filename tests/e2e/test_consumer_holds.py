@@ -19,10 +19,10 @@ import pytest
 from binlog_writer import layout
 from cdc.config import DumperConsumer
 from cdc.protocol.dump_client import BinlogPosition
-from checks.downstream import run_check
-from cn.workloads.runner import run_workload
+from cdc_equipment.checks.downstream import run_check
+from cdc_equipment.cn.workloads.runner import run_workload
+from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from dumper.server.store.binlog_files import BinlogFiles
-from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from tests.chaos.transfer_setup import transfer_cn
 from tests.dumper.test_consumer_holds import read_to_end
 from tests.e2e.test_mariadb_flavor import (  # noqa: F401 (a fixture)

@@ -12,12 +12,12 @@ import time
 import pymysql
 import pytest
 
-from checks.downstream import run_check
-from cn import ComputeNode, init
-from cn.workloads.runner import run_workload
-from cn.workloads.transfer import TransferWorkload
-from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from local_cluster.testing import free_base_port, throwaway_cluster, throwaway_server
+from cdc_equipment.checks.downstream import run_check
+from cdc_equipment.cn import ComputeNode, init
+from cdc_equipment.cn.workloads.runner import run_workload
+from cdc_equipment.cn.workloads.transfer import TransferWorkload
+from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from cdc_equipment.local_cluster.testing import free_base_port, throwaway_cluster, throwaway_server
 from tests.e2e.test_pipeline import ACCOUNTS, BALANCE, run_pipeline_while
 
 DOMAIN = 3

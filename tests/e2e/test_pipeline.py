@@ -11,13 +11,13 @@ import subprocess
 
 import pytest
 
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
-from cn import ComputeNode, init
-from cn.workloads.runner import run_workload
-from cn.workloads.transfer import TransferWorkload
+from cdc_equipment.cn import ComputeNode, init
+from cdc_equipment.cn.workloads.runner import run_workload
+from cdc_equipment.cn.workloads.transfer import TransferWorkload
+from cdc_equipment.ground_truth import read as read_ground_truth
+from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from cdc_equipment.local_cluster.testing import free_base_port, throwaway_cluster, throwaway_server
 from dumper.service import serve
-from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from local_cluster.testing import free_base_port, throwaway_cluster, throwaway_server
 from tests.e2e.global_binlog import Txn, read_global_binlog
 
 ACCOUNTS = 100
@@ -82,7 +82,7 @@ async def caught_up(cfg, directory, service, timeout_s: float = 120.0) -> None:
 
 async def check_replica(cfg, directory, replica):
     """Run the pipeline again and `cdc check` the replica against the logical tables."""
-    from checks.downstream import run_check
+    from cdc_equipment.checks.downstream import run_check
 
     service = asyncio.create_task(serve(cfg, directory / "pipeline", heartbeat=True))
     try:
@@ -269,7 +269,7 @@ def replicate(replica, port: int) -> tuple[int, int]:
 async def test_orders_and_scale_out_under_traffic_reach_the_replica_intact(e2e):
     """Many column types, shard-key moves and a new DN with partitions moving to it, all while
     the pipeline runs: the replica attached earlier ends equal to every logical table."""
-    from cn.workloads.orders import OrdersWorkload
+    from cdc_equipment.cn.workloads.orders import OrdersWorkload
 
     cfg, directory, replica, cluster = e2e
     cn = ComputeNode(cfg)
@@ -360,7 +360,7 @@ async def test_a_silent_dn_holds_the_merge_is_named_and_nothing_is_lost(e2e):
 async def test_ddl_during_traffic_and_flush_logs(e2e):
     """ddl-mix (ADD/DROP/MODIFY COLUMN, indexes, CREATE/TRUNCATE/DROP) while DML runs, then a
     FlushLogs marker: each logical DDL once, a new binlog file, and the replica still equal."""
-    from cn.workloads.ddl_mix import DdlMixWorkload
+    from cdc_equipment.cn.workloads.ddl_mix import DdlMixWorkload
 
     cfg, directory, replica, cluster = e2e
     cn = ComputeNode(cfg)

@@ -21,14 +21,14 @@ import time
 
 import pymysql
 
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.config import DumperPeer, load
 from cdc.streams import stream_dir
-from checks.downstream import run_check
-from cn import ComputeNode, init
-from cn.workloads.runner import run_workload
-from cn.workloads.transfer import TransferWorkload
-from local_cluster.testing import free_base_port
+from cdc_equipment.checks.downstream import run_check
+from cdc_equipment.cn import ComputeNode, init
+from cdc_equipment.cn.workloads.runner import run_workload
+from cdc_equipment.cn.workloads.transfer import TransferWorkload
+from cdc_equipment.ground_truth import read as read_ground_truth
+from cdc_equipment.local_cluster.testing import free_base_port
 from tests.chaos.dumpers import Dumpers, copies_identical
 from tests.chaos.test_dumper_ha import acknowledging
 from tests.e2e.global_binlog import read_global_binlog

@@ -19,13 +19,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cdc.cn_protocol.ground_truth import read as read_ground_truth
 from cdc.config import load
-from cn import ComputeNode, init
-from cn.workloads.runner import run_workload
-from cn.workloads.transfer import TransferWorkload
+from cdc_equipment.cn import ComputeNode, init
+from cdc_equipment.cn.workloads.runner import run_workload
+from cdc_equipment.cn.workloads.transfer import TransferWorkload
+from cdc_equipment.ground_truth import read as read_ground_truth
+from cdc_equipment.local_cluster.testing import free_base_port, throwaway_cluster
 from dumper.service import serve
-from local_cluster.testing import free_base_port, throwaway_cluster
 from tests.dumper.streams.test_stream_remote import (  # noqa: F401 (host2: a fixture)
     ROOT,
     SECRET,
@@ -120,7 +120,7 @@ async def test_a_remote_stream_under_transfers_survives_its_kills(tmp_path, host
             [
                 sys.executable,
                 "-m",
-                "cli.main",
+                "cdc_cli.main",
                 "verify-binlog",
                 "--config",
                 str(tmp_path / "cdc.toml"),

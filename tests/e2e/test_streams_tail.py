@@ -37,11 +37,11 @@ from cdc.binlog.header import log_pos
 from cdc.config import DumperPeer, load
 from cdc.protocol import BinlogPosition, DumpClient, DumpSettings
 from cdc.streams import stream_dir
-from cn import ComputeNode, init
-from cn.workloads.runner import run_workload
-from cn.workloads.transfer import TransferWorkload
-from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from local_cluster.testing import free_base_port, throwaway_cluster
+from cdc_equipment.cn import ComputeNode, init
+from cdc_equipment.cn.workloads.runner import run_workload
+from cdc_equipment.cn.workloads.transfer import TransferWorkload
+from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from cdc_equipment.local_cluster.testing import free_base_port, throwaway_cluster
 from tests.chaos.dumpers import Dumpers, copies_identical
 from tests.e2e.test_streams_failover import kill_dumper, stream_status
 
@@ -295,7 +295,7 @@ async def test_a_streams_tail_is_fetched_from_the_follower_ahead_in_it(tmp_path)
         cfg.for_dumper(winner).dump(leader_config)
         verify = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-m", "cli.main", "verify-binlog", "--config", str(leader_config)],
+            [sys.executable, "-m", "cdc_cli.main", "verify-binlog", "--config", str(leader_config)],
             capture_output=True,
             text=True,
             timeout=120,

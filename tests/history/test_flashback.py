@@ -25,8 +25,8 @@ import pytest
 
 from cdc.config import Config, DumperUser
 from cdc.protocol import auth
-from cn import ComputeNode
-from local_cluster.testing import free_base_port, throwaway_cluster, throwaway_server
+from cdc_equipment.cn import ComputeNode
+from cdc_equipment.local_cluster.testing import free_base_port, throwaway_cluster, throwaway_server
 from tests.compat.conftest import cdc_start, wait_until_written
 
 pytestmark = pytest.mark.skipif(
@@ -156,7 +156,7 @@ def cdc(directory: Path, *args: str) -> subprocess.CompletedProcess:
         [
             sys.executable,
             "-m",
-            "cli.main",
+            "cdc_cli.main",
             "flashback",
             "--config",
             str(directory / "cdc.toml"),

@@ -11,15 +11,15 @@ import sys
 import pytest
 
 from cdc.config import load
-from cdc.processes import process_start_time, wait_exited
-from local_cluster import LocalCluster
-from local_cluster.local_cluster import GMS_SERVER_ID, ClusterError, NodeSpec
-from local_cluster.testing import free_base_port
+from cdc_equipment.local_cluster import LocalCluster
+from cdc_equipment.local_cluster.local_cluster import GMS_SERVER_ID, ClusterError, NodeSpec
+from cdc_equipment.local_cluster.testing import free_base_port
+from cdc_equipment.processes import process_start_time, wait_exited
 
 
 def cdc(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args], capture_output=True, text=True, timeout=180
+        [sys.executable, "-m", "cdc_cli.main", *args], capture_output=True, text=True, timeout=180
     )
 
 
@@ -154,7 +154,7 @@ def test_wait_exited_sees_a_killed_process_go():
 def test_a_killed_server_restarts_at_once(tmp_path):
     """`kill()` returns only once the server's port is free: a `start()` right after never
     finds it in use (tests/cn/test_failures.py did, under load)."""
-    from local_cluster.testing import throwaway_server
+    from cdc_equipment.local_cluster.testing import throwaway_server
 
     server = throwaway_server(tmp_path)
     try:
@@ -170,7 +170,7 @@ def test_a_killed_server_restarts_at_once(tmp_path):
 
 def test_cluster_json_names_a_host_only_for_a_node_placed_on_one():
     """cluster.json is as before for a node on 127.0.0.1; a node on a host of its own
-    (local_cluster/hosts.py) keeps its address and namespace."""
+    (cdc_equipment/local_cluster/hosts.py) keeps its address and namespace."""
     assert NodeSpec("gms", "gms", 23400, GMS_SERVER_ID).saved() == {
         "name": "gms",
         "role": "gms",

@@ -4,7 +4,7 @@
 
 Starts a throw-away MariaDB with the cluster's binlog settings, runs every case of the CN commit
 protocol by hand, statement by statement (the branch on its own connection, commit records on a
-second one, exactly as `cn/` does), dumps the binlog with our dump client and writes:
+second one, exactly as `cdc_equipment/cn/` does), dumps the binlog with our dump client and writes:
 
 - `fixtures/dn1.events`: the dumped events, one record each: `<u32 data length, u8 file-name
   length, u32 position>`, the file name, the raw event (header + body + CRC32);
@@ -38,7 +38,7 @@ from cdc.cn_protocol.schema import (
 )
 from cdc.cn_protocol.xid import Xid
 from cdc.protocol import BinlogPosition, DumpClient, DumpSettings
-from local_cluster.testing import throwaway_server
+from cdc_equipment.local_cluster.testing import throwaway_server
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EVENTS_FILE = FIXTURES / "dn1.events"

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from cdc.protocol import BinlogPosition, DnEvent, DumpClient, DumpError, DumpSettings
-from local_cluster.testing import throwaway_cluster
+from cdc_equipment.local_cluster.testing import throwaway_cluster
 
 XA_PREPARE_EVENT = 38
 ANNOTATE_ROWS_EVENT = 160

@@ -12,7 +12,7 @@ import pymysql
 import pytest
 
 from cdc.protocol import BinlogPosition, DumpSettings
-from local_cluster.testing import throwaway_server
+from cdc_equipment.local_cluster.testing import throwaway_server
 from merge_source.classifier import StatementLogged, statement_dml
 from merge_source.fragment import Fragment
 from merge_source.processor import SourceProcessor

@@ -1,4 +1,4 @@
-"""A cluster whose every process runs on a host of its own (local_cluster/hosts.py), for the
+"""A cluster whose every process runs on a host of its own (cdc_equipment/local_cluster/hosts.py), for the
 partition tests: hosts `gms`, `dn1`, `dn2` (MariaDB servers bound to their host's address),
 `d1`, `d2` (two HA dumpers, `cdc start --dumper-id N`, serving acknowledged data only), `cn`
 (the CN workloads), `c1`, `c2` (consumers: `mariadb-binlog --raw --stop-never`) and `replica`
@@ -29,9 +29,9 @@ from pathlib import Path
 import pymysql
 
 from cdc.config import DumperPeer
-from local_cluster.hosts import Host, Hosts
-from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER, LocalCluster
-from local_cluster.testing import free_base_port
+from cdc_equipment.local_cluster.hosts import Host, Hosts
+from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER, LocalCluster
+from cdc_equipment.local_cluster.testing import free_base_port
 from tests.chaos.dumpers import Dumpers, copies_identical
 from tests.chaos.harness import Chaos
 

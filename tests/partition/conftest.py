@@ -1,4 +1,4 @@
-"""Partition tests run their processes on hosts of their own (local_cluster/hosts.py): network
+"""Partition tests run their processes on hosts of their own (cdc_equipment/local_cluster/hosts.py): network
 namespaces on one bridge, with faults on the links between them. They need root, `ip`, `tc`
 and `nft`, and are skipped otherwise."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from local_cluster.hosts import Hosts, missing
+from cdc_equipment.local_cluster.hosts import Hosts, missing
 
 needs_hosts = pytest.mark.skipif(missing() is not None, reason=str(missing()))
 

@@ -35,7 +35,7 @@ import time
 import pymysql
 import pytest
 
-from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from tests.partition.cluster import SOLO_LEASE_MS, PartitionCluster, not_a_prefix, wait
 from tests.partition.conftest import needs_hosts
 

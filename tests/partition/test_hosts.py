@@ -1,4 +1,4 @@
-"""The harness of hosts proves itself (local_cluster/hosts.py): hosts reach each other; a cut,
+"""The harness of hosts proves itself (cdc_equipment/local_cluster/hosts.py): hosts reach each other; a cut,
 both ways or one way, drops TCP silently (a connect times out, an open connection's read hangs,
 no reset) and `heal` gives the same connection back; `drop` loses its share of pings; `slow`
 limits the rate; a MariaDB server on a host answers from other hosts but not across a cut; and
@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from local_cluster.hosts import Hosts, NotSupported, _alive, leftover_namespaces
-from local_cluster.testing import throwaway_server
+from cdc_equipment.local_cluster.hosts import Hosts, NotSupported, _alive, leftover_namespaces
+from cdc_equipment.local_cluster.testing import throwaway_server
 from tests.partition.conftest import needs_hosts
 
 pytestmark = needs_hosts
@@ -287,7 +287,7 @@ def test_close_leaves_nothing():
 def test_hosts_of_a_dead_process_are_swept():
     """A test process SIGKILLed before its close left namespaces: the next Hosts removes them."""
     code = (
-        "import os; from local_cluster.hosts import Hosts; h = Hosts(); h.add('x'); "
+        "import os; from cdc_equipment.local_cluster.hosts import Hosts; h = Hosts(); h.add('x'); "
         "print(h.run, flush=True); os._exit(0)"
     )
     res = subprocess.run(

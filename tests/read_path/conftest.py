@@ -20,11 +20,11 @@ import pytest
 
 from cdc.config import Config, DumperUser
 from cdc.protocol import auth
-from cn import ComputeNode
-from cn.workloads.orders import OrdersWorkload
-from cn.workloads.runner import run_workload
-from cn.workloads.transfer import TransferWorkload
-from local_cluster.testing import free_base_port, throwaway_cluster
+from cdc_equipment.cn import ComputeNode
+from cdc_equipment.cn.workloads.orders import OrdersWorkload
+from cdc_equipment.cn.workloads.runner import run_workload
+from cdc_equipment.cn.workloads.transfer import TransferWorkload
+from cdc_equipment.local_cluster.testing import free_base_port, throwaway_cluster
 from tests.compat.conftest import cdc_start, transfers_until
 
 ACCOUNTS = 300

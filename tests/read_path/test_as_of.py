@@ -21,10 +21,10 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from cn import ComputeNode
+from cdc_equipment.cn import ComputeNode
+from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from cdc_equipment.local_cluster.testing import throwaway_server
 from history import RetainedFiles
-from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from local_cluster.testing import throwaway_server
 from tests.dumper.test_replica import _query, _slave_status
 from tests.read_path.conftest import ACCOUNTS, BALANCE, wrong_answers
 from tests.read_path.test_mariadb_dump import load_dump

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Iterator
 import pymysql
 import pytest
 
-from cn import ComputeNode
+from cdc_equipment.cn import ComputeNode
 from dumper.server.sql.parser import parse
 from read_path.collation import collation
 from read_path.values import ColumnDef

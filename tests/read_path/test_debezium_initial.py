@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from tests.read_path.conftest import ACCOUNTS, BALANCE
 
 JARS = Path(sys.prefix) / "share" / "cdc" / "jars"

@@ -17,9 +17,9 @@ import pytest
 
 from cdc.protocol.constants import ColumnType as T
 from cdc.protocol.constants import Command
-from checks import run_check
-from local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from local_cluster.testing import throwaway_server
+from cdc_equipment.checks import run_check
+from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from cdc_equipment.local_cluster.testing import throwaway_server
 from read_path.values import ColumnDef
 from tests.dumper.test_replica import _query, _slave_status
 from tests.read_path.binary_client import BinaryClient, fields

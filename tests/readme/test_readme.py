@@ -3,7 +3,7 @@
 The commands run from the checkout's directory against what `make demo` starts there (var/demo
 on the default ports 23400-23462, started afresh: a demo left there is stopped and removed,
 as are var/cluster, var/ha and var/snap), so this module owns those ports while it runs; throw-away
-clusters of other tests never take them (`local_cluster.testing.DEFAULT_CLUSTER_PORTS`). It ends
+clusters of other tests never take them (`cdc_equipment.local_cluster.testing.DEFAULT_CLUSTER_PORTS`). It ends
 with `make stop`, checking that nothing of the demo is left running.
 
 Long jobs are printed at small sizes (`--duration 10`, `FUZZ_EXAMPLES=20`,
@@ -27,9 +27,9 @@ import time
 import pytest
 
 from cdc.config import load
-from checks.downstream import run_check
-from local_cluster.leftovers import leftover_processes
-from local_cluster.testing import throwaway_server
+from cdc_equipment.checks.downstream import run_check
+from cdc_equipment.local_cluster.leftovers import leftover_processes
+from cdc_equipment.local_cluster.testing import throwaway_server
 from tests.bench import quick as bench_quick
 from tests.readme.readme import ROOT, commands
 
@@ -325,7 +325,7 @@ def test_dumper_ha():
 
 
 def test_measured_figures_commands_parse():
-    from cli.main import build_parser
+    from cdc_cli.main import build_parser
 
     parser = build_parser()
     for command in shown("Measured figures"):

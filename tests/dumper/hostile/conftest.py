@@ -24,7 +24,7 @@ import pytest
 
 from cdc.config import Config, DumperUser
 from cdc.protocol import auth
-from local_cluster.testing import free_base_port, throwaway_cluster
+from cdc_equipment.local_cluster.testing import free_base_port, throwaway_cluster
 from tests.compat.conftest import cdc_start, tail, transfers_until
 
 ADMIN = ("repl", "repl")  # replication + admin + rows (the cluster's default account)

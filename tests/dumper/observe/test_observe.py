@@ -21,10 +21,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cdc.protocol.client import MysqlClient
 from cdc.protocol.constants import Command
-from cn import ComputeNode
-from cn.workloads.runner import run_workload
-from cn.workloads.transfer import TransferWorkload
-from local_cluster.testing import free_base_port, throwaway_cluster
+from cdc_equipment.cn import ComputeNode
+from cdc_equipment.cn.workloads.runner import run_workload
+from cdc_equipment.cn.workloads.transfer import TransferWorkload
+from cdc_equipment.local_cluster.testing import free_base_port, throwaway_cluster
 from tests.compat.conftest import cdc_start, tail
 
 USER, PASSWORD = "repl", "repl"  # the cluster's default account
@@ -86,7 +86,7 @@ class StalledConsumer:
 
 def cdc(config_path: Path, *args: str) -> str:
     out = subprocess.run(
-        [sys.executable, "-m", "cli.main", *args, "--config", str(config_path)],
+        [sys.executable, "-m", "cdc_cli.main", *args, "--config", str(config_path)],
         capture_output=True,
         text=True,
         timeout=60,

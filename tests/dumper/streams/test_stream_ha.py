@@ -10,11 +10,11 @@ import pytest
 
 from cdc.config import ConfigError, DumperConfig, DumperPeer
 from cdc.streams import STREAM_PROGRESS_FILE, stream_dir
+from cdc_equipment.local_cluster.testing import free_base_port
 from dumper.ha import HaNode
 from dumper.ha.copies import CopyTarget, read_state_term
 from dumper.ha.election import one_end
 from dumper.ha.reseed import STAGING, ReseedError, reseed
-from local_cluster.testing import free_base_port
 from tests.chaos.dumpers import copies_identical
 from tests.dumper.ha.fakes import Cluster, FakeCopy, FakeGms, FakeLeaders, FakeLeaseStore
 from tests.dumper.helpers import PASSWORD, USER, ServerThread
@@ -138,7 +138,7 @@ async def test_reseed_of_streams_is_all_or_nothing(tmp_path):
 
 
 def test_status_shows_each_stream_copy_and_each_streams_gate():
-    from cli.commands.pipeline import _ha_line, _stream_lines
+    from cdc_cli.commands.pipeline import _ha_line, _stream_lines
 
     follower = {
         "dumper_id": 2,

@@ -13,13 +13,13 @@ from cdc.binlog.reader import read_file
 from cdc.keys import GlobalKey
 from cdc.pauses import Pauses
 from cdc.streams import StreamRouter, stream_dir, stream_server_uuid
+from cdc_equipment.local_cluster.testing import free_base_port
 from dumper.pipeline.stream_split import StreamSplitter
 from dumper.pipeline.txn_encoder import TransactionEncoder
 from dumper.streams import stream_leader
 from dumper.streams.frames_pb2 import Batch
 from dumper.streams.stream_set import StreamSet
 from dumper.streams.wire import ToStream
-from local_cluster.testing import free_base_port
 from merge_joint import Transaction
 from merge_source.classifier import table_name
 from merge_source.fragment import Statement

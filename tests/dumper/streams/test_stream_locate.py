@@ -1,4 +1,4 @@
-"""`cdc locate` with `[dumper] streams` > 1 (cli/commands/locate.py): a TSO is looked up in
+"""`cdc locate` with `[dumper] streams` > 1 (cdc_cli/commands/locate.py): a TSO is looked up in
 every stream (where each stream is at that TSO), a position in the stream named; on files
 written here, one directory per stream."""
 
@@ -10,7 +10,7 @@ from binlog_writer import BinlogWriter, FsyncPolicy
 from cdc.binlog.events import XidEvent, cts_mark
 from cdc.binlog.query import QueryEvent
 from cdc.streams import stream_dir
-from cli.main import main
+from cdc_cli.main import main
 from tests.dumper.pipeline.fakes import config
 
 

@@ -17,11 +17,11 @@ from cdc.config import Config, DumperUser
 from cdc.keys import GlobalKey
 from cdc.protocol.auth import native_hash
 from cdc.streams import stream_dir, stream_port, stream_server_uuid
+from cdc_equipment.local_cluster.testing import free_base_port
 from dumper.pipeline.txn_encoder import TransactionEncoder
 from dumper.streams.frames_pb2 import Batch
 from dumper.streams.stream_set import StreamDied, StreamSet
 from dumper.streams.wire import ToStream
-from local_cluster.testing import free_base_port
 from tests.dumper.test_txn_encoder import transactions  # noqa: F401 (a fixture)
 
 CLUSTER_UUID = "6c6b0e1e-0000-4000-8000-00000000cdc1"

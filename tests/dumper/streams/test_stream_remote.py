@@ -23,7 +23,7 @@ import pytest
 from cdc.config import load
 from cdc.pauses import STREAM_UNREACHABLE, Pauses
 from cdc.streams import stream_port, stream_server_uuid
-from checks.verify_binlog import read_server
+from cdc_equipment.checks.verify_binlog import read_server
 from dumper.pipeline.txn_encoder import TransactionEncoder
 from dumper.streams.stream_set import StreamDied, StreamSet
 from tests.dumper.streams.test_stream_disk_full import until
@@ -68,7 +68,7 @@ def host2():
 def serve(ns: str, config_path: Path) -> subprocess.Popen:
     """`cdc stream serve --stream 1` on host2 (`ip netns exec` execs it: the pid is its)."""
     return subprocess.Popen(
-        ["ip", "netns", "exec", ns, sys.executable, "-m", "cli.main"]
+        ["ip", "netns", "exec", ns, sys.executable, "-m", "cdc_cli.main"]
         + ["stream", "serve", "--config", str(config_path), "--stream", "1"],
         cwd=ROOT,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from cli.commands.pipeline import status_lines
+from cdc_cli.commands.pipeline import status_lines
 from dumper.metrics import _from_status
 
 NOW = time.time()

@@ -14,10 +14,10 @@ from cdc.binlog.events import XidEvent, cts_mark
 from cdc.binlog.query import QueryEvent
 from cdc.config import DumperPeer
 from cdc.streams import stream_dir
+from cdc_equipment.local_cluster.testing import free_base_port
 from dumper.ha import HaNode
 from dumper.ha.copies import end_of
 from dumper.ha.stream_tail import sources, stream_port_address
-from local_cluster.testing import free_base_port
 from tests.chaos.dumpers import copies_identical
 from tests.dumper.ha.fakes import FakeCopy, FakeGms, FakeLeaders, FakeLeaseStore
 from tests.dumper.helpers import PASSWORD, USER, ServerThread
