@@ -12,6 +12,7 @@ from backfill.columns import ColumnSpec, arrow_schema
 from backfill.dataset import Manifest, read_part, table_dir
 from backfill.errors import BackfillError
 from cdc import admin_sql
+from cdc.sql_literal import sql_identifier
 
 BATCH = 2000
 
@@ -67,9 +68,9 @@ def load(out: Path, url: str) -> dict[str, int]:
                         f"{where}: cannot create {t.db}.{t.table} ({exc.args[-1]}); "
                         "load into a server without these tables"
                     ) from None
-                names = ", ".join(f"`{c.name}`" for c in columns)
+                names = ", ".join(sql_identifier(c.name) for c in columns)
                 sql = (
-                    f"INSERT INTO `{t.db}`.`{t.table}` ({names}) VALUES "
+                    f"INSERT INTO {sql_identifier(t.db)}.{sql_identifier(t.table)} ({names}) VALUES "
                     f"({', '.join(['%s'] * len(columns))})"
                 )
                 n = 0

@@ -33,6 +33,7 @@ from pymysql.converters import escape_item
 from backfill.columns import BINARY, GEOMETRY, INT_BYTES, TEXT, ColumnSpec, stored_schema
 from backfill.errors import BackfillError
 from backfill.tables import Shard, TableSpec
+from cdc.sql_literal import sql_identifier
 
 PARQUET_CODEC = "snappy"  # pyarrow's snappy is cheap (unlike the JVM's) and halves the files
 BATCH_ROWS = 65_536  # a chunk streams in batches: the write of one overlaps the read of the next
@@ -43,12 +44,13 @@ CX_DECIMAL = (28, 10)  # ConnectorX decodes DECIMAL exactly up to 28 digits with
 def _zero_guarded(value_sql: str, name: str) -> str:
     """A date-like value computed by the DN is NULL for a zero date: send a sentinel instead,
     so that it cannot pass for a NULL cell."""
-    return f"IF(`{name}` IS NOT NULL AND ({value_sql}) IS NULL, {ZERO_DATE}, {value_sql})"
+    return f"IF({sql_identifier(name)} IS NOT NULL AND ({value_sql}) IS NULL, {ZERO_DATE}, {value_sql})"
 
 
 def column_read(col: ColumnSpec, where: str) -> str:
     """The SELECT expression that reads the column exactly (see the module's doc)."""
     name, base = col.name, col.base
+    q = sql_identifier(name)
     if base in ("decimal", "numeric"):
         precision, scale = (int(a) for a in (col.args() + ["0", "0"])[:2])
         if precision > 38:
@@ -56,23 +58,23 @@ def column_read(col: ColumnSpec, where: str) -> str:
                 f"{where}.{name}: DECIMAL({precision},{scale}) is wider than Spark's 38 digits"
             )
         if precision > CX_DECIMAL[0] or scale > CX_DECIMAL[1]:
-            return f"CAST(`{name}` AS CHAR)"
-        return f"`{name}`"
+            return f"CAST({q} AS CHAR)"
+        return f"{q}"
     if base == "float":
-        return f"CAST(`{name}` AS CHAR)"
+        return f"CAST({q} AS CHAR)"
     if base == "time":
-        return f"CAST(TIME_TO_SEC(`{name}`) * 1000000 AS SIGNED)"
+        return f"CAST(TIME_TO_SEC({q}) * 1000000 AS SIGNED)"
     if base == "date":
-        return _zero_guarded(f"DATEDIFF(`{name}`, DATE'1970-01-01')", name)
+        return _zero_guarded(f"DATEDIFF({q}, DATE'1970-01-01')", name)
     if base == "datetime":
-        micros = f"TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', `{name}`)"
+        micros = f"TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', {q})"
         return _zero_guarded(micros, name)
     if base == "timestamp":  # a zero TIMESTAMP reads as 0, which no real TIMESTAMP can be
-        return f"CAST(UNIX_TIMESTAMP(`{name}`) * 1000000 AS SIGNED)"
+        return f"CAST(UNIX_TIMESTAMP({q}) * 1000000 AS SIGNED)"
     if base in GEOMETRY:
-        return f"CAST(`{name}` AS BINARY)"  # ConnectorX cannot decode the geometry type
+        return f"CAST({q} AS BINARY)"  # ConnectorX cannot decode the geometry type
     if base in INT_BYTES or base in TEXT or base in BINARY or base in ("year", "double", "real"):
-        return f"`{name}`"  # ConnectorX reads these exactly
+        return f"{q}"  # ConnectorX reads these exactly
     raise BackfillError(f"{where}.{name}: column type {col.type!r} is not supported")
 
 
@@ -107,7 +109,9 @@ class Chunk:
 
 
 def query(spec: TableSpec, chunk: Chunk) -> str:
-    cols = ", ".join(f"{column_read(c, spec.qualified)} AS `{c.name}`" for c in spec.columns)
+    cols = ", ".join(
+        f"{column_read(c, spec.qualified)} AS {sql_identifier(c.name)}" for c in spec.columns
+    )
     return f"SELECT {cols} FROM {chunk.shard.qualified} WHERE {chunk.where}"
 
 
@@ -174,14 +178,14 @@ def _literal(value) -> str:
 def key_at_least(cols: list[str], values: tuple) -> str:
     """(k1, k2, ...) >= (v1, v2, ...) spelled out, so that the server's range optimizer reads
     only the range (row-value comparisons are not always turned into ranges)."""
-    c, v = f"`{cols[0]}`", _literal(values[0])
+    c, v = sql_identifier(cols[0]), _literal(values[0])
     if len(cols) == 1:
         return f"{c} >= {v}"
     return f"({c} > {v} OR ({c} = {v} AND {key_at_least(cols[1:], values[1:])}))"
 
 
 def key_below(cols: list[str], values: tuple) -> str:
-    c, v = f"`{cols[0]}`", _literal(values[0])
+    c, v = sql_identifier(cols[0]), _literal(values[0])
     if len(cols) == 1:
         return f"{c} < {v}"
     return f"({c} < {v} OR ({c} = {v} AND {key_below(cols[1:], values[1:])}))"
@@ -203,7 +207,8 @@ def ranges(cols: list[str], bounds: list[tuple]) -> list[str]:
 def _integer_bounds(cur, shard: Shard, first: str, chunk_rows: int) -> list[tuple]:
     """Evenly spaced values of an integer first key column, by its min/max and the server's
     row estimate (no scan)."""
-    cur.execute(f"SELECT MIN(`{first}`), MAX(`{first}`) FROM {shard.qualified}")
+    q = sql_identifier(first)
+    cur.execute(f"SELECT MIN({q}), MAX({q}) FROM {shard.qualified}")
     low, high = cur.fetchone()
     cur.execute(
         "SELECT TABLE_ROWS FROM information_schema.TABLES "
@@ -221,7 +226,7 @@ def _integer_bounds(cur, shard: Shard, first: str, chunk_rows: int) -> list[tupl
 def _sampled_bounds(cur, shard: Shard, key: list[str], chunk_rows: int) -> list[tuple]:
     """Every `chunk_rows`-th primary key in key order (one scan of the shard by the DN): for a
     key whose first column is not an integer (strings, binary, dates, composite keys)."""
-    cols = ", ".join(f"`{k}`" for k in key)
+    cols = ", ".join(sql_identifier(k) for k in key)
     cur.execute(
         f"SELECT {cols} FROM (SELECT {cols}, ROW_NUMBER() OVER (ORDER BY {cols}) AS `_rn` "
         f"FROM {shard.qualified}) AS `_s` WHERE `_rn` % {max(chunk_rows, 1)} = 1 AND `_rn` > 1 "

@@ -13,6 +13,7 @@ import pymysql
 
 from backfill.columns import ColumnSpec
 from backfill.errors import BackfillError
+from cdc.sql_literal import sql_identifier
 
 if TYPE_CHECKING:  # Spark tasks import this module (Shard, TableSpec): not the CN's modules
     from cdc.cn_protocol.catalogue import Catalogue, LogicalTable
@@ -36,7 +37,7 @@ class Shard:
 
     @property
     def qualified(self) -> str:
-        return f"`{self.db}`.`{self.table}`"
+        return f"{sql_identifier(self.db)}.{sql_identifier(self.table)}"
 
     @property
     def where(self) -> str:

@@ -27,6 +27,12 @@ _ESCAPES = str.maketrans(
 _PLAIN = frozenset(range(0x20, 0x7F)) - {ord("'"), ord("\\")}
 
 
+def sql_identifier(name: str) -> str:
+    """A name (database, table, column) as MariaDB quotes it: in backticks, a backtick doubled,
+    whatever else the name holds."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 class LiteralError(ValueError):
     """A value with no SQL literal: an unknown type, or a float or Decimal that is not finite."""
 

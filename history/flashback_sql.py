@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from cdc.binlog.constants import ColumnType
-from cdc.sql_literal import BytesAs, sql_literal
+from cdc.sql_literal import BytesAs, sql_identifier, sql_literal
 
 from .flashback import Plan, RowChange, TableShape, Txn
 
@@ -22,14 +22,12 @@ def literal(value: object) -> str:
     return sql_literal(value, bytes_as=BytesAs.PLAIN_OR_HEX)
 
 
-def _name(text: str) -> str:
-    return "`" + text.replace("`", "``") + "`"
-
-
 def _equal(shape: TableShape, row: list, positions) -> str:
     names = shape.names
     return " AND ".join(
-        f"{_name(names[i])} IS NULL" if row[i] is None else f"{_name(names[i])} = {literal(row[i])}"
+        f"{sql_identifier(names[i])} IS NULL"
+        if row[i] is None
+        else f"{sql_identifier(names[i])} = {literal(row[i])}"
         for i in positions
     )
 
@@ -47,15 +45,15 @@ def _guard(shape: TableShape, row: list) -> str:
 def _same(shape: TableShape, row: list) -> str:
     """An assignment that changes nothing, for an image pair without a difference."""
     i = next((i for i in range(len(row)) if i not in shape.key), shape.key[0])
-    return f"{_name(shape.names[i])} = {literal(row[i])}"
+    return f"{sql_identifier(shape.names[i])} = {literal(row[i])}"
 
 
 def statement(shape: TableShape, change: RowChange) -> str:
     """One inverse change (already inverted: a write inserts `after`, a delete removes
     `before`, an update turns `before` into `after`)."""
-    table = f"{_name(shape.db)}.{_name(shape.name)}"
+    table = f"{sql_identifier(shape.db)}.{sql_identifier(shape.name)}"
     if change.kind == "write":
-        cols = ", ".join(_name(n) for n in shape.names)
+        cols = ", ".join(sql_identifier(n) for n in shape.names)
         values = ", ".join(literal(v) for v in change.after)
         return f"INSERT INTO {table} ({cols}) VALUES ({values})"
     if change.kind == "delete":
@@ -63,7 +61,7 @@ def statement(shape: TableShape, change: RowChange) -> str:
     # Only the columns the inverse changes: an unchanged key is not assigned (a CN routes an
     # UPDATE that assigns its shard key as a move between partitions).
     sets = ", ".join(
-        f"{_name(n)} = {literal(new)}"
+        f"{sql_identifier(n)} = {literal(new)}"
         for n, old, new in zip(shape.names, change.before, change.after, strict=True)
         if old != new
     ) or _same(shape, change.after)

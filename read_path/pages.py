@@ -7,16 +7,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cdc.protocol.constants import ColumnType as T
+from cdc.sql_literal import sql_identifier
 from read_path.chunks import Key
 from read_path.plan import Plan
 from read_path.request import TableSelect
 from read_path.values import integer, text_value
-from read_path.where import identifier, to_sql
+from read_path.where import to_sql
 
 
 def page_sql(plan: Plan, stmt: TableSelect, table: str, after: Key | None, rows: int) -> str:
     """The SELECT of the next `rows` rows of shard `table` after key `after` (None: its first)."""
-    names = [identifier(plan.columns[i].org_name.decode()) for i in plan.key]
+    names = [sql_identifier(plan.columns[i].org_name.decode()) for i in plan.key]
     data = [_data_column(plan, i) for i in plan.data]
     conds = []
     if after is not None:
@@ -44,7 +45,7 @@ def _data_column(plan: Plan, i: int) -> str:
     """Column i as a page reads it: a FLOAT of a binary read as the DOUBLE it converts to
     exactly (its text then has the digits of every bit)."""
     col = plan.columns[i]
-    name = identifier(col.org_name.decode())
+    name = sql_identifier(col.org_name.decode())
     return f"CAST({name} AS DOUBLE)" if plan.exact_floats and col.type == T.FLOAT else name
 
 

@@ -10,11 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from cdc.protocol.sql_error import SqlError
+from cdc.sql_literal import sql_identifier
 from read_path.order import check_keep
 from read_path.request import TableSelect, unsupported
 from read_path.source import DnReader, Shard
 from read_path.values import INTEGER_TYPES, ColumnDef, order_key, split_fields
-from read_path.where import columns_of, identifier
+from read_path.where import columns_of
 
 ER_BAD_FIELD = 1054
 _MEMBERS = re.compile(r"'((?:[^']|'')*)'")
@@ -148,14 +149,16 @@ async def _result_columns(
             parts.append(
                 "*"
                 if len(stmt.items) == 1
-                else ", ".join(identifier(c.org_name.decode()) for c in plan.columns)
+                else ", ".join(sql_identifier(c.org_name.decode()) for c in plan.columns)
             )
         elif item.kind == "column":
-            parts.append(f"{identifier(item.column)} AS {identifier(item.name)}")  # type: ignore[arg-type]
+            parts.append(f"{sql_identifier(item.column)} AS {sql_identifier(item.name)}")  # type: ignore[arg-type]
         elif item.kind == "COUNT":
-            parts.append(f"COUNT(*) AS {identifier(item.name)}")
+            parts.append(f"COUNT(*) AS {sql_identifier(item.name)}")
         else:
-            parts.append(f"{item.kind}({identifier(item.column)}) AS {identifier(item.name)}")  # type: ignore[arg-type]
+            parts.append(
+                f"{item.kind}({sql_identifier(item.column)}) AS {sql_identifier(item.name)}"
+            )  # type: ignore[arg-type]
     defs, _ = await reader.query(f"SELECT {', '.join(parts)} FROM {shard.name} LIMIT 0")
     alias = stmt.alias or stmt.table
     return [ColumnDef.parse(p).renamed(db, stmt.table, alias) for p in defs]

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 
-from cdc.sql_literal import sql_literal
+from cdc.sql_literal import sql_identifier, sql_literal
 from read_path.request import (
     Between,
     BoolOp,
@@ -32,17 +32,17 @@ _NUMERIC_PREFIX = re.compile(r"\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 
 def to_sql(where: Where) -> str:
     if isinstance(where, Compare):
-        return f"{identifier(where.column)} {where.op} {sql_literal(where.value)}"
+        return f"{sql_identifier(where.column)} {where.op} {sql_literal(where.value)}"
     if isinstance(where, Between):
         neg = "NOT " if where.negated else ""
         low, high = sql_literal(where.low), sql_literal(where.high)
-        return f"{identifier(where.column)} {neg}BETWEEN {low} AND {high}"
+        return f"{sql_identifier(where.column)} {neg}BETWEEN {low} AND {high}"
     if isinstance(where, InList):
         neg = "NOT " if where.negated else ""
         values = ", ".join(sql_literal(v) for v in where.values)
-        return f"{identifier(where.column)} {neg}IN ({values})"
+        return f"{sql_identifier(where.column)} {neg}IN ({values})"
     if isinstance(where, IsNull):
-        return f"{identifier(where.column)} IS {'NOT ' if where.negated else ''}NULL"
+        return f"{sql_identifier(where.column)} IS {'NOT ' if where.negated else ''}NULL"
     if isinstance(where, BoolOp):
         return "(" + f" {where.op} ".join(to_sql(p) for p in where.parts) + ")"
     return f"NOT ({to_sql(where.part)})"
@@ -54,11 +54,6 @@ def columns_of(where: Where) -> set[str]:
     if isinstance(where, Not):
         return columns_of(where.part)
     return {where.column}
-
-
-def identifier(name: str) -> str:
-    """`name` quoted for MariaDB (a backtick in it doubled): a column or table of a DN query."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 # -- evaluation over a row's text values -----------------------------------------------------------

@@ -20,6 +20,7 @@ import pymysql
 from cdc import admin_sql
 from cdc.cn_protocol.catalogue import LogicalTable
 from cdc.config import Config
+from cdc.sql_literal import sql_identifier
 
 TOKEN_DB = "cdc_check"
 TOKEN_TABLE = "tokens"
@@ -159,7 +160,11 @@ def run_check(
             check = TableCheck(table.db, table.name, rows, xor, None, None)
             try:
                 with downstream.cursor() as cur:
-                    cur.execute(checksum_sql(columns, f"`{table.db}`.`{table.name}`"))
+                    cur.execute(
+                        checksum_sql(
+                            columns, f"{sql_identifier(table.db)}.{sql_identifier(table.name)}"
+                        )
+                    )
                     n, x = cur.fetchone()
                 check.downstream_rows, check.downstream_sum = int(n), int(x)
             except pymysql.err.MySQLError as exc:
@@ -190,7 +195,7 @@ def diff_rows(
             source |= fetch(conn, table.physical_name(partition))
         finally:
             conn.close()
-    down = fetch(downstream, f"`{table.db}`.`{table.name}`")
+    down = fetch(downstream, f"{sql_identifier(table.db)}.{sql_identifier(table.name)}")
     out = [f"only in source: {r}" for r in sorted(source - down, key=repr)[:limit]]
     out += [f"only downstream: {r}" for r in sorted(down - source, key=repr)[:limit]]
     return out

@@ -30,6 +30,7 @@ from cdc.cn_protocol.catalogue import (
 from cdc.cn_protocol.errors import CatalogueError
 from cdc.cn_protocol.markers import write_ddl_record
 from cdc.cn_protocol.sql_text import DdlTarget, parse_ddl
+from cdc.sql_literal import sql_identifier
 from cdc_equipment.cn.context import CnContext
 from cdc_equipment.cn.jobs import UNREACHABLE, JobFailed, JobRun, errno, marker_once
 
@@ -297,7 +298,7 @@ async def _rebuild(ctx: CnContext, dn: int, table: LogicalTable, p, before: str)
             "AND b.TABLE_NAME = %s ORDER BY a.ORDINAL_POSITION",
             (phys_db, tmp, phys),
         )
-        columns = ", ".join(f"`{r[0]}`" for r in await cur.fetchall())
+        columns = ", ".join(sql_identifier(r[0]) for r in await cur.fetchall())
         await cur.execute("SET SESSION sql_log_bin = 0")
         try:
             await cur.execute(f"INSERT INTO `{tmp}` ({columns}) SELECT {columns} FROM `{phys}`")

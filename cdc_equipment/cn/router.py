@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from cdc.cn_protocol.catalogue import Catalogue, LogicalTable
 from cdc.cn_protocol.errors import RoutingError
 from cdc.cn_protocol.sql_text import Token, literal_value, tokenize
+from cdc.sql_literal import sql_identifier
 
 _CLAUSE_END = ("ORDER", "LIMIT", "GROUP", "FOR", "HAVING", "LOCK", "RETURNING")
 
@@ -52,7 +53,7 @@ class ShardKeyMove:
         return f"DELETE FROM {self.table.physical_name(partition)} WHERE {self.where}"
 
     def insert_sql(self, columns: list[str], rows: list[list[str]]) -> str:
-        cols = ", ".join(f"`{c}`" for c in columns)
+        cols = ", ".join(sql_identifier(c) for c in columns)
         values = ", ".join("(" + ", ".join(r) + ")" for r in rows)
         return (
             f"INSERT INTO {self.table.physical_name(self.new_partition)} ({cols}) VALUES {values}"

@@ -27,6 +27,7 @@ from cdc.cn_protocol.errors import CatalogueError
 from cdc.cn_protocol.markers import write_instruction
 from cdc.cn_protocol.sql import literal
 from cdc.config import NodeConfig
+from cdc.sql_literal import sql_identifier
 from cdc_equipment.cn.context import CnContext
 from cdc_equipment.cn.job_log import Job
 from cdc_equipment.cn.jobs import JobRun, before_marker, marker_once
@@ -307,7 +308,7 @@ async def _copy_table(ctx: CnContext, name: str, source: int, target: int) -> No
             await out.execute(f"DELETE FROM {name}")
             async with ctx.pools.connection(source) as src, src.cursor() as cur:
                 await cur.execute(f"SELECT * FROM {name}")
-                columns = ", ".join(f"`{d[0]}`" for d in cur.description)
+                columns = ", ".join(sql_identifier(d[0]) for d in cur.description)
                 while rows := await cur.fetchmany(COPY_BATCH):
                     values = ", ".join("(" + ", ".join(literal(v) for v in r) + ")" for r in rows)
                     await out.execute(f"INSERT INTO {name} ({columns}) VALUES {values}")

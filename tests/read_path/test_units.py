@@ -15,13 +15,14 @@ from hypothesis import strategies as hs
 
 from cdc.binlog.row_image import Date, DateTime, Timestamp
 from cdc.protocol.constants import ColumnType
+from cdc.sql_literal import sql_identifier
 from dumper.server.handlers import SqlError
 from dumper.server.sql.parser import parse
 from dumper.server.sql.statements import Compare, InfoSchemaSelect, Select, TableSelect
 from read_path.chunks import chunk_bound, take_chunk, take_until
 from read_path.order import Sorter, row_order
 from read_path.values import ColumnDef, order_key, sort_key, text_row, text_value
-from read_path.where import identifier, matches, to_sql
+from read_path.where import matches, to_sql
 
 T = ColumnType
 
@@ -121,9 +122,9 @@ def test_where_to_sql_and_over_images():
         "(`id` BETWEEN 2 AND 9 AND NOT ((`balance` < 10 OR `note` IS NULL)) AND "
         "`name` IN ('a\\'b', 'X ') AND `id` > 5)"  # cdc.sql_literal's escape of the quote
     )
-    # The one identifier quoting of the read path (WHERE, select lists, key ranges): a backtick
+    # The one identifier quoting (cdc.sql_literal; the read path, flashback, backfill): a backtick
     # in a name is doubled, as MariaDB reads it back.
-    assert identifier("a`b") == "`a``b`" and identifier("") == "``"
+    assert sql_identifier("a`b") == "`a``b`" and sql_identifier("") == "``"
     cols = {
         "id": col(T.LONG),
         "balance": col(T.LONGLONG),

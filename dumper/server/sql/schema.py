@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from cdc.sql_literal import sql_identifier
+
 # One index line of a SHOW CREATE TABLE text: `  UNIQUE KEY `uk` (`a`,`b`(10))`.
 _INDEX_LINE = re.compile(
     r"^\s*(?:(PRIMARY)\s+KEY|(UNIQUE|FULLTEXT|SPATIAL)?\s*(?:KEY|INDEX))\s*(?:`((?:[^`]|``)*)`)?"
@@ -95,7 +97,7 @@ class TableSchema:
             if c.extra:
                 line += f" {c.extra}"
             lines.append(line)
-        pk = [f"`{c.name}`" for c in self.columns if c.key == "PRI"]
+        pk = [sql_identifier(c.name) for c in self.columns if c.key == "PRI"]
         if pk:
             lines.append(f"  PRIMARY KEY ({','.join(pk)})")
         charset = self.collation.split("_", 1)[0]
