@@ -5,7 +5,7 @@ MariaDB's); an HA
 follower's copier. Other packages import only from here."""
 
 from . import gtids, layout, locate, mariadb_gtids
-from .copier import BinlogCopier, CopyError, truncate_copy
+from .copier import BinlogCopier, CopyError, copy_dump, truncate_copy
 from .fsync import FsyncMode, FsyncPolicy
 from .gtids import GtidLayout, MysqlGtids
 from .layout import file_name, file_number
@@ -17,6 +17,7 @@ from .writer import BinlogWriter, RecoveryReport, TxnPosition
 
 __all__ = [
     "BinlogCopier",
+    "copy_dump",
     "BinlogWriter",
     "Boundary",
     "CopyError",

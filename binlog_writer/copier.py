@@ -15,7 +15,9 @@ import logging
 import os
 import struct
 import time
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from cdc.binlog.constants import BINLOG_MAGIC, HEADER_LEN, EventType
 from cdc.binlog.errors import CodecError
@@ -195,6 +197,32 @@ class BinlogCopier:
         self._pending = bytearray()
         self.sync()
         self._close_fd()
+
+
+class _DumpedEvent(Protocol):
+    file: str
+    pos: int
+    data: bytes
+
+
+class _Dump(Protocol):
+    """What `copy_dump` reads: a dump client (`cdc.protocol.DumpClient`)."""
+
+    def batches(self) -> AsyncIterator[Sequence[_DumpedEvent]]: ...
+
+    async def close(self) -> None: ...
+
+
+async def copy_dump(client: _Dump, copier: BinlogCopier) -> None:
+    """Every event `client` dumps, into `copier`; both closed at the end, also on an error (which
+    the caller words: a re-seed's copy of a leader, a flashback's of a remote dumper)."""
+    try:
+        async for batch in client.batches():
+            for ev in batch:
+                copier.add(ev.file, ev.pos, ev.data)
+    finally:
+        copier.close()
+        await client.close()
 
 
 def _set_in_use(path: Path, in_use: bool) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from binlog_writer import BinlogCopier, CopyError
+from binlog_writer import BinlogCopier, CopyError, copy_dump
 from cdc.protocol import BinlogPosition, DumpClient, DumpError, DumpSettings
 
 from .flashback import FlashbackError
@@ -38,11 +38,6 @@ async def copy_served(
     )
     client = DumpClient(settings, BinlogPosition("", 4))
     try:
-        async for batch in client.batches():
-            for ev in batch:
-                copier.add(ev.file, ev.pos, ev.data)
+        await copy_dump(client, copier)
     except (DumpError, CopyError, ConnectionError, OSError) as exc:
         raise FlashbackError(f"copying the global binlog from {address} failed: {exc}") from None
-    finally:
-        copier.close()
-        await client.close()

@@ -27,7 +27,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from binlog_writer import BinlogCopier, CopyError, RecoveryPoint, layout
+from binlog_writer import BinlogCopier, CopyError, RecoveryPoint, copy_dump, layout
 from cdc.config import Config, DumperConfig
 from cdc.protocol import BinlogPosition, DumpClient, DumpError
 from cdc.streams import STREAM_PROGRESS_FILE
@@ -120,17 +120,12 @@ async def _stage(d: DumperConfig, lease: Lease, target: CopyTarget) -> CopyResee
     settings = leader_dump_settings(d, lease, non_blocking=True, address=address)
     client = DumpClient(settings, BinlogPosition("", 4))
     try:
-        async for batch in client.batches():
-            for ev in batch:
-                copier.add(ev.file, ev.pos, ev.data)
+        await copy_dump(client, copier)
     except (DumpError, CopyError, ConnectionError, OSError) as exc:
         raise ReseedError(
             f"dumper {d.id}: copying{what} from dumper {lease.holder} at {address} failed: "
             f"{exc}; the old copy is unchanged, run the re-seed again"
         ) from None
-    finally:
-        copier.close()
-        await client.close()
     done = CopyReseeded(target.stream, layout.read_index(staging, d.binlog_base))
     if not done.files:
         raise ReseedError(
