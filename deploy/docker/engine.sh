@@ -29,8 +29,10 @@ start)
 		echo "docker-engine: starting dockerd (log: $LOG)"
 		# setsid: the daemon outlives make; this script's pid file names it for `stop`. From /:
 		# its working directory is no checkout's (cdc_equipment/local_cluster/leftovers.py looks there).
-		cd / && setsid dockerd --storage-driver=vfs --iptables=false --ip-forward=false --ip-masq=false \
-			--pidfile "$PIDFILE" >"$LOG" 2>&1 </dev/null &
+		# The whole background subshell's descriptors go to the log: one left on make's stdout
+		# kept a reader of it (`make test-containers | tail`) waiting for as long as dockerd ran.
+		(cd / && exec setsid dockerd --storage-driver=vfs --iptables=false --ip-forward=false \
+			--ip-masq=false --pidfile "$PIDFILE") >"$LOG" 2>&1 </dev/null &
 		for _ in $(seq 1 60); do answers && break; sleep 0.5; done
 		answers || { tail -20 "$LOG" >&2; echo "docker-engine: dockerd did not answer within 30 s" >&2; exit 1; }
 		touch "$STATE/started-by-cdc"
