@@ -32,7 +32,9 @@ def run(checkout: Path, keep: Path, events: int, dns: int) -> tuple[float, float
     (keep / "cluster" / "cdc.toml").unlink(missing_ok=True)
     venv = checkout / ".venv" / "bin" / "python"
     python = str(venv) if venv.exists() else sys.executable
-    cmd = [python, "-m", "cdc_cli.main", "bench", "pipeline", "--keep", str(keep)]
+    # The CLI's package by the checkout's layout: `cli` before the equipment was gathered (issue 40).
+    cli = "cdc_cli" if (checkout / "cdc_cli").is_dir() else "cli"
+    cmd = [python, "-m", f"{cli}.main", "bench", "pipeline", "--keep", str(keep)]
     cmd += ["--events", str(events), "--dns", str(dns)]
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     out = subprocess.run(cmd, cwd=checkout, env=env, capture_output=True, text=True)
