@@ -41,10 +41,10 @@ ZERO_DATE = -(1 << 62)  # what the SELECT sends for a zero date (no instant at a
 CX_DECIMAL = (28, 10)  # ConnectorX decodes DECIMAL exactly up to 28 digits with scale <= 10
 
 
-def _zero_guarded(value_sql: str, name: str) -> str:
+def _zero_guarded(value_sql: str, quoted: str) -> str:
     """A date-like value computed by the DN is NULL for a zero date: send a sentinel instead,
     so that it cannot pass for a NULL cell."""
-    return f"IF({sql_identifier(name)} IS NOT NULL AND ({value_sql}) IS NULL, {ZERO_DATE}, {value_sql})"
+    return f"IF({quoted} IS NOT NULL AND ({value_sql}) IS NULL, {ZERO_DATE}, {value_sql})"
 
 
 def column_read(col: ColumnSpec, where: str) -> str:
@@ -59,22 +59,22 @@ def column_read(col: ColumnSpec, where: str) -> str:
             )
         if precision > CX_DECIMAL[0] or scale > CX_DECIMAL[1]:
             return f"CAST({q} AS CHAR)"
-        return f"{q}"
+        return q
     if base == "float":
         return f"CAST({q} AS CHAR)"
     if base == "time":
         return f"CAST(TIME_TO_SEC({q}) * 1000000 AS SIGNED)"
     if base == "date":
-        return _zero_guarded(f"DATEDIFF({q}, DATE'1970-01-01')", name)
+        return _zero_guarded(f"DATEDIFF({q}, DATE'1970-01-01')", q)
     if base == "datetime":
         micros = f"TIMESTAMPDIFF(MICROSECOND, TIMESTAMP'1970-01-01 00:00:00', {q})"
-        return _zero_guarded(micros, name)
+        return _zero_guarded(micros, q)
     if base == "timestamp":  # a zero TIMESTAMP reads as 0, which no real TIMESTAMP can be
         return f"CAST(UNIX_TIMESTAMP({q}) * 1000000 AS SIGNED)"
     if base in GEOMETRY:
         return f"CAST({q} AS BINARY)"  # ConnectorX cannot decode the geometry type
     if base in INT_BYTES or base in TEXT or base in BINARY or base in ("year", "double", "real"):
-        return f"{q}"  # ConnectorX reads these exactly
+        return q  # ConnectorX reads these exactly
     raise BackfillError(f"{where}.{name}: column type {col.type!r} is not supported")
 
 
