@@ -16,7 +16,7 @@ from cdc.binlog.constants import FORMAT_DESCRIPTION_EVENT, QUERY_EVENT, TABLE_MA
 from cdc.binlog.events import cts_mark_text, decode_event, parse_cts
 from cdc.binlog.fde import FormatDescription
 from cdc.protocol.sql_error import SqlError
-from read_path.first_images import ROWS, FirstImages, Image, Key, TableChanges, ddl_target
+from read_path.first_images import ROWS, FirstImages, Image, Key, Shape, TableChanges, ddl_target
 from read_path.served import ServedFiles
 
 ER_UNKNOWN = 1105
@@ -33,10 +33,12 @@ class ChangedKeys:
         key: list[int],
         key_of: Callable[[list], Key],
         columns: int,
+        later: list[Shape] | None = None,
     ) -> None:
         self.files = files
         self.file, self.pos = start
-        self.table = TableChanges(*table, key, key_of, columns)
+        # `later`: the shapes after each DDL a read as of a past point crosses (past_shape.py)
+        self.table = TableChanges(*table, key, key_of, columns, later=list(later or ()))
         self.images = FirstImages([self.table])
         self.changes: dict[Key, Image | None] = self.table.changes
         self.added: list[Key] = self.table.added  # the keys of `changes`, in the order they came
@@ -90,12 +92,12 @@ def _fde(files: ServedFiles, name: str) -> FormatDescription:
 
 
 async def first_ddl(
-    files: ServedFiles, start: tuple[str, int], db: str, table: str
+    files: ServedFiles, start: tuple[str, int], db: str, table: str, skip: int = 0
 ) -> tuple[str, str] | None:
-    """The first DDL on `db.table` in the served files from `start`: (where, its SQL), None if
-    there is none. For a read whose rows and binlog images disagree in shape: which DDL did it
-    (a QUERY is decoded only when its first word is a DDL's; the loop's other sessions run
-    every EVENTS_PER_TURN events)."""
+    """The first DDL on `db.table` in the served files from `start` (after `skip` others):
+    (where, its SQL), None if there is none. For a read whose rows and binlog images disagree
+    in shape: which DDL did it (a QUERY is decoded only when its first word is a DDL's; the
+    loop's other sessions run every EVENTS_PER_TURN events)."""
     names = files.names()
     if start[0] not in names:
         return None
@@ -111,5 +113,7 @@ async def first_ddl(
                 continue
             target = ddl_target(decode_event(ev.data, fde).body)
             if target is not None and target[:2] == (db, table):
-                return f"{name}:{ev.pos}", target[2]
+                if skip == 0:
+                    return f"{name}:{ev.pos}", target[2]
+                skip -= 1
     return None

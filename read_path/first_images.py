@@ -43,16 +43,17 @@ Key = tuple
 
 class TableChangedByDdl(SqlError):
     """DDL on a chosen table after the read's position: its rows on the shards and the
-    binlog's images no longer have one shape (`where`: the DDL's place, `text`: its SQL)."""
+    binlog's images no longer have one shape (`where`: the DDL's place, `text`: its SQL,
+    `why`: what it did that the read cannot cross, when known)."""
 
-    def __init__(self, db: str, table: str, where: str, text: str) -> None:
+    def __init__(self, db: str, table: str, where: str, text: str, why: str = "") -> None:
         super().__init__(
             f"{db}.{table} was changed by DDL at {where} during the read ({text[:80]}); run it "
             "again",
             ER_UNKNOWN,
             "HY000",
         )
-        self.db, self.table, self.where, self.text = db, table, where, text
+        self.db, self.table, self.where, self.text, self.why = db, table, where, text, why
 
 
 class TableShapeDiffers(SqlError):
@@ -69,15 +70,28 @@ class TableShapeDiffers(SqlError):
         self.db, self.table, self.where = db, table, where
 
 
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """The rows of a chosen table after one DDL (`ddl`, its SQL as the binlog holds it): how
+    many columns they have, and where the read's columns are among them (None: all, in
+    order). A read as of a point before an ADD COLUMN reads on across it (past_shape.py)."""
+
+    ddl: str
+    columns: int
+    picks: list[int] | None
+
+
 class Image:
     """A key's before-image as the global binlog holds it (every column present), spelled
-    only if a chunk emits it (`image_text.ImageSpeller`, one per distinct `columns`)."""
+    only if a chunk emits it (`image_text.ImageSpeller`, one per distinct `columns`); `picks`:
+    where the read's columns are in it (None: all, in order)."""
 
-    __slots__ = ("columns", "data")
+    __slots__ = ("columns", "data", "picks")
 
-    def __init__(self, columns: list, data: bytes) -> None:
+    def __init__(self, columns: list, data: bytes, picks: list[int] | None = None) -> None:
         self.columns = columns
         self.data = data
+        self.picks = picks
 
     def values(self) -> list[object]:
         """Every column's value, as the codec decodes it."""
@@ -96,6 +110,18 @@ class TableChanges:
     columns: int  # how many the rows must have
     changes: dict[Key, Image | None] = field(default_factory=dict)
     added: list[Key] = field(default_factory=list)  # the keys of `changes`, in order
+    # Where the read's columns are in the rows (None: all, in order: the shape is the
+    # shards'), and the shapes after each DDL the read crosses, in order (a DDL beyond them
+    # fails the read).
+    picks: list[int] | None = None
+    later: list[Shape] = field(default_factory=list)
+
+    def crossed(self, where: str, text: str) -> None:
+        """A DDL on the table: its rows take the next shape, if the read knows it."""
+        if not self.later or self.later[0].ddl.strip() != text.strip():
+            raise TableChangedByDdl(self.db, self.name, where, text)
+        shape = self.later.pop(0)
+        self.columns, self.picks = shape.columns, shape.picks
 
     def first(self, key: Key, image: Image | None) -> None:
         """`key`'s state at the start, unless an earlier change gave it already."""
@@ -152,7 +178,7 @@ class FirstImages:
     def _ddl(self, body, where: str) -> None:
         target = ddl_target(body)
         if target is not None and target[:2] in self.tables:
-            raise TableChangedByDdl(*target[:2], where, target[2])
+            self.tables[target[:2]].crossed(where, target[2])
 
 
 def ddl_target(body) -> tuple[str, str, str] | None:
@@ -185,6 +211,9 @@ def rows(table: TableChanges, body, columns: list, layout: tuple[list, list], wh
     view = memoryview(data)
     fixed, prefix = layout
     changes, key, key_of, first = table.changes, table.key, table.key_of, table.first
+    picks = table.picks
+    if picks is not None:  # the key's columns where this shape has them
+        key = [picks[i] for i in key]
     starts = [0] * len(columns)
     pos, end = 0, len(data)
     while pos < end:
@@ -195,7 +224,7 @@ def rows(table: TableChanges, body, columns: list, layout: tuple[list, list], wh
             first(before, None)
             continue
         if before not in changes:  # its state at the start
-            first(before, Image(columns, data[start:pos]))
+            first(before, Image(columns, data[start:pos], picks))
         if present_after is not None:  # an update: its after-image follows
             pos = value_starts(data, pos, fixed, prefix, starts)
             first(key_of(_values(columns, key, view, starts)), None)  # absent at the start

@@ -40,12 +40,13 @@ _DATES = (T.DATE, T.NEWDATE)
 class ImageSpeller:
     """The before-images of one table map (its `columns`) as text rows of a result whose
     columns are `defs` (the DN's, with the declared collations): how each column is spelled,
-    chosen here once."""
+    chosen here once. A None in `defs`: a column the result does not have (one added after
+    the point a read is as of), never asked for."""
 
     def __init__(
         self,
         columns: list[Column],
-        defs: list[ColumnDef],
+        defs: list[ColumnDef | None],
         members: dict[int, tuple[str, ...]],
         exact_floats: bool,
     ) -> None:
@@ -56,6 +57,12 @@ class ImageSpeller:
         self.decimals: list[int] = []
         self.fallback: list[Callable[[bytes, int], bytes | None]] = []
         for i, (column, col) in enumerate(zip(columns, defs, strict=True)):
+            if col is None:
+                self.kinds.append(spelling.Spelling.OTHER)
+                self.sizes.append(0)
+                self.decimals.append(0)
+                self.fallback.append(_absent)
+                continue
             kind, size = spelling_of(column, col, prefix[i])
             self.kinds.append(kind)
             self.sizes.append(size)
@@ -90,6 +97,10 @@ def spelling_of(column: Column, col: ColumnDef, prefix: int) -> tuple[int, int]:
     if t in _DATES and col.type in _DATES:
         return spelling.Spelling.DATE, 0
     return spelling.Spelling.OTHER, 0
+
+
+def _absent(data: bytes, start: int) -> bytes | None:
+    raise AssertionError("a column the result does not have was asked for")
 
 
 def _fallback(

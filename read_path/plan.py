@@ -58,17 +58,22 @@ async def plan(
     first: Shard,
     binary: bool,
     sort_rows: int,
+    names: list[str] | None = None,
 ) -> Plan:
     """The plan of `stmt` over `db`, from the table's `first` shard (read by `reader`);
-    `binary`: its rows are for the binary protocol (FLOATs exact)."""
-    defs, _ = await reader.query(f"SELECT * FROM {first.name} LIMIT 0")
+    `binary`: its rows are for the binary protocol (FLOATs exact); `names`: the table's
+    columns as it had them at a past point (read_path/past_shape.py; None: all it has now)."""
+    listed = "*" if names is None else ", ".join(sql_identifier(n) for n in names)
+    defs, _ = await reader.query(f"SELECT {listed} FROM {first.name} LIMIT 0")
     columns = [ColumnDef.parse(p) for p in defs]
     index = {c.org_name.decode().lower(): i for i, c in enumerate(columns)}
     _, described = await reader.query(f"SHOW FULL COLUMNS FROM {first.name}")
     members: dict[int, tuple[str, ...]] = {}
     for row in described:
         (name, type_, declared), _ = split_fields(row, 3)
-        at = index[(name or b"").decode().lower()]
+        at = index.get((name or b"").decode().lower())
+        if at is None:
+            continue  # added after the point the read is as of
         text = (type_ or b"").decode()
         if text.startswith(("enum(", "set(")):
             members[at] = tuple(m.replace("''", "'") for m in _MEMBERS.findall(text))
@@ -94,7 +99,7 @@ async def plan(
     out = Plan(columns, index, members, key, data, integer_key, key_order, shown, binary)
     if not integer_key:  # ordered as the DN orders it: an ENUM by its index
         out.key_orders = [order_key(columns[i], members.get(i, ())) for i in key]
-    out.result = await _result_columns(stmt, db, reader, first, out)
+    out.result = await _result_columns(stmt, db, reader, first, out, names is not None)
     return out
 
 
@@ -140,15 +145,16 @@ def _data_positions(stmt: TableSelect, index: dict[str, int], count: int) -> lis
 
 
 async def _result_columns(
-    stmt: TableSelect, db: str, reader: DnReader, shard: Shard, plan: Plan
+    stmt: TableSelect, db: str, reader: DnReader, shard: Shard, plan: Plan, past: bool
 ) -> list[ColumnDef]:
-    """The DN's definitions for the select list, renamed to the logical table."""
+    """The DN's definitions for the select list, renamed to the logical table (`past`: `*`
+    is the columns the table had at the read's point, by name)."""
     parts = []
     for item in stmt.items:
         if item.kind == "*":
             parts.append(
                 "*"
-                if len(stmt.items) == 1
+                if len(stmt.items) == 1 and not past
                 else ", ".join(sql_identifier(c.org_name.decode()) for c in plan.columns)
             )
         elif item.kind == "column":

@@ -17,6 +17,7 @@ from read_path.chunks import Key
 from read_path.fold import aggregate, window
 from read_path.order import Sorter, row_order
 from read_path.pages import key_of, page_sql
+from read_path.past_shape import PastShape, past_shape
 from read_path.plan import Plan, keep, plan
 from read_path.request import TableSelect
 from read_path.served import Progress, ServedFiles
@@ -43,6 +44,7 @@ class SnapshotRead:
         page_rows: int = PAGE_ROWS,
         sort_rows: int = SORT_ROWS,
         on_close: Callable[[], None] | None = None,
+        past: bool = False,
     ) -> None:
         self.source = source
         self.files = files
@@ -53,6 +55,10 @@ class SnapshotRead:
         self.page_rows = max(1, page_rows)
         self.sort_rows = max(1, sort_rows)
         self.on_close = on_close  # the statement's end: its position no longer held from purge
+        # A read as of a past point: a DDL on the table since is crossed in the table's shape
+        # there, or refused (past_shape.py); at the end there is none to look for.
+        self.past = past
+        self._shape: PastShape | None = None
         self._readers: dict[int, DnReader] = {}
         self._table: LogicalTable | None = None
         self._shards: list[Shard] = []
@@ -95,7 +101,12 @@ class SnapshotRead:
         self._shards = self.source.shards(table)
         first = self._shards[0]
         reader = await self._reader(first.dn)
-        self._plan = await plan(stmt, self.db, reader, first, binary, self.sort_rows)
+        if self.past:
+            self._shape = await past_shape(
+                self.source, self.files, self.position, table.db, table.name
+            )
+        names = None if self._shape is None else self._shape.names
+        self._plan = await plan(stmt, self.db, reader, first, binary, self.sort_rows, names)
         return self._plan.result
 
     # -- rows ----------------------------------------------------------------------------------
@@ -166,6 +177,7 @@ class SnapshotRead:
             plan.key,
             key_of(plan),
             len(plan.columns),
+            None if self._shape is None else self._shape.later,
         )
         page_rows = self.page_rows
         if not plan.integer_key:

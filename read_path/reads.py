@@ -23,8 +23,11 @@ class TableReads:
     page_rows: int = PAGE_ROWS
     sort_rows: int = SORT_ROWS
 
-    def select(self, stmt: TableSelect, db: str, position: tuple[str, int]) -> SnapshotRead:
-        """The rows of `stmt` over `db` as of `position`: `open()` then `rows()`."""
+    def select(
+        self, stmt: TableSelect, db: str, position: tuple[str, int], past: bool = False
+    ) -> SnapshotRead:
+        """The rows of `stmt` over `db` as of `position`: `open()` then `rows()`. `past`: a
+        point in the past, where the table may have had another shape (past_shape.py)."""
         return SnapshotRead(
             self.source,
             self.files,
@@ -34,6 +37,7 @@ class TableReads:
             position,
             page_rows=self.page_rows,
             sort_rows=self.sort_rows,
+            past=past,
         )
 
     def row_estimates(

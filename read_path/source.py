@@ -13,6 +13,8 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import pymysql
+
 from cdc.cn_protocol import dn_pool
 from cdc.cn_protocol.catalogue import LogicalTable
 from cdc.cn_protocol.catalogue_store import CatalogueStore
@@ -32,8 +34,10 @@ from cdc.protocol.packets import (
 )
 from cdc.protocol.sql_error import SqlError
 from read_path.page_rows import keyed_packets, keyed_rows
+from topology import SchemaHistory, SchemaRecord, gms
 
 ER_UNKNOWN = 1105
+ER_NO_SUCH_TABLE = 1146
 CONNECT_TIMEOUT_S = 5.0
 # A statement's round trip to a DN: a page read is short; a DN that does not answer in this
 # long is reported rather than waited for.
@@ -183,6 +187,37 @@ class SnapshotSource:
         if table.is_broadcast:
             return [Shard(table.placement[0], table.physical_name(None))]
         return [Shard(dn, table.physical_name(i)) for i, dn in enumerate(table.placement)]
+
+    async def schema_history(
+        self, db: str, table: str, tso: int
+    ) -> tuple[dict | None, list[SchemaRecord]]:
+        """The logical schema of `db.table` at `tso` (None: no record, the table did not
+        exist), and every DDL record of it after `tso`, in order (the GMS's schema history,
+        read in a worker thread: pymysql blocks)."""
+
+        def read() -> tuple[dict | None, list[SchemaRecord]]:
+            conn = gms.connect(self.config.gms)
+            try:
+                history = SchemaHistory(conn, self.config.pipeline.meta_database)
+                after = history.after(db, table, tso)
+                at = history.at(db, table, tso) if after else None
+                return (None if at is None else at.schema), after
+            except pymysql.err.ProgrammingError as exc:
+                if exc.args and exc.args[0] == ER_NO_SUCH_TABLE:
+                    return None, []  # no pipeline wrote one: a DDL after P is met by the scan
+                raise
+            finally:
+                conn.close()
+
+        try:
+            return await asyncio.to_thread(read)
+        except Exception as exc:
+            raise SqlError(
+                f"cannot read the schema history of {db}.{table} from the GMS "
+                f"({self.config.gms.host}:{self.config.gms.port}): {exc}",
+                ER_UNKNOWN,
+                "HY000",
+            ) from None
 
     async def tso(self) -> int:
         try:

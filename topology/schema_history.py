@@ -70,6 +70,18 @@ class SchemaHistory:
         records = [SchemaRecord(int(t), d, n, ddl, json.loads(s), i) for t, d, n, ddl, s, i in rows]
         return [r for r in records if r.schema]
 
+    def after(self, db: str, table: str, tso: int) -> list[SchemaRecord]:
+        """Every record of `db.table` with TSO > `tso`, in TSO order (the DDL a read as of a
+        point before them crosses: read_path/past_shape.py)."""
+        with self._conn.cursor() as cur:
+            cur.execute(
+                f"SELECT tso, db_name, table_name, ddl, table_schema, instruction_id FROM {self._table} "
+                "WHERE db_name=%s AND table_name=%s AND tso > %s ORDER BY tso, id",
+                (db, table, tso),
+            )
+            rows = cur.fetchall()
+        return [SchemaRecord(int(t), d, n, ddl, json.loads(s), i) for t, d, n, ddl, s, i in rows]
+
     def at(self, db: str, table: str, tso: int) -> SchemaRecord | None:
         with self._conn.cursor() as cur:
             cur.execute(

@@ -4,7 +4,9 @@ independent oracle: a MariaDB replica of the dumper stopped at each point with `
 UNTIL`. The history between the points has transfers, inserts, updates and deletes of a table
 of this test, and an ADD COLUMN on it; each point is named in another form (file:pos, TSO,
 GTID, TIMESTAMP), and every table the replica holds there is compared row for row (and its
-digest printed) with the dumper's read as of the point."""
+digest printed) with the dumper's read as of the point: a read as of a point before the ADD
+COLUMN answers in the table's shape there, one before a DROP COLUMN, a DROP TABLE or a
+TRUNCATE is refused naming it."""
 
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ pytestmark = [pytest.mark.timeout(900)]
 NOTES = "shop.asof_notes"
 GONE = "shop.asof_gone"  # dropped after the first two points
 EMPTIED = "shop.asof_emptied"  # truncated after the first two points
+NARROWED = "shop.asof_narrowed"  # a column dropped after the first two points
 # Values as the server spells them (no decoding; the encoders pymysql needs for its own SETs).
 AS_SENT = {k: v for k, v in pymysql.converters.conversions.items() if not isinstance(k, int)}
 DDL = f"ALTER TABLE {NOTES} ADD COLUMN note VARCHAR(20) NULL"
@@ -59,8 +62,15 @@ def _cn(cfg, *statements: str, ddl: tuple[str, ...] = ()) -> None:
     asyncio.run(asyncio.wait_for(run(), 180))
 
 
-# What refuses a read as of a point before it: the DDL named.
-REFUSED = {NOTES: "ADD COLUMN note", GONE: "DROP TABLE", EMPTIED: "TRUNCATE TABLE"}
+# What refuses a read as of a point before it: the DDL named (an ADD COLUMN refuses nothing:
+# NOTES is read in its shape at the point).
+REFUSED = {
+    GONE: "DROP TABLE",
+    EMPTIED: "TRUNCATE TABLE",
+    NARROWED: "DROP COLUMN gone",
+}
+# What the refusal says the DDL did (the schema history's shapes before and after it).
+WHY = {EMPTIED: "it emptied the table", NARROWED: "it dropped (or renamed) column gone"}
 
 
 def _ids(start: int, stop: int, step: int = 1) -> str:
@@ -72,6 +82,13 @@ def _raw(conn: pymysql.Connection, sql: str) -> list[tuple]:
     with conn.cursor() as cur:
         cur.execute(sql)
         return sorted(cur.fetchall(), key=repr)
+
+
+def _columns(conn: pymysql.Connection, sql: str) -> list[str]:
+    with conn.cursor() as cur:
+        cur.execute(sql)
+        cur.fetchall()
+        return [d[0] for d in cur.description]
 
 
 def _digest(rows: list[tuple]) -> str:
@@ -119,10 +136,12 @@ def _history(snap) -> list[tuple[str, bool]]:
         + ", ".join(f"({i}, {i * 10}, 's{i}')" for i in range(60)),
         f"INSERT INTO {GONE} (id, n) VALUES (1, 1), (2, 2), (3, 3)",
         f"INSERT INTO {EMPTIED} (id, n) VALUES (1, 1), (2, 2), (3, 3)",
+        f"INSERT INTO {NARROWED} (id, n, gone) VALUES (1, 1, 'a'), (2, 2, 'b'), (3, 3, 'c')",
         ddl=(
             f"CREATE TABLE {NOTES} (id BIGINT NOT NULL PRIMARY KEY, n INT, s VARCHAR(16))",
             f"CREATE TABLE {GONE} (id BIGINT NOT NULL PRIMARY KEY, n INT)",
             f"CREATE TABLE {EMPTIED} (id BIGINT NOT NULL PRIMARY KEY, n INT)",
+            f"CREATE TABLE {NARROWED} (id BIGINT NOT NULL PRIMARY KEY, n INT, gone CHAR(1))",
         ),
     )
     _served(snap, f"SELECT COUNT(*) FROM {NOTES}", ((60,),))
@@ -141,7 +160,13 @@ def _history(snap) -> list[tuple[str, bool]]:
     _cn(
         cfg,
         f"UPDATE {NOTES} SET s = 'changed' WHERE id IN {_ids(0, 50, 3)}",
-        ddl=(DDL, f"DROP TABLE {GONE}", f"TRUNCATE TABLE {EMPTIED}"),
+        f"UPDATE {NARROWED} SET n = 20 WHERE id IN (2)",
+        ddl=(
+            DDL,
+            f"DROP TABLE {GONE}",
+            f"TRUNCATE TABLE {EMPTIED}",
+            f"ALTER TABLE {NARROWED} DROP COLUMN gone",
+        ),
     )
     _cn(cfg, f"UPDATE {NOTES} SET note = 'after' WHERE id IN {_ids(0, 10)}")
     _served(snap, f"SELECT COUNT(*) FROM {NOTES} WHERE note = 'after'", ((10,),))
@@ -270,20 +295,46 @@ def test_reads_as_of_points_equal_a_replica_stopped_there(snap, replica):
                     # Refused naming the DDL after the point and where it is.
                     code, message = got  # type: ignore[misc]
                     assert code == 1412 and REFUSED[table] in message, got
+                    assert WHY.get(table, "") in message, got
                     assert re.search(r"binlog\.\d+:\d+", message), message
                     continue
                 want = _raw(conn, f"SELECT * FROM {table}")
                 assert got == want, (point, position, table)
+                if table == NOTES:  # the same columns (before the ADD COLUMN: not `note`)
+                    ours = _columns(snap.connect(), f"SELECT * FROM {table} AS OF {point}")
+                    assert ours == _columns(conn, f"SELECT * FROM {table}"), (point, ours)
                 compared.append((point, table, len(want), _digest(want)))
         print("\n".join(f"{p}: {t} {n} rows, digest {d}" for p, t, n, d in compared))
         assert {p for p, *_ in compared} == {p for p, _ in points}
         assert len(compared) >= 4 * 5
         assert {(p, t) for p, t, *_ in compared if t in REFUSED} == {
-            (p, t) for p, before in points if not before for t in (NOTES, EMPTIED)
+            (p, t) for p, before in points if not before for t in (EMPTIED, NARROWED)
         }
+        # NOTES as of every point, before the ADD COLUMN in its shape there, as the replica.
+        assert {p for p, t, *_ in compared if t == NOTES} == {p for p, _ in points}
+        # A prepared statement announces that shape at PREPARE too (EXECUTE sends it).
+        first_point = points[0][0]
+        assert _prepared(snap, f"SELECT * FROM {NOTES} AS OF {first_point}") == (3, 3, 60)
     finally:
         _query(conn, "STOP SLAVE")
         conn.close()
+
+
+def _prepared(snap, sql: str) -> tuple[int, int, int]:
+    """`sql` prepared: (the columns PREPARE announces, those EXECUTE sends, its rows)."""
+    from tests.read_path.binary_client import BinaryClient
+    from tests.read_path.conftest import READER
+
+    async def run() -> tuple[int, int, int]:
+        client = await BinaryClient.connect("127.0.0.1", snap.config.dumper.port, *READER)
+        try:
+            stmt = await client.prepare(sql)
+            result = await client.execute(stmt)
+            return len(stmt.columns), len(result.columns), len(result.rows)
+        finally:
+            client.close()
+
+    return asyncio.run(asyncio.wait_for(run(), 60))
 
 
 @pytest.mark.skipif(shutil.which("mariadb-dump") is None, reason="mariadb-dump missing")

@@ -20,7 +20,7 @@ from cdc.protocol.packets import MAX_CHUNK, frame
 from dumper.server.handlers import SqlError
 from dumper.server.wire.row_packets import frame_rows
 from read_path.changes import ChangedKeys
-from read_path.first_images import Image, layout, rows
+from read_path.first_images import Image, Shape, layout, rows
 from read_path.image_walk import value_starts
 from read_path.page_rows import keyed_packets, keyed_rows
 from read_path.values import split_fields, text_row
@@ -203,6 +203,33 @@ def test_changed_keys_read_raw_events_of_their_table_only():
     assert _decoded(changes.changes[(2,)]) == [2, b"a"]  # type: ignore[arg-type]
     with pytest.raises(SqlError, match="changed by DDL"):
         feed(QueryEvent(b"\n ALTER TABLE t ADD COLUMN x INT", db=b"d"))
+
+
+def test_changed_keys_cross_a_ddl_the_read_foresaw_in_its_shape():
+    """A read as of a point before `ADD COLUMN x FIRST` (past_shape.py): rows before it are
+    keyed as the shards' are, rows after it by the key where the new shape has it, and their
+    images say where the read's columns are; a DDL not foreseen fails the read."""
+    old = [Column(ColumnType.LONGLONG), Column(ColumnType.VARCHAR, 400)]
+    new = [Column(ColumnType.LONG), *old]
+    ddl = b"ALTER TABLE t ADD COLUMN x INT FIRST"
+    later = [Shape(ddl.decode(), 3, [1, 2])]
+    changes = ChangedKeys(None, ("binlog.000001", 4), ("d", "t"), [0], tuple, 2, later)  # type: ignore[arg-type]
+    changes._fde = FormatDescription()
+
+    def feed(body) -> None:
+        changes._event(encode_event(body), "here")
+
+    feed(TableMapEvent.from_columns(7, "d", "t", old))
+    feed(RowsEvent.from_rows(24, 7, old, [([1, b"a"], [1, b"b"])]))
+    feed(QueryEvent(ddl, db=b"d"))
+    feed(TableMapEvent.from_columns(7, "d", "t", new))
+    feed(RowsEvent.from_rows(24, 7, new, [([5, 2, b"c"], [6, 2, b"d"])]))
+    assert changes.added == [(1,), (2,)]
+    first, second = changes.changes[(1,)], changes.changes[(2,)]
+    assert first is not None and first.picks is None and _decoded(first) == [1, b"a"]
+    assert second is not None and second.picks == [1, 2] and _decoded(second) == [5, 2, b"c"]
+    with pytest.raises(SqlError, match="changed by DDL"):
+        feed(QueryEvent(b"ALTER TABLE t DROP COLUMN x", db=b"d"))
 
 
 def _decoded(image: Image) -> list:

@@ -386,3 +386,71 @@ def test_numeric_comparison_reads_a_string_as_mysql_does():
     assert not matches(stmt.where, lambda c: (column, b"0"))
     assert matches(parse("SELECT * FROM t WHERE id = 'abc'").where, lambda c: (column, b"0"))
     assert matches(parse("SELECT * FROM t WHERE id < ' 2.5e1x'").where, lambda c: (column, b"24"))
+
+
+# -- a past point's shape across DDL (read_path/past_shape.py) ---------------------------------
+def _c(name: str, type_: str = "int(11)", key: str = "", nullable: bool = True) -> dict:
+    return {"name": name, "type": type_, "key": key, "nullable": nullable, "charset": None}
+
+
+_AT_P = {"columns": [_c("id", "bigint(20)", "PRI", False), _c("n"), _c("s", "varchar(16)")]}
+
+
+def _after(*columns: dict) -> dict:
+    return {"columns": list(columns)}
+
+
+_ID, _N, _S = _AT_P["columns"]
+
+
+def test_a_past_shape_crosses_ddl_that_destroys_nothing():
+    from read_path.first_images import Shape
+    from read_path.past_shape import shape_at
+
+    added = _after(_ID, _N, _S, _c("note", "varchar(20)"))
+    indexed = _after(_ID, {**_N, "key": "MUL", "default": "7"}, _S, _c("note", "varchar(20)"))
+    moved = _after(_ID, _c("note", "varchar(20)"), _S, _N)
+    shape = shape_at(
+        _AT_P,
+        [("ALTER … ADD COLUMN note", added), ("ADD INDEX", indexed), ("MODIFY … AFTER", moved)],
+    )
+    assert shape.names == ["id", "n", "s"]
+    assert shape.later == [
+        Shape("ALTER … ADD COLUMN note", 4, [0, 1, 2]),
+        Shape("ADD INDEX", 4, [0, 1, 2]),
+        Shape("MODIFY … AFTER", 4, [0, 3, 2]),
+    ]
+    assert shape_at(_AT_P, [("COMMENT", _after(_ID, _N, _S))]).later[0].picks is None
+
+
+@pytest.mark.parametrize(
+    ("ddls", "index", "why"),
+    [
+        ([("TRUNCATE TABLE t", _AT_P)], 0, "emptied"),
+        ([("ADD COLUMN x", _after(_ID, _N, _S, _c("x"))), ("DROP TABLE t", {})], 1, "dropped the"),
+        ([("DROP COLUMN s", _after(_ID, _N))], 0, "column s"),
+        ([("CHANGE s t", _after(_ID, _N, {**_S, "name": "t"}))], 0, "column s"),
+        ([("widen", _after(_ID, {**_N, "type": "bigint(20)"}, _S))], 0, "n's type"),
+        ([("narrow", _after(_ID, _N, {**_S, "type": "varchar(8)"}))], 0, "s's type"),
+        ([("NOT NULL", _after(_ID, {**_N, "nullable": False}, _S))], 0, "nullable"),
+        ([("PRIMARY KEY", _after({**_ID, "key": ""}, {**_N, "key": "PRI"}, _S))], 0, "primary"),
+    ],
+)
+def test_a_past_shape_refuses_ddl_that_destroyed_what_it_needs(ddls, index, why):
+    from read_path.past_shape import Destroyed, shape_at
+
+    with pytest.raises(Destroyed) as refused:
+        shape_at(_AT_P, ddls)
+    assert refused.value.index == index and why in refused.value.why
+    with pytest.raises(Destroyed, match="did not exist"):  # a point before the CREATE
+        shape_at(None, [("CREATE TABLE t", _AT_P)])
+
+
+def test_a_ddl_crossed_takes_its_shape_and_one_not_foreseen_fails_the_read():
+    from read_path.first_images import Shape, TableChangedByDdl, TableChanges
+
+    table = TableChanges("d", "t", [0], tuple, 3, later=[Shape("ALTER x", 4, [0, 1, 2])])
+    table.crossed("d-bin.000001:4", " ALTER x")
+    assert (table.columns, table.picks, table.later) == (4, [0, 1, 2], [])
+    with pytest.raises(TableChangedByDdl):
+        table.crossed("d-bin.000001:99", "ALTER y")

@@ -5,6 +5,7 @@ path (`read_path/`), through the `TableReads` the server hands in."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 
 from dumper.server.handlers import OkResult, Pending, Result, SqlError, StreamedRows
@@ -37,7 +38,7 @@ class TableAnswers(Answers):
             ReadAtPoint(
                 point,
                 position,
-                lambda at: self._held(self._read(stmt, at, db)),
+                lambda at: self._held(self._read(stmt, at, db, past=True)),
                 self.ctx.served.files,
                 (db, stmt.table),
             )
@@ -59,8 +60,18 @@ class TableAnswers(Answers):
 
     async def describe(self, stmt: st.TableSelect) -> list[ColumnDef]:
         """The result columns of `stmt` (a prepared statement's), planned as a read at the
-        binlog's end without reading a row; a transaction is not pinned by it."""
-        read = self._read(stmt, self.binlog_end())
+        binlog's end without reading a row; a transaction is not pinned by it. A statement's
+        own `AS OF` point: the table's columns there (a DDL since may have added one), or,
+        when that point cannot be read now (not yet written, refused), the end's: EXECUTE
+        says which, as it does for any statement."""
+        if isinstance(stmt.as_of, PointSpec):
+            with contextlib.suppress(SqlError):
+                position = await self.ctx.points.resolve(stmt.as_of, self.binlog_end())
+                return await self._described(self._read(stmt, position, past=True))
+        return await self._described(self._read(stmt, self.binlog_end()))
+
+    @staticmethod
+    async def _described(read) -> list[ColumnDef]:
         try:
             return await read.open()
         finally:
@@ -75,10 +86,16 @@ class TableAnswers(Answers):
             raise unsupported("reading rows on a dumper started without the cluster's GMS")
         return db
 
-    def _read(self, stmt: st.TableSelect, position: tuple[str, int], db: str | None = None):
+    def _read(
+        self,
+        stmt: st.TableSelect,
+        position: tuple[str, int],
+        db: str | None = None,
+        past: bool = False,
+    ):
         db = db or self._checked_db(stmt)
         assert self.ctx.reads is not None
-        return self.ctx.reads.select(stmt, db, position)
+        return self.ctx.reads.select(stmt, db, position, past)
 
     def session_point(self) -> PointSpec | None:
         """The session's `cdc_read_as_of` (else the global one): every read outside a

@@ -1,8 +1,7 @@
 """A SELECT as of a past point (docs/snapshot-reads.md, "As of a past point"): the point is
 resolved first (off the loop: `points.PointResolver`), then the read is the snapshot read of
-that position; a DDL on the table after the point is refused naming it (the shards hold the
-table's shape after it, the binlog's images before it: the rows of the point cannot be
-spelled from both)."""
+that position, in the table's shape there (read_path/past_shape.py); a DDL after the point that
+destroyed what the read needs (a dropped column, a truncation, ...) is refused naming it."""
 
 from __future__ import annotations
 
@@ -16,11 +15,11 @@ ER_NO_SUCH_TABLE = 1146
 ER_TABLE_DEFINITION_CHANGED = 1412  # MySQL's ER_TABLE_DEF_CHANGED: "Table definition has changed"
 
 
-def refused(db: str, table: str, point: str, where: str, text: str) -> SqlError:
+def refused(db: str, table: str, point: str, where: str, text: str, why: str = "") -> SqlError:
     return SqlError(
         f"Table definition has changed, please retry transaction: {db}.{table} as of {point} "
-        f"cannot be read: the DDL at {where} after that point ({text[:120]}) changed it; read "
-        "as of a point after that DDL, or at the end",
+        f"cannot be read: the DDL at {where} after that point ({text[:120]}) "
+        f"{why or 'changed it'}; read as of a point after that DDL, or at the end",
         ER_TABLE_DEFINITION_CHANGED,
         "HY000",
     )
@@ -75,7 +74,7 @@ class ReadAtPoint:
         """The DDL met, or (rows of the old shape met first) the first DDL on the table after
         the point, named with its place."""
         if isinstance(exc, TableChangedByDdl):
-            return refused(exc.db, exc.table, self.point, exc.where, exc.text)
+            return refused(exc.db, exc.table, self.point, exc.where, exc.text, exc.why)
         assert self._at is not None
         found = await first_ddl(self._files, self._at, exc.db, exc.table)
         return exc if found is None else refused(exc.db, exc.table, self.point, *found)
