@@ -5,34 +5,77 @@ columns after it), and whether the DDL since P left everything the read needs.
 The shards hold the rows in the shape now, the binlog's before-images in the shape of their
 time; both are projected onto the columns the table had at P, by name. That is exact only while
 every column of P kept its values: a DDL that dropped or renamed one of them, changed its type
-(even widened: the DN describes and spells it in the new type, a replica at P the old), its
-nullability, charset or collation, the primary key (what rows and images are matched by), or
-that truncated or dropped the table, destroyed what the read needs: it is refused naming that
-DDL. Adding a column, adding or dropping an index, a default or a comment, or moving a column
-destroys nothing: the read is answered in the shape at P."""
+(other than the widenings below), its nullability, charset or collation, the primary key (what
+rows and images are matched by), or that truncated or dropped the table, destroyed what the
+read needs: it is refused naming that DDL. Adding a column, adding or dropping an index, a
+default or a comment, or moving a column destroys nothing: the read is answered in the shape
+at P. Nor does widening an integer (`INT` → `BIGINT`, the same signedness) or a `VARCHAR` /
+`VARBINARY` (n → m ≥ n): every value of P is spelled the same in the wider type, and the DN's
+column packet of the wider type is turned back into the old one's (`as_at_p`: another type
+code and display width, or the length of n characters), as a replica at P sends it."""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field, replace
 
 from cdc.binlog.events import cts_mark_text, parse_cts
+from cdc.protocol.constants import ColumnType as T
 from read_path.changes import EVENTS_PER_TURN, first_ddl
 from read_path.first_images import Shape, TableChangedByDdl
 from read_path.served import ServedFiles
+from read_path.source import SnapshotSource
+from read_path.values import ColumnDef
 
 # What a column of P must keep in every later shape for its values (and their spelling, and
-# the DN's column packet) to be the ones of P.
-_KEPT = ("type", "nullable", "charset", "collation")
+# the DN's column packet) to be the ones of P; its type may only widen (`_widened`).
+_KEPT = ("nullable", "charset", "collation")
+_INTEGERS = {"tinyint": T.TINY, "smallint": T.SHORT, "mediumint": T.INT24, "int": T.LONG}
+_INTEGERS["bigint"] = T.LONGLONG
+_RANKS = list(_INTEGERS)
+_LENGTHS = ("varchar", "varbinary")
+# `int(11) unsigned zerofill`, `varchar(16)`: the name, its width, the rest.
+_TYPE = re.compile(r"^(\w+)(?:\((\d+)\))?(.*)$")
 
 
 @dataclass(frozen=True, slots=True)
 class PastShape:
-    """The table at P: its columns (names, in order), and each later DDL's shape of the rows
-    the binlog holds after it (`Shape.picks`: where P's columns are in them)."""
+    """The table at P: its columns (names, in order), each later DDL's shape of the rows the
+    binlog holds after it (`Shape.picks`: where P's columns are in them), and the columns
+    whose type is wider now than at P (lower-case name → (the type at P, the type now))."""
 
     names: list[str]
     later: list[Shape]
+    widened: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def as_at_p(self, col: ColumnDef, name: str | None) -> ColumnDef:
+        """The DN's packet of column `name` (a column's, or MIN/MAX's over it), as the
+        column's type at P describes it."""
+        types = None if name is None else self.widened.get(name.lower())
+        if types is None:
+            return col
+        (old, old_width, _), (new, new_width, _) = (_parts(t) for t in types)
+        if old in _INTEGERS:
+            return replace(col, type=_INTEGERS[old], length=old_width or col.length)
+        # The length of n characters: the packet counts the connection charset's bytes.
+        return replace(col, length=col.length * (old_width or 0) // (new_width or 1))
+
+
+def _parts(type_: str) -> tuple[str, int | None, str]:
+    m = _TYPE.match(type_.strip().lower())
+    assert m is not None, type_
+    return m[1], None if m[2] is None else int(m[2]), m[3].strip()
+
+
+def _widened(old: str, new: str) -> bool:
+    """Whether every value of type `old` is one of `new`, spelled the same."""
+    (a, a_width, a_rest), (b, b_width, b_rest) = _parts(old), _parts(new)
+    if a_rest != b_rest:  # unsigned, zerofill
+        return False
+    if a in _INTEGERS and b in _INTEGERS:
+        return _RANKS.index(b) >= _RANKS.index(a) and "zerofill" not in a_rest
+    return a == b and a in _LENGTHS and (b_width or 0) >= (a_width or 0)
 
 
 class Destroyed(Exception):
@@ -68,6 +111,10 @@ def shape_at(at_p: dict | None, after: list[tuple[str, dict]]) -> PastShape:
             if found is None:
                 raise Destroyed(n, f"it dropped (or renamed) column {old['name']}")
             at, new = found
+            if old["type"] != new["type"] and not _widened(old["type"], new["type"]):
+                raise Destroyed(
+                    n, f"it changed column {old['name']}'s type from {old['type']} to {new['type']}"
+                )
             for what in _KEPT:
                 if old.get(what) != new.get(what):
                     raise Destroyed(
@@ -78,15 +125,22 @@ def shape_at(at_p: dict | None, after: list[tuple[str, dict]]) -> PastShape:
             picks.append(at)
         identity = picks == list(range(len(now)))
         later.append(Shape(ddl, len(now), None if identity else picks))
-    return PastShape(names, later)
+    # The packets come from the DN: in the type now, the last DDL's.
+    last = {c["name"].lower(): c["type"] for c in after[-1][1]["columns"]} if after else {}
+    widened = {
+        c["name"].lower(): (c["type"], last[c["name"].lower()])
+        for c in columns
+        if last and last[c["name"].lower()] != c["type"]
+    }
+    return PastShape(names, later, widened)
 
 
 async def past_shape(
-    source, files: ServedFiles, position: tuple[str, int], db: str, table: str
+    source: SnapshotSource, files: ServedFiles, position: tuple[str, int], db: str, table: str
 ) -> PastShape | None:
     """The shape of `db.table` at `position` if a DDL on it is after that point (None: none
     is, the shards' shape is P's); a DDL that destroyed what the read needs refused as
-    `TableChangedByDdl`, named with its place in the files. `source`: a `SnapshotSource`."""
+    `TableChangedByDdl`, named with its place in the files."""
     tso = await first_tso_after(files, position)
     if tso is None:
         return None  # nothing after P in the files: a DDL landing meanwhile is met by the scan

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from cdc.protocol.sql_error import SqlError
 from cdc.sql_literal import sql_identifier
 from read_path.order import check_keep
+from read_path.past_shape import PastShape
 from read_path.request import TableSelect, unsupported
 from read_path.source import DnReader, Shard
 from read_path.values import INTEGER_TYPES, ColumnDef, order_key, split_fields
@@ -58,14 +59,16 @@ async def plan(
     first: Shard,
     binary: bool,
     sort_rows: int,
-    names: list[str] | None = None,
+    past: PastShape | None = None,
 ) -> Plan:
     """The plan of `stmt` over `db`, from the table's `first` shard (read by `reader`);
-    `binary`: its rows are for the binary protocol (FLOATs exact); `names`: the table's
-    columns as it had them at a past point (read_path/past_shape.py; None: all it has now)."""
-    listed = "*" if names is None else ", ".join(sql_identifier(n) for n in names)
+    `binary`: its rows are for the binary protocol (FLOATs exact); `past`: the table's shape
+    at a past point (read_path/past_shape.py; None: the shards' now)."""
+    listed = "*" if past is None else ", ".join(sql_identifier(n) for n in past.names)
     defs, _ = await reader.query(f"SELECT {listed} FROM {first.name} LIMIT 0")
     columns = [ColumnDef.parse(p) for p in defs]
+    if past is not None:  # a column wider now than at P: its packet as at P
+        columns = [past.as_at_p(c, c.org_name.decode()) for c in columns]
     index = {c.org_name.decode().lower(): i for i, c in enumerate(columns)}
     _, described = await reader.query(f"SHOW FULL COLUMNS FROM {first.name}")
     members: dict[int, tuple[str, ...]] = {}
@@ -99,7 +102,7 @@ async def plan(
     out = Plan(columns, index, members, key, data, integer_key, key_order, shown, binary)
     if not integer_key:  # ordered as the DN orders it: an ENUM by its index
         out.key_orders = [order_key(columns[i], members.get(i, ())) for i in key]
-    out.result = await _result_columns(stmt, db, reader, first, out, names is not None)
+    out.result = await _result_columns(stmt, db, reader, first, out, past)
     return out
 
 
@@ -145,19 +148,23 @@ def _data_positions(stmt: TableSelect, index: dict[str, int], count: int) -> lis
 
 
 async def _result_columns(
-    stmt: TableSelect, db: str, reader: DnReader, shard: Shard, plan: Plan, past: bool
+    stmt: TableSelect, db: str, reader: DnReader, shard: Shard, plan: Plan, past: PastShape | None
 ) -> list[ColumnDef]:
     """The DN's definitions for the select list, renamed to the logical table (`past`: `*`
-    is the columns the table had at the read's point, by name)."""
+    is the columns the table had at the read's point, by name, each as its type there)."""
     parts = []
+    of: list[str | None] = []  # each definition's column (a MIN/MAX's too), for `past`
     for item in stmt.items:
         if item.kind == "*":
+            of += [c.org_name.decode() for c in plan.columns]
             parts.append(
                 "*"
-                if len(stmt.items) == 1 and not past
+                if len(stmt.items) == 1 and past is None
                 else ", ".join(sql_identifier(c.org_name.decode()) for c in plan.columns)
             )
-        elif item.kind == "column":
+            continue
+        of.append(item.column)
+        if item.kind == "column":
             parts.append(f"{sql_identifier(item.column)} AS {sql_identifier(item.name)}")  # type: ignore[arg-type]
         elif item.kind == "COUNT":
             parts.append(f"COUNT(*) AS {sql_identifier(item.name)}")
@@ -167,4 +174,7 @@ async def _result_columns(
             )  # type: ignore[arg-type]
     defs, _ = await reader.query(f"SELECT {', '.join(parts)} FROM {shard.name} LIMIT 0")
     alias = stmt.alias or stmt.table
-    return [ColumnDef.parse(p).renamed(db, stmt.table, alias) for p in defs]
+    out = [ColumnDef.parse(p).renamed(db, stmt.table, alias) for p in defs]
+    if past is not None:
+        out = [past.as_at_p(c, name) for c, name in zip(out, of, strict=True)]
+    return out

@@ -105,8 +105,7 @@ class SnapshotRead:
             self._shape = await past_shape(
                 self.source, self.files, self.position, table.db, table.name
             )
-        names = None if self._shape is None else self._shape.names
-        self._plan = await plan(stmt, self.db, reader, first, binary, self.sort_rows, names)
+        self._plan = await plan(stmt, self.db, reader, first, binary, self.sort_rows, self._shape)
         return self._plan.result
 
     # -- rows ----------------------------------------------------------------------------------

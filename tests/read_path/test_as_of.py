@@ -40,6 +40,7 @@ NARROWED = "shop.asof_narrowed"  # a column dropped after the first two points
 # Values as the server spells them (no decoding; the encoders pymysql needs for its own SETs).
 AS_SENT = {k: v for k, v in pymysql.converters.conversions.items() if not isinstance(k, int)}
 DDL = f"ALTER TABLE {NOTES} ADD COLUMN note VARCHAR(20) NULL"
+WIDEN = f"ALTER TABLE {NOTES} MODIFY n BIGINT NULL, MODIFY s VARCHAR(24)"  # crossed too
 
 
 def _cn(cfg, *statements: str, ddl: tuple[str, ...] = ()) -> None:
@@ -84,11 +85,12 @@ def _raw(conn: pymysql.Connection, sql: str) -> list[tuple]:
         return sorted(cur.fetchall(), key=repr)
 
 
-def _columns(conn: pymysql.Connection, sql: str) -> list[str]:
+def _columns(conn: pymysql.Connection, sql: str) -> list[tuple]:
+    """The result's columns as pymysql describes them (name, type, length, decimals, null)."""
     with conn.cursor() as cur:
         cur.execute(sql)
         cur.fetchall()
-        return [d[0] for d in cur.description]
+        return list(cur.description)
 
 
 def _digest(rows: list[tuple]) -> str:
@@ -163,12 +165,17 @@ def _history(snap) -> list[tuple[str, bool]]:
         f"UPDATE {NARROWED} SET n = 20 WHERE id IN (2)",
         ddl=(
             DDL,
+            WIDEN,
             f"DROP TABLE {GONE}",
             f"TRUNCATE TABLE {EMPTIED}",
             f"ALTER TABLE {NARROWED} DROP COLUMN gone",
         ),
     )
-    _cn(cfg, f"UPDATE {NOTES} SET note = 'after' WHERE id IN {_ids(0, 10)}")
+    _cn(
+        cfg,
+        f"UPDATE {NOTES} SET note = 'after' WHERE id IN {_ids(0, 10)}",
+        f"UPDATE {NOTES} SET n = 5000000000, s = 'twenty-four characters!' WHERE id IN (40, 41)",
+    )
     _served(snap, f"SELECT COUNT(*) FROM {NOTES} WHERE note = 'after'", ((10,),))
     conn = snap.connect()
     try:
@@ -300,7 +307,8 @@ def test_reads_as_of_points_equal_a_replica_stopped_there(snap, replica):
                     continue
                 want = _raw(conn, f"SELECT * FROM {table}")
                 assert got == want, (point, position, table)
-                if table == NOTES:  # the same columns (before the ADD COLUMN: not `note`)
+                if table == NOTES:  # the same columns (before the ADD COLUMN: not `note`;
+                    # before the MODIFY: INT and VARCHAR(16)), described the same
                     ours = _columns(snap.connect(), f"SELECT * FROM {table} AS OF {point}")
                     assert ours == _columns(conn, f"SELECT * FROM {table}"), (point, ours)
                 compared.append((point, table, len(want), _digest(want)))

@@ -423,6 +423,24 @@ def test_a_past_shape_crosses_ddl_that_destroys_nothing():
     assert shape_at(_AT_P, [("COMMENT", _after(_ID, _N, _S))]).later[0].picks is None
 
 
+def test_a_widened_column_is_described_as_it_was_at_the_point():
+    """INT → BIGINT and VARCHAR(16) → VARCHAR(32) keep every value of P, spelled the same:
+    crossed, the DN's packets of the wider types turned back into the old ones'."""
+    from read_path.past_shape import shape_at
+
+    wider = _after(_ID, {**_N, "type": "bigint(20)"}, {**_S, "type": "varchar(32)"})
+    shape = shape_at(_AT_P, [("widen", wider), ("again", wider)])
+    assert shape.widened == {"n": ("int(11)", "bigint(20)"), "s": ("varchar(16)", "varchar(32)")}
+    n = shape.as_at_p(col(T.LONGLONG, length=20), "N")
+    assert (n.type, n.length) == (T.LONG, 11)
+    s = shape.as_at_p(col(T.VAR_STRING, length=128), "s")  # 32 characters of 4 bytes
+    assert (s.type, s.length) == (T.VAR_STRING, 64)
+    assert shape.as_at_p(col(T.LONGLONG), "id") == col(T.LONGLONG)
+    assert shape.as_at_p(col(T.LONGLONG), None) == col(T.LONGLONG)  # COUNT(*)
+    # Widened and back: the packets now are the type of P's already.
+    assert shape_at(_AT_P, [("widen", wider), ("back", _AT_P)]).widened == {}
+
+
 @pytest.mark.parametrize(
     ("ddls", "index", "why"),
     [
@@ -430,7 +448,9 @@ def test_a_past_shape_crosses_ddl_that_destroys_nothing():
         ([("ADD COLUMN x", _after(_ID, _N, _S, _c("x"))), ("DROP TABLE t", {})], 1, "dropped the"),
         ([("DROP COLUMN s", _after(_ID, _N))], 0, "column s"),
         ([("CHANGE s t", _after(_ID, _N, {**_S, "name": "t"}))], 0, "column s"),
-        ([("widen", _after(_ID, {**_N, "type": "bigint(20)"}, _S))], 0, "n's type"),
+        ([("to text", _after(_ID, {**_N, "type": "varchar(11)"}, _S))], 0, "n's type"),
+        ([("unsigned", _after(_ID, {**_N, "type": "int(10) unsigned"}, _S))], 0, "n's type"),
+        ([("tiny", _after(_ID, {**_N, "type": "tinyint(4)"}, _S))], 0, "n's type"),
         ([("narrow", _after(_ID, _N, {**_S, "type": "varchar(8)"}))], 0, "s's type"),
         ([("NOT NULL", _after(_ID, {**_N, "nullable": False}, _S))], 0, "nullable"),
         ([("PRIMARY KEY", _after({**_ID, "key": ""}, {**_N, "key": "PRI"}, _S))], 0, "primary"),
