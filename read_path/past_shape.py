@@ -9,10 +9,11 @@ every column of P kept its values: a DDL that dropped or renamed one of them, ch
 rows and images are matched by), or that truncated or dropped the table, destroyed what the
 read needs: it is refused naming that DDL. Adding a column, adding or dropping an index, a
 default or a comment, or moving a column destroys nothing: the read is answered in the shape
-at P. Nor does widening an integer (`INT` → `BIGINT`, the same signedness) or a `VARCHAR` /
-`VARBINARY` (n → m ≥ n): every value of P is spelled the same in the wider type, and the DN's
-column packet of the wider type is turned back into the old one's (`as_at_p`: another type
-code and display width, or the length of n characters), as a replica at P sends it."""
+at P. Nor does widening an integer (`INT` → `BIGINT`, the same signedness), a `VARCHAR` /
+`VARBINARY` (n → m ≥ n) or a NOT NULL column to NULL: every value of P is spelled the same in
+the wider type, and the DN's column packet of the wider type is turned back into the old one's
+(`as_at_p`: another type code and display width, the length of n characters, the NOT NULL
+flag), as a replica at P sends it."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ from read_path.values import ColumnDef
 
 # What a column of P must keep in every later shape for its values (and their spelling, and
 # the DN's column packet) to be the ones of P; its type may only widen (`_widened`).
-_KEPT = ("nullable", "charset", "collation")
+_KEPT = ("charset", "collation")
+NOT_NULL_FLAG = 0x0001  # a column packet's flag
 _INTEGERS = {"tinyint": T.TINY, "smallint": T.SHORT, "mediumint": T.INT24, "int": T.LONG}
 _INTEGERS["bigint"] = T.LONGLONG
 _RANKS = list(_INTEGERS)
@@ -48,11 +50,17 @@ class PastShape:
     names: list[str]
     later: list[Shape]
     widened: dict[str, tuple[str, str]] = field(default_factory=dict)
+    not_null: set[str] = field(default_factory=set)  # NOT NULL at P (lower-case names)
 
-    def as_at_p(self, col: ColumnDef, name: str | None) -> ColumnDef:
-        """The DN's packet of column `name` (a column's, or MIN/MAX's over it), as the
-        column's type at P describes it."""
-        types = None if name is None else self.widened.get(name.lower())
+    def as_at_p(self, col: ColumnDef, name: str | None, column: bool = True) -> ColumnDef:
+        """The DN's packet of column `name` (`column`: the column's, else MIN/MAX's over it),
+        as the column's definition at P describes it: its type, and NOT NULL if it was then
+        (a MIN/MAX may be NULL whatever the column)."""
+        if name is None:
+            return col
+        if column and name.lower() in self.not_null:
+            col = replace(col, flags=col.flags | NOT_NULL_FLAG)
+        types = self.widened.get(name.lower())
         if types is None:
             return col
         (old, old_width, _), (new, new_width, _) = (_parts(t) for t in types)
@@ -115,6 +123,8 @@ def shape_at(at_p: dict | None, after: list[tuple[str, dict]]) -> PastShape:
                 raise Destroyed(
                     n, f"it changed column {old['name']}'s type from {old['type']} to {new['type']}"
                 )
+            if new.get("nullable", True) < old.get("nullable", True):  # NULLs made values
+                raise Destroyed(n, f"it made column {old['name']} NOT NULL")
             for what in _KEPT:
                 if old.get(what) != new.get(what):
                     raise Destroyed(
@@ -132,7 +142,8 @@ def shape_at(at_p: dict | None, after: list[tuple[str, dict]]) -> PastShape:
         for c in columns
         if last and last[c["name"].lower()] != c["type"]
     }
-    return PastShape(names, later, widened)
+    nulls = {c["name"].lower() for c in columns if not c.get("nullable", True)}
+    return PastShape(names, later, widened, nulls)
 
 
 async def past_shape(

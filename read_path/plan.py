@@ -153,17 +153,18 @@ async def _result_columns(
     """The DN's definitions for the select list, renamed to the logical table (`past`: `*`
     is the columns the table had at the read's point, by name, each as its type there)."""
     parts = []
-    of: list[str | None] = []  # each definition's column (a MIN/MAX's too), for `past`
+    # Each definition's column (a MIN/MAX's too: False), for `past`.
+    of: list[tuple[str | None, bool]] = []
     for item in stmt.items:
         if item.kind == "*":
-            of += [c.org_name.decode() for c in plan.columns]
+            of += [(c.org_name.decode(), True) for c in plan.columns]
             parts.append(
                 "*"
                 if len(stmt.items) == 1 and past is None
                 else ", ".join(sql_identifier(c.org_name.decode()) for c in plan.columns)
             )
             continue
-        of.append(item.column)
+        of.append((item.column, item.kind == "column"))
         if item.kind == "column":
             parts.append(f"{sql_identifier(item.column)} AS {sql_identifier(item.name)}")  # type: ignore[arg-type]
         elif item.kind == "COUNT":
@@ -176,5 +177,5 @@ async def _result_columns(
     alias = stmt.alias or stmt.table
     out = [ColumnDef.parse(p).renamed(db, stmt.table, alias) for p in defs]
     if past is not None:
-        out = [past.as_at_p(c, name) for c, name in zip(out, of, strict=True)]
+        out = [past.as_at_p(c, *named) for c, named in zip(out, of, strict=True)]
     return out

@@ -41,6 +41,7 @@ NARROWED = "shop.asof_narrowed"  # a column dropped after the first two points
 AS_SENT = {k: v for k, v in pymysql.converters.conversions.items() if not isinstance(k, int)}
 DDL = f"ALTER TABLE {NOTES} ADD COLUMN note VARCHAR(20) NULL"
 WIDEN = f"ALTER TABLE {NOTES} MODIFY n BIGINT NULL, MODIFY s VARCHAR(24)"  # crossed too
+AGGREGATES = f"SELECT COUNT(*), MIN(n), MAX(s) FROM {NOTES}"
 
 
 def _cn(cfg, *statements: str, ddl: tuple[str, ...] = ()) -> None:
@@ -85,12 +86,13 @@ def _raw(conn: pymysql.Connection, sql: str) -> list[tuple]:
         return sorted(cur.fetchall(), key=repr)
 
 
-def _columns(conn: pymysql.Connection, sql: str) -> list[tuple]:
-    """The result's columns as pymysql describes them (name, type, length, decimals, null)."""
+def _columns(conn: pymysql.Connection, sql: str) -> tuple[list[tuple], list[tuple]]:
+    """The result's columns as pymysql describes them (name, type, length, decimals, null),
+    and its rows."""
     with conn.cursor() as cur:
         cur.execute(sql)
-        cur.fetchall()
-        return list(cur.description)
+        rows = sorted(cur.fetchall(), key=repr)
+        return list(cur.description), rows
 
 
 def _digest(rows: list[tuple]) -> str:
@@ -140,7 +142,7 @@ def _history(snap) -> list[tuple[str, bool]]:
         f"INSERT INTO {EMPTIED} (id, n) VALUES (1, 1), (2, 2), (3, 3)",
         f"INSERT INTO {NARROWED} (id, n, gone) VALUES (1, 1, 'a'), (2, 2, 'b'), (3, 3, 'c')",
         ddl=(
-            f"CREATE TABLE {NOTES} (id BIGINT NOT NULL PRIMARY KEY, n INT, s VARCHAR(16))",
+            f"CREATE TABLE {NOTES} (id BIGINT NOT NULL PRIMARY KEY, n INT NOT NULL, s VARCHAR(16))",
             f"CREATE TABLE {GONE} (id BIGINT NOT NULL PRIMARY KEY, n INT)",
             f"CREATE TABLE {EMPTIED} (id BIGINT NOT NULL PRIMARY KEY, n INT)",
             f"CREATE TABLE {NARROWED} (id BIGINT NOT NULL PRIMARY KEY, n INT, gone CHAR(1))",
@@ -309,8 +311,9 @@ def test_reads_as_of_points_equal_a_replica_stopped_there(snap, replica):
                 assert got == want, (point, position, table)
                 if table == NOTES:  # the same columns (before the ADD COLUMN: not `note`;
                     # before the MODIFY: INT and VARCHAR(16)), described the same
-                    ours = _columns(snap.connect(), f"SELECT * FROM {table} AS OF {point}")
-                    assert ours == _columns(conn, f"SELECT * FROM {table}"), (point, ours)
+                    for sql in (f"SELECT * FROM {table}", AGGREGATES):
+                        ours = _columns(snap.connect(conv=AS_SENT), f"{sql} AS OF {point}")
+                        assert ours == _columns(conn, sql), (point, sql, ours)
                 compared.append((point, table, len(want), _digest(want)))
         print("\n".join(f"{p}: {t} {n} rows, digest {d}" for p, t, n, d in compared))
         assert {p for p, *_ in compared} == {p for p, _ in points}

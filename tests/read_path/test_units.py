@@ -435,8 +435,13 @@ def test_a_widened_column_is_described_as_it_was_at_the_point():
     assert (n.type, n.length) == (T.LONG, 11)
     s = shape.as_at_p(col(T.VAR_STRING, length=128), "s")  # 32 characters of 4 bytes
     assert (s.type, s.length) == (T.VAR_STRING, 64)
-    assert shape.as_at_p(col(T.LONGLONG), "id") == col(T.LONGLONG)
+    assert shape.as_at_p(col(T.LONGLONG, flags=1), "id") == col(T.LONGLONG, flags=1)
     assert shape.as_at_p(col(T.LONGLONG), None) == col(T.LONGLONG)  # COUNT(*)
+    # NOT NULL → NULL: crossed, the column's packet NOT NULL as at P (not a MIN/MAX's).
+    strict = {"columns": [_ID, {**_N, "nullable": False}, _S]}
+    loose = shape_at(strict, [("NULL", _after(_ID, _N, _S))])
+    assert loose.as_at_p(col(T.LONG), "n").flags & 1
+    assert not loose.as_at_p(col(T.LONG), "n", column=False).flags & 1
     # Widened and back: the packets now are the type of P's already.
     assert shape_at(_AT_P, [("widen", wider), ("back", _AT_P)]).widened == {}
 
@@ -452,7 +457,7 @@ def test_a_widened_column_is_described_as_it_was_at_the_point():
         ([("unsigned", _after(_ID, {**_N, "type": "int(10) unsigned"}, _S))], 0, "n's type"),
         ([("tiny", _after(_ID, {**_N, "type": "tinyint(4)"}, _S))], 0, "n's type"),
         ([("narrow", _after(_ID, _N, {**_S, "type": "varchar(8)"}))], 0, "s's type"),
-        ([("NOT NULL", _after(_ID, {**_N, "nullable": False}, _S))], 0, "nullable"),
+        ([("NOT NULL", _after(_ID, {**_N, "nullable": False}, _S))], 0, "n NOT NULL"),
         ([("PRIMARY KEY", _after({**_ID, "key": ""}, {**_N, "key": "PRI"}, _S))], 0, "primary"),
     ],
 )
