@@ -5,8 +5,8 @@ columns after it), and whether the DDL since P left everything the read needs.
 The shards hold the rows in the shape now, the binlog's before-images in the shape of their
 time; both are projected onto the columns the table had at P, by name. That is exact only while
 every column of P kept its values: a DDL that dropped or renamed one of them, changed its type
-(other than the widenings below), its nullability, charset or collation, the primary key (what
-rows and images are matched by), or that truncated or dropped the table, destroyed what the
+(other than the widenings below), made it NOT NULL, changed its charset or collation, the
+primary key (what rows and images are matched by), or that truncated or dropped the table, destroyed what the
 read needs: it is refused naming that DDL. Adding a column, adding or dropping an index, a
 default or a comment, or moving a column destroys nothing: the read is answered in the shape
 at P. Nor does widening an integer (`INT` → `BIGINT`, the same signedness), a `VARCHAR` /
@@ -33,8 +33,14 @@ from read_path.values import ColumnDef
 # the DN's column packet) to be the ones of P; its type may only widen (`_widened`).
 _KEPT = ("charset", "collation")
 NOT_NULL_FLAG = 0x0001  # a column packet's flag
-_INTEGERS = {"tinyint": T.TINY, "smallint": T.SHORT, "mediumint": T.INT24, "int": T.LONG}
-_INTEGERS["bigint"] = T.LONGLONG
+# The integer types, narrowest first, and their packets' type codes.
+_INTEGERS = {
+    "tinyint": T.TINY,
+    "smallint": T.SHORT,
+    "mediumint": T.INT24,
+    "int": T.LONG,
+    "bigint": T.LONGLONG,
+}
 _RANKS = list(_INTEGERS)
 _LENGTHS = ("varchar", "varbinary")
 # `int(11) unsigned zerofill`, `varchar(16)`: the name, its width, the rest.
