@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cdc.config import ConfigError, DumperConfig
+from cdc.streams import archive_of
 from dumper.server.dump.ack_gate import AckGate
 from dumper.server.dump.consumers import consumers
 from dumper.server.dump.handler import DumpContext, ReplicationAnswers
@@ -143,18 +144,6 @@ def tls_context(cert: str, key: str) -> ssl.SSLContext:
     return context
 
 
-def archive_of(config: DumperConfig, binlog_dir: str | os.PathLike[str] | None) -> Path:
-    """Where the purged files of `binlog_dir` go: `[dumper] archive_dir`; an HA peer's in
-    `dumper-<id>` of it and a stream's in a directory named as the stream's, since their
-    files share names (peers may share a host, and so the path)."""
-    path = Path(config.archive_dir)
-    if config.peers and config.id:
-        path /= f"dumper-{config.id}"
-    if config.streams > 1 and binlog_dir:
-        path /= Path(binlog_dir).name
-    return path
-
-
 async def serve(
     config: DumperConfig,
     binlog_dir: str | os.PathLike[str] | None = None,
@@ -176,7 +165,11 @@ async def serve(
     reads = None
     if snapshot is not None:
         reads = TableReads(
-            snapshot, files, served.notifier, config.snapshot_page_rows, config.snapshot_sort_rows
+            snapshot,
+            files.readable(),
+            served.notifier,
+            config.snapshot_page_rows,
+            config.snapshot_sort_rows,
         )
     server = Server(
         config,

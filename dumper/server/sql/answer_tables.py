@@ -38,7 +38,7 @@ class TableAnswers(Answers):
                 point,
                 position,
                 lambda at: self._held(self._read(stmt, at, db)),
-                self.ctx.served.files,
+                self.ctx.served.files.readable(),
                 (db, stmt.table),
             )
         )
