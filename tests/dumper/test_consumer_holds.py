@@ -162,6 +162,36 @@ def test_purged_files_move_to_the_archive_and_gtid_dumps_reach_into_it(tmp_path)
         assert dumped(files, client, 300) == events, client
 
 
+def test_a_gap_in_the_archive_ends_what_is_readable(tmp_path):
+    """The operator prunes a file from the middle of the archive: the files before the gap
+    are no longer readable (a reader crossing it would skip its transactions), for the
+    server's store and the tools' lookup (`binlog_writer.ReadableFiles`) alike; `locate` by
+    TSO and GTID then finds what is left, archived or live."""
+    from binlog_writer import ReadableFiles, locate
+
+    live, archive = tmp_path / "binlog", tmp_path / "archive"
+    w = BinlogWriter(live, max_file_size=1200, gtids=MysqlGtids(SID))
+    for i in range(12):
+        w.append_encoded(bytearray(txn(i)))
+    w.close()
+    files = BinlogFiles(live, archive=check_archive(archive))
+    all_files = files.names()
+    first_gtid = locate.by_gtid_text(live, "binlog", f"{UUID}:1")
+    gone = files.purge(files.victims_to(all_files[-1]))
+    assert len(gone) >= 3, gone
+    tools = ReadableFiles(live, "binlog", archive)
+    assert files.readable_names() == tools.names() == all_files
+    assert locate.by_gtid_text(live, "binlog", f"{UUID}:1", archive) == first_gtid
+    assert locate.by_tso(live, "binlog", first_gtid.tso, archive) == first_gtid
+    with pytest.raises(locate.LocateError):
+        locate.by_gtid_text(live, "binlog", f"{UUID}:1")  # without the archive: purged
+    (archive / gone[1]).unlink()
+    assert files.readable_names() == tools.names() == all_files[2:]
+    assert files.locate(gone[0]) is not None and files.resolve(gone[0], archived=True) is None
+    with pytest.raises(locate.LocateError):
+        locate.by_gtid_text(live, "binlog", f"{UUID}:1", archive)
+
+
 async def read_to_end(
     port: int, start: BinlogPosition, user: str = USER, password: str = PASSWORD
 ) -> list[bytes]:
