@@ -26,6 +26,7 @@ from dumper.server.sql.variables import server_variables
 from dumper.server.store.binlog_files import BinlogFiles, check_archive
 from dumper.server.store.consumer_holds import ConsumerHolds
 from dumper.server.store.notifiers import Notifier, PollNotifier
+from dumper.server.store.peer_holds import PeerHolds
 from dumper.server.store.retention import Retention, RetentionPolicy
 from dumper.server.store.served import ServedBinlog
 from dumper.server.wire.context import WireContext
@@ -55,8 +56,13 @@ class Server:
         self.sessions = Sessions()
         self.acks = acks
         # Named consumers' holds while they are away (docs/retention.md), part of the purge rule.
+        # With HA peers, also the consumers connected to the others (store/peer_holds.py).
+        self.peer_holds = PeerHolds(config)
         self.holds = ConsumerHolds(
-            served.files, config, lambda: dumps_seen(self.sessions.live, acks)
+            served.files,
+            config,
+            lambda: dumps_seen(self.sessions.live, acks),
+            remote=self.peer_holds.seen,
         )
         self.retention = Retention(
             served.files,
@@ -113,6 +119,8 @@ class Server:
         log.info("dumper serving %s on %s:%d", self.served.files.dir, self.config.host, self.port)
         self.retention.start()
         self.holds.start()
+        if self.holds.enabled:
+            self.peer_holds.start()
         return self
 
     async def serve_forever(self) -> None:
@@ -124,6 +132,7 @@ class Server:
         """Stop accepting, end every session (dumps included) and wait for them."""
         await self.retention.close()
         await self.listener.close()
+        await self.peer_holds.close()
         await self.holds.close()
 
     async def __aenter__(self) -> Server:

@@ -413,3 +413,55 @@ def test_each_peer_and_stream_archives_apart():
     assert str(archive_of(peers, "/d2/binlog")) == "/arch/dumper-2"
     streams = DumperConfig(archive_dir="/arch", streams=2)
     assert str(archive_of(streams, "/data/binlog/stream1")) == "/arch/stream1"
+
+
+# -- holds across an HA takeover --------------------------------------------------------------
+def test_a_hold_survives_a_takeover_the_peers_learn_it(tmp_path):
+    """Two peers serve byte-identical copies; a named consumer reads only from peer 1 (the
+    leader) and stops in its third file. Peer 2 learns the position from peer 1's SHOW
+    CONSUMERS; with peer 1 gone (a takeover), peer 2 still holds that file across a restart:
+    PURGE stops there, SHOW CONSUMERS shows it, and the consumer resumes there byte-identical."""
+    import shutil
+
+    from cdc.config import DumperPeer
+    from cdc_equipment.local_cluster.testing import free_base_port
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    writer = write_files(one, size=BIG)  # it stalls in its file: no buffer holds one
+    writer.close()
+    shutil.copytree(one, two)
+    all_files = names(one)
+    base = free_base_port(1)
+    peers = [DumperPeer(1, port=base), DumperPeer(2, port=base + 1)]
+    ha = dict(
+        consumers=[DumperConsumer("app", server_id=4242)],
+        peers=peers,
+        peer_user=USER,
+        peer_password=PASSWORD,
+    )
+    leader = ServerThread(one, base, id=1, **ha)
+    follower = ServerThread(two, base + 1, id=2, **ha)
+    try:
+        reader = leader.call(dump(leader.port, all_files[2]))
+        wait_holding(leader, all_files[2])
+        wait_holding(follower, all_files[2])  # learned from the leader
+        (seen,) = on_loop(follower, follower.server.consumer_holds)["consumers"]
+        assert seen["connected"] is False and seen["holds"] == all_files[2], seen
+        leader.loop.call_soon_threadsafe(reader.close)
+    finally:
+        leader.stop()  # the leader goes away: peer 2 takes over
+    follower.stop()
+    with ServerThread(two, base + 1, id=2, **ha) as s:  # restarted: read back from its file
+        admin = pymysql.connect(host="127.0.0.1", port=s.port, user="admin", password="adm")
+        with admin.cursor() as cur:
+            cur.execute(f"PURGE BINARY LOGS TO '{all_files[-1]}'")
+            cur.execute("SHOW CONSUMERS")
+            (row,) = cur.fetchall()
+        admin.close()
+        assert names(two) == all_files[2:]
+        assert row[0] == "app" and row[4] == "No" and row[5] == all_files[2], row
+        assert row[9] == all_files[2] and row[10] == ""
+        start = BinlogPosition(all_files[2], 4)
+        want = events_in(BinlogFiles(two), start)
+        got = s.call(read_to_end(s.port, start))
+        assert [e for e in got if e[4] != 15] == want
