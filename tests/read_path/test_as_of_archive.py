@@ -118,6 +118,16 @@ def test_reads_as_of_archived_points_equal_the_reads_before(arch):
     after = {form: _read_as_of(arch, form, tables) for form in forms}
     for form in forms:
         assert after[form] == before[form], form
+    conn = arch.connect()
+    try:
+        with conn.cursor() as cur:  # the GTIDs as of the archived point, not the end's
+            cur.execute(f"START TRANSACTION READ ONLY AS OF {forms[0]}")
+            cur.execute("SELECT @@gtid_executed")
+            uuid, _, gno = point.gtid.rpartition(":")
+            assert cur.fetchone()[0] == f"{uuid}:1-{gno}"
+            cur.execute("COMMIT")
+    finally:
+        conn.close()
     print(
         "\n".join(
             f"{form}: {pos[0]}:{pos[1]}, {', '.join(f'{t} {len(r)} rows' for t, r in got.items())}"
