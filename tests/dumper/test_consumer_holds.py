@@ -17,7 +17,7 @@ import time
 import pymysql
 import pytest
 
-from binlog_writer import BinlogWriter
+from binlog_writer import BinlogWriter, file_number
 from binlog_writer.gtids import MysqlGtids
 from cdc.config import Config, ConfigError, DumperConfig, DumperConsumer, from_dict
 from cdc.protocol.dump_client import BinlogPosition, DumpClient, DumpSettings
@@ -89,6 +89,27 @@ def test_a_consumer_away_holds_its_file_across_a_restart_until_its_time_cap(tmp_
     seen.append(Seen(4242, "", writer.file, 4, 0.0))
     again.seen = lambda: seen
     assert [h.file for h in again.holders()] == [writer.file]
+    writer.close()
+
+
+def test_a_position_learned_from_a_peer_further_on_is_no_drop(tmp_path, caplog):
+    """A copy behind the leader learns a consumer position in a file it has not copied yet:
+    it holds that file name (nothing before it), drops nothing, says nothing."""
+    writer = write_files(tmp_path)
+    ahead = f"binlog.{file_number(writer.file) + 1:06d}"
+    clock = Clock()
+    holds = ConsumerHolds(
+        BinlogFiles(tmp_path),
+        DumperConfig(consumers=[DumperConsumer("app", server_id=4242)]),
+        list,
+        clock,
+        remote=lambda: [Seen(4242, "", ahead, 4, 0.0)],
+    )
+    caplog.set_level(logging.WARNING, logger="dumper.server.store.consumer_holds")
+    assert [h.file for h in holds.holders()] == [ahead]
+    (report,) = holds.report()
+    assert report["dropped"] == "" and report["lag_bytes"] == 0 and not report["connected"]
+    assert holds.dropped_total == 0 and not caplog.records
     writer.close()
 
 

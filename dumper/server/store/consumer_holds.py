@@ -239,6 +239,8 @@ class ConsumerHolds:
             if not hold.file:
                 continue
             behind = lag_bytes(files, hold.file, hold.pos)
+            if behind is None and files and _key(hold.file, 0) > _key(files[-1].name, 0):
+                behind = 0  # learned from a peer further on than this copy: not behind here
             self._lag[hold.name] = behind or 0
             if hold.name not in connected and hold.behind_since == 0 and behind:
                 hold.behind_since = hold.seen_at  # written since it left: behind since then
