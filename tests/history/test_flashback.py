@@ -537,6 +537,33 @@ def test_points_and_flashback_reach_into_the_archive(undone, tmp_path):
     without = cdc(undone["directory"], *args, "--dir", str(live))  # the archive not given
     assert without.returncode == 1 and "was purged" in without.stderr, without.stderr
 
+    # `cdc locate` with the configured archive finds an archived transaction by all three names.
+    cfg = undone["cfg"]
+    config = tmp_path / "cdc.toml"
+    saved = (cfg.dumper.binlog_dir, cfg.dumper.archive_dir)
+    cfg.dumper.binlog_dir, cfg.dumper.archive_dir = str(live), str(archive)
+    try:
+        cfg.dump(str(config))
+    finally:
+        cfg.dumper.binlog_dir, cfg.dumper.archive_dir = saved
+    found, at = [], resolve(f"TSO {undone['end_tso']}", whole)  # after that transaction
+    assert at.file in gone
+    for args in (
+        ("--tso", str(undone["end_tso"])),
+        ("--gtid", at.gtid),
+        ("--pos", f"{at.file}:{at.pos - 1}"),
+    ):
+        res = subprocess.run(
+            [sys.executable, "-m", "cdc_cli.main", "locate", "--config", str(config), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert res.returncode == 0, res.stderr
+        found.append(res.stdout.strip())
+    assert found[0].startswith(f"{at.file}:") and f"end={at.pos} " in found[0], found
+    assert found == [found[0]] * 3, found
+
     # The operator prunes the archive's oldest file: the oldest point is the next archived one.
     (archive / gone[0]).unlink()
     pruned = RetainedFiles(live, archive=archive)
