@@ -5,7 +5,8 @@ Read from the files alone (a follower's copy answers like its leader). A transac
 span from its first event (its GTID, or BEGIN in files written before GTIDs) to the end of
 its CTS mark; the walk over a file's events is Python, so a lookup costs a few seconds for a
 512 MB file: a tool's cost, not the server's. A GTID is found by its bytes (`gtids.locate`)
-and a TSO by the first mark of each file first, so only one file is walked."""
+and a TSO by the first mark of each file first, so only one file is walked. With `archive`
+(`[dumper] archive_dir`) the archived files before the live ones are read too (`readable`)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from cdc.binlog.gtid import gtid_text, parse_gtid
 from cdc.binlog.header import server_id as header_server_id
 from cdc.binlog.reader import EventReader
 
-from . import gtids, layout
+from . import gtids
+from .readable import ReadableFiles
 
 _FILE_EVENTS = (
     EventType.FORMAT_DESCRIPTION,
@@ -55,7 +57,11 @@ class Located:
 
 def transactions(directory: Path, name: str, start: int = 4) -> Iterator[Located]:
     """The whole transactions of one file, from `start` (a transaction boundary) on."""
-    data = (directory / name).read_bytes()
+    return transactions_in((directory / name).read_bytes(), name, start)
+
+
+def transactions_in(data: bytes, name: str, start: int = 4) -> Iterator[Located]:
+    """`transactions` of file `name` read already (`data`: its bytes)."""
     head = EventReader(data, file=name, allow_partial_tail=True)
     if start > 4:
         next(iter(head), None)  # the FORMAT_DESCRIPTION, which a reader from `start` needs
@@ -81,32 +87,39 @@ def transactions(directory: Path, name: str, start: int = 4) -> Iterator[Located
             begin = None
 
 
-def by_position(directory: Path, base: str, file: str, pos: int) -> Located:
+def by_position(
+    directory: Path, base: str, file: str, pos: int, archive: Path | None = None
+) -> Located:
     """The transaction that holds `file:pos` (or starts there)."""
-    if file not in layout.read_index(directory, base):
-        raise LocateError(f"{file} is not in {base}.index")
-    for txn in transactions(directory, file):
+    files = ReadableFiles(directory, base, archive)
+    if file not in files.names():
+        raise LocateError(f"{file} is not in {base}.index" + (" nor archived" if archive else ""))
+    for txn in transactions_in(files.read_bytes(file), file):
         if txn.position <= pos < txn.end:
             return txn
     raise LocateError(f"no whole transaction holds {file}:{pos}")
 
 
-def by_gtid_text(directory: Path, base: str, text: str) -> Located:
+def by_gtid_text(directory: Path, base: str, text: str, archive: Path | None = None) -> Located:
     """A MySQL GTID `uuid:n` or a MariaDB one `domain-server_id-seq_no`."""
     text = text.strip()
     if not _MARIADB_GTID.match(text):
-        return by_gtid(directory, base, *parse_gtid(text))
+        return by_gtid(directory, base, *parse_gtid(text), archive=archive)
     # The mariadb flavour: a walk of every file (a tool's cost; its GTID_LIST could pick the file).
-    for name in layout.read_index(directory, base):
-        for txn in transactions(directory, name):
+    files = ReadableFiles(directory, base, archive)
+    for name in files.names():
+        for txn in transactions_in(files.read_bytes(name), name):
             if text in txn.gtids:
                 return txn
     raise LocateError(f"GTID {text} is not in these files")
 
 
-def by_gtid(directory: Path, base: str, sid: bytes, gno: int) -> Located:
-    for name in reversed(layout.read_index(directory, base)):
-        path = directory / name
+def by_gtid(
+    directory: Path, base: str, sid: bytes, gno: int, archive: Path | None = None
+) -> Located:
+    files = ReadableFiles(directory, base, archive)
+    for name in reversed(files.names()):
+        path = files.path(name)
         if gtids.file_previous_gtids(path).last(sid) >= gno:
             continue  # an earlier file
         at = gtids.locate(path, sid, gno)
@@ -114,24 +127,25 @@ def by_gtid(directory: Path, base: str, sid: bytes, gno: int) -> Located:
             break
         # From the GTID event itself: a transaction of its own, or the CREATE TABLE of a DDL
         # whose CREATE DATABASE holds the GTID before (a statement a replica applies alone).
-        txn = next(transactions(directory, name, at), None)
+        txn = next(transactions(path.parent, name, at), None)
         if txn is not None:
             return txn
         break
     raise LocateError(f"GTID {gtid_text(sid, gno)} is not in these files")
 
 
-def by_tso(directory: Path, base: str, tso: int) -> Located:
+def by_tso(directory: Path, base: str, tso: int, archive: Path | None = None) -> Located:
     """The first transaction with a commit TSO at or above `tso`."""
-    names = layout.read_index(directory, base)
+    files = ReadableFiles(directory, base, archive)
+    names = files.names()
     first = 0  # the last file whose first transaction is at or below `tso`
     for i in range(len(names) - 1, -1, -1):
-        head = next(transactions(directory, names[i]), None)
+        head = next(transactions_in(files.read_bytes(names[i]), names[i]), None)
         if head is not None and head.tso <= tso:
             first = i
             break
     for name in names[first:]:
-        for txn in transactions(directory, name):
+        for txn in transactions_in(files.read_bytes(name), name):
             if txn.tso >= tso:
                 return txn
     raise LocateError(f"no transaction at or after TSO {tso} in these files (yet)")

@@ -9,6 +9,7 @@ hold half of a table's history."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import uuid
 import zlib
 from pathlib import Path
@@ -94,6 +95,19 @@ def stream_address(d: DumperConfig, stream: int) -> tuple[str, int] | None:
 def stream_dir(d: DumperConfig, stream: int) -> Path:
     """Stream `stream`'s binlog directory: its own files and index."""
     return Path(d.binlog_dir) / f"stream{stream}"
+
+
+def archive_of(d: DumperConfig, binlog_dir: str | os.PathLike[str] | None) -> Path:
+    """Where the purged files of `binlog_dir` go: `[dumper] archive_dir`; an HA peer's in
+    `dumper-<id>` of it and a stream's in a directory named as the stream's, since their
+    files share names (peers may share a host, and so the path). The server archives there
+    and every reader outside it (`cdc flashback`, `cdc locate`) looks there."""
+    path = Path(d.archive_dir)
+    if d.peers and d.id:
+        path /= f"dumper-{d.id}"
+    if d.streams > 1 and binlog_dir:
+        path /= Path(binlog_dir).name
+    return path
 
 
 # In a stream's directory: the merge's key its stream process last synced (an idle stream holds

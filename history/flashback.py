@@ -175,7 +175,7 @@ class _Scanner:
             yield from self._file(name, begin, stop)
 
     def _file(self, name: str, begin: int, stop: int | None) -> Iterator[Txn]:
-        data = (self.files.directory / name).read_bytes()
+        data = self.files.read_bytes(name)  # live or archived
         head = EventReader(data, file=name, allow_partial_tail=True)
         fde_event = next(iter(head))
         self.fde_raw = self.fde_raw or bytes(fde_event.data)

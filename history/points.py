@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from binlog_writer import layout, locate
+from binlog_writer import ReadableFiles, layout, locate
 from cdc import tso_layout
 from cdc.binlog.errors import CodecError
 from cdc.binlog.gtid import parse_gtid
@@ -155,19 +155,32 @@ def time_bound(when: dt.datetime) -> int:
 
 
 class RetainedFiles:
-    """The global binlog's files still retained (a dumper's `binlog_dir`, or an HA copy), read
-    as `binlog_writer.locate` walks them: Python, a few seconds for a 512 MB file, a tool's
-    cost (a server resolving points would run it off its event loop)."""
+    """The global binlog's files still readable (a dumper's `binlog_dir`, or an HA copy, and
+    with `archive` the archived files before them: `binlog_writer.readable`), read as
+    `binlog_writer.locate` walks them: Python, a few seconds for a 512 MB file, a tool's cost
+    (a server resolving points would run it off its event loop)."""
 
-    def __init__(self, directory: Path, base: str = "binlog") -> None:
-        self.directory = Path(directory)
+    def __init__(self, directory: Path, base: str = "binlog", archive: Path | None = None) -> None:
+        self.readable = ReadableFiles(directory, base, archive)
+        self.directory = self.readable.directory
         self.base = base
-        self.names = layout.read_index(self.directory, base)
+        self.archive = self.readable.archive
+        self.names = self.readable.names()
         if not self.names:
             raise PointNotFound(f"no global binlog in {self.directory} ({base}.index is empty)")
 
     def transactions(self, name: str, start: int = 4):
-        return locate.transactions(self.directory, name, start)
+        return locate.transactions_in(self.readable.read_bytes(name), name, start)
+
+    def read_bytes(self, name: str) -> bytes:
+        return self.readable.read_bytes(name)
+
+    def oldest_file(self) -> str:
+        """The oldest file, said with where it is when it is archived (for errors)."""
+        name = self.names[0]
+        if self.readable.is_archived(name):
+            return f"{name} (archived in {self.archive})"
+        return name
 
     def purged(self) -> bool:
         """Whether files before the oldest one listed were removed."""
@@ -250,8 +263,8 @@ def _by_tso(spec: PointSpec, files: RetainedFiles, tso: int) -> Point:
     if start is None:
         if files.purged():
             raise PointBeforeOldest(
-                f"point {spec.text!r} is before the oldest retained file {names[0]}: the oldest "
-                f"readable point is {files.oldest_point()}"
+                f"point {spec.text!r} is before the oldest retained file {files.oldest_file()}: "
+                f"the oldest readable point is {files.oldest_point()}"
             )
         return files.oldest_point()  # before every transaction: the binlog's start
     last = None
@@ -278,13 +291,13 @@ def _by_gtid(spec: PointSpec, files: RetainedFiles) -> Point:
         first = gno_of(oldest.gtid)
         if gno < first:
             raise PointBeforeOldest(
-                f"point {spec.text!r} is before the oldest retained file {files.names[0]}: the "
-                f"oldest readable point is {oldest}"
+                f"point {spec.text!r} is before the oldest retained file {files.oldest_file()}: "
+                f"the oldest readable point is {oldest}"
             )
         if gno == first and text == oldest.gtid:
             return oldest
     try:
-        txn = locate.by_gtid_text(files.directory, files.base, text)
+        txn = locate.by_gtid_text(files.directory, files.base, text, files.archive)
     except (locate.LocateError, CodecError):
         newest = files.newest()
         if newest is not None and newest.gtids and gno > gno_of(newest.gtids[-1]):
@@ -309,11 +322,12 @@ def _by_position(spec: PointSpec, files: RetainedFiles) -> Point:
         if number < oldest:
             raise PointBeforeOldest(
                 f"point {spec.text!r}: {name} was purged; the oldest readable point is "
-                f"{files.oldest_point()}"
+                f"{files.oldest_point()}, in {files.oldest_file()}"
             )
         if number > layout.file_number(files.names[-1]):
             raise PointInFuture(f"point {spec.text!r}: {name} is not written yet")
-        raise PointNotFound(f"point {spec.text!r}: {name} is not in {files.base}.index")
+        where = f"{files.base}.index" + (" nor archived" if files.archive else "")
+        raise PointNotFound(f"point {spec.text!r}: {name} is not in {where}")
     last = None
     for txn in files.transactions(name):
         if pos == txn.position or (last is None and pos < txn.position):

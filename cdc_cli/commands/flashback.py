@@ -1,8 +1,9 @@
 """`cdc flashback`: undo what a range of the global binlog did to a table or a database
 (`history`): the inverse changes, newest first, as SQL (stdout or `--sql FILE`), as a binlog
 file (`--binlog FILE`, for `mariadb-binlog FILE | mariadb` or a replica) and/or applied through
-the CN (`--apply`). Read from the dumper's files (`[dumper] binlog_dir`, or `--dir`), or from a
-dumper elsewhere over the MySQL protocol (`--server`, copied first: `history.remote`). Keys
+the CN (`--apply`). Read from the dumper's files (`[dumper] binlog_dir` and the files archived
+in `[dumper] archive_dir`, or `--dir` and `--archive`), or from a dumper elsewhere over the MySQL
+protocol (`--server`, copied first: `history.remote`). Keys
 changed again after the range are conflicts: reported and skipped unless `--force`."""
 
 from __future__ import annotations
@@ -49,6 +50,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a dumper elsewhere: its served binlog copied over the MySQL protocol first "
         "(as [dumper] peer_user, or --user/--password)",
     )
+    p.add_argument(
+        "--archive",
+        metavar="DIR",
+        help="with --dir: the files purged from it into an archive directory (default, without "
+        "--dir: [dumper] archive_dir's)",
+    )
     p.add_argument("--user", help="with --server (default: [dumper] peer_user)")
     p.add_argument("--password", help="with --server (default: [dumper] peer_password)")
     p.add_argument(
@@ -74,7 +81,7 @@ def cmd_flashback(args) -> int:
     d = config.dumper
     try:
         if args.server is None:
-            plan = _plan(args, Path(args.dir or d.binlog_dir), d.binlog_base)
+            plan = _plan(args, Path(args.dir or d.binlog_dir), d.binlog_base, _archive(args, d))
         else:
             with tempfile.TemporaryDirectory(prefix="cdc-flashback-") as copy:
                 user = args.user or d.peer_user
@@ -113,10 +120,22 @@ def cmd_flashback(args) -> int:
     return 0
 
 
-def _plan(args, directory: Path, base: str):
+def _archive(args, d) -> Path | None:
+    """Where files purged from the directory read went: `--archive`, else (the configured
+    directory) `[dumper] archive_dir`'s, as the server archives them (`archive_of`)."""
+    from cdc.streams import archive_of
+
+    if args.archive:
+        return Path(args.archive)
+    if args.dir is None and d.archive_dir:
+        return archive_of(d, d.binlog_dir)
+    return None
+
+
+def _plan(args, directory: Path, base: str, archive: Path | None = None):
     import history
 
-    files = history.RetainedFiles(directory, base)
+    files = history.RetainedFiles(directory, base, archive)
     start = history.resolve(args.start, files)
     end = history.resolve(args.end, files) if args.end else files.end_point()
     return history.plan(files, start, end, history.chosen(args.target), force=args.force)

@@ -1,6 +1,7 @@
 """`cdc locate`: one transaction of the global binlog by its commit TSO, its GTID or a file
 position in it; prints all three (`binlog_writer.locate`), from the binlog files of the
-configured dumper (`[dumper] binlog_dir`, or `--dir`). With `[dumper] streams` > 1, from
+configured dumper (`[dumper] binlog_dir` and those archived in `[dumper] archive_dir`, or
+`--dir`). With `[dumper] streams` > 1, from
 stream I's files (`--stream I`), or by TSO or GTID from every stream's (a line per stream)."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import argparse
 from pathlib import Path
 
 from cdc.config import ConfigError, DumperConfig, load
-from cdc.streams import stream_dir
+from cdc.streams import archive_of, stream_dir
 from cdc_cli.commands.options import add_config_argument
 
 
@@ -54,13 +55,16 @@ def cmd_locate(args) -> int:
     directories = _directories(args, config.dumper)
     found, missing = [], []
     for stream, directory in directories:
+        archive = None
+        if config.dumper.archive_dir and not args.dir:
+            archive = archive_of(config.dumper, directory)
         try:
             if args.tso is not None:
-                where = locate.by_tso(directory, base, args.tso)
+                where = locate.by_tso(directory, base, args.tso, archive)
             elif args.gtid is not None:
-                where = locate.by_gtid_text(directory, base, args.gtid)
+                where = locate.by_gtid_text(directory, base, args.gtid, archive)
             else:
-                where = locate.by_position(directory, base, *at)
+                where = locate.by_position(directory, base, *at, archive)
         except (locate.LocateError, CodecError) as exc:
             if len(directories) == 1:
                 raise ConfigError(str(exc)) from None

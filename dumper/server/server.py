@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cdc.config import ConfigError, DumperConfig
+from cdc.streams import archive_of
 from dumper.server.dump.ack_gate import AckGate
 from dumper.server.dump.consumers import consumers
 from dumper.server.dump.handler import DumpContext, ReplicationAnswers
@@ -25,6 +26,7 @@ from dumper.server.sql.variables import server_variables
 from dumper.server.store.binlog_files import BinlogFiles, check_archive
 from dumper.server.store.consumer_holds import ConsumerHolds
 from dumper.server.store.notifiers import Notifier, PollNotifier
+from dumper.server.store.peer_holds import PeerHolds
 from dumper.server.store.retention import Retention, RetentionPolicy
 from dumper.server.store.served import ServedBinlog
 from dumper.server.wire.context import WireContext
@@ -54,8 +56,13 @@ class Server:
         self.sessions = Sessions()
         self.acks = acks
         # Named consumers' holds while they are away (docs/retention.md), part of the purge rule.
+        # With HA peers, also the consumers connected to the others (store/peer_holds.py).
+        self.peer_holds = PeerHolds(config)
         self.holds = ConsumerHolds(
-            served.files, config, lambda: dumps_seen(self.sessions.live, acks)
+            served.files,
+            config,
+            lambda: dumps_seen(self.sessions.live, acks),
+            remote=self.peer_holds.seen,
         )
         self.retention = Retention(
             served.files,
@@ -112,6 +119,8 @@ class Server:
         log.info("dumper serving %s on %s:%d", self.served.files.dir, self.config.host, self.port)
         self.retention.start()
         self.holds.start()
+        if self.holds.enabled:
+            self.peer_holds.start()
         return self
 
     async def serve_forever(self) -> None:
@@ -123,6 +132,7 @@ class Server:
         """Stop accepting, end every session (dumps included) and wait for them."""
         await self.retention.close()
         await self.listener.close()
+        await self.peer_holds.close()
         await self.holds.close()
 
     async def __aenter__(self) -> Server:
@@ -141,18 +151,6 @@ def tls_context(cert: str, key: str) -> ssl.SSLContext:
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError(f"[dumper] tls_cert/tls_key: cannot load {cert!r}: {exc}") from None
     return context
-
-
-def archive_of(config: DumperConfig, binlog_dir: str | os.PathLike[str] | None) -> Path:
-    """Where the purged files of `binlog_dir` go: `[dumper] archive_dir`; an HA peer's in
-    `dumper-<id>` of it and a stream's in a directory named as the stream's, since their
-    files share names (peers may share a host, and so the path)."""
-    path = Path(config.archive_dir)
-    if config.peers and config.id:
-        path /= f"dumper-{config.id}"
-    if config.streams > 1 and binlog_dir:
-        path /= Path(binlog_dir).name
-    return path
 
 
 async def serve(
@@ -176,7 +174,11 @@ async def serve(
     reads = None
     if snapshot is not None:
         reads = TableReads(
-            snapshot, files, served.notifier, config.snapshot_page_rows, config.snapshot_sort_rows
+            snapshot,
+            files.readable(),
+            served.notifier,
+            config.snapshot_page_rows,
+            config.snapshot_sort_rows,
         )
     server = Server(
         config,

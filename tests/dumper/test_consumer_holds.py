@@ -17,7 +17,7 @@ import time
 import pymysql
 import pytest
 
-from binlog_writer import BinlogWriter
+from binlog_writer import BinlogWriter, file_number
 from binlog_writer.gtids import MysqlGtids
 from cdc.config import Config, ConfigError, DumperConfig, DumperConsumer, from_dict
 from cdc.protocol.dump_client import BinlogPosition, DumpClient, DumpSettings
@@ -92,6 +92,27 @@ def test_a_consumer_away_holds_its_file_across_a_restart_until_its_time_cap(tmp_
     writer.close()
 
 
+def test_a_position_learned_from_a_peer_further_on_is_no_drop(tmp_path, caplog):
+    """A copy behind the leader learns a consumer position in a file it has not copied yet:
+    it holds that file name (nothing before it), drops nothing, says nothing."""
+    writer = write_files(tmp_path)
+    ahead = f"binlog.{file_number(writer.file) + 1:06d}"
+    clock = Clock()
+    holds = ConsumerHolds(
+        BinlogFiles(tmp_path),
+        DumperConfig(consumers=[DumperConsumer("app", server_id=4242)]),
+        list,
+        clock,
+        remote=lambda: [Seen(4242, "", ahead, 4, 0.0)],
+    )
+    caplog.set_level(logging.WARNING, logger="dumper.server.store.consumer_holds")
+    assert [h.file for h in holds.holders()] == [ahead]
+    (report,) = holds.report()
+    assert report["dropped"] == "" and report["lag_bytes"] == 0 and not report["connected"]
+    assert holds.dropped_total == 0 and not caplog.records
+    writer.close()
+
+
 def test_the_byte_cap_and_registration_by_uuid(tmp_path):
     write_files(tmp_path)
     first = names(tmp_path)[0]
@@ -160,6 +181,36 @@ def test_purged_files_move_to_the_archive_and_gtid_dumps_reach_into_it(tmp_path)
     assert files.locate(gone[0]) == archive / gone[0] and files.locate("binlog.999999") is None
     for client, events in before.items():
         assert dumped(files, client, 300) == events, client
+
+
+def test_a_gap_in_the_archive_ends_what_is_readable(tmp_path):
+    """The operator prunes a file from the middle of the archive: the files before the gap
+    are no longer readable (a reader crossing it would skip its transactions), for the
+    server's store and the tools' lookup (`binlog_writer.ReadableFiles`) alike; `locate` by
+    TSO and GTID then finds what is left, archived or live."""
+    from binlog_writer import ReadableFiles, locate
+
+    live, archive = tmp_path / "binlog", tmp_path / "archive"
+    w = BinlogWriter(live, max_file_size=1200, gtids=MysqlGtids(SID))
+    for i in range(12):
+        w.append_encoded(bytearray(txn(i)))
+    w.close()
+    files = BinlogFiles(live, archive=check_archive(archive))
+    all_files = files.names()
+    first_gtid = locate.by_gtid_text(live, "binlog", f"{UUID}:1")
+    gone = files.purge(files.victims_to(all_files[-1]))
+    assert len(gone) >= 3, gone
+    tools = ReadableFiles(live, "binlog", archive)
+    assert files.readable_names() == tools.names() == all_files
+    assert locate.by_gtid_text(live, "binlog", f"{UUID}:1", archive) == first_gtid
+    assert locate.by_tso(live, "binlog", first_gtid.tso, archive) == first_gtid
+    with pytest.raises(locate.LocateError):
+        locate.by_gtid_text(live, "binlog", f"{UUID}:1")  # without the archive: purged
+    (archive / gone[1]).unlink()
+    assert files.readable_names() == tools.names() == all_files[2:]
+    assert files.locate(gone[0]) is not None and files.resolve(gone[0], archived=True) is None
+    with pytest.raises(locate.LocateError):
+        locate.by_gtid_text(live, "binlog", f"{UUID}:1", archive)
 
 
 async def read_to_end(
@@ -383,3 +434,55 @@ def test_each_peer_and_stream_archives_apart():
     assert str(archive_of(peers, "/d2/binlog")) == "/arch/dumper-2"
     streams = DumperConfig(archive_dir="/arch", streams=2)
     assert str(archive_of(streams, "/data/binlog/stream1")) == "/arch/stream1"
+
+
+# -- holds across an HA takeover --------------------------------------------------------------
+def test_a_hold_survives_a_takeover_the_peers_learn_it(tmp_path):
+    """Two peers serve byte-identical copies; a named consumer reads only from peer 1 (the
+    leader) and stops in its third file. Peer 2 learns the position from peer 1's SHOW
+    CONSUMERS; with peer 1 gone (a takeover), peer 2 still holds that file across a restart:
+    PURGE stops there, SHOW CONSUMERS shows it, and the consumer resumes there byte-identical."""
+    import shutil
+
+    from cdc.config import DumperPeer
+    from cdc_equipment.local_cluster.testing import free_base_port
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    writer = write_files(one, size=BIG)  # it stalls in its file: no buffer holds one
+    writer.close()
+    shutil.copytree(one, two)
+    all_files = names(one)
+    base = free_base_port(1)
+    peers = [DumperPeer(1, port=base), DumperPeer(2, port=base + 1)]
+    ha = dict(
+        consumers=[DumperConsumer("app", server_id=4242)],
+        peers=peers,
+        peer_user=USER,
+        peer_password=PASSWORD,
+    )
+    leader = ServerThread(one, base, id=1, **ha)
+    follower = ServerThread(two, base + 1, id=2, **ha)
+    try:
+        reader = leader.call(dump(leader.port, all_files[2]))
+        wait_holding(leader, all_files[2])
+        wait_holding(follower, all_files[2])  # learned from the leader
+        (seen,) = on_loop(follower, follower.server.consumer_holds)["consumers"]
+        assert seen["connected"] is False and seen["holds"] == all_files[2], seen
+        leader.loop.call_soon_threadsafe(reader.close)
+    finally:
+        leader.stop()  # the leader goes away: peer 2 takes over
+    follower.stop()
+    with ServerThread(two, base + 1, id=2, **ha) as s:  # restarted: read back from its file
+        admin = pymysql.connect(host="127.0.0.1", port=s.port, user="admin", password="adm")
+        with admin.cursor() as cur:
+            cur.execute(f"PURGE BINARY LOGS TO '{all_files[-1]}'")
+            cur.execute("SHOW CONSUMERS")
+            (row,) = cur.fetchall()
+        admin.close()
+        assert names(two) == all_files[2:]
+        assert row[0] == "app" and row[4] == "No" and row[5] == all_files[2], row
+        assert row[9] == all_files[2] and row[10] == ""
+        start = BinlogPosition(all_files[2], 4)
+        want = events_in(BinlogFiles(two), start)
+        got = s.call(read_to_end(s.port, start))
+        assert [e for e in got if e[4] != 15] == want

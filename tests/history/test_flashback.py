@@ -92,6 +92,18 @@ async def _setup(cfg: Config) -> None:
         await cn.close()
 
 
+def _flush_logs(cfg: Config) -> None:
+    async def go() -> None:
+        cn = ComputeNode(cfg)
+        await cn.start(recover=False)
+        try:
+            await cn.flush_logs()
+        finally:
+            await cn.close()
+
+    asyncio.run(go())
+
+
 class Traffic:
     """CN updates of the TRAFFIC rows, in a thread, until stopped."""
 
@@ -224,6 +236,7 @@ def undone(tmp_path_factory, request):
             time.sleep(0.5)
             # The range's end: a second read pinned there (traffic goes on after it).
             pinned_end, end = _pin(cfg)
+            _flush_logs(cfg)  # the range's files can all be archived (never the last one)
             later_tso = _cn_run(cfg, f"UPDATE fb.items SET v = 555 WHERE id = {LATER}")
             time.sleep(1.0)
             traffic.finish()
@@ -469,3 +482,98 @@ def resolve_text(files, text):
     from history import resolve
 
     return resolve(text, files)
+
+
+def _copies(undone, tmp_path) -> tuple[Path, Path, Path, list[str]]:
+    """Two byte-identical copies of the files: one as it is, one purged by the server's own
+    purge into an archive directory (every file but the last, so the range is archived)."""
+    from dumper.server.store.binlog_files import BinlogFiles, check_archive
+
+    plain, live, archive = tmp_path / "plain", tmp_path / "live", tmp_path / "archive"
+    shutil.copytree(undone["binlog"], plain)
+    shutil.copytree(plain, live)
+    files = BinlogFiles(live, archive=check_archive(archive))
+    gone = files.purge(files.names()[:-1])
+    assert gone and files.names() == [(plain / "binlog.index").read_text().split()[-1][2:]]
+    assert sorted(p.name for p in archive.iterdir()) == gone
+    return plain, live, archive, gone
+
+
+def test_points_and_flashback_reach_into_the_archive(undone, tmp_path):
+    """Points of every form in archived files resolve as before the purge; `cdc flashback`
+    over a range in archived files (its conflict scan crossing into the live file) prints the
+    same SQL and conflicts; pruned from the archive, the oldest point named is the archive's."""
+    from history import PointBeforeOldest, RetainedFiles, resolve
+
+    plain, live, archive, gone = _copies(undone, tmp_path)
+    whole, archived = RetainedFiles(plain), RetainedFiles(live, archive=archive)
+    assert archived.names == whole.names
+    start, end = resolve(undone["start"], whole), resolve(undone["end"], whole)
+    assert start.file in gone and end.file in gone
+    later = resolve(f"TSO {undone['later_tso']}", whole)
+    assert later.file not in gone  # the conflict is in the live file
+    ms = undone["end_tso"] >> 22
+    when = dt.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S.%f")
+    for text in (
+        undone["start"],
+        undone["end"],
+        f"TSO {undone['end_tso']}",
+        f"TIMESTAMP '{when}'",
+        f"GTID '{end.gtid}'",
+        f"GTID '{start.gtid}'",
+        f"TSO {undone['later_tso']}",
+        "TSO 1",
+    ):
+        assert resolve(text, archived) == resolve(text, whole), text
+    assert archived.end_point() == whole.end_point()
+
+    # --force: the fixture's undo changed every bad row again since (all conflicts now).
+    args = ("fb.items", "--from", undone["start"], "--to", undone["end"], "--sql", "-", "--force")
+    want = cdc(undone["directory"], *args, "--dir", str(plain))
+    got = cdc(undone["directory"], *args, "--dir", str(live), "--archive", str(archive))
+    assert want.returncode == 0 and got.returncode == 0, (want.stderr, got.stderr)
+    assert got.stdout == want.stdout and "BEGIN;" in got.stdout
+    assert got.stderr == want.stderr and LATER in _conflict_keys(got.stderr)
+    without = cdc(undone["directory"], *args, "--dir", str(live))  # the archive not given
+    assert without.returncode == 1 and "was purged" in without.stderr, without.stderr
+
+    # `cdc locate` with the configured archive finds an archived transaction by all three names.
+    cfg = undone["cfg"]
+    config = tmp_path / "cdc.toml"
+    saved = (cfg.dumper.binlog_dir, cfg.dumper.archive_dir)
+    cfg.dumper.binlog_dir, cfg.dumper.archive_dir = str(live), str(archive)
+    try:
+        cfg.dump(str(config))
+    finally:
+        cfg.dumper.binlog_dir, cfg.dumper.archive_dir = saved
+    found, at = [], resolve(f"TSO {undone['end_tso']}", whole)  # after that transaction
+    assert at.file in gone
+    for args in (
+        ("--tso", str(undone["end_tso"])),
+        ("--gtid", at.gtid),
+        ("--pos", f"{at.file}:{at.pos - 1}"),
+    ):
+        res = subprocess.run(
+            [sys.executable, "-m", "cdc_cli.main", "locate", "--config", str(config), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert res.returncode == 0, res.stderr
+        found.append(res.stdout.strip())
+    assert found[0].startswith(f"{at.file}:") and f"end={at.pos} " in found[0], found
+    assert found == [found[0]] * 3, found
+
+    # The operator prunes the archive's oldest file: the oldest point is the next archived one.
+    (archive / gone[0]).unlink()
+    pruned = RetainedFiles(live, archive=archive)
+    with pytest.raises(PointBeforeOldest) as before:
+        resolve("TSO 1", pruned)
+    says = f"before the oldest retained file {gone[1]} (archived in {archive})"
+    assert says in str(before.value), before.value
+    assert f"the oldest readable point is '{gone[1]}':" in str(before.value)
+    out = cdc(
+        undone["directory"], "fb.items", "--from", "TSO 1", "--dir", str(live),
+        "--archive", str(archive),
+    )  # fmt: skip
+    assert out.returncode == 1 and says in out.stderr, out.stderr

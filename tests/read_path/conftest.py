@@ -115,8 +115,11 @@ def snap(tmp_path_factory) -> Iterator[Snap]:
 
 
 @contextlib.contextmanager
-def running_snap(directory: Path, *, mariadb: bool = False) -> Iterator[Snap]:
-    """The cluster and pipeline of `snap` (`mariadb`: the mariadb flavour, bank only)."""
+def running_snap(
+    directory: Path, *, mariadb: bool = False, archive: bool = False
+) -> Iterator[Snap]:
+    """The cluster and pipeline of `snap` (`mariadb`: the mariadb flavour, bank only;
+    `archive`: purged files move to `<directory>/archive`)."""
     cluster = throwaway_cluster(directory / "cluster", dns=2, spare_dns=0)
     try:
         cfg = cluster.config()
@@ -124,6 +127,8 @@ def running_snap(directory: Path, *, mariadb: bool = False) -> Iterator[Snap]:
         d.binlog_dir = str(directory / "binlog")
         d.port = free_base_port(0)
         d.snapshot_page_rows = PAGE_ROWS
+        if archive:
+            d.archive_dir = str(directory / "archive")
         if mariadb:
             d.flavor = "mariadb"
             d.version = "10.11.19-MariaDB-cdc-log"

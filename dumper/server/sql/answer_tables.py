@@ -39,7 +39,7 @@ class TableAnswers(Answers):
                 point,
                 position,
                 lambda at: self._held(self._read(stmt, at, db, past=True)),
-                self.ctx.served.files,
+                self.ctx.served.files.readable(),
                 (db, stmt.table),
             )
         )

@@ -33,7 +33,7 @@ ER_WRONG_VALUE = 1525  # MySQL's "Incorrect %s value": malformed, ambiguous, ins
 ER_GC_TOO_EARLY = 9006  # TiDB's, for a read older than what it keeps: before the oldest file
 ER_AS_OF_FUTURE = 8135  # TiDB's "invalid as of timestamp" for a point not reached yet
 ER_CANT_CHANGE_TX_CHARACTERISTICS = 1568  # AS OF inside a transaction (pinned already)
-CACHED = 256  # resolved points kept (a boundary never moves; a purged one is dropped)
+CACHED = 256  # resolved points kept (a boundary never moves; one no longer readable is dropped)
 MERGED_WAIT_S = 10.0  # a TSO just past: how long to wait for the merge to pass it
 
 
@@ -98,7 +98,7 @@ class PointResolver:
         PointError's SqlError otherwise."""
         key = (spec.kind, spec.value)
         point = self._cache.get(key)
-        if point is not None and point.file in self.files.names():
+        if point is not None and point.file in self.files.readable_names():
             self._cache.move_to_end(key)
         else:
             point = await self._resolved(spec, end)
@@ -117,7 +117,7 @@ class PointResolver:
         return position
 
     async def _resolved(self, spec: PointSpec, end: tuple[str, int]) -> Point:
-        files = RetainedFiles(self.files.dir, self.files.base)
+        files = RetainedFiles(self.files.dir, self.files.base, self.files.archive)
         try:
             return await asyncio.to_thread(resolve, spec, files)
         except PointInFuture as exc:
@@ -160,7 +160,7 @@ def _passed(spec: PointSpec, files: RetainedFiles, bound: int) -> Point:
     after it yet: every transaction at or below it is written, so the state there is the
     newest transaction's end, unless one above it lands meanwhile (then resolved as usual)."""
     while True:
-        fresh = RetainedFiles(files.directory, files.base)
+        fresh = RetainedFiles(files.directory, files.base, files.archive)
         try:
             return resolve(spec, fresh)
         except PointInFuture:

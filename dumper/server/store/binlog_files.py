@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from binlog_writer import layout
+from binlog_writer import archived_names, layout
 from cdc.binlog.constants import FORMAT_DESCRIPTION_EVENT, HEADER_LEN
 from cdc.binlog.header import OFF_FLAGS, OFF_SERVER_ID, event_size, log_pos
 from cdc.config import ConfigError
@@ -105,26 +105,17 @@ class BinlogFiles:
         return [os.path.basename(line.strip()) for line in text.splitlines() if line.strip()]
 
     def archived_names(self) -> list[str]:
-        """The archived files older than the first live one, oldest first (a file whose move
-        is under way is still live)."""
-        if self.archive is None:
-            return []
-        live = self.names()
-        first = _file_no(live[0]) if live else None
-        found = []
-        try:
-            entries = list(self.archive.iterdir())
-        except FileNotFoundError:
-            return []
-        for p in entries:
-            n = _file_no(p.name) if p.name.startswith(self.base + ".") else None
-            if n is not None and (first is None or n < first):
-                found.append((n, p.name))
-        return [name for _, name in sorted(found)]
+        """The archived files older than the first live one, oldest first, without a gap (a
+        file whose move is under way is still live): `binlog_writer.archived_names`."""
+        return archived_names(self.archive, self.base, self.names())
 
     def readable_names(self) -> list[str]:
         """Every file a dump can still read: the archived ones, then the index."""
         return self.archived_names() + self.names()
+
+    def readable(self) -> ReadableView:
+        """These files as a read as of a point scans them: every readable file."""
+        return ReadableView(self)
 
     def resolve(self, name: str, archived: bool = False) -> str | None:
         """The index entry a client means by `name` (a path or trailing NUL is tolerated);
@@ -306,6 +297,26 @@ class BinlogFiles:
         return [n for n in victims if n in gone]
 
 
+class ReadableView:
+    """`BinlogFiles` whose `names()` are every readable file, archived ones first: what the read
+    path (`read_path.ServedFiles`) scans from a position, so that a read as of a point in an
+    archived file crosses into the live ones."""
+
+    __slots__ = ("files",)
+
+    def __init__(self, files: BinlogFiles) -> None:
+        self.files = files
+
+    def names(self) -> list[str]:
+        return self.files.readable_names()
+
+    def events(self, name: str, start: int = START) -> Iterator[RawEvent]:
+        return self.files.events(name, start)
+
+    def read_fde(self, name: str) -> RawEvent:
+        return self.files.read_fde(name)
+
+
 def archive_file(path: Path, archive: Path) -> None:
     """Move `path` into `archive` so that at every moment one whole copy is readable at the
     name (`BinlogFiles.locate` looks in the live directory first): a rename on the same disk;
@@ -340,13 +351,6 @@ def check_archive(archive: str | os.PathLike[str]) -> Path:
             f"[dumper] archive_dir = {str(archive)!r} is not a writable directory: {exc}"
         ) from None
     return path
-
-
-def _file_no(name: str) -> int | None:
-    try:
-        return layout.file_number(name) if _NAME_RE.match(name) else None
-    except ValueError:
-        return None
 
 
 def parse_purge_date(text: str) -> float:

@@ -6,8 +6,9 @@ metrics), never silently; a dropped consumer that reads again within its caps ho
 
 Where each consumer got to is kept in `consumer_holds.json` in the served directory, written
 atomically when it changed (at most once per refresh): the server process owns the rule and
-that directory and needs no GMS for it, and each HA copy keeps the holds of its own consumers,
-as its retention keeps its own dumps' (docs/retention.md says what that leaves out). The hold
+that directory and needs no GMS for it. With HA peers each copy also takes the consumers
+connected to the other peers as its own running dumps (`remote`, polled by `peer_holds.py`), so
+a takeover finds the holds where the consumers were on the old leader. The hold
 is the file the consumer's dump was sending: a consumer resumes from what it got, in that file
 or a later one."""
 
@@ -106,9 +107,11 @@ class ConsumerHolds:
         config: DumperConfig,
         seen: Callable[[], list[Seen]],
         clock: Callable[[], float] = time.time,
+        remote: Callable[[], list[Seen]] = list,
     ) -> None:
         self.files = files
-        self.seen = seen
+        self.seen = seen  # the dumps running on this server
+        self.remote = remote  # those running on the other HA peers (peer_holds.py)
         self.clock = clock
         self.register = config.register_consumers
         self.default_caps = (config.consumer_max_hold_bytes, config.consumer_max_hold_s)
@@ -215,10 +218,14 @@ class ConsumerHolds:
             return
         now = self.clock()
         connected: dict[str, Seen] = {}
-        for seen in self.seen():
+        here: set[str] = set()
+        local = self.seen()
+        for i, seen in enumerate(local + self.remote()):
             hold = self._match(seen)
             if hold is None or not seen.file:
                 continue
+            if i < len(local):
+                here.add(hold.name)
             was = connected.get(hold.name)
             if was is None or _key(seen.file, seen.pos) < _key(was.file, was.pos):
                 connected[hold.name] = seen  # several dumps of one consumer: the one behind
@@ -226,12 +233,14 @@ class ConsumerHolds:
             hold = self.holds[name]
             hold.file, hold.pos = seen.file, seen.pos
             hold.behind_since, hold.seen_at = seen.behind_since, now
-        self._connected = set(connected)
+        self._connected = here  # SHOW CONSUMERS' Connected: here (peers learn only those)
         files = self.files.readable_files()
         for hold in self.holds.values():
             if not hold.file:
                 continue
             behind = lag_bytes(files, hold.file, hold.pos)
+            if behind is None and files and _key(hold.file, 0) > _key(files[-1].name, 0):
+                behind = 0  # learned from a peer further on than this copy: not behind here
             self._lag[hold.name] = behind or 0
             if hold.name not in connected and hold.behind_since == 0 and behind:
                 hold.behind_since = hold.seen_at  # written since it left: behind since then

@@ -18,7 +18,8 @@ class GtidState:
     def executed(self, upto: tuple[str, int] | None = None) -> GtidSet:
         """Every GTID in the files, the purged ones included (MySQL's gtid_executed); with
         `upto` (file, position), those before it (a snapshot transaction's position)."""
-        names = self.files.names()
+        # As of a position: the files up to its own, which may be archived (a read AS OF it).
+        names = self.files.names() if upto is None else self.files.readable_names()
         if upto is not None and upto[0] in names:
             names = names[: names.index(upto[0]) + 1]
         for name in reversed(names):

@@ -21,7 +21,8 @@ class MariadbGtidState:
         """Per server_id of our domain the last GTID in the files, the newest last
         (`@@gtid_binlog_state`): the newest file's GTID_LIST with its last GTID. `upto` (file,
         position): as of there (a snapshot transaction's pinned position)."""
-        names = self.files.names()
+        # As of a position: the files up to its own, which may be archived (a read AS OF it).
+        names = self.files.names() if upto is None else self.files.readable_names()
         if upto is not None and upto[0] in names:
             names = names[: names.index(upto[0]) + 1]
         for name in reversed(names):
