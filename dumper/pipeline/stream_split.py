@@ -29,6 +29,15 @@ from merge_source import FragmentKind, Statement, table_name
 _TID = slice(constants.TABLE_ID_OFFSET, constants.TABLE_ID_OFFSET + constants.TABLE_ID_LEN)
 _FLAGS_AT = HEADER_LEN + constants.TABLE_ID_LEN  # a rows event's flags, after its table id
 _DATA, _LOCAL, _DDL = FragmentKind.DATA, FragmentKind.LOCAL, FragmentKind.DDL
+_TYPE, _TABLE_MAP = header.OFF_TYPE, int(EventType.TABLE_MAP)
+_NAME_AT = HEADER_LEN + constants.TABLE_ID_LEN + 2  # a TABLE_MAP's db length, after its flags
+
+
+def _name_key(e: bytes) -> bytes:
+    """A TABLE_MAP's names as they are in it (`db_len db 0 tbl_len tbl`): one slice, the key
+    of the splitter's routing cache (what `table_name` reads, without parsing it)."""
+    db_len = e[_NAME_AT]
+    return bytes(e[_NAME_AT : _NAME_AT + 3 + db_len + e[_NAME_AT + 2 + db_len]])
 
 
 def _is_rows(code: int) -> bool:
@@ -41,18 +50,25 @@ def _is_rows(code: int) -> bool:
 class StreamSplitter:
     """Splits batches of merged transactions into one list per stream."""
 
-    __slots__ = ("router", "streams")
+    __slots__ = ("router", "streams", "_names")
 
     def __init__(self, router: StreamRouter):
         self.router = router
         self.streams = router.streams
+        # A TABLE_MAP's `db_len db 0 tbl_len tbl` bytes → its stream (`_name_key`)
+        self._names: dict[bytes, int] = {}
 
     def split(self, ready: list[Transaction]) -> list[list[Transaction]]:
         """Per stream, its parts of `ready`, in `ready`'s order (empty lists included)."""
         out: list[list[Transaction]] = [[] for _ in range(self.streams)]
+        whole = self._whole
         for txn in ready:
             kind = txn.kind
             if kind is _DATA or kind is _LOCAL:
+                stream = whole(txn)
+                if stream is not None:  # the common case: the transaction whole, as it is
+                    out[stream].append(txn)
+                    continue
                 for stream, statements in self._split_rows(txn).items():
                     out[stream].append(_part(txn, statements))
             elif kind is _DDL:
@@ -62,6 +78,31 @@ class StreamSplitter:
                 for stream in self.router.streams_of_ddl(marker["db"], marker.get("tbl") or ""):
                     out[stream].append(txn)
         return out
+
+    def _whole(self, txn: Transaction) -> int | None:
+        """The one stream of every statement of `txn` (in memory, each led by its TABLE_MAPs),
+        or None: `_split_rows` looks closer. One pass over the leading TABLE_MAPs, each routed
+        by the name bytes it carries (a dict hit), no list or dict made: what the merge pays
+        per transaction here must stay small beside MergeJoint's, at any stream count."""
+        stream = None
+        names = self._names
+        for st in txn.statements:
+            if st.span is not None:
+                return None
+            events = st.in_memory
+            if not events or events[0][_TYPE] != _TABLE_MAP:
+                return None
+            for e in events:
+                if e[_TYPE] != _TABLE_MAP:
+                    break
+                s = names.get(_name_key(e))
+                if s is None:
+                    s = names[_name_key(e)] = self.router.stream_of(*table_name(e))
+                if s != stream:
+                    if stream is not None:
+                        return None
+                    stream = s
+        return stream
 
     def _split_rows(self, txn: Transaction) -> dict[int, list[Statement]]:
         """Stream → its statements of `txn` (a statement whole where it touches one stream)."""

@@ -26,7 +26,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from cdc.config import Config
@@ -202,6 +202,14 @@ class StreamProcess:
         assert self._out is not None
         self._out.write(framed(message))
 
+    def send_pieces(self, pieces: Iterable[bytes | bytearray]) -> None:
+        """Queue one frame written in pieces (`wire.batch_frame`), none of them copied first."""
+        if not self.alive:
+            raise StreamDied(self.error or f"stream {self.stream} is not running")
+        assert self._out is not None
+        for piece in pieces:
+            self._out.write(piece)
+
     async def drain(self) -> None:
         assert self._out is not None
         try:
@@ -326,6 +334,9 @@ class StreamSet:
 
     def send(self, stream: int, message: ToStream) -> None:
         self.processes[stream].send(message)
+
+    def send_pieces(self, stream: int, pieces: Iterable[bytes | bytearray]) -> None:
+        self.processes[stream].send_pieces(pieces)
 
     def send_all(self, message: ToStream) -> None:
         for p in self.processes:
