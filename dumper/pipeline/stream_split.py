@@ -29,15 +29,6 @@ from merge_source import FragmentKind, Statement, table_name
 _TID = slice(constants.TABLE_ID_OFFSET, constants.TABLE_ID_OFFSET + constants.TABLE_ID_LEN)
 _FLAGS_AT = HEADER_LEN + constants.TABLE_ID_LEN  # a rows event's flags, after its table id
 _DATA, _LOCAL, _DDL = FragmentKind.DATA, FragmentKind.LOCAL, FragmentKind.DDL
-_TYPE, _TABLE_MAP = header.OFF_TYPE, int(EventType.TABLE_MAP)
-_NAME_AT = HEADER_LEN + constants.TABLE_ID_LEN + 2  # a TABLE_MAP's db length, after its flags
-
-
-def _name_key(e: bytes) -> bytes:
-    """A TABLE_MAP's names as they are in it (`db_len db 0 tbl_len tbl`): one slice, the key
-    of the splitter's routing cache (what `table_name` reads, without parsing it)."""
-    db_len = e[_NAME_AT]
-    return bytes(e[_NAME_AT : _NAME_AT + 3 + db_len + e[_NAME_AT + 2 + db_len]])
 
 
 def _is_rows(code: int) -> bool:
@@ -55,18 +46,18 @@ class StreamSplitter:
     def __init__(self, router: StreamRouter):
         self.router = router
         self.streams = router.streams
-        # A TABLE_MAP's `db_len db 0 tbl_len tbl` bytes → its stream (`_name_key`)
+        # A TABLE_MAP's `db_len db 0 tbl_len tbl` bytes → its stream (`_whole`)
         self._names: dict[bytes, int] = {}
 
     def split(self, ready: list[Transaction]) -> list[list[Transaction]]:
         """Per stream, its parts of `ready`, in `ready`'s order (empty lists included)."""
         out: list[list[Transaction]] = [[] for _ in range(self.streams)]
-        whole = self._whole
+        names, stream_of = self._names, self.router.stream_of
         for txn in ready:
             kind = txn.kind
             if kind is _DATA or kind is _LOCAL:
-                stream = whole(txn)
-                if stream is not None:  # the common case: the transaction whole, as it is
+                stream = _whole(txn.statements, names, stream_of)
+                if stream >= 0:  # the common case: the transaction whole, as it is
                     out[stream].append(txn)
                     continue
                 for stream, statements in self._split_rows(txn).items():
@@ -78,31 +69,6 @@ class StreamSplitter:
                 for stream in self.router.streams_of_ddl(marker["db"], marker.get("tbl") or ""):
                     out[stream].append(txn)
         return out
-
-    def _whole(self, txn: Transaction) -> int | None:
-        """The one stream of every statement of `txn` (in memory, each led by its TABLE_MAPs),
-        or None: `_split_rows` looks closer. One pass over the leading TABLE_MAPs, each routed
-        by the name bytes it carries (a dict hit), no list or dict made: what the merge pays
-        per transaction here must stay small beside MergeJoint's, at any stream count."""
-        stream = None
-        names = self._names
-        for st in txn.statements:
-            if st.span is not None:
-                return None
-            events = st.in_memory
-            if not events or events[0][_TYPE] != _TABLE_MAP:
-                return None
-            for e in events:
-                if e[_TYPE] != _TABLE_MAP:
-                    break
-                s = names.get(_name_key(e))
-                if s is None:
-                    s = names[_name_key(e)] = self.router.stream_of(*table_name(e))
-                if s != stream:
-                    if stream is not None:
-                        return None
-                    stream = s
-        return stream
 
     def _split_rows(self, txn: Transaction) -> dict[int, list[Statement]]:
         """Stream → its statements of `txn` (a statement whole where it touches one stream)."""
@@ -148,6 +114,40 @@ class StreamSplitter:
                 return None
             stream = s
         return stream
+
+
+def _whole(statements: list, names: dict, stream_of) -> int:  # C types: stream_split.pxd
+    """The one stream of every statement of a transaction (in memory, each led by its
+    TABLE_MAPs), or -1: `_split_rows` looks closer. One pass over the leading TABLE_MAPs, each
+    routed by the name bytes it carries (`names`: a dict hit; `stream_of` fills it), no list or
+    dict made: what the merge pays per transaction here must stay small beside MergeJoint's,
+    at any stream count (compiled: a C loop)."""
+    stream = -1
+    for st in statements:
+        if st.span is not None:
+            return -1
+        events = st.in_memory
+        maps = 0
+        for e in events:
+            p = e  # C: the event's bytes
+            if p[header.OFF_TYPE] != constants.EventType.TABLE_MAP:
+                break
+            maps += 1
+            # the TABLE_MAP's `db_len db 0 tbl_len tbl`, as it carries them
+            db_len = p[constants.TABLE_MAP_DB_LEN_OFFSET]
+            end = constants.TABLE_MAP_DB_LEN_OFFSET + 3 + db_len
+            key = bytes(p[constants.TABLE_MAP_DB_LEN_OFFSET : end + p[end - 1]])
+            got = names.get(key)
+            if got is None:
+                got = names[key] = stream_of(*table_name(e))
+            s = got
+            if s != stream:
+                if stream >= 0:
+                    return -1
+                stream = s
+        if not maps:
+            return -1  # no TABLE_MAP leads it (orphan rows, or no event): `_split_rows` says
+    return stream
 
 
 def _part(txn: Transaction, statements: list[Statement]) -> Transaction:
