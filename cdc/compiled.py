@@ -36,6 +36,8 @@ COMPILED_MODULES = (
     "merge_source.wire",
     "merge_joint.merger",
     "dumper.pipeline.txn_encoder",
+    # The multi-stream split's per-transaction routing (docs/streams.md: flat as streams grow).
+    "dumper.pipeline.stream_split",
     "cdc.binlog.fastpath",
     # The dump stream's split into events (every DumpClient: the MergeSource's DN reads).
     "cdc.protocol.dump_stream",

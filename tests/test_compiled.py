@@ -35,6 +35,7 @@ PURE_TESTS = [
     "tests/merge_source/test_fast_paths.py",
     "tests/merge_joint/test_merger.py",
     "tests/dumper/test_txn_encoder.py",
+    "tests/dumper/streams/test_split.py",
     "tests/binlog_writer/test_recovery.py",
     "tests/binlog_writer/test_stream.py",
     "tests/binlog_writer/test_batch.py",

@@ -104,6 +104,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     streams.add_argument("--dns", type=int, default=3)
     streams.add_argument("--events", type=int, default=300_000)
     streams.add_argument("--keep", help="keep the cluster and its traffic in this directory")
+    streams.add_argument("--repeat", type=int, default=1, help="runs per count; the least counts")
     streams.set_defaults(func=cmd_streams)
     big = bsub.add_parser(
         "big-txn", help="one huge CN transaction through the pipeline: time and peak RSS"
@@ -295,6 +296,7 @@ def cmd_streams(args) -> int:
     from bench.streams import main
 
     argv = [f"--streams={args.streams}", f"--dns={args.dns}", f"--events={args.events}"]
+    argv.append(f"--repeat={args.repeat}")
     return main(argv + ([f"--keep={args.keep}"] if args.keep else []))
 
 

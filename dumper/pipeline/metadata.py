@@ -113,6 +113,16 @@ class GmsMetadata:
         if not self.migrated:
             self._retry("migrating the GMS", lambda: migrate(self._meta(), self.database))
             self.migrated = True
+        # The checkpoints' connection, opened at the start: its TLS context and login (tens of
+        # ms of CPU) are start-up, not a stall of the first checkpoint save (a GMS away now:
+        # the first save opens it, or raises and is retried, as after a lost connection).
+        with contextlib.suppress(*gms.UNREACHABLE):
+            self._checkpoint_conn()
+
+    def _checkpoint_conn(self) -> pymysql.Connection:
+        if self._cp_conn is None or not self._cp_conn.open:
+            self._cp_conn = gms.connect(self.config.gms)
+        return self._cp_conn
 
     def server_uuid(self) -> str:
         self.prepare()
@@ -184,9 +194,7 @@ class GmsMetadata:
     ) -> None:
         # Its own connection (marker history is recorded from another worker thread meanwhile),
         # kept open: a new one per second costs a TLS context and a login every time.
-        if self._cp_conn is None or not self._cp_conn.open:
-            self._cp_conn = gms.connect(self.config.gms)
-        conn = self._cp_conn
+        conn = self._checkpoint_conn()
         try:
             store = CheckpointStore(conn, self.database)
             history = CheckpointHistory(conn, self.database)

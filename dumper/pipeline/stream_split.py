@@ -41,18 +41,25 @@ def _is_rows(code: int) -> bool:
 class StreamSplitter:
     """Splits batches of merged transactions into one list per stream."""
 
-    __slots__ = ("router", "streams")
+    __slots__ = ("router", "streams", "_names")
 
     def __init__(self, router: StreamRouter):
         self.router = router
         self.streams = router.streams
+        # A TABLE_MAP's `db_len db 0 tbl_len tbl` bytes → its stream (`_whole`)
+        self._names: dict[bytes, int] = {}
 
     def split(self, ready: list[Transaction]) -> list[list[Transaction]]:
         """Per stream, its parts of `ready`, in `ready`'s order (empty lists included)."""
         out: list[list[Transaction]] = [[] for _ in range(self.streams)]
+        names, stream_of = self._names, self.router.stream_of
         for txn in ready:
             kind = txn.kind
             if kind is _DATA or kind is _LOCAL:
+                stream = _whole(txn.statements, names, stream_of)
+                if stream >= 0:  # the common case: the transaction whole, as it is
+                    out[stream].append(txn)
+                    continue
                 for stream, statements in self._split_rows(txn).items():
                     out[stream].append(_part(txn, statements))
             elif kind is _DDL:
@@ -107,6 +114,40 @@ class StreamSplitter:
                 return None
             stream = s
         return stream
+
+
+def _whole(statements: list, names: dict, stream_of) -> int:  # C types: stream_split.pxd
+    """The one stream of every statement of a transaction (in memory, each led by its
+    TABLE_MAPs), or -1: `_split_rows` looks closer. One pass over the leading TABLE_MAPs, each
+    routed by the name bytes it carries (`names`: a dict hit; `stream_of` fills it), no list or
+    dict made: what the merge pays per transaction here must stay small beside MergeJoint's,
+    at any stream count (compiled: a C loop)."""
+    stream = -1
+    for st in statements:
+        if st.span is not None:
+            return -1
+        events = st.in_memory
+        maps = 0
+        for e in events:
+            p = e  # C: the event's bytes
+            if p[header.OFF_TYPE] != constants.EventType.TABLE_MAP:
+                break
+            maps += 1
+            # the TABLE_MAP's `db_len db 0 tbl_len tbl`, as it carries them
+            db_len = p[constants.TABLE_MAP_DB_LEN_OFFSET]
+            end = constants.TABLE_MAP_DB_LEN_OFFSET + 3 + db_len
+            key = bytes(p[constants.TABLE_MAP_DB_LEN_OFFSET : end + p[end - 1]])
+            got = names.get(key)
+            if got is None:
+                got = names[key] = stream_of(*table_name(e))
+            s = got
+            if s != stream:
+                if stream >= 0:
+                    return -1
+                stream = s
+        if not maps:
+            return -1  # no TABLE_MAP leads it (orphan rows, or no event): `_split_rows` says
+    return stream
 
 
 def _part(txn: Transaction, statements: list[Statement]) -> Transaction:

@@ -28,7 +28,7 @@ from dumper.pipeline.stream_split import StreamSplitter
 from dumper.pipeline.txn_encoder import TransactionEncoder, has_spilled
 from dumper.streams.frames_pb2 import Batch
 from dumper.streams.stream_set import StreamSet
-from dumper.streams.wire import ToStream
+from dumper.streams.wire import ToStream, batch_frame
 from merge_joint import Transaction
 
 log = logging.getLogger(__name__)
@@ -102,16 +102,16 @@ class StreamOutput:
         more of the merged batch follows)."""
         message = Batch(progress=progress)
         if batch.ends:
-            message.events = bytes(batch.buf)
             message.ends.extend(batch.ends)
             message.gtids.extend(batch.gtids)
             message.tsos.extend(batch.tsos)
             message.event_count = batch.events
             stats.add(len(batch.ends), batch.events, len(batch.buf))
-        elif progress is None:
-            return
-        self.streams.send(stream, ToStream(batch=message))
-        batch.clear()
+            # (the events go to the transport as the encoder wrote them: no copy here)
+            self.streams.send_pieces(stream, batch_frame(message, batch.buf))
+            batch.clear()  # (a new buffer: the one sent is the transport's to keep)
+        elif progress is not None:
+            self.streams.send(stream, ToStream(batch=message))
 
     async def _send_streamed(
         self, stream: int, txn: Transaction, stats: LeaderStats, fence: Fence | None

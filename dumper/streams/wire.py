@@ -8,13 +8,23 @@ from typing import TypeVar
 
 from google.protobuf.message import DecodeError, Message
 
-from cdc.frames import FrameTooLarge, framed, read_body
+from cdc.frames import FRAME, FrameTooLarge, framed, read_body
 from cdc.keys import GlobalKey
-from dumper.streams.frames_pb2 import FromStream, Key, ToStream
+from dumper.streams.frames_pb2 import Batch, FromStream, Key, ToStream
 
 M = TypeVar("M", bound=Message)
 
-__all__ = ["FromStream", "ToStream", "WireError", "framed", "key_message", "read_frame"]
+__all__ = [
+    "FromStream",
+    "ToStream",
+    "WireError",
+    "batch_frame",
+    "framed",
+    "key_message",
+    "read_frame",
+]
+
+_BYTES_FIELD_1 = b"\x0a"  # field 1, length-delimited: `ToStream.batch`, and `Batch.events`
 
 
 class WireError(RuntimeError):
@@ -33,6 +43,28 @@ async def read_frame(reader: asyncio.StreamReader, cls: type[M]) -> M | None:
         return cls.FromString(body)
     except DecodeError as exc:
         raise WireError(f"a frame that is not a {cls.__name__}: {exc}") from None
+
+
+def batch_frame(batch: Batch, events: bytes | bytearray) -> tuple[bytes, bytes | bytearray, bytes]:
+    """`framed(ToStream(batch=batch))` with `events` (not empty) as the batch's `events`, in
+    three pieces to write one after the other: the same bytes (protobuf writes the fields in
+    their numbers' order, `events` first), but the events, most of a frame's bytes, are never
+    copied into a message, out of it, and into one more buffer for the length in front: a
+    stream's transport is handed them as the encoder wrote them."""
+    rest = batch.SerializeToString()  # the batch without its events: a few hundred bytes
+    events_len = _varint(len(events))
+    body = _varint(1 + len(events_len) + len(events) + len(rest))  # the batch's length
+    head = _BYTES_FIELD_1 + body + _BYTES_FIELD_1 + events_len
+    return FRAME.pack(len(head) + len(events) + len(rest)) + head, events, rest
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
 
 
 def key_message(key: GlobalKey | None) -> Key:

@@ -215,3 +215,52 @@ def test_instruction_markers_go_to_no_stream():
         [_fragment([{"type": "FlushLogs"}], FragmentKind.INSTRUCTION)],
     )
     assert StreamSplitter(StreamRouter(2)).split([marker]) == [[], []]
+
+
+def _by_statement(splitter: StreamSplitter, ready: list[Transaction]) -> list[list[Transaction]]:
+    """The split without its whole-transaction shortcut: every data transaction routed
+    statement by statement (`_split_rows`), as before the shortcut."""
+    from dumper.pipeline.stream_split import _part
+
+    out: list[list[Transaction]] = [[] for _ in range(splitter.streams)]
+    for txn in ready:
+        if txn.kind in (FragmentKind.DATA, FragmentKind.LOCAL):
+            for stream, statements in splitter._split_rows(txn).items():
+                out[stream].append(_part(txn, statements))
+        else:
+            for stream, part in enumerate(splitter.split([txn])):
+                out[stream].extend(part)
+    return out
+
+
+@pytest.mark.parametrize("streams", [1, 2, 3, 5])
+def test_the_whole_transaction_shortcut_splits_as_statement_by_statement(recorded, streams):
+    router = StreamRouter(streams)
+    a, b = _two_tables(StreamRouter(max(streams, 2)))
+    key = GlobalKey(100, 0, 0, 0)
+
+    def txn(*statements: list[bytes]) -> Transaction:
+        sts = [Statement((i, 0), list(evs)) for i, evs in enumerate(statements)]
+        return Transaction(key, 7, FragmentKind.DATA, [_fragment()], sts)
+
+    made = [
+        txn(),  # no statement: no stream
+        txn([]),  # an empty statement
+        txn([_rows(1, RowsFlag.STMT_END)]),  # orphan rows: no TABLE_MAP before them
+        txn([_table_map(1, b"d", a), _rows(1, RowsFlag.STMT_END)]),
+        txn([_table_map(1, b"d", a), _table_map(2, b"d", b), _rows(1, 0), _rows(2, 1)]),
+        txn([_table_map(1, b"d", a), _rows(1, 1)], [_table_map(2, b"d", b), _rows(2, 1)]),
+        txn([_table_map(1, b"d", a), _rows(1, 1)], [_table_map(3, b"d", a), _rows(3, 1)]),
+        txn([_table_map(1, b"d", a), _rows(1, 1)], [_rows(9, 1)]),
+    ]
+    for ready in (recorded, made):
+        splitter = StreamSplitter(router)
+        got, want = splitter.split(ready), _by_statement(StreamSplitter(router), ready)
+        assert len(got) == len(want) == streams
+        for g, w in zip(got, want, strict=True):
+            assert [t.key for t in g] == [t.key for t in w]
+            for x, y in zip(g, w, strict=True):
+                assert (x is y) or [s.in_memory for s in x.statements] == [
+                    s.in_memory for s in y.statements
+                ]
+                assert [s.trace_id for s in x.statements] == [s.trace_id for s in y.statements]
