@@ -19,7 +19,7 @@ from read_path.order import Sorter, row_order
 from read_path.pages import key_of, page_sql
 from read_path.plan import Plan, keep, plan
 from read_path.request import TableSelect
-from read_path.served import Progress, ServedFiles
+from read_path.served import ChangeIndex, Progress, ServedFiles
 from read_path.source import DnReader, Shard, SnapshotSource
 from read_path.values import ColumnDef, order_key, text_row
 
@@ -43,6 +43,7 @@ class SnapshotRead:
         page_rows: int = PAGE_ROWS,
         sort_rows: int = SORT_ROWS,
         on_close: Callable[[], None] | None = None,
+        index: ChangeIndex | None = None,
     ) -> None:
         self.source = source
         self.files = files
@@ -53,6 +54,7 @@ class SnapshotRead:
         self.page_rows = max(1, page_rows)
         self.sort_rows = max(1, sort_rows)
         self.on_close = on_close  # the statement's end: its position no longer held from purge
+        self.index = index  # the changed keys' index (read_path/change_index.py), if built
         self._readers: dict[int, DnReader] = {}
         self._table: LogicalTable | None = None
         self._shards: list[Shard] = []
@@ -166,6 +168,7 @@ class SnapshotRead:
             plan.key,
             key_of(plan),
             len(plan.columns),
+            self.index,
         )
         page_rows = self.page_rows
         if not plan.integer_key:
