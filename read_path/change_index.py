@@ -39,7 +39,9 @@ from read_path.first_images import _DDL_BYTES, ROWS, Image, TableChanges, ddl_ta
 from read_path.image_walk import value_starts
 from read_path.served import Event
 
-SEGMENT_BYTES = 8 << 20  # a segment ends at the first transaction's end past this many bytes
+# A segment ends at the first transaction's end past this many bytes: a read as of a point
+# scans from it to its segment's end, and checks each later segment's tail before using it.
+SEGMENT_BYTES = 1 << 20
 TAIL_CHECK = 4096  # the bytes before a segment's end whose CRC tells the file is still the one
 
 

@@ -66,10 +66,8 @@ class ChangedKeys:
             later = names[names.index(self.file) + 1 :]
             if self._fde is None:
                 self._fde = _fde(self.files, self.file)
-            segments = [] if self.index is None else self.index.segments(self.file)
+            segments = [] if self.index is None else self.index.segments(self.file, self.pos)
             for seg in segments:
-                if seg.begin < self.pos:
-                    continue
                 await self._scan(seg.begin)
                 if self.pos != seg.begin:
                     break  # the file ends before it: it is not this file's index

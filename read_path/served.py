@@ -37,8 +37,9 @@ class ChangeIndex(Protocol):
     """The changed keys' index of the served files (`change_index.py`), where the server has
     built it: a read as of an old point uses it instead of scanning what it covers."""
 
-    def segments(self, name: str) -> Sequence[SegmentIndex]:
-        """The indexed segments of `name`, in order, each checked against the file now."""
+    def segments(self, name: str, start: int) -> Sequence[SegmentIndex]:
+        """The indexed segments of `name` that begin at or after `start`, in order, each
+        checked against the file now."""
         ...
 
     def reader(self, name: str) -> AbstractContextManager[Callable[[int, int], bytes]]:

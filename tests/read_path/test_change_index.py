@@ -116,9 +116,10 @@ def test_ddl_after_the_point_fails_the_same(tmp_path):
             errors.append(str(exc.value))
         assert errors[0] == errors[1]
     after = bounds[251]
-    assert _read(files, (after.file, after.start), index)[:3] == _read(
-        files, (after.file, after.start)
-    )[:3]
+    assert (
+        _read(files, (after.file, after.start), index)[:3]
+        == _read(files, (after.file, after.start))[:3]
+    )
 
 
 def test_an_index_that_disagrees_with_its_file_is_dropped(tmp_path):

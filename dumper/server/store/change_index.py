@@ -11,6 +11,7 @@ to its size. Nothing is written to disk: a restarted server builds it again."""
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import logging
 import os
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterator
 from cdc.binlog.fde import FormatDescription
 from dumper.server.store.binlog_files import BinlogFiles
 from dumper.server.store.notifiers import Notifier
-from read_path.change_index import SEGMENT_BYTES, SegmentIndex, build_segment, tail_crc
+from read_path import SEGMENT_BYTES, SegmentIndex, build_segment, tail_crc
 
 log = logging.getLogger(__name__)
 INDEX_BUDGET = 4 << 30  # the newest files indexed, in bytes of binlog (older ones are scanned)
@@ -42,22 +43,25 @@ class ChangeIndexes:
         self.failed = 0  # segments whose build failed (left to the scan)
 
     # -- what a read asks ----------------------------------------------------------------------
-    def segments(self, name: str) -> list[SegmentIndex]:
-        """`name`'s segments that still agree with the file; the others are dropped (and
-        built again)."""
+    def segments(self, name: str, start: int = 4) -> list[SegmentIndex]:
+        """`name`'s segments that begin at or after `start` and still agree with the file; one
+        that does not is dropped with those after it (and they are built again)."""
         segs = self._segments.get(name)
         if not segs:
             return []
+        first = bisect.bisect_left([s.begin for s in segs], start)
         try:
             with self.reader(name) as read:
-                for i, seg in enumerate(segs):
-                    if tail_crc(read, seg.end) != seg.tail_crc:
-                        log.warning("change index of %s:%d disagrees with the file", name, seg.end)
+                for i in range(first, len(segs)):
+                    if tail_crc(read, segs[i].end) != segs[i].tail_crc:
+                        log.warning(
+                            "change index of %s:%d disagrees with the file", name, segs[i].end
+                        )
                         del segs[i:]
                         break
         except OSError:
             return []
-        return list(segs)
+        return segs[first:]
 
     @contextlib.contextmanager
     def reader(self, name: str) -> Iterator[Callable[[int, int], bytes]]:
