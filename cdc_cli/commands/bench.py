@@ -75,6 +75,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     as_of.add_argument("--rows", type=int, default=300_000)
     as_of.add_argument("--traffic", type=int, default=600, help="CN transactions after the point")
     as_of.add_argument("--rounds", type=int, default=2)
+    as_of.add_argument(
+        "--hour", action="store_true", help="an hour of the demo's row changes after the point"
+    )
     as_of.add_argument("--quick", action="store_true", help="20,000 rows, 50 transactions")
     as_of.set_defaults(func=cmd_as_of)
     latency = bsub.add_parser(
@@ -274,7 +277,8 @@ def cmd_snapshot(args) -> int:
 def cmd_as_of(args) -> int:
     from bench.as_of import main
 
-    return main(forward(args, "rows", "traffic", "rounds") + (["--quick"] if args.quick else []))
+    argv = forward(args, "rows", "traffic", "rounds") + (["--quick"] if args.quick else [])
+    return main(argv + (["--hour"] if args.hour else []))
 
 
 def cmd_snapshot_isolation(args) -> int:
