@@ -152,6 +152,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     isolation.add_argument("--dns", type=int, default=2)
     isolation.add_argument("--quick", action="store_true", help="2 s per phase at 100 TPS")
     isolation.add_argument(
+        "--as-of", action="store_true", help="the readers read AS OF an old point"
+    )
+    isolation.add_argument(
         "--and-hostile",
         action="store_true",
         help="then `hostile`'s clients in a third phase on the same cluster (a `== hostile:`"
@@ -286,6 +289,7 @@ def cmd_snapshot_isolation(args) -> int:
 
     argv = forward(args, "seconds", "tps", "readers", "dns")
     argv += ["--quick"] if args.quick else []
+    argv += ["--as-of"] if args.as_of else []
     return main(argv + (["--and-hostile"] if args.and_hostile else []))
 
 
