@@ -100,7 +100,15 @@ class ChangedKeys:
         if part is not None:
             assert self.index is not None and self._fde is not None
             with self.index.reader(self.file) as read:
-                for _ in self._replay.apply(part, self._fde, read):
+                # The segment's bytes in one read (at most a few MB), its images cut from them.
+                begin = seg.begin
+                data = read(begin, seg.end - begin)
+                view = memoryview(data)
+
+                def image(at: int, size: int) -> bytes:
+                    return bytes(view[at - begin : at - begin + size])
+
+                for _ in self._replay.apply(part, self._fde, image):
                     await asyncio.sleep(0)
         self.max_mark = max(self.max_mark, seg.max_mark)
         self.pos = seg.end
