@@ -78,6 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     as_of.add_argument(
         "--hour", action="store_true", help="an hour of the demo's row changes after the point"
     )
+    as_of.add_argument("--hot", type=int, default=0, help="the traffic's keys: the first N only")
     as_of.add_argument("--quick", action="store_true", help="20,000 rows, 50 transactions")
     as_of.set_defaults(func=cmd_as_of)
     latency = bsub.add_parser(
@@ -280,7 +281,7 @@ def cmd_snapshot(args) -> int:
 def cmd_as_of(args) -> int:
     from bench.as_of import main
 
-    argv = forward(args, "rows", "traffic", "rounds") + (["--quick"] if args.quick else [])
+    argv = forward(args, "rows", "traffic", "rounds", "hot") + (["--quick"] if args.quick else [])
     return main(argv + (["--hour"] if args.hour else []))
 
 
