@@ -3,6 +3,8 @@ logical table, the state at P of every primary key changed since (`first_images.
 before-image of its first change; None when that change created the key), and the largest CTS
 mark read, which tells when a high watermark TSO is covered. The map only grows and an entry never changes once set, so
 one scan serves every chunk of a statement, continuing where it stopped (docs/snapshot-reads.md).
+Where the server has indexed the files (`change_index.py`), a segment the index covers is taken
+from it instead of scanned: only the first change in it of each key not met yet is decoded.
 
 Reading past a chunk's high watermark is harmless: a key first changed after H was read
 unchanged, and its before-image is that same state at P."""
@@ -23,6 +25,7 @@ from read_path.served import ChangeIndex, ServedFiles
 ER_UNKNOWN = 1105
 EVENTS_PER_TURN = 256  # ~1 ms of decoding between the loop's turns
 DECODED = ROWS | {TABLE_MAP_EVENT, QUERY_EVENT}  # what `FirstImages` reads
+WHOLE_SEGMENT = 16 << 20  # an indexed segment up to this size is read in one go
 
 
 class ChangedKeys:
@@ -100,13 +103,15 @@ class ChangedKeys:
         if part is not None:
             assert self.index is not None and self._fde is not None
             with self.index.reader(self.file) as read:
-                # The segment's bytes in one read (at most a few MB), its images cut from them.
+                image = read
                 begin = seg.begin
-                data = read(begin, seg.end - begin)
-                view = memoryview(data)
+                if seg.end - begin <= WHOLE_SEGMENT:
+                    # The segment's bytes in one read, its images cut from them (one read per
+                    # image in a segment a big transaction made big).
+                    view = memoryview(read(begin, seg.end - begin))
 
-                def image(at: int, size: int) -> bytes:
-                    return bytes(view[at - begin : at - begin + size])
+                    def image(at: int, size: int) -> bytes:
+                        return bytes(view[at - begin : at - begin + size])
 
                 for _ in self._replay.apply(part, self._fde, image):
                     await asyncio.sleep(0)

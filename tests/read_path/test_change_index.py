@@ -20,6 +20,7 @@ from cdc.binlog.rows import RowsEvent
 from cdc.binlog.table_map import Column, TableMapEvent
 from dumper.server.store.binlog_files import BinlogFiles
 from dumper.server.store.change_index import ChangeIndexes
+from read_path import changes
 from read_path.changes import ChangedKeys
 from read_path.first_images import TableChangedByDdl
 
@@ -88,7 +89,9 @@ def _read(files, start, index=None):
     return changes, list(keys.added), keys.max_mark, keys.indexed
 
 
-def test_index_gives_the_scans_first_images_from_every_boundary(tmp_path):
+@pytest.mark.parametrize("whole", [16 << 20, 0], ids=["segment read whole", "image by image"])
+def test_index_gives_the_scans_first_images_from_every_boundary(tmp_path, monkeypatch, whole):
+    monkeypatch.setattr(changes, "WHOLE_SEGMENT", whole)
     bounds = _write(tmp_path)
     index = _index(tmp_path)
     files = BinlogFiles(tmp_path)
