@@ -142,6 +142,17 @@ def test_an_index_that_disagrees_with_its_file_is_dropped(tmp_path):
     assert len(index.segments(name)) == 2
 
 
+def test_built_once_a_read_starts_more_than_a_segment_back(tmp_path):
+    bounds = _write(tmp_path, txns=120)
+    files = BinlogFiles(tmp_path)
+    index = ChangeIndexes(files, segment_bytes=1500)
+    end = (files.names()[-1], files.size(files.names()[-1]))
+    _read(files, end, index)  # a read at the end
+    assert not index.wanted
+    _read(files, (bounds[0].file, bounds[0].start), index)  # one as of an old point
+    assert index.wanted
+
+
 def test_a_purged_file_loses_its_index(tmp_path):
     _write(tmp_path, txns=120)
     index = _index(tmp_path)

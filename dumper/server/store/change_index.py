@@ -1,6 +1,9 @@
 """The served files' index of changed keys (read_path/change_index.py), kept in memory: built a
 segment at a time in a worker thread as the files grow (never on the event loop the sessions
-and dumps share, never on a dump's path), for the newest INDEX_BUDGET bytes of the files.
+and dumps share, never on a dump's path), for the newest INDEX_BUDGET bytes of the files. It
+costs about one scan of every byte written, so it is built only once a read has started more
+than a segment back (a read as of an old point, a transaction pinned long ago): until then
+nothing; that read scans, and the next ones use the index.
 
 Derived data, never trusted over the file: each segment is checked against the file before a
 read uses it (the CRC of its last bytes; a purged file's segments are dropped with it, a file
@@ -41,11 +44,15 @@ class ChangeIndexes:
         self._tried: dict[str, int] = {}  # an active file's size when its tail was too short
         self._task: asyncio.Task | None = None
         self.failed = 0  # segments whose build failed (left to the scan)
+        self.wanted = False  # a read started more than a segment back: build from then on
+        self._wanted: asyncio.Event | None = None
 
     # -- what a read asks ----------------------------------------------------------------------
     def segments(self, name: str, start: int = 4) -> list[SegmentIndex]:
         """`name`'s segments that begin at or after `start` and still agree with the file; one
         that does not is dropped with those after it (and they are built again)."""
+        if not self.wanted:
+            self._want(name, start)
         segs = self._segments.get(name)
         if not segs:
             return []
@@ -63,6 +70,18 @@ class ChangeIndexes:
             return []
         return segs[first:]
 
+    def _want(self, name: str, start: int) -> None:
+        """The first read from more than a segment back starts the building."""
+        try:
+            names = self.files.names()
+            old = name != names[-1] or self.files.size(name) - start > self.segment_bytes
+        except Exception:  # purged underneath: the read will say so
+            return
+        if old:
+            self.wanted = True
+            if self._wanted is not None:
+                self._wanted.set()
+
     @contextlib.contextmanager
     def reader(self, name: str) -> Iterator[Callable[[int, int], bytes]]:
         with open(self.files.path(name), "rb") as f:
@@ -75,6 +94,9 @@ class ChangeIndexes:
 
     # -- building ------------------------------------------------------------------------------
     def start(self, notifier: Notifier) -> None:
+        self._wanted = asyncio.Event()
+        if self.wanted:
+            self._wanted.set()
         self._task = asyncio.create_task(self._run(notifier), name="change-index")
 
     async def close(self) -> None:
@@ -85,6 +107,8 @@ class ChangeIndexes:
             self._task = None
 
     async def _run(self, notifier: Notifier) -> None:
+        assert self._wanted is not None
+        await self._wanted.wait()
         while True:
             try:
                 built = await self.step()
