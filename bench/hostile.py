@@ -27,7 +27,7 @@ import multiprocessing
 import struct
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.goals import Figures
@@ -53,6 +53,10 @@ class HostileSet:
     # (`cdc bench snapshot-isolation`); the table the steady load writes.
     table_readers: int = 0
     table: str = "bank.accounts"
+    # The table readers read as of an old point (`--as-of`): the global binlog's end before
+    # the first phase, filled in by `measure_sets` as `point` ('file':pos).
+    as_of: bool = False
+    point: str = ""
 
     def clients(self) -> str:
         """The hostile clients, as a bench's header names them."""
@@ -128,7 +132,8 @@ async def _hostile(host, port, user, password, spec: HostileSet, conn) -> None:
     async def table_reader() -> None:
         c = await login()
         while True:
-            rows = (await c.query(f"SELECT * FROM {spec.table}")).rows
+            as_of = f" AS OF {spec.point}" if spec.point else ""
+            rows = (await c.query(f"SELECT * FROM {spec.table}{as_of}")).rows
             count("whole-table reads")
             counts["rows read"] = counts.get("rows read", 0) + len(rows)
 
@@ -307,12 +312,29 @@ def measure_sets(
         try:
             time.sleep(1)  # the setup's transactions pass first
             binlog = Path(cfg.dumper.binlog_dir)
-            without = _phase(cfg, binlog, tps, seconds, workers)
             client = (cfg.dumper.host, cfg.dumper.port, DEFAULT_USER, DEFAULT_PASSWORD)
+            if any(s.as_of for s in specs):
+                point = _end_point(*client)
+                specs = [replace(s, point=point) if s.as_of else s for s in specs]
+            without = _phase(cfg, binlog, tps, seconds, workers)
             withs = [_phase_with(cfg, binlog, tps, seconds, workers, client, s) for s in specs]
             return without, withs
         finally:
             stop_process(pipeline)
+
+
+def _end_point(host: str, port: int, user: str, password: str) -> str:
+    """The served binlog's end now, as an `AS OF` point ('file':pos)."""
+    import pymysql
+
+    conn = pymysql.connect(host=host, port=port, user=user, password=password)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW MASTER STATUS")
+            file, pos = cur.fetchone()[:2]
+    finally:
+        conn.close()
+    return f"'{file}':{pos}"
 
 
 def _phase_with(cfg, binlog: Path, tps, seconds, workers, client, spec: HostileSet) -> Phase:

@@ -25,6 +25,12 @@ def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
     p.add_argument("--dns", type=int, default=2)
     p.add_argument("--quick", action="store_true", help="2 s per phase at 100 TPS")
     p.add_argument(
+        "--as-of",
+        action="store_true",
+        help="the readers read AS OF the binlog's end before the first phase (an old point, "
+        "older with every read: issue 42 item 6)",
+    )
+    p.add_argument(
         "--and-hostile",
         action="store_true",
         help="then `cdc bench hostile`'s clients (1 MB queries) in a third phase on the same"
@@ -41,16 +47,24 @@ def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
         binlog_events_loops=0,
         binlog_events_stalled=0,
         table_readers=args.readers,
+        as_of=args.as_of,
     )
     hostile = HostileSet(query_mb=1.0)
+    old = " AS OF the binlog's end before the first phase" if args.as_of else ""
     print(
         f"snapshot isolation bench: {args.dns} DNs, transfers at {tps:g} TPS target for"
-        f" {seconds:g} s per phase; {args.readers} clients reading {spec.table} whole in a loop"
+        f" {seconds:g} s per phase; {args.readers} clients reading {spec.table} whole{old} in a"
+        " loop"
     )
     specs = [spec, hostile] if args.and_hostile else [spec]
     without, withs = measure_sets(seconds=seconds, tps=tps, dns=args.dns, specs=specs)
     lines = describe(
-        "snapshot reads", without, withs[0], figures, "snapshot-isolation", "table readers"
+        "snapshot reads as of an old point" if args.as_of else "snapshot reads",
+        without,
+        withs[0],
+        figures,
+        "snapshot-isolation",
+        "table readers",
     )
     print("\n".join(lines), flush=True)
     if args.and_hostile:

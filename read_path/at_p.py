@@ -128,8 +128,15 @@ async def rows_at_p(
             # TSO `high` was taken (read_ahead.py); later reads hold keys above hi only.
             hi, current, high = await reads.next_chunk()
             await watermark(changes, high, progress)
-            for key in changes.added[seen:]:
-                if lo is None or key > lo:  # one at or below lo was emitted from its read
+            # One at or below lo was emitted from its read. Many at once (a read as of an old
+            # point: every key changed since, at the first watermark) are sorted in, not
+            # inserted one by one (a list's insort moves the keys above each).
+            new = [key for key in changes.added[seen:] if lo is None or key > lo]
+            if len(new) > 16:
+                ahead += new
+                ahead.sort()
+            else:
+                for key in new:
                     bisect.insort(ahead, key)
             seen = len(changes.added)
             mine = len(ahead) if hi is None else bisect.bisect_right(ahead, hi)

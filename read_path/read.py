@@ -20,7 +20,7 @@ from read_path.pages import key_of, page_sql
 from read_path.past_shape import PastShape, past_shape
 from read_path.plan import Plan, keep, plan
 from read_path.request import TableSelect
-from read_path.served import Progress, ServedFiles
+from read_path.served import ChangeIndex, Progress, ServedFiles
 from read_path.source import DnReader, Shard, SnapshotSource
 from read_path.values import ColumnDef, order_key, text_row
 
@@ -45,6 +45,7 @@ class SnapshotRead:
         sort_rows: int = SORT_ROWS,
         on_close: Callable[[], None] | None = None,
         past: bool = False,
+        index: ChangeIndex | None = None,
     ) -> None:
         self.source = source
         self.files = files
@@ -59,6 +60,7 @@ class SnapshotRead:
         # there, or refused (past_shape.py); at the end there is none to look for.
         self.past = past
         self._shape: PastShape | None = None
+        self.index = index  # the changed keys' index (read_path/change_index.py), if built
         self._readers: dict[int, DnReader] = {}
         self._table: LogicalTable | None = None
         self._shards: list[Shard] = []
@@ -177,6 +179,7 @@ class SnapshotRead:
             key_of(plan),
             len(plan.columns),
             None if self._shape is None else self._shape.later,
+            self.index,
         )
         page_rows = self.page_rows
         if not plan.integer_key:

@@ -11,7 +11,7 @@ from cdc.protocol.resultset import Column
 from read_path.estimates import RowEstimates
 from read_path.read import PAGE_ROWS, SORT_ROWS, SnapshotRead
 from read_path.request import TableSelect
-from read_path.served import Progress, ServedFiles
+from read_path.served import ChangeIndex, Progress, ServedFiles
 from read_path.source import SnapshotSource
 
 
@@ -22,6 +22,7 @@ class TableReads:
     progress: Progress  # the writer's, which a read's high watermark waits on
     page_rows: int = PAGE_ROWS
     sort_rows: int = SORT_ROWS
+    index: ChangeIndex | None = None  # the changed keys' index, where the server builds one
 
     def select(
         self, stmt: TableSelect, db: str, position: tuple[str, int], past: bool = False
@@ -38,6 +39,7 @@ class TableReads:
             page_rows=self.page_rows,
             sort_rows=self.sort_rows,
             past=past,
+            index=self.index,
         )
 
     def row_estimates(

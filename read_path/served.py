@@ -4,8 +4,12 @@ from a read's position, and the writer's progress to wait on."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Protocol
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from read_path.change_index import SegmentIndex
 
 
 class Event(Protocol):
@@ -26,6 +30,20 @@ class ServedFiles(Protocol):
 
     def read_fde(self, name: str) -> Event:
         """The FORMAT_DESCRIPTION_EVENT that starts `name`."""
+        ...
+
+
+class ChangeIndex(Protocol):
+    """The changed keys' index of the served files (`change_index.py`), where the server has
+    built it: a read as of an old point uses it instead of scanning what it covers."""
+
+    def segments(self, name: str, start: int) -> Sequence[SegmentIndex]:
+        """The indexed segments of `name` that begin at or after `start`, in order, each
+        checked against the file now."""
+        ...
+
+    def reader(self, name: str) -> AbstractContextManager[Callable[[int, int], bytes]]:
+        """`read(pos, size)`: bytes of `name` (a before-image the index points at)."""
         ...
 
 

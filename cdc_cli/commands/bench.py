@@ -75,6 +75,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     as_of.add_argument("--rows", type=int, default=300_000)
     as_of.add_argument("--traffic", type=int, default=600, help="CN transactions after the point")
     as_of.add_argument("--rounds", type=int, default=2)
+    as_of.add_argument(
+        "--hour", action="store_true", help="an hour of the demo's row changes after the point"
+    )
+    as_of.add_argument("--hot", type=int, default=0, help="the traffic's keys: the first N only")
     as_of.add_argument("--quick", action="store_true", help="20,000 rows, 50 transactions")
     as_of.set_defaults(func=cmd_as_of)
     latency = bsub.add_parser(
@@ -149,6 +153,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     isolation.add_argument("--readers", type=int, default=4)
     isolation.add_argument("--dns", type=int, default=2)
     isolation.add_argument("--quick", action="store_true", help="2 s per phase at 100 TPS")
+    isolation.add_argument(
+        "--as-of", action="store_true", help="the readers read AS OF an old point"
+    )
     isolation.add_argument(
         "--and-hostile",
         action="store_true",
@@ -275,7 +282,8 @@ def cmd_snapshot(args) -> int:
 def cmd_as_of(args) -> int:
     from bench.as_of import main
 
-    return main(forward(args, "rows", "traffic", "rounds") + (["--quick"] if args.quick else []))
+    argv = forward(args, "rows", "traffic", "rounds", "hot") + (["--quick"] if args.quick else [])
+    return main(argv + (["--hour"] if args.hour else []))
 
 
 def cmd_snapshot_isolation(args) -> int:
@@ -283,6 +291,7 @@ def cmd_snapshot_isolation(args) -> int:
 
     argv = forward(args, "seconds", "tps", "readers", "dns")
     argv += ["--quick"] if args.quick else []
+    argv += ["--as-of"] if args.as_of else []
     return main(argv + (["--and-hostile"] if args.and_hostile else []))
 
 

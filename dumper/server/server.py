@@ -24,6 +24,7 @@ from dumper.server.sql.points import PointResolver
 from dumper.server.sql.schema import InMemorySchemaProvider, SchemaProvider
 from dumper.server.sql.variables import server_variables
 from dumper.server.store.binlog_files import BinlogFiles, check_archive
+from dumper.server.store.change_index import ChangeIndexes
 from dumper.server.store.consumer_holds import ConsumerHolds
 from dumper.server.store.notifiers import Notifier, PollNotifier
 from dumper.server.store.peer_holds import PeerHolds
@@ -50,8 +51,11 @@ class Server:
         acks: AckGate | None = None,
         reads: TableReads | None = None,
         read_only: Callable[[], bool] = lambda: False,
+        change_index: ChangeIndexes | None = None,
     ) -> None:
         self.config = config
+        # Built off the loop as the files grow; the reads as of old points use it.
+        self.change_index = change_index
         self.served = served
         self.sessions = Sessions()
         self.acks = acks
@@ -121,6 +125,8 @@ class Server:
         self.holds.start()
         if self.holds.enabled:
             self.peer_holds.start()
+        if self.change_index is not None:
+            self.change_index.start(self.served.notifier)
         return self
 
     async def serve_forever(self) -> None:
@@ -134,6 +140,8 @@ class Server:
         await self.listener.close()
         await self.peer_holds.close()
         await self.holds.close()
+        if self.change_index is not None:
+            await self.change_index.close()
 
     async def __aenter__(self) -> Server:
         return self if self.listener.listening else await self.start()
@@ -171,14 +179,16 @@ async def serve(
         archive = check_archive(archive_of(config, binlog_dir))
     files = BinlogFiles(Path(binlog_dir or config.binlog_dir), config.binlog_base, archive)
     served = ServedBinlog.of(config, files, notifier or PollNotifier(), server_uuid)
-    reads = None
+    reads = index = None
     if snapshot is not None:
+        index = ChangeIndexes(files)
         reads = TableReads(
             snapshot,
             files.readable(),
             served.notifier,
             config.snapshot_page_rows,
             config.snapshot_sort_rows,
+            index,
         )
     server = Server(
         config,
@@ -187,5 +197,6 @@ async def serve(
         acks=acks,
         reads=reads,
         read_only=read_only or (lambda: False),
+        change_index=index,
     )
     return await server.start()

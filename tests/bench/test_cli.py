@@ -10,7 +10,8 @@ from cdc_cli.main import build_parser
 
 
 @pytest.mark.parametrize(
-    "extra", [[], ["--quick"], ["--and-hostile"], ["--quick", "--and-hostile"]]
+    "extra",
+    [[], ["--quick"], ["--and-hostile"], ["--quick", "--and-hostile"], ["--quick", "--as-of"]],
 )
 def test_snapshot_isolation_options_reach_the_bench(monkeypatch, extra):
     seen: list[list[str]] = []
@@ -19,4 +20,4 @@ def test_snapshot_isolation_options_reach_the_bench(monkeypatch, extra):
     assert args.func(args) == 0
     (argv,) = seen
     assert "--readers=2" in argv
-    assert [a for a in argv if a in ("--quick", "--and-hostile")] == extra
+    assert [a for a in argv if a in ("--quick", "--and-hostile", "--as-of")] == extra
