@@ -83,7 +83,7 @@ def _index(directory, segment_bytes: int = 1500) -> ChangeIndexes:
 
 
 def _read(files, start, index=None):
-    keys = ChangedKeys(files, start, (DB, "t"), [0], tuple, len(COLS), index)
+    keys = ChangedKeys(files, start, (DB, "t"), [0], tuple, len(COLS), index=index)
     asyncio.run(keys.advance())
     changes = {k: None if v is None else v.data for k, v in keys.changes.items()}
     return changes, list(keys.added), keys.max_mark, keys.indexed
