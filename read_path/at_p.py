@@ -108,9 +108,12 @@ async def rows_at_p(
             # TSO `high` was taken (read_ahead.py); later reads hold keys above hi only.
             hi, current, high = await reads.next_chunk()
             await watermark(changes, high, progress)
-            for key in changes.added[seen:]:
-                if lo is None or key > lo:  # one at or below lo was emitted from its read
-                    bisect.insort(ahead, key)
+            # One at or below lo was emitted from its read. The new keys join in one sort
+            # (the sorted run and the new ones merged), not one insertion each.
+            new = [key for key in changes.added[seen:] if lo is None or key > lo]
+            if new:
+                ahead.extend(new)
+                ahead.sort()
             seen = len(changes.added)
             mine = len(ahead) if hi is None else bisect.bisect_right(ahead, hi)
             chunk = take_chunk(current, lo, hi, changes.changes, render, ahead[:mine])
