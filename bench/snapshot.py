@@ -57,6 +57,8 @@ class Round:
     changed: list[int] = field(default_factory=list)  # keys, by the read's end
     changed_before: list[int] = field(default_factory=list)  # of them, before the SELECT
     tries: list[int] = field(default_factory=list)  # reads until one saw the whole share
+    # the shards read directly while the same changes run (not the goal: what the load costs)
+    direct_changing_s: list[float] = field(default_factory=list)
 
 
 async def _load(cfg, rows: int) -> None:
@@ -319,6 +321,22 @@ def _changing_read(
     raise AssertionError("unreachable: the last try changes every key before the SELECT")
 
 
+def _direct_changing(cfg, table, rows: int, share: float, direct_s: float, r: int) -> float:
+    """The shards read directly while the same share of keys changes, paced as for the dumper's
+    read (the rest fits in half the direct read's time): how much the changes' own load (the
+    CN, the DNs, the pipeline merging them) slows any reader on this machine. Not the goal."""
+    keys = random.Random(-1 - r).sample(range(rows), int(rows * share))
+    changes = KeyChanges(cfg, keys, direct_s / 2)
+    changes.start()
+    changes.ready.wait()
+    try:
+        n, seconds = _direct(cfg, table)
+    finally:
+        changes.stop()
+    assert n == rows, f"direct read while keys change: {n} rows, {rows} loaded"
+    return seconds
+
+
 def run(rows: int, rounds: int, change_share: float) -> dict[str, Round]:
     results = {"idle": Round(), "changing": Round()}
     with loaded_pipeline("cdc-bench-snapshot-", rows) as (cfg, pipeline):
@@ -338,6 +356,9 @@ def run(rows: int, rounds: int, change_share: float) -> dict[str, Round]:
                     result.changed.append(changes.done)
                     result.changed_before.append(changes.before)
                     result.tries.append(changes.tries)
+                    result.direct_changing_s.append(
+                        _direct_changing(cfg, table, rows, change_share, direct, r)
+                    )
                 assert n == rows, f"through the dumper: {n} rows, {rows} loaded"
                 result.direct_s.append(direct)
                 result.dumper_s.append(ours)
@@ -377,6 +398,12 @@ def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
         verdict = figures.goal("snapshot", direct / ours, variant)
         verdicts.append(f"  ratio dumper/direct, {labels[variant]}: {direct / ours:.2f} {verdict}")
     print("\n".join(verdicts))
+    loaded = min(changing.direct_changing_s)
+    print(
+        f"  the shards read directly while the same changes run: {rows / loaded:,.0f} rows/s"
+        f" ({min(changing.direct_s) / loaded:.2f}x their idle rate; the dumper's changing read"
+        f" against it: {loaded / min(changing.dumper_s):.2f}, not the goal)"
+    )
     before = min(changing.changed_before) / rows
     print(
         f"  keys changed after the read's position by its end: {share:.1%}"
