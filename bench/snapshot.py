@@ -14,6 +14,9 @@ during the read. A read that still ended before the last change (their pace fell
 counted: the round reads again with half the budget, and its last try changes the whole share
 before the SELECT. So every counted read undoes the whole share; the bench prints it.
 
+The shards are also read directly while the same changes run, paced alike (printed, not the
+goal): what the changes' own load costs a reader that waits for no watermark.
+
 The direct read is the floor a snapshot read cannot beat: the same rows, no position, no
 reconciliation; the goals (bench/goals.py) are a ratio ≥ 0.5, idle and changing. On a shared
 machine both rates move with the load; the serving process's CPU time per row (from /proc,
