@@ -216,9 +216,11 @@ def run(config: Config, opts: Options, cn: CnConnector, *, spark=None) -> Manife
     # The scan after the reads starts at a position read now: the dumper's retention must keep
     # it (and a past TSO's files) until then.
     hold = dumper.retain(files[0] if opts.tso is not None and files else dumper.end().file).open()
+    timings = {"checks": time.monotonic() - began}  # before Spark: a failing check is quick
     # Spark starts now: everything until the reads (watermark, binlog wait, planning) overlaps it.
     starter = SparkStarter(opts.master) if spark is None else None
     try:
+        marked = time.monotonic()
         start = dumper.end()  # before the low watermark: its mark comes after this position
         low, catalogue = watermarks.write(cn, "low")
         tso = low if opts.tso is None else opts.tso
@@ -227,10 +229,11 @@ def run(config: Config, opts: Options, cn: CnConnector, *, spark=None) -> Manife
         specs = resolve(config, catalogue, opts.tables)
         global_binlog.wait_for(dumper, start, low, opts.timeout)
         planned = time.monotonic()
+        timings["low_watermark"] = planned - marked  # the mark, and its wait in the binlog
         opts.out.mkdir(parents=True, exist_ok=True)
         work = plan_all(specs, opts)  # min/max or key samples from the DNs: before the reads
         waited = time.monotonic()
-        timings = {"plan": waited - planned}
+        timings["plan"] = waited - planned
         spark = spark or starter.get()
         timings["spark_start_wait"] = time.monotonic() - waited
         if starter is not None:
@@ -238,7 +241,9 @@ def run(config: Config, opts: Options, cn: CnConnector, *, spark=None) -> Manife
         started = time.monotonic()
         reads = read_all(spark, specs, work, opts)
         timings["read_write"] = time.monotonic() - started
+        marked = time.monotonic()
         high, after = watermarks.write(cn, "high")
+        timings["high_watermark"] = time.monotonic() - marked
         moved = [
             s.qualified
             for s in specs
@@ -258,8 +263,10 @@ def run(config: Config, opts: Options, cn: CnConnector, *, spark=None) -> Manife
         timings["reconcile"] = time.monotonic() - reconciled
     finally:
         hold.close()
+        stopping = time.monotonic()
         if starter is not None:
             starter.stop()
+        timings["spark_stop"] = time.monotonic() - stopping
     timings["total"] = time.monotonic() - began
     manifest.seconds = {k: round(v, 3) for k, v in timings.items()}
     manifest.save(opts.out)

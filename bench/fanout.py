@@ -6,7 +6,8 @@ For each width (default 1, 16 and 64 clients) both servers get that many concurr
 the dumper, `--rounds` times per width; the fastest round of each counts). Printed per width and server: aggregate events/s and MB/s (every
 client's bytes over the wall time of the whole batch), p99 time to first event (client start →
 the first bytes of its copy: the FDE), and the server's CPU seconds per served MB (user + system
-of the serving process, from /proc). The dumper runs as under `cdc start`: its protocol server
+of the serving process, from /proc) beside the clients' (getrusage of the ended children): at
+one client, the copy's wall time against the CPU each side spent says which one bounds it. The dumper runs as under `cdc start`: its protocol server
 in its own process (`ServeProcess`). The last line is `ratio`: the dumper's MB/s over
 mariadbd's at the widest width.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import selectors
 import shutil
 import subprocess
@@ -98,6 +100,7 @@ class Batch:
     first_event_p99_s: float
     cpu_s: float
     copied_bytes: int
+    client_cpu_s: float  # the mariadb-binlog clients', all of them
 
 
 def run_batch(port: int, server_pid: int, name: str, clients: int, work: Path) -> Batch:
@@ -109,6 +112,7 @@ def run_batch(port: int, server_pid: int, name: str, clients: int, work: Path) -
         pipes.append(work / str(i) / name)
     drain = Drain(pipes)
     cpu0 = cpu_seconds(server_pid)
+    clients0 = _children_cpu_s()
     began = time.perf_counter()
     procs = []
     starts = []
@@ -123,13 +127,20 @@ def run_batch(port: int, server_pid: int, name: str, clients: int, work: Path) -
             raise RuntimeError(f"mariadb-binlog exited {p.returncode}: {err.decode()[-500:]}")
     wall = time.perf_counter() - began
     cpu = cpu_seconds(server_pid) - cpu0
+    client_cpu = _children_cpu_s() - clients0  # every client was waited for
     drain.join()
     firsts = sorted(
         (f - s) if f is not None else wall for f, s in zip(drain.first, starts, strict=True)
     )
     p99 = firsts[min(len(firsts) - 1, int(len(firsts) * 0.99))]
     shutil.rmtree(work, ignore_errors=True)
-    return Batch(wall, p99, cpu, sum(drain.bytes))
+    return Batch(wall, p99, cpu, sum(drain.bytes), client_cpu)
+
+
+def _children_cpu_s() -> float:
+    """User + system CPU of this process's children that ended (the clients, once waited)."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return kids.ru_utime + kids.ru_stime
 
 
 async def _serve(served: Path) -> ServeProcess:
@@ -203,7 +214,7 @@ def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
     )
     print(
         f"  {'clients':>7}  {'server':<9}{'events/s':>14}{'MB/s':>9}{'p99 first event':>17}"
-        f"{'CPU s/served MB':>17}{'ratio':>7}"
+        f"{'CPU s/served MB':>17}{'clients CPU s/MB':>18}{'ratio':>7}"
     )
     ratios = {}
     for width, both in r["results"].items():
@@ -216,7 +227,7 @@ def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
             print(
                 f"  {width:>7}  {who:<9}{width * events / b.wall_s:>14,.0f}{mbs:>9.0f}"
                 f"{b.first_event_p99_s * 1000:>14.1f} ms{b.cpu_s / (width * size / 1e6):>17.4f}"
-                f"{cell:>7}"
+                f"{b.client_cpu_s / (width * size / 1e6):>18.4f}{cell:>7}"
             )
         ratios[width] = rates["dumper"] / rates["mariadbd"]
     for width, ratio in ratios.items():  # the goal holds at every width

@@ -337,7 +337,11 @@ def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
         print(
             f"  CPU per transaction: CN {per_txn[0]:.2f} ms, DNs+GMS {per_txn[1]:.2f} ms,"
             f" pipeline {per_txn[2]:.2f} ms; {sum(per_txn):.2f} ms in all: 2 idle cores fit"
-            f" at most {2000 / sum(per_txn):,.0f} TPS"
+            f" at most {2000 / sum(per_txn):,.0f} TPS, and {r.target_tps:,.0f} TPS takes"
+            f" {sum(per_txn) * r.target_tps / 1000:.1f} idle cores at these costs (CN"
+            f" {per_txn[0] * r.target_tps / 1000:.1f}, DNs+GMS"
+            f" {per_txn[1] * r.target_tps / 1000:.1f}, pipeline"
+            f" {per_txn[2] * r.target_tps / 1000:.1f})"
         )
     if r.achieved_tps < 0.95 * r.target_tps:
         print(

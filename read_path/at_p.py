@@ -57,35 +57,15 @@ async def rows_at_p(
     spellers: dict[int, ImageSpeller] = {}
     every = list(range(len(plan.columns)))
 
-    # The same for an image of another shape than the shards' (a read as of a point before
-    # an ADD COLUMN: `Image.picks`), with the image positions of `plan.data` and of all.
-    shaped: dict[tuple[int, tuple[int, ...]], tuple[ImageSpeller, list[int], list[int]]] = {}
-
-    def speller_of(before: Image) -> tuple[ImageSpeller, list[int], list[int]]:
-        picks = before.picks
-        if picks is None:
-            speller = spellers.get(id(before.columns))
-            if speller is None or speller.columns is not before.columns:
-                speller = spellers[id(before.columns)] = ImageSpeller(
-                    before.columns, plan.columns, plan.members, plan.exact_floats
-                )
-            return speller, plan.data, every
-        key = (id(before.columns), tuple(picks))
-        found = shaped.get(key)
-        if found is None or found[0].columns is not before.columns:
-            defs: list = [None] * len(before.columns)
-            for i, at in enumerate(picks):
-                defs[at] = plan.columns[i]
-            members = {picks[i]: m for i, m in plan.members.items()}
-            speller = ImageSpeller(before.columns, defs, members, plan.exact_floats)
-            found = shaped[key] = (speller, [picks[i] for i in plan.data], list(picks))
-        return found
-
     def render(before: Image):
-        speller, data, all_ = speller_of(before)
+        speller = spellers.get(id(before.columns))
+        if speller is None or speller.columns is not before.columns:
+            speller = spellers[id(before.columns)] = ImageSpeller(
+                before.columns, plan.columns, plan.members, plan.exact_floats
+            )
         if where is None and not split:
-            return speller.row(before.data, data)
-        texts = split_fields(speller.row(before.data, all_), len(all_))[0]
+            return speller.row(before.data, plan.data)
+        texts = split_fields(speller.row(before.data, every), len(every))[0]
 
         def lookup(column: str):
             i = plan.index[column]
@@ -128,16 +108,12 @@ async def rows_at_p(
             # TSO `high` was taken (read_ahead.py); later reads hold keys above hi only.
             hi, current, high = await reads.next_chunk()
             await watermark(changes, high, progress)
-            # One at or below lo was emitted from its read. Many at once (a read as of an old
-            # point: every key changed since, at the first watermark) are sorted in, not
-            # inserted one by one (a list's insort moves the keys above each).
+            # One at or below lo was emitted from its read. The new keys join in one sort
+            # (the sorted run and the new ones merged), not one insertion each.
             new = [key for key in changes.added[seen:] if lo is None or key > lo]
-            if len(new) > 16:
-                ahead += new
+            if new:
+                ahead.extend(new)
                 ahead.sort()
-            else:
-                for key in new:
-                    bisect.insort(ahead, key)
             seen = len(changes.added)
             mine = len(ahead) if hi is None else bisect.bisect_right(ahead, hi)
             chunk = take_chunk(current, lo, hi, changes.changes, render, ahead[:mine])

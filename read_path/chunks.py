@@ -41,6 +41,7 @@ def take_chunk(
     chunk, when the caller knows (else every key of `changed` is looked at)."""
     if images is None:
         images = [k for k in changed if (lo is None or k > lo) and (hi is None or k <= hi)]
+    images = list(images)
     mine = set(images)
     out: list[tuple[Key, P]] = []
     for shard in rows:
@@ -48,7 +49,9 @@ def take_chunk(
             out.extend([row for row in shard if row[0] not in mine])
         else:
             out.extend(shard)
-    for key in mine:
+    # In the caller's order (at_p's is the keys' own): one more sorted run for the sort below
+    # to merge, rather than a shuffled tail it must sort piece by piece.
+    for key in images:
         image = changed[key]
         if image is None:
             continue

@@ -27,7 +27,7 @@ from cdc.binlog.events import decode_event
 from cdc.binlog.fastpath import table_id_of
 from cdc.binlog.fde import FormatDescription
 from cdc.binlog.query import text_start
-from cdc.binlog.row_image import decode_image, decode_value, value_widths
+from cdc.binlog.row_image import INTEGERS, decode_image, decode_value, value_widths
 from cdc.cn_protocol.errors import CatalogueError
 from cdc.cn_protocol.sql_text import parse_ddl
 from cdc.protocol.sql_error import SqlError
@@ -123,6 +123,11 @@ class TableChanges:
         shape = self.later.pop(0)
         self.columns, self.picks = shape.columns, shape.picks
 
+    def key_here(self) -> list[int]:
+        """The key's column positions in the rows of the current shape."""
+        picks = self.picks
+        return self.key if picks is None else [picks[i] for i in self.key]
+
     def first(self, key: Key, image: Image | None) -> None:
         """`key`'s state at the start, unless an earlier change gave it already."""
         if key not in self.changes:
@@ -137,11 +142,11 @@ class FirstImages:
         # (length-prefixed, each ended by a zero), read in place.
         self._by_names = {_names(t.db, t.name): t for t in tables}
         # table id → (its table, columns, their values' fixed sizes and length prefixes in a
-        # row image), for the chosen tables' TABLE_MAPs
-        self._maps: dict[int, tuple[TableChanges, list, tuple[list, list]]] = {}
+        # row image, its key's reader), for the chosen tables' TABLE_MAPs
+        self._maps: dict[int, tuple[TableChanges, list, tuple[list, list], KeyReader]] = {}
         # The same, by a TABLE_MAP's bytes after its table id: each transaction that changes
         # a table maps it again, the same, and decoding a map costs more than its rows.
-        self._shapes: dict[bytes, tuple[list, tuple[list, list]]] = {}
+        self._shapes: dict[bytes, tuple[list, tuple[list, list], KeyReader]] = {}
 
     def event(self, data: bytes, fde: FormatDescription, where: str) -> None:
         """One event (`where`: its place, for errors). The table id of a TABLE_MAP or rows
@@ -162,12 +167,14 @@ class FirstImages:
             shape = self._shapes.get(body)
             if shape is None:
                 columns = decode_event(data, fde).body.columns()
-                shape = self._shapes[body] = (columns, layout(columns))
+                shape = (columns, layout(columns), key_reader(columns, table.key_here()))
+                self._shapes[body] = shape
             self._maps[table_id] = (table, *shape)
         elif code in ROWS:
             mapped = self._maps.get(table_id_of(data))
             if mapped is not None:
-                rows(mapped[0], decode_event(data, fde).body, mapped[1], mapped[2], where)
+                table, columns, widths, read_key = mapped
+                rows(table, decode_event(data, fde).body, columns, widths, where, read_key)
         elif code == QUERY_EVENT:
             if len(data) >= HEADER_LEN + QUERY_POST_HEADER_LEN:
                 head = data[text_start(data) : len(data) - fde.checksum_len].lstrip()[:8]
@@ -179,6 +186,9 @@ class FirstImages:
         target = ddl_target(body)
         if target is not None and target[:2] in self.tables:
             self.tables[target[:2]].crossed(where, target[2])
+            # The key's readers were made for the shape before it (`key_here`).
+            self._shapes.clear()
+            self._maps.clear()
 
 
 def ddl_target(body) -> tuple[str, str, str] | None:
@@ -193,10 +203,17 @@ def ddl_target(body) -> tuple[str, str, str] | None:
     return target.db, target.table, text
 
 
-def rows(table: TableChanges, body, columns: list, layout: tuple[list, list], where: str) -> None:
+def rows(
+    table: TableChanges,
+    body,
+    columns: list,
+    layout: tuple[list, list],
+    where: str,
+    read_key: KeyReader | None = None,
+) -> None:
     """The keys a rows event changes; a key's first change keeps its before-image's bytes
     (decoded only if a chunk emits it: most changed keys are never looked at again, or were
-    emitted already). Only the key's columns are decoded."""
+    emitted already). Only the key's columns are decoded (`read_key`: made once per map)."""
     if len(columns) != table.columns:
         raise TableShapeDiffers(table.db, table.name, where, len(columns), table.columns)
     present, present_after = body.columns_present, body.columns_present_after
@@ -210,30 +227,55 @@ def rows(table: TableChanges, body, columns: list, layout: tuple[list, list], wh
     data = body.rows_data
     view = memoryview(data)
     fixed, prefix = layout
-    changes, key, key_of, first = table.changes, table.key, table.key_of, table.first
+    changes, key_of, first = table.changes, table.key_of, table.first
     picks = table.picks
-    if picks is not None:  # the key's columns where this shape has them
-        key = [picks[i] for i in key]
+    read_key = read_key or key_reader(columns, table.key_here())
+    writes = body.kind == "write"
     starts = [0] * len(columns)
     pos, end = 0, len(data)
     while pos < end:
         start = pos
         pos = value_starts(data, pos, fixed, prefix, starts)
-        before = key_of(_values(columns, key, view, starts))
-        if body.kind == "write":
+        before = key_of(read_key(data, view, starts))
+        if writes:
             first(before, None)
             continue
         if before not in changes:  # its state at the start
             first(before, Image(columns, data[start:pos], picks))
         if present_after is not None:  # an update: its after-image follows
             pos = value_starts(data, pos, fixed, prefix, starts)
-            first(key_of(_values(columns, key, view, starts)), None)  # absent at the start
+            after = key_of(read_key(data, view, starts))
+            if after != before:  # the key itself changed: absent at the start
+                first(after, None)
 
 
 def layout(columns: list) -> tuple[list[int], list[int]]:
     """Each column's fixed size and length-prefix width in a row image (`image_walk`)."""
     widths = value_widths(columns)
     return [fixed for fixed, _ in widths], [prefix for _, prefix in widths]
+
+
+# (the rows data, a view of it, where each column's value starts) → the key's values
+KeyReader = Callable[[bytes, memoryview, list], list]
+
+
+def key_reader(columns: list, key: list[int]) -> KeyReader:
+    """The key's values of a row image whose columns start at `starts` (`value_starts`): an
+    integer column (the usual key) unpacked where it starts, any other decoded by the codec.
+    `value_starts` checked that every value lies within the data."""
+    unpacks = []
+    for i in key:
+        widths = INTEGERS.get(columns[i].type)
+        if widths is None:
+            return lambda data, view, starts: _values(columns, key, view, starts)
+        unpacks.append((i, (widths[2] if columns[i].unsigned else widths[1]).unpack_from))
+    if len(unpacks) == 1:
+        ((at, unpack),) = unpacks
+        # A NULL key column (-1) cannot be in a primary key; the codec's None kept anyway.
+        return lambda data, view, starts: [None if (s := starts[at]) < 0 else unpack(data, s)[0]]
+    return lambda data, view, starts: [
+        None if (s := starts[at]) < 0 else unpack(data, s)[0] for at, unpack in unpacks
+    ]
 
 
 def _values(columns: list, key: list[int], view: memoryview, starts: list) -> list:

@@ -57,6 +57,7 @@ _INT = {
     T.LONG: (4, struct.Struct("<i"), struct.Struct("<I")),
     T.LONGLONG: (8, struct.Struct("<q"), struct.Struct("<Q")),
 }
+INTEGERS = _INT  # (width, signed, unsigned struct) of each fixed-width integer type
 _FLOAT = struct.Struct("<f")
 _DOUBLE = struct.Struct("<d")
 _DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)

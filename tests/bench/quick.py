@@ -14,18 +14,20 @@ from bench import cn
 # What each benchmark's section (after its `== title` line) must say, by title prefix.
 FIELDS = {
     "writer": ["ratio vs plain"],
-    "fanout": ["p99 first event", "CPU s/served MB"],
+    "fanout": ["p99 first event", "CPU s/served MB", "clients CPU s/MB"],
     "pipeline": ["pipeline bench:"],
     "snapshot-isolation": ["without", "with", "ratio with/without table readers"],
     "snapshot": [
         *("idle pipeline", "of keys changing", "ratio dumper/direct"),
         "keys changed after the read's position by its end",
+        "the shards read directly while the same changes run",
     ],
     "as-of": ["as-of bench:", "as of the old point", "ratio as of the old point / at the end"],
     "latency": [
         *("achieved", "CN transaction", "p50", "p90", "p99", "max", "0 never seen"),
         "p99 at 2,000 TPS with 200 ms heartbeats",
-        *("CPU per transaction", "commit -> src", "written -> seen", "event-loop pauses"),
+        *("CPU per transaction", "idle cores at these costs", "commit -> src"),
+        *("written -> seen", "event-loop pauses"),
         "machine (",
     ],
     "cn-change": ["  move ", "total balance unchanged", "ratio  longest write stall"],
