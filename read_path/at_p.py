@@ -57,15 +57,35 @@ async def rows_at_p(
     spellers: dict[int, ImageSpeller] = {}
     every = list(range(len(plan.columns)))
 
+    # The same for an image of another shape than the shards' (a read as of a point before
+    # an ADD COLUMN: `Image.picks`), with the image positions of `plan.data` and of all.
+    shaped: dict[tuple[int, tuple[int, ...]], tuple[ImageSpeller, list[int], list[int]]] = {}
+
+    def speller_of(before: Image) -> tuple[ImageSpeller, list[int], list[int]]:
+        picks = before.picks
+        if picks is None:
+            speller = spellers.get(id(before.columns))
+            if speller is None or speller.columns is not before.columns:
+                speller = spellers[id(before.columns)] = ImageSpeller(
+                    before.columns, plan.columns, plan.members, plan.exact_floats
+                )
+            return speller, plan.data, every
+        key = (id(before.columns), tuple(picks))
+        found = shaped.get(key)
+        if found is None or found[0].columns is not before.columns:
+            defs: list = [None] * len(before.columns)
+            for i, at in enumerate(picks):
+                defs[at] = plan.columns[i]
+            members = {picks[i]: m for i, m in plan.members.items()}
+            speller = ImageSpeller(before.columns, defs, members, plan.exact_floats)
+            found = shaped[key] = (speller, [picks[i] for i in plan.data], list(picks))
+        return found
+
     def render(before: Image):
-        speller = spellers.get(id(before.columns))
-        if speller is None or speller.columns is not before.columns:
-            speller = spellers[id(before.columns)] = ImageSpeller(
-                before.columns, plan.columns, plan.members, plan.exact_floats
-            )
+        speller, data, all_ = speller_of(before)
         if where is None and not split:
-            return speller.row(before.data, plan.data)
-        texts = split_fields(speller.row(before.data, every), len(every))[0]
+            return speller.row(before.data, data)
+        texts = split_fields(speller.row(before.data, all_), len(all_))[0]
 
         def lookup(column: str):
             i = plan.index[column]
