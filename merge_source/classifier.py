@@ -26,7 +26,7 @@ from cdc.cn_protocol.schema import DDL_RECORD, HEARTBEAT, INSTRUCTION, PRIVATE_D
 from cdc.cn_protocol.xid import FORMAT_ID, GTRID_PREFIX
 from merge_source.fragment import FragmentKind, Statement
 from merge_source.group import BinlogGroup, query_text
-from merge_source.scan import annotate_trace, row_parts
+from merge_source.scan import annotate_trace, packed_count, packed_statements, row_parts
 from merge_source.spill import SpanWriter, SpillFile
 
 # Event codes are the codec's (C constants compiled: classifier.pxd cimports them).
@@ -264,6 +264,11 @@ class Classifier:
 
     def classify(self, group: BinlogGroup) -> Classified:
         out: Classified  # compiled: a cdef class (classifier.pxd), its fields read in C
+        if group.packed is not None:
+            packed = self._packed(group)
+            if packed is not None:
+                return packed
+            group.unpack()  # anything but a branch's or a local transaction's rows: as bytes
         flags2 = group.gtid[GTID_FLAGS2_OFFSET]
         if flags2 & FL_PREPARED_XA:
             refuse_statement_dml(group, 1)  # (its XA END)
@@ -294,6 +299,41 @@ class Classifier:
         # COMMIT, a SAVEPOINT: read only then.
         refuse_statement_dml(group, 0)
         return self._rows(group, Classified(LOCAL, fragment_kind=F_LOCAL))
+
+    def _packed(self, group: BinlogGroup) -> Classified | None:
+        """`classify` of a packed group (still the dump batch's packets) that is an XA prepare
+        or a local transaction of user rows only, its statements copied out of the batch in one
+        compiled pass (`scan.packed_statements`); None for anything else (commit records,
+        markers, XA COMMIT, DDL, a QUERY to look at): the caller unpacks it."""
+        out: Classified
+        data, first, last = group.packed, group.first, group.last
+        flags2 = group.gtid[GTID_FLAGS2_OFFSET]
+        query_code = constants.EventType.QUERY
+        if flags2 & FL_PREPARED_XA:
+            if packed_count(data, first, last, query_code) > 1:  # more than its XA END
+                return None
+            statements = packed_statements(data, first, last, PRIVATE_DB_B)
+            if statements is None:
+                return None
+            txn_id, xid = xa_ident(group.gtid)
+            out = Classified(XA_PREPARE, xid=xid)
+            out.statements = statements
+            if txn_id is None:
+                out.kind = GroupKind.FOREIGN_PREPARE
+                out.fragment_kind = FragmentKind.LOCAL
+            else:
+                out.txn_id = txn_id
+            return out
+        if flags2 & FL_COMPLETED_XA or packed_count(data, first, last, -1) == 1:
+            return None
+        if packed_count(data, first, last, query_code) > 0:
+            return None
+        statements = packed_statements(data, first, last, PRIVATE_DB_B)
+        if statements is None:
+            return None
+        out = Classified(LOCAL, fragment_kind=F_LOCAL)
+        out.statements = statements
+        return out
 
     def _rows(self, group: BinlogGroup, out: Classified) -> Classified:
         """Split a group's row events into statements; route private tables.

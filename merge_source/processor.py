@@ -10,7 +10,7 @@ import json
 import logging
 from collections.abc import Iterable
 
-from cdc.binlog import constants
+from cdc.binlog import constants, header
 from cdc.binlog.fde import FormatDescription
 from cdc.cn_protocol.schema import CDC_START, META_CHANGE
 from cdc.keys import Checkpoint, GlobalKey, stream_name
@@ -70,6 +70,48 @@ class _Held:
         self.participants: tuple[int, ...] = ()
 
 
+def _rename_joined(data: bytes, names: NameMap, dropped: set) -> bytes:  # C: processor.pxd
+    """`_rename` of a statement's events concatenated (`Statement.joined`): each TABLE_MAP
+    renamed, the events of tables without a name here dropped (`dropped`: their table ids,
+    shared with the statement's fragment), the rest kept as they are; `data` itself when
+    nothing changes, else one join of the pieces (views of `data`, copied once)."""
+    pieces = None
+    view = None
+    kept = 0  # the unchanged run of events from here on is kept whole
+    pos = 0
+    end = len(data)
+    table_map = constants.EventType.TABLE_MAP
+    while pos < end:
+        size = header.event_size(data, pos)
+        if size < constants.HEADER_LEN or pos + size > end:
+            raise ValueError(f"event size {size} at {pos} overruns its statement")
+        if data[pos + 4] == table_map:
+            renamed = names.rename(data[pos : pos + size])
+            if pieces is None:
+                pieces, view = [], memoryview(data)
+            if kept < pos:
+                pieces.append(view[kept:pos])
+            kept = pos + size
+            if renamed is None:
+                dropped.add(data[pos + 19 : pos + 25])
+            else:
+                if dropped:
+                    dropped.discard(data[pos + 19 : pos + 25])
+                pieces.append(renamed)
+        elif dropped and data[pos + 19 : pos + 25] in dropped:  # the id sliced only if needed
+            if pieces is None:
+                pieces, view = [], memoryview(data)
+            if kept < pos:
+                pieces.append(view[kept:pos])
+            kept = pos + size
+        pos += size
+    if pieces is None:
+        return data
+    if kept < end:
+        pieces.append(view[kept:end])
+    return b"".join(pieces)
+
+
 class SourceProcessor:
     """Compiled: a cdef class (processor.pxd), its state typed and its per-group methods C
     calls (their arguments typed there, so not annotated here)."""
@@ -124,6 +166,21 @@ class SourceProcessor:
     def feed_raw(self, file: str, events: list[bytes]) -> list[Fragment | Watermark]:
         """`feed_batch` for a dump client's raw batch: the events of one file, as bytes."""
         return self._feed_items(self.assembler.assemble_raw(file, events))
+
+    def feed_packed(self, file: str, batch: list) -> list[Fragment | Watermark]:
+        """`feed_raw` for a batch of `DumpClient.raw_batches(packed=True)` (a MergeSource
+        process's read): runs of plain events as `(data, start, stop)`, their packets in the
+        dump batch (a group whole in one becomes a range of it, its statements copied out once:
+        no bytes object per event), and any other event as its bytes."""
+        out: list[Fragment | Watermark] = []
+        assembler = self.assembler
+        for piece in batch:
+            if type(piece) is tuple:
+                data, start, stop = piece
+                out += self._feed_items(assembler.assemble_packed(file, data, start, stop))
+            else:
+                out += self._feed_items(assembler.assemble_raw(file, [piece]))
+        return out
 
     def _feed_items(self, items: Iterable[BinlogGroup | DnEvent]) -> list[Fragment | Watermark]:
         out: list[Fragment | Watermark] = []
@@ -305,6 +362,12 @@ class SourceProcessor:
         dropped: set[bytes] = set()
         spill: SpillFile | None = None  # renamed spilled statements go to a new spill file
         for st in statements:
+            if st.joined is not None:  # a MergeSource process's statement: one buffer
+                joined = _rename_joined(st.joined, names, dropped)
+                if joined:
+                    st.joined = joined
+                    out.append(st)
+                continue
             if st.span is not None:
                 if spill is None:
                     spill = SpillFile(self.spill_dir)
