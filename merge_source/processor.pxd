@@ -3,12 +3,12 @@
 import cython
 
 from cdc.binlog cimport constants, header
+from cdc.protocol cimport dump_packets
 from merge_source.classifier cimport Classified, Classifier
 from merge_source.fragment cimport Fragment, Statement, Watermark
 from merge_source.group cimport BinlogGroup
 
-@cython.locals(pieces=list, kept=Py_ssize_t, pos=Py_ssize_t, end=Py_ssize_t, size=Py_ssize_t,
-               table_map=int)
+@cython.locals(pos=Py_ssize_t, end=Py_ssize_t, size=Py_ssize_t, table_map=int, renamed=bytes)
 cpdef bytes _rename_joined(bytes data, object names, set dropped)
 from merge_source.scan cimport timestamp as event_timestamp
 from merge_source.sorter cimport Release, Sorter

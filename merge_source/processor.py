@@ -14,7 +14,7 @@ from cdc.binlog import constants, header
 from cdc.binlog.fde import FormatDescription
 from cdc.cn_protocol.schema import CDC_START, META_CHANGE
 from cdc.keys import Checkpoint, GlobalKey, stream_name
-from cdc.protocol import DnEvent
+from cdc.protocol import DnEvent, dump_packets
 from merge_source.classifier import Classified, Classifier, GroupKind
 from merge_source.fragment import (
     Fragment,
@@ -73,11 +73,8 @@ class _Held:
 def _rename_joined(data: bytes, names: NameMap, dropped: set) -> bytes:  # C: processor.pxd
     """`_rename` of a statement's events concatenated (`Statement.joined`): each TABLE_MAP
     renamed, the events of tables without a name here dropped (`dropped`: their table ids,
-    shared with the statement's fragment), the rest kept as they are; `data` itself when
-    nothing changes, else one join of the pieces (views of `data`, copied once)."""
-    pieces = None
-    view = None
-    kept = 0  # the unchanged run of events from here on is kept whole
+    shared with the statement's fragment), the rest kept as they are: each change one splice
+    (a statement holds about one TABLE_MAP), `data` itself when nothing changes."""
     pos = 0
     end = len(data)
     table_map = constants.EventType.TABLE_MAP
@@ -87,29 +84,22 @@ def _rename_joined(data: bytes, names: NameMap, dropped: set) -> bytes:  # C: pr
             raise ValueError(f"event size {size} at {pos} overruns its statement")
         if data[pos + 4] == table_map:
             renamed = names.rename(data[pos : pos + size])
-            if pieces is None:
-                pieces, view = [], memoryview(data)
-            if kept < pos:
-                pieces.append(view[kept:pos])
-            kept = pos + size
             if renamed is None:
                 dropped.add(data[pos + 19 : pos + 25])
-            else:
-                if dropped:
-                    dropped.discard(data[pos + 19 : pos + 25])
-                pieces.append(renamed)
+                data = dump_packets.splice(data, pos, size, b"")
+                end -= size
+                continue
+            if dropped:
+                dropped.discard(data[pos + 19 : pos + 25])
+            data = dump_packets.splice(data, pos, size, renamed)
+            end += len(renamed) - size
+            pos += len(renamed)
         elif dropped and data[pos + 19 : pos + 25] in dropped:  # the id sliced only if needed
-            if pieces is None:
-                pieces, view = [], memoryview(data)
-            if kept < pos:
-                pieces.append(view[kept:pos])
-            kept = pos + size
-        pos += size
-    if pieces is None:
-        return data
-    if kept < end:
-        pieces.append(view[kept:end])
-    return b"".join(pieces)
+            data = dump_packets.splice(data, pos, size, b"")
+            end -= size
+        else:
+            pos += size
+    return data
 
 
 class SourceProcessor:

@@ -2,7 +2,7 @@
 import cython
 
 from cdc.binlog cimport constants, header, query
-from merge_source cimport packets
+from cdc.protocol cimport dump_packets
 from merge_source.fragment cimport Statement
 
 @cython.locals(start=Py_ssize_t)

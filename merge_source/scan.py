@@ -14,7 +14,7 @@ import re
 
 from cdc.binlog import constants, header, query
 from cdc.compiled import is_compiled
-from merge_source import packets
+from cdc.protocol import dump_packets
 from merge_source.fragment import Statement
 
 TRACE_OPEN, TRACE_CN, TRACE_CLOSE = b"/*CDC trace=", b" cn=", b" */"
@@ -148,14 +148,14 @@ def annotate_trace(data: bytes) -> tuple[int, int] | None:  # C types: scan.pxd
     return (int(m[1]), int(m[2])) if m else None
 
 
-# -- a dump batch kept as its packets (merge_source/packets.py): groups as packet ranges -------
+# -- a dump batch kept as its packets (cdc/protocol/dump_packets.py): groups as packet ranges -------
 def packed_events(data: bytes, q, stop) -> list:  # C types: scan.pxd
     """The events of the packets `data[q:stop]`, as bytes (a group handed to the general path)."""
     out = []
     p = data
     while q < stop:
-        n = packets.packet_len(p, q)
-        out.append(p[q + packets.EVENT_AT : q + 4 + n])
+        n = dump_packets.packet_len(p, q)
+        out.append(p[q + dump_packets.EVENT_AT : q + 4 + n])
         q += 4 + n
     return out
 
@@ -168,11 +168,11 @@ def packed_group(data: bytes, q, stop, standalone) -> tuple:  # C types: scan.px
     xid, xa_prepare = constants.EventType.XID, constants.EventType.XA_PREPARE
     query_code = constants.EventType.QUERY
     while q < stop:
-        code = packets.event_code(p, q)
+        code = dump_packets.event_code(p, q)
         if code == gtid or code == fde:
             return q, False, 0
-        n = packets.packet_len(p, q)
-        at = q + packets.EVENT_AT
+        n = dump_packets.packet_len(p, q)
+        at = q + dump_packets.EVENT_AT
         q += 4 + n
         if (
             code == xid
@@ -188,9 +188,9 @@ def packed_count(data: bytes, q, stop, code) -> int:  # C types: scan.pxd
     p = data
     count = 0
     while q < stop:
-        if code < 0 or packets.event_code(p, q) == code:
+        if code < 0 or dump_packets.event_code(p, q) == code:
             count += 1
-        q += 4 + packets.packet_len(p, q)
+        q += 4 + dump_packets.packet_len(p, q)
     return count
 
 
@@ -207,15 +207,15 @@ def packed_statements(data: bytes, q, stop, private_db: bytes) -> list | None:  
     annotate_rows, table_map = constants.EventType.ANNOTATE_ROWS, constants.EventType.TABLE_MAP
     db_at = constants.TABLE_MAP_DB_LEN_OFFSET
     while q < stop:
-        code = packets.event_code(p, q)
-        n = packets.packet_len(p, q)
-        at = q + packets.EVENT_AT
+        code = dump_packets.event_code(p, q)
+        n = dump_packets.packet_len(p, q)
+        at = q + dump_packets.EVENT_AT
         if code == annotate_rows:
             if size:
                 out.append(_joined(data, annotate, first, q, size))
             annotate = p[at : at + n - 1]
             first, size = q + 4 + n, 0
-        elif packets.is_row_event(code):
+        elif dump_packets.is_row_event(code):
             if (
                 code == table_map
                 and p[at + db_at] == db_len
@@ -234,7 +234,7 @@ def packed_statements(data: bytes, q, stop, private_db: bytes) -> list | None:  
 
 def _joined(data: bytes, annotate, first, stop, size) -> Statement:  # C types: scan.pxd
     trace = None if annotate is None else annotate_trace(annotate)
-    return Statement(trace, None, None, packets.join_rows(data, first, stop, size))
+    return Statement(trace, None, None, dump_packets.join_rows(data, first, stop, size))
 
 
 COMPILED = is_compiled(__name__)  # this module, as it was loaded: the .so or the .py

@@ -20,10 +20,10 @@ from cdc import stage_trace
 from cdc.keys import Checkpoint, GlobalKey
 from cdc.protocol import BinlogPosition, DumpClient, DumpSettings
 from cdc.protocol.client import MysqlClient
+from cdc.protocol.dump_packets import EVENT_AT
 from cdc.protocol.packets import ProtocolError, ServerError
 from merge_source.classifier import cn_txn_id
 from merge_source.fragment import Fragment, Watermark
-from merge_source.packets import EVENT_AT
 from merge_source.processor import SourceProcessor
 from merge_source.renamer import NameMap
 from merge_source.scan import packed_count

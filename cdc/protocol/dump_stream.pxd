@@ -3,6 +3,7 @@
 import cython
 
 from cdc.binlog cimport constants, header, zcrc
+from cdc.protocol cimport dump_packets
 
 @cython.locals(end=Py_ssize_t, stop=Py_ssize_t, p="const unsigned char*")
 cpdef tuple split_events(bytes data, Py_ssize_t pos, bint verify)

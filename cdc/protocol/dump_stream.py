@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from cdc.binlog import constants, header, zcrc
 from cdc.compiled import is_compiled
+from cdc.protocol import dump_packets
 from cdc.protocol.packets import MAX_CHUNK
 
-# A dump packet: 3-byte length, sequence id, the OK byte 0, then the event.
-EVENT_AT = 5
 assert MAX_CHUNK == 0xFFFFFF  # written as a literal below: a C constant, compiled
 
 
@@ -31,7 +30,7 @@ def split_events(data: bytes, pos, verify) -> tuple[list[bytes], int]:  # C: dum
         stop = _plain_event(data, pos, end, verify)
         if stop < 0:
             return out, pos
-        append(p[pos + EVENT_AT : stop])  # compiled: bytes straight from the buffer
+        append(p[pos + dump_packets.EVENT_AT : stop])  # compiled: bytes straight from the buffer
         pos = stop
 
 
@@ -46,7 +45,7 @@ def scan_events(data: bytes, pos, verify) -> tuple[int, int]:  # C: dump_stream.
         stop = _plain_event(data, pos, end, verify)
         if stop < 0:
             return pos, last
-        last = header.log_pos(p, pos + EVENT_AT)
+        last = header.log_pos(p, pos + dump_packets.EVENT_AT)
         pos = stop
 
 
@@ -57,13 +56,13 @@ def _plain_event(data: bytes, pos, end, verify):  # C types: dump_stream.pxd
     # it in C, no tuple nor int object per event; as Python it is the bytes and the same code
     # indexes it.
     p = data
-    if end - pos < EVENT_AT + constants.HEADER_LEN:
+    if end - pos < dump_packets.EVENT_AT + constants.HEADER_LEN:
         return -1
     length = p[pos] | p[pos + 1] << 8 | p[pos + 2] << 16
     stop = pos + 4 + length
     if p[pos + 4] != 0 or length <= constants.HEADER_LEN or length >= 0xFFFFFF or stop > end:
         return -1
-    at = pos + EVENT_AT
+    at = pos + dump_packets.EVENT_AT
     code = p[at + header.OFF_TYPE]
     if (
         header.event_size(p, at) != length - 1

@@ -1,8 +1,9 @@
 """A dump batch kept as the packets it arrived in: COM_BINLOG_DUMP packets (3-byte length,
-sequence id, the OK byte 0, the event), walked in place. The MergeSource process's groups are
-ranges of packets of the batch (`scan.packed_*`), not a bytes object per event.
+sequence id, the OK byte 0, the event), walked in place: the dump split's test of each packet
+(`dump_stream`), and a MergeSource process's groups as ranges of packets of the batch
+(`merge_source.scan.packed_*`), not a bytes object per event.
 
-The plain-Python twin of `packets.pxd` (a module of C declarations, like the codec's
+The plain-Python twin of `dump_packets.pxd` (a module of C declarations, like the codec's
 `header.pxd`): compiled modules that `cimport` it run those inline C functions, plain Python
 these (same results: tests/test_compiled.py).
 """
@@ -49,3 +50,9 @@ def _packets(data, q, stop):
         n = packet_len(data, q)
         yield q, n
         q += 4 + n
+
+
+def splice(data: bytes, at, size, insert: bytes) -> bytes:
+    """`data` with its `size` bytes at `at` replaced by `insert` (an event of a statement's
+    concatenated events renamed or dropped), in one copy."""
+    return b"".join((data[:at], insert, data[at + size :]))

@@ -1,5 +1,5 @@
-# The C view of packets.py for compiled modules (`from merge_source cimport packets`): a dump
-# batch's packets walked in place from the bytes' buffer. The layout is packets.py's.
+# The C view of dump_packets.py for compiled modules (`from cdc.protocol cimport dump_packets`):
+# a dump batch's packets walked in place from the bytes' buffer. The layout is dump_packets.py's.
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.string cimport memcpy
 
@@ -36,4 +36,16 @@ cdef inline bytes join_rows(bytes data, Py_ssize_t q, Py_ssize_t stop, Py_ssize_
         q += 4 + n
     if o != size:
         raise ValueError("a statement's events fall short of their size")
+    return out
+
+cdef inline bytes splice(bytes data, Py_ssize_t at, Py_ssize_t size, bytes insert):
+    cdef Py_ssize_t n = len(data), k = len(insert)
+    if at < 0 or size < 0 or at + size > n:
+        raise ValueError("a splice outside its bytes")
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, n - size + k)
+    cdef char* dst = PyBytes_AS_STRING(out)
+    cdef const char* src = PyBytes_AS_STRING(data)
+    memcpy(dst, src, at)
+    memcpy(dst + at, PyBytes_AS_STRING(insert), k)
+    memcpy(dst + at + k, src + at + size, n - at - size)
     return out
