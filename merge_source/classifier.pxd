@@ -30,7 +30,8 @@ cpdef bint is_xa_commit(bytes event)
                length=Py_ssize_t, stop=Py_ssize_t, value="long long", digits=int, c=int)
 cpdef list fast_commit_records(bytes rows, Py_ssize_t checksum_len)
 
-from merge_source.scan cimport annotate_trace, packed_count, packed_statements, row_parts
+from merge_source.scan cimport (annotate_trace, packed_count, packed_events, packed_find,
+                                packed_statements, row_parts)
 
 # Every XA prepare and local group passes here: its loop over the events reads each type in C.
 @cython.locals(queries=Py_ssize_t, code=int, e=bytes, text=bytes)
@@ -49,7 +50,7 @@ cdef class Classifier:
     cpdef Classified classify(self, BinlogGroup group)
 
     @cython.locals(flags2=int, first=Py_ssize_t, last=Py_ssize_t, data=bytes, query_code=int,
-                   statements=list)
+                   statements=list, at=Py_ssize_t, commit=bint)
     cpdef Classified _packed(self, BinlogGroup group)
 
     @cython.locals(code=int, user_rows=bint, parts=list, table_maps=dict, private=set)

@@ -26,7 +26,14 @@ from cdc.cn_protocol.schema import DDL_RECORD, HEARTBEAT, INSTRUCTION, PRIVATE_D
 from cdc.cn_protocol.xid import FORMAT_ID, GTRID_PREFIX
 from merge_source.fragment import FragmentKind, Statement
 from merge_source.group import BinlogGroup, query_text
-from merge_source.scan import annotate_trace, packed_count, packed_statements, row_parts
+from merge_source.scan import (
+    annotate_trace,
+    packed_count,
+    packed_events,
+    packed_find,
+    packed_statements,
+    row_parts,
+)
 from merge_source.spill import SpanWriter, SpillFile
 
 # Event codes are the codec's (C constants compiled: classifier.pxd cimports them).
@@ -324,7 +331,12 @@ class Classifier:
             else:
                 out.txn_id = txn_id
             return out
-        if flags2 & FL_COMPLETED_XA or packed_count(data, first, last, -1) == 1:
+        if flags2 & FL_COMPLETED_XA:  # its XA COMMIT or XA ROLLBACK, read in place
+            txn_id, xid = xa_ident(group.gtid)
+            at = packed_find(data, first, last, query_code)
+            commit = at >= 0 and is_xa_commit(packed_events(data, at, last)[0])
+            return Classified(XA_COMMIT if commit else XA_ROLLBACK, txn_id=txn_id or 0, xid=xid)
+        if packed_count(data, first, last, -1) == 1:
             return None
         if packed_count(data, first, last, query_code) > 0:
             return None

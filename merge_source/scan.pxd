@@ -38,6 +38,9 @@ cpdef tuple packed_group(bytes data, Py_ssize_t q, Py_ssize_t stop, bint standal
 @cython.locals(p="const unsigned char*", count=Py_ssize_t)
 cpdef Py_ssize_t packed_count(bytes data, Py_ssize_t q, Py_ssize_t stop, int code)
 
+@cython.locals(p="const unsigned char*")
+cpdef Py_ssize_t packed_find(bytes data, Py_ssize_t q, Py_ssize_t stop, int code)
+
 @cython.locals(p="const unsigned char*", n=Py_ssize_t, at=Py_ssize_t, code=int,
                first=Py_ssize_t, size=Py_ssize_t, db_len=Py_ssize_t, annotate_rows=int,
                table_map=int, db_at=Py_ssize_t, annotate=bytes, out=list)

@@ -194,6 +194,17 @@ def packed_count(data: bytes, q, stop, code) -> int:  # C types: scan.pxd
     return count
 
 
+def packed_find(data: bytes, q, stop, code):  # C types: scan.pxd
+    """The offset of the first of the packets `data[q:stop]` with an event of type `code`, or
+    -1."""
+    p = data
+    while q < stop:
+        if dump_packets.event_code(p, q) == code:
+            return q
+        q += 4 + dump_packets.packet_len(p, q)
+    return -1
+
+
 def packed_statements(data: bytes, q, stop, private_db: bytes) -> list | None:  # C: scan.pxd
     """`row_parts` over the packets `data[q:stop]`, made into the statements: each one bytes
     object of its events (`Statement.joined`, copied once from the batch). None if a TABLE_MAP
