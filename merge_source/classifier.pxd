@@ -3,6 +3,7 @@
 import cython
 
 from cdc.binlog cimport constants, query
+from cdc.protocol cimport dump_packets
 from merge_source.fragment cimport Statement
 
 cdef class Classified:
@@ -52,6 +53,11 @@ cdef class Classifier:
     @cython.locals(flags2=int, first=Py_ssize_t, last=Py_ssize_t, data=bytes, query_code=int,
                    statements=list, at=Py_ssize_t, commit=bint)
     cpdef Classified _packed(self, BinlogGroup group)
+
+    @cython.locals(p="const unsigned char*", q=Py_ssize_t, stop=Py_ssize_t, n=Py_ssize_t,
+                   code=int, event_at=Py_ssize_t, table_map=int, event=bytes, records=list,
+                   found=list, table_id=bytes, data=bytes, cached=tuple)
+    cpdef Classified _packed_records(self, BinlogGroup group)
 
     @cython.locals(code=int, user_rows=bint, parts=list, table_maps=dict, private=set)
     cpdef Classified _rows(self, BinlogGroup group, Classified out)

@@ -24,6 +24,7 @@ from cdc.binlog.rows import RowsEvent
 from cdc.binlog.table_map import Column, TableMapEvent
 from cdc.cn_protocol.schema import DDL_RECORD, HEARTBEAT, INSTRUCTION, PRIVATE_DB, TX_LOG
 from cdc.cn_protocol.xid import FORMAT_ID, GTRID_PREFIX
+from cdc.protocol import dump_packets
 from merge_source.fragment import FragmentKind, Statement
 from merge_source.group import BinlogGroup, query_text
 from merge_source.scan import (
@@ -341,10 +342,52 @@ class Classifier:
         if packed_count(data, first, last, query_code) > 0:
             return None
         statements = packed_statements(data, first, last, PRIVATE_DB_B)
-        if statements is None:
-            return None
+        if statements is None:  # a private table: a commit record, read in place if it can be
+            return self._packed_records(group)
         out = Classified(LOCAL, fragment_kind=F_LOCAL)
         out.statements = statements
+        return out
+
+    def _packed_records(self, group: BinlogGroup) -> Classified | None:
+        """A packed commit-record group, the way `_rows` reads it when everything fits its
+        fast path: TABLE_MAPs of __cdc_tx_log__ already decoded (`_columns`), v1 WRITE/UPDATE
+        rows of them read by `fast_commit_records`; the other events (ANNOTATE_ROWS, XID) carry
+        nothing. None for anything else (the caller unpacks the group)."""
+        fde = self.fde
+        if fde is None or not self.fast_records:
+            return None
+        data, q, stop = group.packed, group.first, group.last
+        p = data
+        event_at = dump_packets.EVENT_AT
+        table_map = constants.EventType.TABLE_MAP
+        records = None
+        table_id = None  # of the last TABLE_MAP: what the rows after it must name
+        while q < stop:
+            code = dump_packets.event_code(p, q)
+            n = dump_packets.packet_len(p, q)
+            if code == table_map or dump_packets.is_row_event(code):
+                event = p[q + event_at : q + 4 + n]
+                if code == table_map:
+                    if event[28 : 28 + event[27]] != PRIVATE_DB_B:
+                        return None
+                    cached = self._columns.get(event[19:-4])
+                    if cached is None or not cached[1]:  # not the tx_log's fast layout
+                        return None
+                    table_id = event[19:25]
+                else:
+                    if table_id is None or event[19:25] != table_id:
+                        return None
+                    if (code != 23 and code != 24) or not self._v1_rows(fde, code):  # v1 W/U
+                        return None
+                    found = fast_commit_records(event, self._checksum_len)
+                    if found is None:
+                        return None
+                    records = found if records is None else records + found
+            q += 4 + n
+        if not records:
+            return None
+        out = Classified(COMMIT_RECORD, fragment_kind=F_LOCAL)
+        out.records = records
         return out
 
     def _rows(self, group: BinlogGroup, out: Classified) -> Classified:
