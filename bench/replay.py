@@ -1,9 +1,9 @@
 """`python -m bench.replay DN1_BINLOG DN2_BINLOG ...`: DN binlog files (one per DN, DN ids 1, 2,
 ... in that order) through the pipeline's per-event code, offline, CPU seconds per stage.
 
-Each MergeSource's dump split (`split_events` of the batch framed as COM_BINLOG_DUMP packets,
-every event's CRC checked) and `SourceProcessor.feed_raw` (batches of 2,000 events, as a dump
-batch, the DNs in turn), the wire between the processes (`encode_batch` of what it released,
+Each MergeSource's dump split (`scan_events` of the batch framed as COM_BINLOG_DUMP packets,
+every event's CRC checked, the events left in their packets) and `SourceProcessor.feed_packed`
+(batches of 2,000 events, as a MergeSource process's dump batch, the DNs in turn), the wire between the processes (`encode_batch` of what it released,
 `decode_body` of that frame), the leader's merge (`Merger`) and `TransactionEncoder.encode_into`,
 and the writer's pass over what it encoded (`stamp_positions`: log_pos and CRC of every event).
 No sockets, no MariaDB: the same code and input give the same instruction count under
@@ -22,10 +22,11 @@ from pathlib import Path
 
 from cdc.binlog.fastpath import stamp_positions
 from cdc.binlog.reader import iter_events
-from cdc.protocol.dump_stream import split_events
+from cdc.protocol.dump_stream import scan_events
 from dumper.pipeline.txn_encoder import TransactionEncoder
 from merge_joint.merger import Merger
 from merge_source.processor import SourceProcessor
+from merge_source.scan import packed_count
 from merge_source.wire import collapse_watermarks, decode_body, encode_batch
 
 BATCH = 2000  # events per feed_raw call
@@ -56,12 +57,13 @@ def replay(paths: list[Path]) -> dict[str, float]:
         for dn, (name, events) in dns.items():
             packets = dump_packets(events[i : i + BATCH])
             start = clock()
-            batch, end = split_events(packets, 0, True)
+            end, _last = scan_events(packets, 0, True)
             split = clock()
             spent["split"] += split - start
-            if end != len(packets):  # a ROTATE, FDE or the like: as the dump client does
-                batch = events[i : i + BATCH]
-            items = processors[dn].feed_raw(name, batch)
+            batch: list = [(packets, 0, end)] if end else []
+            if end != len(packets):  # a ROTATE or the like: as the dump client does, as bytes
+                batch += events[i + packed_count(packets, 0, end, -1) : i + BATCH]
+            items = processors[dn].feed_packed(name, batch)
             fed = clock()
             spent["source"] += fed - split
             if not items:

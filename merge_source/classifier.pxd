@@ -3,6 +3,7 @@
 import cython
 
 from cdc.binlog cimport constants, query
+from cdc.protocol cimport dump_packets
 from merge_source.fragment cimport Statement
 
 cdef class Classified:
@@ -30,7 +31,8 @@ cpdef bint is_xa_commit(bytes event)
                length=Py_ssize_t, stop=Py_ssize_t, value="long long", digits=int, c=int)
 cpdef list fast_commit_records(bytes rows, Py_ssize_t checksum_len)
 
-from merge_source.scan cimport annotate_trace, row_parts
+from merge_source.scan cimport (annotate_trace, packed_count, packed_events, packed_find,
+                                packed_statements, row_parts)
 
 # Every XA prepare and local group passes here: its loop over the events reads each type in C.
 @cython.locals(queries=Py_ssize_t, code=int, e=bytes, text=bytes)
@@ -47,6 +49,15 @@ cdef class Classifier:
 
     @cython.locals(flags2=int)
     cpdef Classified classify(self, BinlogGroup group)
+
+    @cython.locals(flags2=int, first=Py_ssize_t, last=Py_ssize_t, data=bytes, query_code=int,
+                   statements=list, at=Py_ssize_t, commit=bint)
+    cpdef Classified _packed(self, BinlogGroup group)
+
+    @cython.locals(p="const unsigned char*", q=Py_ssize_t, stop=Py_ssize_t, n=Py_ssize_t,
+                   code=int, event_at=Py_ssize_t, table_map=int, event=bytes, records=list,
+                   found=list, table_id=bytes, data=bytes, cached=tuple)
+    cpdef Classified _packed_records(self, BinlogGroup group)
 
     @cython.locals(code=int, user_rows=bint, parts=list, table_maps=dict, private=set)
     cpdef Classified _rows(self, BinlogGroup group, Classified out)

@@ -24,9 +24,17 @@ from cdc.binlog.rows import RowsEvent
 from cdc.binlog.table_map import Column, TableMapEvent
 from cdc.cn_protocol.schema import DDL_RECORD, HEARTBEAT, INSTRUCTION, PRIVATE_DB, TX_LOG
 from cdc.cn_protocol.xid import FORMAT_ID, GTRID_PREFIX
+from cdc.protocol import dump_packets
 from merge_source.fragment import FragmentKind, Statement
 from merge_source.group import BinlogGroup, query_text
-from merge_source.scan import annotate_trace, row_parts
+from merge_source.scan import (
+    annotate_trace,
+    packed_count,
+    packed_events,
+    packed_find,
+    packed_statements,
+    row_parts,
+)
 from merge_source.spill import SpanWriter, SpillFile
 
 # Event codes are the codec's (C constants compiled: classifier.pxd cimports them).
@@ -264,6 +272,11 @@ class Classifier:
 
     def classify(self, group: BinlogGroup) -> Classified:
         out: Classified  # compiled: a cdef class (classifier.pxd), its fields read in C
+        if group.packed is not None:
+            packed = self._packed(group)
+            if packed is not None:
+                return packed
+            group.unpack()  # anything but a branch's or a local transaction's rows: as bytes
         flags2 = group.gtid[GTID_FLAGS2_OFFSET]
         if flags2 & FL_PREPARED_XA:
             refuse_statement_dml(group, 1)  # (its XA END)
@@ -294,6 +307,88 @@ class Classifier:
         # COMMIT, a SAVEPOINT: read only then.
         refuse_statement_dml(group, 0)
         return self._rows(group, Classified(LOCAL, fragment_kind=F_LOCAL))
+
+    def _packed(self, group: BinlogGroup) -> Classified | None:
+        """`classify` of a packed group (still the dump batch's packets) that is an XA prepare
+        or a local transaction of user rows only, its statements copied out of the batch in one
+        compiled pass (`scan.packed_statements`); None for anything else (commit records,
+        markers, XA COMMIT, DDL, a QUERY to look at): the caller unpacks it."""
+        out: Classified
+        data, first, last = group.packed, group.first, group.last
+        flags2 = group.gtid[GTID_FLAGS2_OFFSET]
+        query_code = constants.EventType.QUERY
+        if flags2 & FL_PREPARED_XA:
+            if packed_count(data, first, last, query_code) > 1:  # more than its XA END
+                return None
+            statements = packed_statements(data, first, last, PRIVATE_DB_B)
+            if statements is None:
+                return None
+            txn_id, xid = xa_ident(group.gtid)
+            out = Classified(XA_PREPARE, xid=xid)
+            out.statements = statements
+            if txn_id is None:
+                out.kind = GroupKind.FOREIGN_PREPARE
+                out.fragment_kind = FragmentKind.LOCAL
+            else:
+                out.txn_id = txn_id
+            return out
+        if flags2 & FL_COMPLETED_XA:  # its XA COMMIT or XA ROLLBACK, read in place
+            txn_id, xid = xa_ident(group.gtid)
+            at = packed_find(data, first, last, query_code)
+            commit = at >= 0 and is_xa_commit(packed_events(data, at, last)[0])
+            return Classified(XA_COMMIT if commit else XA_ROLLBACK, txn_id=txn_id or 0, xid=xid)
+        if packed_count(data, first, last, -1) == 1:
+            return None
+        if packed_count(data, first, last, query_code) > 0:
+            return None
+        statements = packed_statements(data, first, last, PRIVATE_DB_B)
+        if statements is None:  # a private table: a commit record, read in place if it can be
+            return self._packed_records(group)
+        out = Classified(LOCAL, fragment_kind=F_LOCAL)
+        out.statements = statements
+        return out
+
+    def _packed_records(self, group: BinlogGroup) -> Classified | None:
+        """A packed commit-record group, the way `_rows` reads it when everything fits its
+        fast path: TABLE_MAPs of __cdc_tx_log__ already decoded (`_columns`), v1 WRITE/UPDATE
+        rows of them read by `fast_commit_records`; the other events (ANNOTATE_ROWS, XID) carry
+        nothing. None for anything else (the caller unpacks the group)."""
+        fde = self.fde
+        if fde is None or not self.fast_records:
+            return None
+        data, q, stop = group.packed, group.first, group.last
+        p = data
+        event_at = dump_packets.EVENT_AT
+        table_map = constants.EventType.TABLE_MAP
+        records = None
+        table_id = None  # of the last TABLE_MAP: what the rows after it must name
+        while q < stop:
+            code = dump_packets.event_code(p, q)
+            n = dump_packets.packet_len(p, q)
+            if code == table_map or dump_packets.is_row_event(code):
+                event = p[q + event_at : q + 4 + n]
+                if code == table_map:
+                    if event[28 : 28 + event[27]] != PRIVATE_DB_B:
+                        return None
+                    cached = self._columns.get(event[19:-4])
+                    if cached is None or not cached[1]:  # not the tx_log's fast layout
+                        return None
+                    table_id = event[19:25]
+                else:
+                    if table_id is None or event[19:25] != table_id:
+                        return None
+                    if (code != 23 and code != 24) or not self._v1_rows(fde, code):  # v1 W/U
+                        return None
+                    found = fast_commit_records(event, self._checksum_len)
+                    if found is None:
+                        return None
+                    records = found if records is None else records + found
+            q += 4 + n
+        if not records:
+            return None
+        out = Classified(COMMIT_RECORD, fragment_kind=F_LOCAL)
+        out.records = records
+        return out
 
     def _rows(self, group: BinlogGroup, out: Classified) -> Classified:
         """Split a group's row events into statements; route private tables.

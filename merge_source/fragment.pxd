@@ -7,6 +7,7 @@ cdef class Statement:
     cdef public object trace_id
     cdef public list in_memory
     cdef public object span
+    cdef public bytes joined
 
 cdef class Fragment:
     cdef public object key

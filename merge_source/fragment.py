@@ -19,6 +19,19 @@ class FragmentKind(Enum):
 
 
 TraceId = tuple[int, int]
+EVENT_SIZE_AT = 9  # an event's size: u32 at header offset 9
+
+
+def split_joined(joined: bytes) -> list[bytes]:
+    """The events concatenated in `joined` (a statement's `joined`), each cut by its size."""
+    out, pos = [], 0
+    while pos < len(joined):
+        size = int.from_bytes(joined[pos + EVENT_SIZE_AT : pos + EVENT_SIZE_AT + 4], "little")
+        if size < 19 or pos + size > len(joined):
+            raise ValueError(f"event size {size} at {pos} overruns a joined statement")
+        out.append(joined[pos : pos + size])
+        pos += size
+    return out
 
 
 class Statement:
@@ -34,31 +47,40 @@ class Statement:
     streams them one by one and is the accessor for code that must handle huge transactions.
     The per-event loops read `in_memory` when `span` is None: the list itself, no call.
 
+    A MergeSource process builds its statements a third way: `joined`, the events concatenated
+    as the wire sends them (copied out of the dump batch in one compiled pass: no list and no
+    bytes object per event; `in_memory` is then empty and `span` None). Only the worker's
+    processor, renaming and wire encoder see those; `events` splits them for anyone else.
+
     Typed fields in fragment.pxd (compiled: a cdef class, its fields read in C by the
     compiled modules that cimport it).
     """
 
-    __slots__ = ("trace_id", "in_memory", "span")
+    __slots__ = ("trace_id", "in_memory", "span", "joined")
 
     def __init__(
         self,
         trace_id: TraceId | None,
         events: list[bytes] | None = None,
         span: EventSpan | None = None,
+        joined: bytes | None = None,
     ):
         self.trace_id = trace_id
         self.in_memory: list[bytes] = [] if events is None else events
         self.span = span
+        self.joined = joined
 
     @property
     def events(self) -> list[bytes]:
         if self.span is not None:
             return list(self.span)
+        if self.joined is not None:
+            return split_joined(self.joined)
         return self.in_memory
 
     @events.setter
     def events(self, events: list[bytes]) -> None:
-        self.in_memory, self.span = events, None
+        self.in_memory, self.span, self.joined = events, None, None
 
     @property
     def spilled(self) -> bool:
@@ -67,14 +89,20 @@ class Statement:
     @property
     def count(self) -> int:
         """Number of events (without reading a spilled statement back)."""
+        if self.joined is not None:
+            return len(split_joined(self.joined))
         return self.span.count if self.span is not None else len(self.in_memory)
 
     @property
     def size(self) -> int:
         """Bytes of its events (without reading a spilled statement back)."""
+        if self.joined is not None:
+            return len(self.joined)
         return self.span.size if self.span is not None else sum(map(len, self.in_memory))
 
     def iter_events(self) -> Iterator[bytes]:
+        if self.joined is not None:
+            return iter(split_joined(self.joined))
         return iter(self.span if self.span is not None else self.in_memory)
 
     def __eq__(self, other: object) -> bool:
@@ -85,7 +113,7 @@ class Statement:
     __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaced
 
     def __repr__(self) -> str:
-        where = f"spilled {self.span.size} bytes" if self.span is not None else self.in_memory
+        where = f"spilled {self.span.size} bytes" if self.span is not None else self.events
         return f"Statement(trace_id={self.trace_id!r}, events={where!r})"
 
 

@@ -11,10 +11,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 
-from cdc.binlog import constants, query
+from cdc.binlog import constants, header, query
 from cdc.binlog.flavor import FL_STANDALONE, GTID_FLAGS2_OFFSET
-from cdc.protocol import DnEvent
-from merge_source.scan import group_body, group_end, log_pos
+from cdc.protocol import DnEvent, dump_packets
+from merge_source.scan import (
+    group_body,
+    group_end,
+    log_pos,
+    packed_count,
+    packed_events,
+    packed_group,
+)
 from merge_source.spill import DEFAULT_SPILL_BYTES, EventSpan, SpanWriter, SpillFile
 
 log = logging.getLogger(__name__)
@@ -30,11 +37,14 @@ class BinlogGroup:
     """One binlog group: its GTID event, then the raw events after it up to the terminator.
 
     A group larger than the spill threshold keeps only its GTID in memory; the rest is in a
-    spill file (`span`). `body()` gives the events after the GTID either way. A plain slots
-    class: a dataclass's generated __init__ stays interpreted in a compiled module.
+    spill file (`span`). A group the MergeSource process found whole in one dump batch is the
+    packets `packed[first:last]` of that batch (cdc/protocol/dump_packets.py; `events` empty): no
+    bytes object per event; `unpack()` turns it into events. `body()` gives the events after
+    the GTID either way. A plain slots class: a dataclass's generated __init__ stays
+    interpreted in a compiled module.
     """
 
-    __slots__ = ("file", "start", "gtid", "events", "end", "span")
+    __slots__ = ("file", "start", "gtid", "events", "end", "span", "packed", "first", "last")
 
     def __init__(
         self,
@@ -51,6 +61,14 @@ class BinlogGroup:
         self.events: list[bytes] = [] if events is None else events
         self.end = end
         self.span = span
+        self.packed: bytes | None = None
+        self.first = self.last = 0
+
+    def unpack(self) -> None:
+        """A packed group's events as bytes in `events` (for the general classification)."""
+        if self.packed is not None:
+            self.events = packed_events(self.packed, self.first, self.last)
+            self.packed = None
 
     @property
     def flags2(self) -> int:
@@ -63,10 +81,13 @@ class BinlogGroup:
     @property
     def count(self) -> int:
         """Events in the group, GTID included."""
+        if self.packed is not None:
+            return 1 + packed_count(self.packed, self.first, self.last, -1)
         return 1 + (self.span.count if self.span is not None else len(self.events))
 
     def body(self) -> Iterable[bytes]:
         """The events after the GTID, streamed from the spill file if spilled."""
+        self.unpack()
         return self.span if self.span is not None else self.events
 
 
@@ -75,6 +96,37 @@ def query_text(data: bytes, checksum_len: int = 4) -> bytes:
     if len(data) < constants.HEADER_LEN + constants.QUERY_POST_HEADER_LEN:
         raise IndexError(f"a QUERY event of {len(data)} bytes has no post-header")
     return bytes(data[query.text_start(data, 0) : len(data) - checksum_len])
+
+
+def packed_groups(file: str, data: bytes, q, stop, limit, out: list):  # C: group.pxd
+    """The groups whole in the packets `data[q:stop]` (none open at `q`), each a BinlogGroup of
+    its range of packets, and the FORMAT_DESCRIPTION events, appended to `out` in stream order;
+    where it stopped: `stop`, or the GTID of a group that does not end in the batch or is
+    larger than `limit` bytes (the caller hands the rest to `assemble_raw`)."""
+    p = data
+    gtid, fde = constants.EventType.MARIADB_GTID, constants.EventType.FORMAT_DESCRIPTION
+    event_at = dump_packets.EVENT_AT
+    while q < stop:
+        code = dump_packets.event_code(p, q)
+        n = dump_packets.packet_len(p, q)
+        body = q + 4 + n
+        if code == gtid:
+            standalone = p[q + event_at + GTID_FLAGS2_OFFSET] & FL_STANDALONE
+            j, done, end = packed_group(data, body, stop, standalone)
+            if not done or j - q > limit:
+                return q
+            pos = header.log_pos(p, q + event_at)  # where it starts: its log_pos - its size
+            group = BinlogGroup(
+                file, pos - (n - 1) if pos else 4, p[q + event_at : body], None, end
+            )
+            group.packed, group.first, group.last = data, body, j
+            out.append(group)
+            q = j
+            continue
+        if code == fde:
+            out.append(DnEvent(file, 4, p[q + event_at : body]))
+        q = body  # an event outside any group: nothing to carry
+    return q
 
 
 class GroupAssembler:
@@ -206,6 +258,25 @@ class GroupAssembler:
         finally:
             self._current, self._writer, self._size = group, writer, size
             self._standalone = standalone
+
+    def assemble_packed(self, file: str, data: bytes, q, stop) -> Iterator[BinlogGroup | DnEvent]:
+        """`assemble_raw` for a dump batch kept as its packets: `data[q:stop]`, complete
+        packets of plain events of `file` (what `split_events` took). A group whole in the batch
+        comes out as its range of packets (no bytes object per event); a group open at either
+        end of the batch, or larger than the spill threshold, goes through `assemble_raw` as
+        event bytes."""
+        if self._current is not None:  # the group the last batch left open: up to its end
+            j, done, _end = packed_group(data, q, stop, self._standalone)
+            if not done:  # still open, or cut short: the whole batch the general way
+                yield from self.assemble_raw(file, packed_events(data, q, stop))
+                return
+            yield from self.assemble_raw(file, packed_events(data, q, j))
+            q = j
+        items: list = []
+        q = packed_groups(file, data, q, stop, self.spill_bytes or stop, items)
+        yield from items
+        if q < stop:  # a group open at the batch's end, cut short, or huge: as event bytes
+            yield from self.assemble_raw(file, packed_events(data, q, stop))
 
     def _drop_partial(self, group: BinlogGroup) -> None:
         # Only a crashed DN leaves a group without terminator; MariaDB's recovery then

@@ -2,10 +2,14 @@
 # Python): the per-group objects it reads are cdef classes, their fields C struct members.
 import cython
 
-from cdc.binlog cimport constants
+from cdc.binlog cimport constants, header
+from cdc.protocol cimport dump_packets
 from merge_source.classifier cimport Classified, Classifier
 from merge_source.fragment cimport Fragment, Statement, Watermark
 from merge_source.group cimport BinlogGroup
+
+@cython.locals(pos=Py_ssize_t, end=Py_ssize_t, size=Py_ssize_t, table_map=int, renamed=bytes)
+cpdef bytes _rename_joined(bytes data, object names, set dropped)
 from merge_source.scan cimport timestamp as event_timestamp
 from merge_source.sorter cimport Release, Sorter
 

@@ -10,11 +10,11 @@ import json
 import logging
 from collections.abc import Iterable
 
-from cdc.binlog import constants
+from cdc.binlog import constants, header
 from cdc.binlog.fde import FormatDescription
 from cdc.cn_protocol.schema import CDC_START, META_CHANGE
 from cdc.keys import Checkpoint, GlobalKey, stream_name
-from cdc.protocol import DnEvent
+from cdc.protocol import DnEvent, dump_packets
 from merge_source.classifier import Classified, Classifier, GroupKind
 from merge_source.fragment import (
     Fragment,
@@ -68,6 +68,38 @@ class _Held:
         self.classified = classified
         self.timestamp = timestamp
         self.participants: tuple[int, ...] = ()
+
+
+def _rename_joined(data: bytes, names: NameMap, dropped: set) -> bytes:  # C: processor.pxd
+    """`_rename` of a statement's events concatenated (`Statement.joined`): each TABLE_MAP
+    renamed, the events of tables without a name here dropped (`dropped`: their table ids,
+    shared with the statement's fragment), the rest kept as they are: each change one splice
+    (a statement holds about one TABLE_MAP), `data` itself when nothing changes."""
+    pos = 0
+    end = len(data)
+    table_map = constants.EventType.TABLE_MAP
+    while pos < end:
+        size = header.event_size(data, pos)
+        if size < constants.HEADER_LEN or pos + size > end:
+            raise ValueError(f"event size {size} at {pos} overruns its statement")
+        if data[pos + 4] == table_map:
+            renamed = names.rename(data[pos : pos + size])
+            if renamed is None:
+                dropped.add(data[pos + 19 : pos + 25])
+                data = dump_packets.splice(data, pos, size, b"")
+                end -= size
+                continue
+            if dropped:
+                dropped.discard(data[pos + 19 : pos + 25])
+            data = dump_packets.splice(data, pos, size, renamed)
+            end += len(renamed) - size
+            pos += len(renamed)
+        elif dropped and data[pos + 19 : pos + 25] in dropped:  # the id sliced only if needed
+            data = dump_packets.splice(data, pos, size, b"")
+            end -= size
+        else:
+            pos += size
+    return data
 
 
 class SourceProcessor:
@@ -124,6 +156,21 @@ class SourceProcessor:
     def feed_raw(self, file: str, events: list[bytes]) -> list[Fragment | Watermark]:
         """`feed_batch` for a dump client's raw batch: the events of one file, as bytes."""
         return self._feed_items(self.assembler.assemble_raw(file, events))
+
+    def feed_packed(self, file: str, batch: list) -> list[Fragment | Watermark]:
+        """`feed_raw` for a batch of `DumpClient.raw_batches(packed=True)` (a MergeSource
+        process's read): runs of plain events as `(data, start, stop)`, their packets in the
+        dump batch (a group whole in one becomes a range of it, its statements copied out once:
+        no bytes object per event), and any other event as its bytes."""
+        out: list[Fragment | Watermark] = []
+        assembler = self.assembler
+        for piece in batch:
+            if type(piece) is tuple:
+                data, start, stop = piece
+                out += self._feed_items(assembler.assemble_packed(file, data, start, stop))
+            else:
+                out += self._feed_items(assembler.assemble_raw(file, [piece]))
+        return out
 
     def _feed_items(self, items: Iterable[BinlogGroup | DnEvent]) -> list[Fragment | Watermark]:
         out: list[Fragment | Watermark] = []
@@ -305,6 +352,12 @@ class SourceProcessor:
         dropped: set[bytes] = set()
         spill: SpillFile | None = None  # renamed spilled statements go to a new spill file
         for st in statements:
+            if st.joined is not None:  # a MergeSource process's statement: one buffer
+                joined = _rename_joined(st.joined, names, dropped)
+                if joined:
+                    st.joined = joined
+                    out.append(st)
+                continue
             if st.span is not None:
                 if spill is None:
                     spill = SpillFile(self.spill_dir)

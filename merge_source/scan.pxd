@@ -2,6 +2,8 @@
 import cython
 
 from cdc.binlog cimport constants, header, query
+from cdc.protocol cimport dump_packets
+from merge_source.fragment cimport Statement
 
 @cython.locals(start=Py_ssize_t)
 cpdef bint group_end(bytes data, bint standalone)
@@ -25,3 +27,24 @@ cpdef unsigned int log_pos(bytes data) except? 0
 cdef bint _at(const unsigned char* p, Py_ssize_t pos, bytes literal)
 
 cpdef unsigned int timestamp(bytes data) except? 0
+
+@cython.locals(p="const unsigned char*", n=Py_ssize_t)
+cpdef list packed_events(bytes data, Py_ssize_t q, Py_ssize_t stop)
+
+@cython.locals(p="const unsigned char*", n=Py_ssize_t, at=Py_ssize_t, code=int, gtid=int,
+               fde=int, xid=int, xa_prepare=int, query_code=int)
+cpdef tuple packed_group(bytes data, Py_ssize_t q, Py_ssize_t stop, bint standalone)
+
+@cython.locals(p="const unsigned char*", count=Py_ssize_t)
+cpdef Py_ssize_t packed_count(bytes data, Py_ssize_t q, Py_ssize_t stop, int code)
+
+@cython.locals(p="const unsigned char*")
+cpdef Py_ssize_t packed_find(bytes data, Py_ssize_t q, Py_ssize_t stop, int code)
+
+@cython.locals(p="const unsigned char*", n=Py_ssize_t, at=Py_ssize_t, code=int,
+               first=Py_ssize_t, size=Py_ssize_t, db_len=Py_ssize_t, annotate_rows=int,
+               table_map=int, db_at=Py_ssize_t, annotate=bytes, out=list)
+cpdef list packed_statements(bytes data, Py_ssize_t q, Py_ssize_t stop, bytes private_db)
+
+cdef Statement _joined(bytes data, bytes annotate, Py_ssize_t first, Py_ssize_t stop,
+                       Py_ssize_t size)

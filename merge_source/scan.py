@@ -14,6 +14,8 @@ import re
 
 from cdc.binlog import constants, header, query
 from cdc.compiled import is_compiled
+from cdc.protocol import dump_packets
+from merge_source.fragment import Statement
 
 TRACE_OPEN, TRACE_CN, TRACE_CLOSE = b"/*CDC trace=", b" cn=", b" */"
 TRACE_RE = re.compile(rb"/\*CDC trace=(\d+)\.(\d+) cn=(\d+) \*/")
@@ -144,6 +146,106 @@ def annotate_trace(data: bytes) -> tuple[int, int] | None:  # C types: scan.pxd
                     return (seq, sub)
     m = TRACE_RE.search(data, text, text + 200)
     return (int(m[1]), int(m[2])) if m else None
+
+
+# -- a dump batch kept as its packets (cdc/protocol/dump_packets.py): groups as packet ranges -------
+def packed_events(data: bytes, q, stop) -> list:  # C types: scan.pxd
+    """The events of the packets `data[q:stop]`, as bytes (a group handed to the general path)."""
+    out = []
+    p = data
+    while q < stop:
+        n = dump_packets.packet_len(p, q)
+        out.append(p[q + dump_packets.EVENT_AT : q + 4 + n])
+        q += 4 + n
+    return out
+
+
+def packed_group(data: bytes, q, stop, standalone) -> tuple:  # C types: scan.pxd
+    """`group_body` over the packets `data[q:stop]`: (the packet it stops at, whether the one
+    before it is the terminator, the log_pos of that one: where the group ends)."""
+    p = data
+    gtid, fde = constants.EventType.MARIADB_GTID, constants.EventType.FORMAT_DESCRIPTION
+    xid, xa_prepare = constants.EventType.XID, constants.EventType.XA_PREPARE
+    query_code = constants.EventType.QUERY
+    while q < stop:
+        code = dump_packets.event_code(p, q)
+        if code == gtid or code == fde:
+            return q, False, 0
+        n = dump_packets.packet_len(p, q)
+        at = q + dump_packets.EVENT_AT
+        q += 4 + n
+        if (
+            code == xid
+            or code == xa_prepare
+            or (code == query_code and group_end(p[at : at + n - 1], standalone))
+        ):
+            return q, True, header.log_pos(p, at)
+    return q, False, 0
+
+
+def packed_count(data: bytes, q, stop, code) -> int:  # C types: scan.pxd
+    """How many of the packets `data[q:stop]` hold an event of type `code` (all: -1)."""
+    p = data
+    count = 0
+    while q < stop:
+        if code < 0 or dump_packets.event_code(p, q) == code:
+            count += 1
+        q += 4 + dump_packets.packet_len(p, q)
+    return count
+
+
+def packed_find(data: bytes, q, stop, code):  # C types: scan.pxd
+    """The offset of the first of the packets `data[q:stop]` with an event of type `code`, or
+    -1."""
+    p = data
+    while q < stop:
+        if dump_packets.event_code(p, q) == code:
+            return q
+        q += 4 + dump_packets.packet_len(p, q)
+    return -1
+
+
+def packed_statements(data: bytes, q, stop, private_db: bytes) -> list | None:  # C: scan.pxd
+    """`row_parts` over the packets `data[q:stop]`, made into the statements: each one bytes
+    object of its events (`Statement.joined`, copied once from the batch). None if a TABLE_MAP
+    names a table of `private_db` (the classifier then reads the group closely)."""
+    out: list = []
+    p = data
+    annotate = None
+    first = -1  # the open statement's first packet (-1: none open)
+    size = 0
+    db_len = len(private_db)
+    annotate_rows, table_map = constants.EventType.ANNOTATE_ROWS, constants.EventType.TABLE_MAP
+    db_at = constants.TABLE_MAP_DB_LEN_OFFSET
+    while q < stop:
+        code = dump_packets.event_code(p, q)
+        n = dump_packets.packet_len(p, q)
+        at = q + dump_packets.EVENT_AT
+        if code == annotate_rows:
+            if size:
+                out.append(_joined(data, annotate, first, q, size))
+            annotate = p[at : at + n - 1]
+            first, size = q + 4 + n, 0
+        elif dump_packets.is_row_event(code):
+            if (
+                code == table_map
+                and p[at + db_at] == db_len
+                and n - 1 >= db_at + 1 + db_len
+                and _at(p, at + db_at + 1, private_db)
+            ):
+                return None
+            if first < 0:
+                annotate, first = None, q
+            size += n - 1
+        q += 4 + n
+    if size:
+        out.append(_joined(data, annotate, first, q, size))
+    return out
+
+
+def _joined(data: bytes, annotate, first, stop, size) -> Statement:  # C types: scan.pxd
+    trace = None if annotate is None else annotate_trace(annotate)
+    return Statement(trace, None, None, dump_packets.join_rows(data, first, stop, size))
 
 
 COMPILED = is_compiled(__name__)  # this module, as it was loaded: the .so or the .py

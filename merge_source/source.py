@@ -20,11 +20,13 @@ from cdc import stage_trace
 from cdc.keys import Checkpoint, GlobalKey
 from cdc.protocol import BinlogPosition, DumpClient, DumpSettings
 from cdc.protocol.client import MysqlClient
+from cdc.protocol.dump_packets import EVENT_AT
 from cdc.protocol.packets import ProtocolError, ServerError
 from merge_source.classifier import cn_txn_id
 from merge_source.fragment import Fragment, Watermark
 from merge_source.processor import SourceProcessor
 from merge_source.renamer import NameMap
+from merge_source.scan import packed_count
 from merge_source.spill import DEFAULT_SPILL_BYTES
 
 log = logging.getLogger(__name__)
@@ -80,6 +82,10 @@ class MergeSource:
         # Shared by all sources of one MergeJoint and bounded: that is the backpressure.
         self.queue = queue
         self.stats = SourceStats()
+        # A MergeSource process reads its batches packed (`SourceProcessor.feed_packed`: no
+        # bytes object per event); in the leader's process the statements must stay lists of
+        # events (the merge and the encoder read those), so it reads them as bytes.
+        self.packed = False
         self.error: BaseException | None = None
         # After a DN restart: (the suspects looked for, CN transactions in its XA RECOVER,
         # where its binlog ended then)
@@ -164,20 +170,19 @@ class MergeSource:
     async def run(self) -> None:
         """Read the DN forever; a fatal error is kept in `error` and re-raised."""
         self.stats.started_at = time.monotonic()
-        feed_raw = self.processor.feed_raw
+        feed = self.processor.feed_packed if self.packed else self.processor.feed_raw
         stats = self.stats
         try:
-            async for file, events in self.client.raw_batches():
+            async for file, events in self.client.raw_batches(self.packed):
                 got = time.monotonic()
-                out: Batch = feed_raw(file, events)
+                out: Batch = feed(file, events)
                 if self.processor.restart_suspects is not None:
                     out += await self._settle_lost_branches()
                 if stage_trace.enabled:  # `cdc bench latency`: when each fragment was released
                     for o in out:
                         if type(o) is Fragment:
                             stage_trace.stamp("src", o.key.tso, got)
-                stats.bytes += sum(map(len, events))
-                stats.events += len(events)
+                _count(stats, events)
                 if out:
                     stats.fragments += sum(1 for o in out if isinstance(o, Fragment))
                     await self.queue.put(out)
@@ -189,3 +194,17 @@ class MergeSource:
             raise
         finally:
             await self.client.close()
+
+
+def _count(stats: SourceStats, batch: list) -> None:
+    """A batch's events and their bytes into `stats`: runs of packets (`(data, start, stop)`,
+    a packed batch) counted in one compiled pass each, without the 5-byte packet heads."""
+    for piece in batch:
+        if type(piece) is tuple:
+            data, start, stop = piece
+            n = packed_count(data, start, stop, -1)
+            stats.events += n
+            stats.bytes += stop - start - EVENT_AT * n
+        else:
+            stats.events += 1
+            stats.bytes += len(piece)

@@ -8,7 +8,7 @@ from merge_source.fragment cimport Fragment, Statement, Watermark
 cpdef list statement_events(bytes body, Py_ssize_t pos, Py_ssize_t stop)
 
 @cython.locals(i=Py_ssize_t, head=list, parts=list, events=list, stmts=list, marks=list,
-               statements=list, st=Statement)
+               statements=list, st=Statement, joined=bytes)
 cpdef _batch(object b, list items, object spill_dir)
 
 @cython.locals(n=Py_ssize_t, m=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, p=Py_ssize_t,

@@ -91,7 +91,9 @@ def _batch(b, items: list, spill_dir) -> None:  # C types: wire.pxd
             else:
                 stmts += (1, trace[0], trace[1])
             if st.span is None:
-                events.append(b"".join(st.in_memory))  # the list itself, no copy
+                # a MergeSource process's statements are one buffer already (`joined`)
+                joined = st.joined
+                events.append(b"".join(st.in_memory) if joined is None else joined)
                 continue
             if handoff is None:
                 spilled = [s.span for s in statements if s.span is not None]

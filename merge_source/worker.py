@@ -87,6 +87,7 @@ async def serve(spec: SourceSpec) -> int:
     trace = stage_trace.start(f"source-{spec.dn_name}")  # noqa: F841 (kept alive)
     queue: asyncio.Queue[Batch] = asyncio.Queue(maxsize=8)
     source = MergeSource.from_spec(spec, queue)
+    source.packed = True  # its statements cross the pipe, never reach a merge as lists here
     run = asyncio.create_task(source.run(), name="source")
     send = asyncio.create_task(_send(source, queue, out, spec.spill_dir), name="send")
     leader_gone = asyncio.create_task(stdin.read(), name="stdin")

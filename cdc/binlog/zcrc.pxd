@@ -59,3 +59,6 @@ cdef extern from *:
 
 cdef inline unsigned long crc(bytes data):
     return crc32(0, <const unsigned char*>data, <size_t>len(data))
+
+cdef inline unsigned long crc_at(const unsigned char* p, Py_ssize_t at, Py_ssize_t n) noexcept nogil:
+    return crc32(0, p + at, <size_t>n)

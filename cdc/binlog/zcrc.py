@@ -10,4 +10,9 @@ from __future__ import annotations
 
 from zlib import crc32 as crc
 
-__all__ = ["crc"]
+__all__ = ["crc", "crc_at"]
+
+
+def crc_at(data, at: int, n: int) -> int:
+    """The CRC32 of `data[at:at + n]` (compiled: of the buffer in place, no slice)."""
+    return crc(memoryview(data)[at : at + n])

@@ -31,7 +31,7 @@ from cdc.binlog.header import log_pos as header_log_pos
 from cdc.pauses import Backoff
 from cdc.protocol.client import READ_SIZE, MysqlClient
 from cdc.protocol.constants import BINLOG_DUMP_NON_BLOCK, Command
-from cdc.protocol.dump_stream import split_events
+from cdc.protocol.dump_stream import scan_events, split_events
 from cdc.protocol.packets import ERR, MAX_CHUNK, ServerError, is_eof, parse_err
 
 log = logging.getLogger(__name__)
@@ -131,10 +131,13 @@ class DumpClient:
         async for file, events in self.raw_batches():
             yield [DnEvent(file, event_pos(e), e) for e in events]
 
-    async def raw_batches(self) -> AsyncIterator[tuple[str, list[bytes]]]:
+    async def raw_batches(self, packed: bool = False) -> AsyncIterator[tuple[str, list]]:
         """`batches` without an object per event: (file, the events' bytes), every event of a
         batch in that one file; an event's position is `event_pos(data)`. The MergeSource's
-        hot path."""
+        hot path. `packed`: the plain events stay in the packets they came in, a batch's list
+        holds `(data, start, stop)` for each run of them (complete packets of plain events,
+        `merge_source/packets.py`) and the bytes of any other event (no bytes per event: a
+        MergeSource process's read)."""
         backoff = Backoff(RECONNECT_FIRST_S, self.settings.max_backoff)
         lost_at: float | None = None  # a DN away: logged when lost and when back, not per try
         while True:
@@ -147,7 +150,7 @@ class DumpClient:
                         "%s: reconnected after %.1fs", self.where(), time.monotonic() - lost_at
                     )
                     lost_at = None
-                async for batch in self._read(self._client):
+                async for batch in self._read(self._client, packed):
                     yield batch
                 return  # server sent EOF: only happens for a non-blocking dump
             except ServerError as exc:
@@ -187,7 +190,9 @@ class DumpClient:
             if have >= need:
                 return b"".join(parts) if len(parts) > 2 or data else chunk
 
-    async def _read(self, client: MysqlClient) -> AsyncIterator[tuple[str, list[bytes]]]:
+    async def _read(
+        self, client: MysqlClient, packed: bool = False
+    ) -> AsyncIterator[tuple[str, list]]:
         s = self.settings
         file = self.position.file
         verify = s.verify_checksum
@@ -199,10 +204,16 @@ class DumpClient:
             end = self.position.pos  # where the batch ends: the position once it is yielded
             while True:
                 # The fast loop takes every plain event; it stops at anything else, handled here.
-                events, pos = split_events(data, pos, verify)
-                if events:
-                    batch += events
-                    end = header_log_pos(events[-1])
+                if packed:
+                    stop, last = scan_events(data, pos, verify)
+                    if stop > pos:
+                        batch.append((data, pos, stop))
+                        pos, end = stop, last
+                else:
+                    events, pos = split_events(data, pos, verify)
+                    if events:
+                        batch += events
+                        end = header_log_pos(events[-1])
                 packet, pos, need = take_packet(data, pos)
                 if packet is None:
                     break  # the rest has not arrived yet

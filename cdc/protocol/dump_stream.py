@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from cdc.binlog import constants, header, zcrc
 from cdc.compiled import is_compiled
+from cdc.protocol import dump_packets
 from cdc.protocol.packets import MAX_CHUNK
 
-# A dump packet: 3-byte length, sequence id, the OK byte 0, then the event.
-EVENT_AT = 5
+assert MAX_CHUNK == 0xFFFFFF  # written as a literal below: a C constant, compiled
 
 
 def split_events(data: bytes, pos, verify) -> tuple[list[bytes], int]:  # C: dump_stream.pxd
@@ -25,33 +25,55 @@ def split_events(data: bytes, pos, verify) -> tuple[list[bytes], int]:  # C: dum
     out: list[bytes] = []
     append = out.append
     end = len(data)
-    residue, max_chunk, event_at = constants.CRC32_RESIDUE, MAX_CHUNK, EVENT_AT
-    rotate, heartbeat = constants.EventType.ROTATE, constants.EventType.HEARTBEAT
-    min_packet = event_at + constants.HEADER_LEN
+    p = data  # compiled: the bytes' buffer (dump_stream.pxd)
+    while True:
+        stop = _plain_event(data, pos, end, verify)
+        if stop < 0:
+            return out, pos
+        append(p[pos + dump_packets.EVENT_AT : stop])  # compiled: bytes straight from the buffer
+        pos = stop
+
+
+def scan_events(data: bytes, pos, verify) -> tuple[int, int]:  # C: dump_stream.pxd
+    """`split_events` that leaves the events in `data`, as their packets (a MergeSource
+    process's batch: merge_source/packets.py): the offset it stopped at, and the log_pos of
+    the last event taken (0: none)."""
+    end = len(data)
+    last = 0
+    p = data  # compiled: the bytes' buffer (dump_stream.pxd)
+    while True:
+        stop = _plain_event(data, pos, end, verify)
+        if stop < 0:
+            return pos, last
+        last = header.log_pos(p, pos + dump_packets.EVENT_AT)
+        pos = stop
+
+
+def _plain_event(data: bytes, pos, end, verify):  # C types: dump_stream.pxd
+    """Where the packet at `pos` ends if it is a complete plain event of the file (its CRC
+    checked if `verify`), else -1."""
     # Compiled, `p` is the bytes' buffer (dump_stream.pxd) and the header fields are read from
     # it in C, no tuple nor int object per event; as Python it is the bytes and the same code
     # indexes it.
     p = data
-    while end - pos >= min_packet:
-        length = p[pos] | p[pos + 1] << 8 | p[pos + 2] << 16
-        stop = pos + 4 + length
-        if p[pos + 4] != 0 or length <= constants.HEADER_LEN or length >= max_chunk or stop > end:
-            break
-        at = pos + event_at
-        code = p[at + header.OFF_TYPE]
-        if (
-            header.event_size(p, at) != length - 1
-            or header.log_pos(p, at) == 0
-            or code == rotate
-            or code == heartbeat
-        ):
-            break
-        event = p[at:stop]  # compiled: bytes straight from the buffer, no slice object
-        if verify and zcrc.crc(event) != residue:  # compiled: zlib's C function (zcrc.pxd)
-            break
-        append(event)
-        pos = stop
-    return out, pos
+    if end - pos < dump_packets.EVENT_AT + constants.HEADER_LEN:
+        return -1
+    length = p[pos] | p[pos + 1] << 8 | p[pos + 2] << 16
+    stop = pos + 4 + length
+    if p[pos + 4] != 0 or length <= constants.HEADER_LEN or length >= 0xFFFFFF or stop > end:
+        return -1
+    at = pos + dump_packets.EVENT_AT
+    code = p[at + header.OFF_TYPE]
+    if (
+        header.event_size(p, at) != length - 1
+        or header.log_pos(p, at) == 0
+        or code == constants.EventType.ROTATE
+        or code == constants.EventType.HEARTBEAT
+    ):
+        return -1
+    if verify and zcrc.crc_at(p, at, stop - at) != constants.CRC32_RESIDUE:  # C: zcrc.pxd
+        return -1
+    return stop
 
 
 COMPILED = is_compiled(__name__)  # this module, as it was loaded: the .so or the .py

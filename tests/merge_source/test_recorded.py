@@ -16,6 +16,7 @@ import pytest
 from cdc.binlog.fde import FormatDescription
 from cdc.keys import Checkpoint, Kind, stream_name
 from cdc.protocol import DnEvent
+from cdc.protocol.dump_stream import scan_events
 from merge_source.classifier import (
     FL_PREPARED_XA,
     Classifier,
@@ -28,7 +29,9 @@ from merge_source.fragment import Fragment, FragmentKind, Watermark
 from merge_source.group import GTID_FLAGS2_OFFSET, BinlogGroup, GroupAssembler
 from merge_source.processor import SourceProcessor, file_number
 from merge_source.renamer import NameMap
+from merge_source.scan import packed_count, packed_events
 from merge_source.sorter import binlog_seq
+from merge_source.wire import collapse_watermarks, encode_batch
 from tests.merge_source.record_fixtures import EXPECTED_FILE, load_events
 
 EXPECTED = json.loads(EXPECTED_FILE.read_text())
@@ -288,3 +291,71 @@ def test_commit_record_fast_path_agrees_with_the_generic_row_decoder():
             and table_name(table_maps[e.data[19:25]])[1] == b"__cdc_tx_log__"
         ):
             assert fast_commit_records(e.data, 4), e
+
+
+def dump_packets(events: list[bytes]) -> bytes:
+    """`events` as a DN sends them in a binlog dump: a packet each (length, id, OK byte)."""
+    return b"".join((len(e) + 1).to_bytes(3, "little") + b"\0\0" + e for e in events)
+
+
+def packed_batches(events: list[DnEvent], size: int) -> list[tuple[str, list]]:
+    """`events` as a MergeSource process reads them (`DumpClient.raw_batches(packed=True)`):
+    batches of `size` events of one file, the plain events left in their dump packets
+    (`(data, start, stop)` runs) and any other event (ROTATE, STOP...) as its bytes."""
+    out = []
+    for i in range(0, len(events), size):
+        by_file: dict[str, list[bytes]] = {}
+        for e in events[i : i + size]:
+            by_file.setdefault(e.file, []).append(e.data)
+        for file, datas in by_file.items():
+            packets = dump_packets(datas)
+            pieces: list = []
+            pos = k = 0
+            while pos < len(packets):
+                stop, _last = scan_events(packets, pos, True)
+                if stop > pos:
+                    pieces.append((packets, pos, stop))
+                    k += packed_count(packets, pos, stop, -1)
+                    pos = stop
+                if pos < len(packets):  # not a plain event of the file: as bytes
+                    pieces.append(datas[k])
+                    pos += 5 + len(datas[k])
+                    k += 1
+            out.append((file, pieces))
+    return out
+
+
+@pytest.mark.parametrize("size", [2, 7, 50, len(EVENTS)])
+def test_packed_batches_give_the_same_frames_and_checkpoints(size: int):
+    """A MergeSource process's read (`feed_packed`: groups as ranges of the dump batch, their
+    statements one buffer each) sends the leader the same bytes as `feed_raw`, renamed
+    statements and dropped tables included, and keeps the same checkpoints."""
+    raw, packed = (SourceProcessor(DN, wait_for_start=True) for _ in range(2))
+    fragments = 0
+    for file, pieces in packed_batches(EVENTS, size):
+        datas = [p for piece in pieces for p in _events_of(piece)]
+        a, b = raw.feed_raw(file, datas), packed.feed_packed(file, pieces)
+        assert encode_batch(collapse_watermarks(b)) == encode_batch(collapse_watermarks(a))
+        assert packed.checkpoint() == raw.checkpoint()
+        fragments += sum(type(o) is Fragment for o in b)
+    assert fragments == len(feed_all(SourceProcessor(DN, wait_for_start=True)).fragments()) > 10
+    assert packed.names == raw.names is not None
+
+
+def test_packed_groups_larger_than_the_spill_threshold_spill(run: Run, tmp_path):
+    processor = SourceProcessor(DN, wait_for_start=True, spill_bytes=1, spill_dir=str(tmp_path))
+    out = []
+    for file, pieces in packed_batches(EVENTS, 50):
+        out += processor.feed_packed(file, pieces)
+    fragments = [o for o in out if isinstance(o, Fragment)]
+    assert [list(f.iter_events()) for f in fragments] == [
+        list(f.iter_events()) for f in run.fragments()
+    ]
+    assert all(s.spilled for f in fragments for s in f.statements)
+
+
+def _events_of(piece) -> list[bytes]:
+    if type(piece) is tuple:
+        data, start, stop = piece
+        return packed_events(data, start, stop)
+    return [piece]
