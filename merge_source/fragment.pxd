@@ -7,6 +7,8 @@ cdef class Statement:
     cdef public object trace_id
     cdef public list in_memory
     cdef public object span
+    # The leader's: the events as they crossed the pipe, in one bytes (fragment.py).
+    cdef public bytes packed
 
 cdef class Fragment:
     cdef public object key

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from enum import Enum
 from typing import Any
 
+from cdc.binlog.header import event_size
 from cdc.keys import GlobalKey, SortKey, global_key
 from merge_source.spill import EventSpan
 
@@ -34,31 +35,43 @@ class Statement:
     streams them one by one and is the accessor for code that must handle huge transactions.
     The per-event loops read `in_memory` when `span` is None: the list itself, no call.
 
+    On the leader a statement that crossed the pipe from a MergeSource process is `packed`: its
+    events concatenated in one bytes object as they came (each carries its size in its header),
+    `in_memory` None. The leader's encoder walks it in C, so no bytes object is made per event;
+    `events` and `iter_events()` split it for any other reader.
+
     Typed fields in fragment.pxd (compiled: a cdef class, its fields read in C by the
     compiled modules that cimport it).
     """
 
-    __slots__ = ("trace_id", "in_memory", "span")
+    __slots__ = ("trace_id", "in_memory", "span", "packed")
 
     def __init__(
         self,
         trace_id: TraceId | None,
         events: list[bytes] | None = None,
         span: EventSpan | None = None,
+        packed: bytes | None = None,
     ):
         self.trace_id = trace_id
-        self.in_memory: list[bytes] = [] if events is None else events
+        # (None when packed: a reader that forgot `packed` fails loudly, never sees no events)
+        self.in_memory: list[bytes] | None = (
+            None if packed is not None else [] if events is None else events
+        )
         self.span = span
+        self.packed = packed
 
     @property
     def events(self) -> list[bytes]:
         if self.span is not None:
             return list(self.span)
+        if self.packed is not None:
+            return split_packed(self.packed)
         return self.in_memory
 
     @events.setter
     def events(self, events: list[bytes]) -> None:
-        self.in_memory, self.span = events, None
+        self.in_memory, self.span, self.packed = events, None, None
 
     @property
     def spilled(self) -> bool:
@@ -67,15 +80,19 @@ class Statement:
     @property
     def count(self) -> int:
         """Number of events (without reading a spilled statement back)."""
-        return self.span.count if self.span is not None else len(self.in_memory)
+        if self.span is not None:
+            return self.span.count
+        return len(self.in_memory if self.packed is None else split_packed(self.packed))
 
     @property
     def size(self) -> int:
         """Bytes of its events (without reading a spilled statement back)."""
-        return self.span.size if self.span is not None else sum(map(len, self.in_memory))
+        if self.span is not None:
+            return self.span.size
+        return sum(map(len, self.in_memory)) if self.packed is None else len(self.packed)
 
     def iter_events(self) -> Iterator[bytes]:
-        return iter(self.span if self.span is not None else self.in_memory)
+        return iter(self.span if self.span is not None else self.events)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Statement):
@@ -85,8 +102,20 @@ class Statement:
     __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaced
 
     def __repr__(self) -> str:
-        where = f"spilled {self.span.size} bytes" if self.span is not None else self.in_memory
+        where = f"spilled {self.span.size} bytes" if self.span is not None else self.events
         return f"Statement(trace_id={self.trace_id!r}, events={where!r})"
+
+
+def split_packed(packed: bytes) -> list[bytes]:
+    """The events of a packed statement (`Statement.packed`), each as its own bytes. The wire's
+    decode checked that their sizes add up."""
+    events = []
+    pos = 0
+    while pos < len(packed):
+        n = event_size(packed, pos)
+        events.append(packed[pos : pos + n])
+        pos += n
+    return events
 
 
 class Fragment:

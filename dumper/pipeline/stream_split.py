@@ -69,11 +69,12 @@ class StreamSplitter:
         stream_of = self.router.stream_of
         for st in txn.statements:
             # (a spilled statement: its first events read from the spill file, the rest not)
-            stream = self._one_stream(st.in_memory if st.span is None else st.iter_events())
+            in_memory = st.span is None and st.packed is None  # (packed: as it crossed the pipe)
+            stream = self._one_stream(st.in_memory if in_memory else st.iter_events())
             if stream is not None:  # the common case: whole, no copy, no look at its rows
                 parts.setdefault(stream, []).append(st)
                 continue
-            events = st.in_memory if st.span is None else list(st.iter_events())
+            events = st.in_memory if in_memory else st.events
             by_tid: dict[bytes, int] = {}  # the statement's DN table ids → their stream
             per: dict[int, list[bytes]] = {}
             for e in events:

@@ -1,7 +1,7 @@
 # C types for txn_encoder.py when Cython compiles it (an augmenting .pxd: the .py stays plain Python).
 import cython
 
-from cdc.binlog cimport constants, header
+from cdc.binlog cimport constants, header, splice
 # (Aliased: the .py imports the same classes by their packages' public names, which a cimport
 # of those names would shadow.)
 from merge_joint.merger cimport Transaction as CTransaction
@@ -13,10 +13,18 @@ cdef class EventPatcher:
     cdef public dict by_content
 
     cpdef bytes table_id(self, bytes table_map)
+    cpdef bytes table_id_at(self, bytes buf, Py_ssize_t pos, Py_ssize_t n)
 
     @cython.locals(n=Py_ssize_t, ids=dict, st=CStatement)
     cpdef Py_ssize_t encode_rows(self, bytearray out, list statements,
                                  unsigned int timestamp) except -1
+
+    @cython.locals(ids=dict, last_dn="unsigned long long", dn_tid="unsigned long long",
+                   last_tid=bytes, tid=bytes, count=Py_ssize_t, pos=Py_ssize_t, stop=Py_ssize_t,
+                   n=Py_ssize_t, at=Py_ssize_t, extra=Py_ssize_t, code=int, v1=bint,
+                   p="const unsigned char*", q="unsigned char*")
+    cpdef Py_ssize_t put_packed(self, bytearray out, bytes packed,
+                                unsigned int timestamp) except -1
 
     @cython.locals(p="const unsigned char*", code=int, at=Py_ssize_t, extra=Py_ssize_t,
                    q="unsigned char*", tid=bytes)

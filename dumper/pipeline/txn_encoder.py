@@ -17,7 +17,7 @@ import re
 import struct
 from collections.abc import Iterator
 
-from cdc.binlog import constants, header
+from cdc.binlog import constants, header, splice
 from cdc.binlog.constants import CHECKSUM_LEN, HEADER_LEN, ROWS_V2_NO_EXTRA, EventType
 from cdc.binlog.events import (
     CHECKPOINT_MARK,
@@ -45,6 +45,8 @@ NO_CRC = bytes(CHECKSUM_LEN)  # a CRC slot the writer fills
 _TS = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
+_TID_END = constants.TABLE_ID_OFFSET + constants.TABLE_ID_LEN  # a TABLE_MAP's content from here
+_NO_TABLE = 1 << 48  # no 6-byte table id is this
 _MARK_TAIL = struct.Struct("<IIH")  # the mark's header from event size on: size, log_pos, flags
 # Enum members as module constants: an `Enum` class attribute lookup costs more than the
 # byte patching of an event (the interpreted metaclass), once per transaction or more.
@@ -77,10 +79,15 @@ class EventPatcher:
 
     def table_id(self, table_map: bytes) -> bytes:
         """The logical table id (6 bytes) for a TABLE_MAP event, cached by its content."""
-        content = table_map[constants.TABLE_ID_OFFSET + constants.TABLE_ID_LEN : -CHECKSUM_LEN]
+        return self.table_id_at(table_map, 0, len(table_map))
+
+    def table_id_at(self, buf: bytes, pos, n) -> bytes:
+        """`table_id` of the TABLE_MAP event `buf[pos:pos + n]` (the event itself is sliced
+        out only for a content not seen before)."""
+        content = buf[pos + _TID_END : pos + n - CHECKSUM_LEN]
         tid = self.by_content.get(content)
         if tid is None:
-            tid = self.table_ids.id_for(*table_name(table_map))
+            tid = self.table_ids.id_for(*table_name(buf[pos : pos + n]))
             tid = tid.to_bytes(constants.TABLE_ID_LEN, "little")
             self.by_content[content] = tid
         return tid
@@ -94,10 +101,58 @@ class EventPatcher:
         Returns how many."""
         n = 0
         for st in statements:
+            if st.packed is not None:  # as it crossed the pipe (the leader's common case)
+                n += self.put_packed(out, st.packed, timestamp)
+                continue
             ids: dict = {}  # DN table id (6 raw bytes) -> logical id (6 bytes), per statement
             for e in st.in_memory if st.span is None else st.iter_events():
                 n += self.put_event(out, e, ids, timestamp)
         return n
+
+    def put_packed(self, out: bytearray, packed: bytes, timestamp) -> int:
+        """`put_event` of every event of a packed statement (`Statement.packed`), each read
+        where it lies and copied once, straight into `out`: no bytes object per event. The
+        wire's decode checked the sizes. Returns how many were appended. (Typed in
+        txn_encoder.pxd.)"""
+        ids: dict = {}  # DN table id (an int) -> logical id (6 bytes), per statement
+        last_dn = _NO_TABLE  # the last one looked up: a rows event follows its TABLE_MAP
+        last_tid = b""
+        count = 0
+        pos = 0
+        stop = len(packed)
+        p = packed  # C: the bytes' buffer
+        while pos < stop:
+            n = header.event_size(p, pos)
+            code = p[pos + header.OFF_TYPE]
+            v1 = constants.EventType.WRITE_ROWS_V1 <= code <= constants.EventType.DELETE_ROWS_V1
+            if code == constants.EventType.TABLE_MAP:
+                dn_tid = header.table_id(p, pos)
+                tid = ids[dn_tid] = self.table_id_at(packed, pos, n)
+                last_dn, last_tid = dn_tid, tid
+            elif v1 or constants.EventType.WRITE_ROWS <= code <= constants.EventType.DELETE_ROWS:
+                dn_tid = header.table_id(p, pos)
+                if dn_tid == last_dn:
+                    tid = last_tid
+                else:
+                    tid = ids.get(dn_tid)
+                    if tid is None:
+                        raise OrphanRows()
+                    last_dn, last_tid = dn_tid, tid
+            else:
+                pos += n
+                continue
+            if v1:  # rows v1 → v2: MySQL v2's extra-data length, after the flags
+                extra = constants.ROWS_EXTRA_OFFSET
+                at = splice.append_gap(out, p, pos, n, extra, ROWS_V2_NO_EXTRA)
+                code += constants.ROWS_V1_TO_V2_STEP
+            else:
+                at = splice.append(out, p, pos, n)
+            q = out  # C: the bytearray's buffer, taken after it grew
+            header.write_head(q, at, timestamp, code, self.server_id, len(out) - at)
+            header.write_table_id(q, at, tid)
+            count += 1
+            pos += n
+        return count
 
     def put_event(self, out: bytearray, e, ids, timestamp) -> int:
         """Append DN event `e` patched for the global binlog, if it is a TABLE_MAP or rows
@@ -151,7 +206,13 @@ def has_events(statements) -> bool:  # C types: txn_encoder.pxd
     """Whether any statement holds an event (`any(st.count ...)` without a generator and a
     property call per statement: once per transaction on the leader's path)."""
     for st in statements:
-        if st.in_memory if st.span is None else st.span.count:
+        if st.span is not None:
+            if st.span.count:
+                return True
+        elif st.packed is not None:
+            if st.packed:
+                return True
+        elif st.in_memory:
             return True
     return False
 
