@@ -11,8 +11,11 @@ cdef class EventPatcher:
     cdef public unsigned int server_id
     cdef public object table_ids
     cdef public dict by_content
+    cdef public bytes last_content
+    cdef public bytes last_tid
 
     cpdef bytes table_id(self, bytes table_map)
+    @cython.locals(start=Py_ssize_t, size=Py_ssize_t, last=bytes, content=bytes, tid=bytes)
     cpdef bytes table_id_at(self, bytes buf, Py_ssize_t pos, Py_ssize_t n)
 
     @cython.locals(n=Py_ssize_t, ids=dict, st=CStatement)
@@ -39,3 +42,25 @@ cpdef bint has_events(list statements) except -1
 
 @cython.locals(st=CStatement)
 cpdef bint has_spilled(list statements) except -1
+
+cdef class TransactionEncoder:
+    cdef public unsigned int server_id
+    cdef public bint gtids
+    cdef public str flavor
+    cdef public object mark
+    cdef public object table_ids
+    cdef public EventPatcher patcher
+    cdef public unsigned long long _xid
+    cdef public bytes _begin_tail
+    cdef public bytes _gtid_tail
+    cdef public bytes _ddl_gtid_tail
+    cdef public bytes _xid_head
+    cdef public bytes _mark_head
+    cdef public dict _mark_prefixes
+
+    @cython.locals(at=Py_ssize_t, q="unsigned char*")
+    cpdef _xid_into(self, bytearray out, bytes ts)
+
+    @cython.locals(tso="unsigned long long", dn="unsigned long long", seq="unsigned long long",
+                   local=bint, n=Py_ssize_t, prefix=bytes)
+    cpdef _mark_into(self, bytearray out, object key, bytes ts)

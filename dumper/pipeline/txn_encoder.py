@@ -47,6 +47,8 @@ _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
 _TID_END = constants.TABLE_ID_OFFSET + constants.TABLE_ID_LEN  # a TABLE_MAP's content from here
 _NO_TABLE = 1 << 48  # no 6-byte table id is this
+_XID_TAIL = bytes(8 + CHECKSUM_LEN)  # an XID event's value and CRC slot, patched in place
+_LOCAL_AT = b"::L"  # a local transaction's mark: CTS::<tso>::L<dn>.<seq>
 _MARK_TAIL = struct.Struct("<IIH")  # the mark's header from event size on: size, log_pos, flags
 # Enum members as module constants: an `Enum` class attribute lookup costs more than the
 # byte patching of an event (the interpreted metaclass), once per transaction or more.
@@ -68,7 +70,7 @@ class EventPatcher:
     event, the header written by the codec's writers (`cdc.binlog.header`) into the
     bytearray's buffer."""
 
-    __slots__ = ("server_id", "table_ids", "by_content")
+    __slots__ = ("server_id", "table_ids", "by_content", "last_content", "last_tid")
 
     def __init__(self, server_id: int, table_ids: TableIdMap):
         self.server_id = server_id
@@ -76,6 +78,8 @@ class EventPatcher:
         # TABLE_MAP content (names + columns, DN table id excluded) -> 6-byte logical id.
         # Cleared when a DDL bumps a table's id (`forget`).
         self.by_content: dict[bytes, bytes] = {}
+        self.last_content: bytes | None = None  # the last TABLE_MAP content looked up
+        self.last_tid: bytes | None = None  # and its id
 
     def table_id(self, table_map: bytes) -> bytes:
         """The logical table id (6 bytes) for a TABLE_MAP event, cached by its content."""
@@ -84,17 +88,26 @@ class EventPatcher:
     def table_id_at(self, buf: bytes, pos, n) -> bytes:
         """`table_id` of the TABLE_MAP event `buf[pos:pos + n]` (the event itself is sliced
         out only for a content not seen before)."""
-        content = buf[pos + _TID_END : pos + n - CHECKSUM_LEN]
+        start = pos + _TID_END
+        size = n - _TID_END - CHECKSUM_LEN
+        # The last content looked up, compared in place: a catch-up's statements mostly map
+        # the table of the one before (no slice, no hash of it).
+        last = self.last_content
+        if last is not None and splice.same(buf, start, size, last):
+            return self.last_tid
+        content = buf[start : start + size]
         tid = self.by_content.get(content)
         if tid is None:
-            tid = self.table_ids.id_for(*table_name(buf[pos : pos + n]))
-            tid = tid.to_bytes(constants.TABLE_ID_LEN, "little")
+            number = self.table_ids.id_for(*table_name(buf[pos : pos + n]))
+            tid = number.to_bytes(constants.TABLE_ID_LEN, "little")
             self.by_content[content] = tid
+        self.last_content, self.last_tid = content, tid
         return tid
 
     def forget(self) -> None:
         """A table's id changed (a DDL): its next TABLE_MAP asks `table_ids` again."""
         self.by_content.clear()
+        self.last_content = self.last_tid = None
 
     def encode_rows(self, out: bytearray, statements, timestamp) -> int:
         """Every TABLE_MAP and rows event of `statements` appended to `out` by `put_event`.
@@ -228,6 +241,8 @@ def has_spilled(statements) -> bool:  # C types: txn_encoder.pxd
 
 class TransactionEncoder:
     """Encodes transactions for one writer (its XID counter and table ids are stream state).
+    Compiled, a cdef class (txn_encoder.pxd): its fields are C struct reads, its per
+    transaction helpers C calls.
 
     Per event of a data transaction the work is: one copy of the DN bytes into a bytearray,
     one header pack (timestamp, type, server_id, size), the 6-byte table id slice and, for a
@@ -236,6 +251,22 @@ class TransactionEncoder:
     (`fastpath.stamp_positions`). BEGIN, XID and the CTS mark are built from pre-encoded
     templates.
     """
+
+    __slots__ = (
+        "server_id",
+        "gtids",
+        "flavor",
+        "mark",
+        "table_ids",
+        "patcher",
+        "_xid",
+        "_begin_tail",
+        "_gtid_tail",
+        "_ddl_gtid_tail",
+        "_xid_head",
+        "_mark_head",
+        "_mark_prefixes",
+    )
 
     def __init__(
         self,
@@ -334,12 +365,12 @@ class TransactionEncoder:
         if self.gtids:
             if gtid_at is not None:
                 gtid_at.append(len(out))
-            out += ts
-            out += self._gtid_tail
+            splice.extend(out, ts)
+            splice.extend(out, self._gtid_tail)
             n = 3
         if self._begin_tail:
-            out += ts
-            out += self._begin_tail
+            splice.extend(out, ts)
+            splice.extend(out, self._begin_tail)
             n += 1
         patcher: EventPatcher = self.patcher  # compiled: encode_rows a C call
         try:
@@ -347,7 +378,7 @@ class TransactionEncoder:
         except OrphanRows:
             raise self._orphan(txn) from None
         self._xid_into(out, ts)
-        self._mark_into(out, txn, ts)
+        self._mark_into(out, txn.key, ts)
         return n
 
     def _rows(self, txn: Transaction, timestamp: int) -> Iterator[bytes | bytearray]:
@@ -376,31 +407,43 @@ class TransactionEncoder:
 
     def _mark(self, txn: Transaction, timestamp: int) -> bytes:
         out = bytearray()
-        self._mark_into(out, txn, _TS.pack(timestamp))
+        self._mark_into(out, txn.key, _TS.pack(timestamp))
         return bytes(out)
 
-    # Appended piece by piece: a bytes concatenation per field cost more than the event.
+    # Appended piece by piece (`splice.extend`: a resize and a copy in C), the numbers
+    # written in place: a bytes concatenation or formatting per field cost more than the event.
     def _xid_into(self, out: bytearray, ts: bytes) -> None:
         self._xid += 1
-        out += ts
-        out += self._xid_head
-        out += _U64.pack(self._xid)
-        out += NO_CRC
+        splice.extend(out, ts)
+        splice.extend(out, self._xid_head)
+        at = splice.extend(out, _XID_TAIL)
+        q = out  # C: the bytearray's buffer, taken after it grew
+        splice.write_u64(q, at, self._xid)
 
-    def _mark_into(self, out: bytearray, txn: Transaction, ts: bytes) -> None:
-        key = txn.key
-        # `cts_text`, inlined (once per transaction): local transactions share a TSO, so
-        # their mark carries their key too.
-        mark = b"%s%d" % (CTS_PREFIX, key[0])
-        if key[1] != _BRANCH:
-            mark += b"::L%d.%d" % (key[2], key[3])
-        prefix = self._mark_prefixes.get(len(mark))
+    def _mark_into(self, out: bytearray, key, ts: bytes) -> None:
+        """The CTS mark of the transaction of global key `key`: `CTS::<tso>`, and for a local
+        transaction (they share a TSO) `::L<dn>.<seq>` too (`cts_text`, written in place)."""
+        tso = key[0]
+        local = key[1] != _BRANCH
+        n = len(CTS_PREFIX) + splice.decimal_len(tso)
+        dn = seq = 0
+        if local:
+            dn = key[2]
+            seq = key[3]
+            n += len(_LOCAL_AT) + splice.decimal_len(dn) + 1 + splice.decimal_len(seq)
+        prefix = self._mark_prefixes.get(n)
         if prefix is None:
-            prefix = self._mark_prefixes[len(mark)] = self._mark_prefix(len(mark))
-        out += ts
-        out += prefix
-        out += mark
-        out += NO_CRC
+            prefix = self._mark_prefixes[n] = self._mark_prefix(n)
+        splice.extend(out, ts)
+        splice.extend(out, prefix)
+        splice.extend(out, CTS_PREFIX)
+        splice.append_decimal(out, tso)
+        if local:
+            splice.extend(out, _LOCAL_AT)
+            splice.append_decimal(out, dn)
+            splice.extend(out, b".")
+            splice.append_decimal(out, seq)
+        splice.extend(out, NO_CRC)
 
     def _mark_prefix(self, text_len: int) -> bytes:
         """A mark's header from its type on, and its body before a text of `text_len` bytes."""
