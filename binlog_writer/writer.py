@@ -545,7 +545,20 @@ class BinlogWriter:
     ) -> TxnPosition:
         self._pos = end = start + len(buf)
         name = self._file_name
-        if self._buffer_size:
+        if (
+            self._buffer_size
+            and not self._pending
+            and len(buf) >= self._buffer_size
+            and self._stream_start is None
+        ):
+            # What the buffered branch would do at once (a full buffer is flushed), without
+            # first copying a batch of this size into a fresh buffer.
+            self._write_all(self._fd, buf)  # type: ignore[arg-type]
+            self._whole = (self._number, end)
+            self._unsynced += txns
+            if self.fsync.mode != FsyncMode.NEVER:
+                self.sync()
+        elif self._buffer_size:
             self._pending += buf
             self._unsynced += txns
             if len(self._pending) >= self._buffer_size or (

@@ -10,7 +10,9 @@ then on no source can produce anything that sorts before it.
 Each source's fragments wait in their own FIFO queue (they arrive in key order): the next
 transaction is the smallest head, and every head with that key is one of its fragments. A
 handful of comparisons per transaction, where a heap over every waiting fragment cost two
-tuple comparisons per level of a heap thousands deep during a catch-up.
+tuple comparisons per level of a heap thousands deep during a catch-up. A waiting fragment
+carries its global key's four fields as C integers (`_Entry`), so those comparisons are C
+compares rather than tuple ones, and the key's tuple is made once per transaction it emits.
 
 Compiled (cdc/compiled.py), with C types in merger.pxd: the fields of the fragments and
 watermarks it reads, once or more per fragment, are C struct reads of merge_source's cdef
@@ -18,8 +20,6 @@ classes (fragment.pxd), where interpreted code pays a descriptor call for each.
 """
 
 from __future__ import annotations
-
-from collections import deque
 
 from cdc.keys import GlobalKey, Kind, SortKey, lift
 from merge_source import Fragment, FragmentKind, Statement, Watermark
@@ -81,6 +81,62 @@ class Transaction:
         return sum(f.size for f in self.fragments)
 
 
+class _Entry:
+    """A fragment waiting in its source's queue, with its global key's fields (tso, kind, dn,
+    seq: typed in merger.pxd)."""
+
+    __slots__ = ("tso", "kind", "dn", "seq", "item")
+
+    def __init__(self, tso, kind, dn, seq, item):
+        self.tso = tso
+        self.kind = kind
+        self.dn = dn
+        self.seq = seq
+        self.item = item
+
+    def global_key(self) -> GlobalKey:
+        """The key as a `GlobalKey` (`global_key()`, inlined: C builds the tuple)."""
+        k = self.item.key
+        if self.kind == 0:  # a branch (Kind.BRANCH), its key shared by every fragment
+            return _new_tuple(GlobalKey, (k[0], _BRANCH, 0, 0))
+        return _new_tuple(GlobalKey, (k[0], k[1], self.item.dn, k[2]))
+
+
+def _less(a: _Entry, b: _Entry) -> bool:  # C types: merger.pxd
+    """Whether `a`'s global key sorts before `b`'s (the tuples' order, field by field)."""
+    if a.tso != b.tso:
+        return a.tso < b.tso
+    if a.kind != b.kind:
+        return a.kind < b.kind
+    if a.dn != b.dn:
+        return a.dn < b.dn
+    return a.seq < b.seq
+
+
+def _same(a: _Entry, b: _Entry) -> bool:  # C types: merger.pxd
+    return a.tso == b.tso and a.kind == b.kind and a.dn == b.dn and a.seq == b.seq
+
+
+class _Queue:
+    """One source's waiting fragments in key order: a list read from `head` on (a pop moves
+    `head`; the list is cut when it empties or its popped part grows large)."""
+
+    __slots__ = ("entries", "head")
+
+    def __init__(self) -> None:
+        self.entries: list[_Entry] = []
+        self.head = 0
+
+    def pop(self) -> None:
+        self.head += 1
+        if self.head == len(self.entries):
+            self.entries = []
+            self.head = 0
+        elif self.head >= 4096 and 2 * self.head >= len(self.entries):
+            del self.entries[: self.head]
+            self.head = 0
+
+
 class Merger:
     def __init__(self, sources: dict[int, SortKey | None]):
         """`sources`: DN id -> its watermark at start (None: nothing released yet)."""
@@ -89,8 +145,9 @@ class Merger:
         }
         # Per source: its fragments not emitted yet, with their global keys, in key order. A
         # removed source keeps its queue until that is emitted.
-        self._queues: dict[int, deque[tuple[GlobalKey, Fragment]]] = {}
+        self._queues: dict[int, _Queue] = {}
         self.last_emitted: GlobalKey | None = None
+        self._last: _Entry | None = None  # the key of `last_emitted`, for C compares
 
     @property
     def sources(self) -> list[int]:
@@ -153,20 +210,25 @@ class Merger:
         if dn not in self._wm:
             raise MergeError(f"fragment from unknown source dn{dn}")
         k = item.key
-        # global_key(), inlined: this runs once per fragment
-        key = _new_tuple(
-            GlobalKey,
-            (k[0], _BRANCH, 0, 0) if k[1] == _BRANCH else (k[0], k[1], dn, k[2]),
-        )
-        last = self.last_emitted
-        if last is not None and key <= last:
-            raise MergeError(f"dn{dn} delivered {key} after {last} was emitted")
+        # global_key()'s fields: every fragment of a CN transaction shares (tso, BRANCH, 0, 0)
+        if k[1] == _BRANCH:
+            entry = _Entry(k[0], 0, 0, 0, item)
+        else:
+            entry = _Entry(k[0], k[1], dn, k[2], item)
+        last = self._last
+        if last is not None and not _less(last, entry):
+            key = entry.global_key()
+            raise MergeError(f"dn{dn} delivered {key} after {self.last_emitted} was emitted")
         queue = self._queues.get(dn)
         if queue is None:
-            queue = self._queues[dn] = deque()
-        elif queue and key < queue[-1][0]:
-            raise MergeError(f"dn{dn} delivered {key} after {queue[-1][0]}, out of its order")
-        queue.append((key, item))
+            queue = self._queues[dn] = _Queue()
+        else:
+            entries = queue.entries
+            if len(entries) > queue.head and _less(entry, entries[len(entries) - 1]):
+                key = entry.global_key()
+                before = entries[len(entries) - 1].global_key()
+                raise MergeError(f"dn{dn} delivered {key} after {before}, out of its order")
+        queue.entries.append(entry)
 
     def pop_ready(self) -> list[Transaction]:
         """Transactions every source has passed, in order. Stops right after a marker (an
@@ -176,23 +238,32 @@ class Merger:
         out: list[Transaction] = []
         if low is None:
             return out
-        queues = self._queues.values()
+        bound = _Entry(low[0], low[1], low[2], low[3], None)
+        queues = list(self._queues.values())
         while True:
-            key = None
+            best = None
             for queue in queues:
-                if queue and (key is None or queue[0][0] < key):
-                    key = queue[0][0]
-            if key is None or key > low:
+                if queue.head < len(queue.entries):
+                    entry = queue.entries[queue.head]
+                    if best is None or _less(entry, best):
+                        best = entry
+            if best is None or _less(bound, best):
                 return out
             # Its fragments: the head of each source with that key (more than one from one
             # source is a protocol error that coalesce reports).
             fragments = []
             for queue in queues:
-                while queue and queue[0][0] == key:
-                    fragments.append(queue.popleft()[1])
+                while queue.head < len(queue.entries):
+                    entry = queue.entries[queue.head]
+                    if not _same(entry, best):
+                        break
+                    fragments.append(entry.item)
+                    queue.pop()
+            key = best.global_key()
             txn = coalesce(key, fragments)
             out.append(txn)
             self.last_emitted = key
+            self._last = best
             if txn.kind is _INSTRUCTION:
                 return out
 
@@ -208,7 +279,7 @@ def coalesce(key: GlobalKey, fragments: list[Fragment]) -> Transaction:
                     f"txn {first.txn_id} at TSO {key[0]}: fragments from DNs {[first.dn]} but the "
                     f"commit record names participants {sorted(expected)}; a fragment is missing"
                 )
-        return Transaction(key, first.txn_id, first.kind, fragments, list(first.statements))
+        return _transaction(key, first.txn_id, first.kind, fragments, list(first.statements))
     if key[1] == _BRANCH:
         dns = []
         expected: tuple = ()
@@ -241,4 +312,16 @@ def coalesce(key: GlobalKey, fragments: list[Fragment]) -> Transaction:
             numbered.append((s.trace_id or _NO_TRACE, f.dn, i, s))
             i += 1
     numbered.sort()
-    return Transaction(key, first.txn_id, first.kind, fragments, [t[3] for t in numbered])
+    return _transaction(key, first.txn_id, first.kind, fragments, [t[3] for t in numbered])
+
+
+def _transaction(key, txn_id, kind, fragments: list, statements: list) -> Transaction:  # C types
+    """`Transaction(...)` with every field given, set without the constructor's argument
+    parsing (compiled: C struct writes; once per transaction)."""
+    txn = Transaction.__new__(Transaction)
+    txn.key = key
+    txn.txn_id = txn_id
+    txn.kind = kind
+    txn.fragments = fragments
+    txn.statements = statements
+    return txn

@@ -7,7 +7,8 @@ cdef class Statement:
     cdef public object trace_id
     cdef public list in_memory
     cdef public object span
-    cdef public bytes joined
+    # The events concatenated, as they cross the pipe (fragment.py).
+    cdef public bytes packed
 
 cdef class Fragment:
     cdef public object key

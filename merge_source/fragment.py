@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from enum import Enum
 from typing import Any
 
+from cdc.binlog.header import event_size
 from cdc.keys import GlobalKey, SortKey, global_key
 from merge_source.spill import EventSpan
 
@@ -22,18 +23,6 @@ TraceId = tuple[int, int]
 EVENT_SIZE_AT = 9  # an event's size: u32 at header offset 9
 
 
-def split_joined(joined: bytes) -> list[bytes]:
-    """The events concatenated in `joined` (a statement's `joined`), each cut by its size."""
-    out, pos = [], 0
-    while pos < len(joined):
-        size = int.from_bytes(joined[pos + EVENT_SIZE_AT : pos + EVENT_SIZE_AT + 4], "little")
-        if size < 19 or pos + size > len(joined):
-            raise ValueError(f"event size {size} at {pos} overruns a joined statement")
-        out.append(joined[pos : pos + size])
-        pos += size
-    return out
-
-
 class Statement:
     """The row events of one SQL statement: TABLE_MAP(s) then rows, raw bytes as on the DN.
 
@@ -47,40 +36,45 @@ class Statement:
     streams them one by one and is the accessor for code that must handle huge transactions.
     The per-event loops read `in_memory` when `span` is None: the list itself, no call.
 
-    A MergeSource process builds its statements a third way: `joined`, the events concatenated
-    as the wire sends them (copied out of the dump batch in one compiled pass: no list and no
-    bytes object per event; `in_memory` is then empty and `span` None). Only the worker's
-    processor, renaming and wire encoder see those; `events` splits them for anyone else.
+    A third way is `packed`: its events concatenated in one bytes object (each carries its size
+    in its header), `in_memory` None. A MergeSource process builds its statements so (copied out
+    of the dump batch in one compiled pass: no list and no bytes object per event; only its
+    processor, renaming and wire encoder see those), they cross the pipe as they are, and the
+    leader keeps them so: its encoder walks them in C. `events` and `iter_events()` split them
+    for any other reader.
 
     Typed fields in fragment.pxd (compiled: a cdef class, its fields read in C by the
     compiled modules that cimport it).
     """
 
-    __slots__ = ("trace_id", "in_memory", "span", "joined")
+    __slots__ = ("trace_id", "in_memory", "span", "packed")
 
     def __init__(
         self,
         trace_id: TraceId | None,
         events: list[bytes] | None = None,
         span: EventSpan | None = None,
-        joined: bytes | None = None,
+        packed: bytes | None = None,
     ):
         self.trace_id = trace_id
-        self.in_memory: list[bytes] = [] if events is None else events
+        # (None when packed: a reader that forgot `packed` fails loudly, never sees no events)
+        self.in_memory: list[bytes] | None = (
+            None if packed is not None else [] if events is None else events
+        )
         self.span = span
-        self.joined = joined
+        self.packed = packed
 
     @property
     def events(self) -> list[bytes]:
         if self.span is not None:
             return list(self.span)
-        if self.joined is not None:
-            return split_joined(self.joined)
+        if self.packed is not None:
+            return split_packed(self.packed)
         return self.in_memory
 
     @events.setter
     def events(self, events: list[bytes]) -> None:
-        self.in_memory, self.span, self.joined = events, None, None
+        self.in_memory, self.span, self.packed = events, None, None
 
     @property
     def spilled(self) -> bool:
@@ -89,21 +83,19 @@ class Statement:
     @property
     def count(self) -> int:
         """Number of events (without reading a spilled statement back)."""
-        if self.joined is not None:
-            return len(split_joined(self.joined))
-        return self.span.count if self.span is not None else len(self.in_memory)
+        if self.span is not None:
+            return self.span.count
+        return len(self.in_memory if self.packed is None else split_packed(self.packed))
 
     @property
     def size(self) -> int:
         """Bytes of its events (without reading a spilled statement back)."""
-        if self.joined is not None:
-            return len(self.joined)
-        return self.span.size if self.span is not None else sum(map(len, self.in_memory))
+        if self.span is not None:
+            return self.span.size
+        return sum(map(len, self.in_memory)) if self.packed is None else len(self.packed)
 
     def iter_events(self) -> Iterator[bytes]:
-        if self.joined is not None:
-            return iter(split_joined(self.joined))
-        return iter(self.span if self.span is not None else self.in_memory)
+        return iter(self.span if self.span is not None else self.events)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Statement):
@@ -115,6 +107,18 @@ class Statement:
     def __repr__(self) -> str:
         where = f"spilled {self.span.size} bytes" if self.span is not None else self.events
         return f"Statement(trace_id={self.trace_id!r}, events={where!r})"
+
+
+def split_packed(packed: bytes) -> list[bytes]:
+    """The events of a packed statement (`Statement.packed`), each as its own bytes. The wire's
+    decode checked that their sizes add up."""
+    events = []
+    pos = 0
+    while pos < len(packed):
+        n = event_size(packed, pos)
+        events.append(packed[pos : pos + n])
+        pos += n
+    return events
 
 
 class Fragment:

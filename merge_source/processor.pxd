@@ -9,7 +9,7 @@ from merge_source.fragment cimport Fragment, Statement, Watermark
 from merge_source.group cimport BinlogGroup
 
 @cython.locals(pos=Py_ssize_t, end=Py_ssize_t, size=Py_ssize_t, table_map=int, renamed=bytes)
-cpdef bytes _rename_joined(bytes data, object names, set dropped)
+cpdef bytes _rename_packed(bytes data, object names, set dropped)
 from merge_source.scan cimport timestamp as event_timestamp
 from merge_source.sorter cimport Release, Sorter
 

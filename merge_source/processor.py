@@ -70,8 +70,8 @@ class _Held:
         self.participants: tuple[int, ...] = ()
 
 
-def _rename_joined(data: bytes, names: NameMap, dropped: set) -> bytes:  # C: processor.pxd
-    """`_rename` of a statement's events concatenated (`Statement.joined`): each TABLE_MAP
+def _rename_packed(data: bytes, names: NameMap, dropped: set) -> bytes:  # C: processor.pxd
+    """`_rename` of a statement's events concatenated (`Statement.packed`): each TABLE_MAP
     renamed, the events of tables without a name here dropped (`dropped`: their table ids,
     shared with the statement's fragment), the rest kept as they are: each change one splice
     (a statement holds about one TABLE_MAP), `data` itself when nothing changes."""
@@ -352,10 +352,10 @@ class SourceProcessor:
         dropped: set[bytes] = set()
         spill: SpillFile | None = None  # renamed spilled statements go to a new spill file
         for st in statements:
-            if st.joined is not None:  # a MergeSource process's statement: one buffer
-                joined = _rename_joined(st.joined, names, dropped)
-                if joined:
-                    st.joined = joined
+            if st.packed is not None:  # a MergeSource process's statement: one buffer
+                packed = _rename_packed(st.packed, names, dropped)
+                if packed:
+                    st.packed = packed
                     out.append(st)
                 continue
             if st.span is not None:

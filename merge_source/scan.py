@@ -207,7 +207,7 @@ def packed_find(data: bytes, q, stop, code):  # C types: scan.pxd
 
 def packed_statements(data: bytes, q, stop, private_db: bytes) -> list | None:  # C: scan.pxd
     """`row_parts` over the packets `data[q:stop]`, made into the statements: each one bytes
-    object of its events (`Statement.joined`, copied once from the batch). None if a TABLE_MAP
+    object of its events (`Statement.packed`, copied once from the batch). None if a TABLE_MAP
     names a table of `private_db` (the classifier then reads the group closely)."""
     out: list = []
     p = data

@@ -7,9 +7,10 @@ one the process sends).
 
 A batch is a few columns (packed repeated integers: 8 per fragment in one, 3 per statement in
 another; one `bytes` value per statement with its events concatenated): the leader reads a
-handful of fields per batch, not several per fragment, and splits each statement into events in compiled code (every event
-carries its size at header offset 9). A statement spilled to disk does not cross the pipe: the
-sender copies it into a handoff file and sends its path, the receiver adopts the file
+handful of fields per batch, not several per fragment, and keeps each statement's events as
+the one bytes value they came in (`Statement.packed`: every event carries its size at header
+offset 9, which the decode checks), for the encoder to walk in C. A statement spilled to disk
+does not cross the pipe: the sender copies it into a handoff file and sends its path, the receiver adopts the file
 (`spill.write_handoff` / `SpillFile.adopt`), so a 1 GB transaction never sits in either
 process's memory.
 """
@@ -91,9 +92,9 @@ def _batch(b, items: list, spill_dir) -> None:  # C types: wire.pxd
             else:
                 stmts += (1, trace[0], trace[1])
             if st.span is None:
-                # a MergeSource process's statements are one buffer already (`joined`)
-                joined = st.joined
-                events.append(b"".join(st.in_memory) if joined is None else joined)
+                # a MergeSource process's statements are one buffer already (`packed`)
+                packed = st.packed
+                events.append(b"".join(st.in_memory) if packed is None else packed)
                 continue
             if handoff is None:
                 spilled = [s.span for s in statements if s.span is not None]
@@ -186,9 +187,12 @@ def decode_body(body: bytes) -> list[Fragment | Watermark] | Status | FatalError
         raise WireError(f"undecodable MergeSource frame ({len(body)} bytes): {exc}") from None
 
 
-def statement_events(body: bytes, pos, stop) -> list:  # C types: wire.pxd
-    """The events concatenated in `body[pos:stop]` (each carries its size in its header)."""
-    events = []
+def check_events(body: bytes) -> None:  # C types: wire.pxd
+    """That the events concatenated in `body` add up to it (each carries its size in its
+    header): the leader keeps a statement as these bytes (`Statement.packed`), split by its
+    encoder as it copies them out, so a size that overruns is found here, at the frame."""
+    pos = 0
+    stop = len(body)
     p = body  # C: the bytes' buffer
     while pos < stop:
         if stop - pos < constants.HEADER_LEN:
@@ -196,9 +200,7 @@ def statement_events(body: bytes, pos, stop) -> list:  # C types: wire.pxd
         n = header.event_size(p, pos)
         if n < constants.HEADER_LEN or pos + n > stop:
             raise ValueError(f"event size {n} at {pos} overruns its statement")
-        events.append(p[pos : pos + n])  # compiled: bytes straight from the buffer
         pos += n
-    return events
 
 
 def _read_batch(b, out: list) -> None:  # C types: wire.pxd
@@ -238,7 +240,8 @@ def _read_batch(b, out: list) -> None:  # C types: wire.pxd
                 statements.append(Statement(trace, span=span))
             else:
                 data = events[j]
-                statements.append(Statement(trace, statement_events(data, 0, len(data))))
+                check_events(data)
+                statements.append(Statement(trace, None, None, data))  # packed: no split
             j += 1
         key = _new_tuple(SortKey, (head[i], SORT_KINDS[head[i + 1]], head[i + 2]))
         kind = KINDS[head[i + 4]]

@@ -27,6 +27,11 @@ cdef inline unsigned int log_pos(const unsigned char* p, Py_ssize_t at) noexcept
 cdef inline unsigned int timestamp(const unsigned char* p, Py_ssize_t at) noexcept nogil:
     return _u32(p, at + OFF_TIMESTAMP)
 
+cdef inline unsigned long long table_id(const unsigned char* p, Py_ssize_t at) noexcept nogil:
+    cdef const unsigned char* q = p + at + constants.TABLE_ID_OFFSET
+    return (<unsigned long long>_u32(q, 0)) | (<unsigned long long>q[4]) << 32 | (
+        <unsigned long long>q[5]) << 40
+
 cdef inline void _put_u32(unsigned char* p, Py_ssize_t at, unsigned int v) noexcept nogil:
     p[at] = v & 0xFF
     p[at + 1] = (v >> 8) & 0xFF

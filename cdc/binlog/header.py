@@ -48,6 +48,12 @@ def timestamp(data, at: int = 0) -> int:
     return _U32.unpack_from(data, at + OFF_TIMESTAMP)[0]
 
 
+def table_id(data, at: int = 0) -> int:
+    """The 6-byte table id (LE) right after the header of the TABLE_MAP or rows event at `at`."""
+    start = at + TABLE_ID_OFFSET
+    return int.from_bytes(data[start : start + TABLE_ID_LEN], "little")
+
+
 _HEAD = struct.Struct("<IBII")  # timestamp, type, server_id, event_size: offsets 0-12
 
 

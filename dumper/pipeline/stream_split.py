@@ -76,11 +76,12 @@ class StreamSplitter:
         stream_of = self.router.stream_of
         for st in txn.statements:
             # (a spilled statement: its first events read from the spill file, the rest not)
-            stream = self._one_stream(st.in_memory if st.span is None else st.iter_events())
+            in_memory = st.span is None and st.packed is None  # (packed: as it crossed the pipe)
+            stream = self._one_stream(st.in_memory if in_memory else st.iter_events())
             if stream is not None:  # the common case: whole, no copy, no look at its rows
                 parts.setdefault(stream, []).append(st)
                 continue
-            events = st.in_memory if st.span is None else list(st.iter_events())
+            events = st.in_memory if in_memory else st.events
             by_tid: dict[bytes, int] = {}  # the statement's DN table ids → their stream
             per: dict[int, list[bytes]] = {}
             for e in events:
@@ -117,7 +118,7 @@ class StreamSplitter:
 
 
 def _whole(statements: list, names: dict, stream_of) -> int:  # C types: stream_split.pxd
-    """The one stream of every statement of a transaction (in memory, each led by its
+    """The one stream of every statement of a transaction (in memory or packed, each led by its
     TABLE_MAPs), or -1: `_split_rows` looks closer. One pass over the leading TABLE_MAPs, each
     routed by the name bytes it carries (`names`: a dict hit; `stream_of` fills it), no list or
     dict made: what the merge pays per transaction here must stay small beside MergeJoint's,
@@ -126,28 +127,55 @@ def _whole(statements: list, names: dict, stream_of) -> int:  # C types: stream_
     for st in statements:
         if st.span is not None:
             return -1
-        events = st.in_memory
-        maps = 0
-        for e in events:
-            p = e  # C: the event's bytes
-            if p[header.OFF_TYPE] != constants.EventType.TABLE_MAP:
-                break
-            maps += 1
-            # the TABLE_MAP's `db_len db 0 tbl_len tbl`, as it carries them
-            db_len = p[constants.TABLE_MAP_DB_LEN_OFFSET]
-            end = constants.TABLE_MAP_DB_LEN_OFFSET + 3 + db_len
-            key = bytes(p[constants.TABLE_MAP_DB_LEN_OFFSET : end + p[end - 1]])
-            got = names.get(key)
-            if got is None:
-                got = names[key] = stream_of(*table_name(e))
-            s = got
-            if s != stream:
-                if stream >= 0:
-                    return -1
-                stream = s
-        if not maps:
-            return -1  # no TABLE_MAP leads it (orphan rows, or no event): `_split_rows` says
+        if st.packed is not None:  # as it crossed the pipe: the events one after another
+            s = _packed_stream(st.packed, names, stream_of)
+        else:
+            s = _listed_stream(st.in_memory, names, stream_of)
+        if s < 0 or (stream >= 0 and s != stream):
+            return -1  # no TABLE_MAP leads it (orphan rows, or no event), or several streams
+        stream = s
     return stream
+
+
+def _packed_stream(data: bytes, names: dict, stream_of) -> int:  # C types: stream_split.pxd
+    """The one stream of a packed statement's leading TABLE_MAPs; -1: none, or several."""
+    stream = -1
+    at = 0
+    n = len(data)
+    p = data  # C: its bytes, read in place
+    while at + HEADER_LEN <= n and p[at + header.OFF_TYPE] == constants.EventType.TABLE_MAP:
+        s = _map_stream(data, at, names, stream_of)
+        if stream >= 0 and s != stream:
+            return -1
+        stream = s
+        at += header.event_size(p, at)
+    return stream
+
+
+def _listed_stream(events: list, names: dict, stream_of) -> int:  # C types: stream_split.pxd
+    """`_packed_stream` of a statement whose events are a list."""
+    stream = -1
+    for e in events:
+        if e[header.OFF_TYPE] != constants.EventType.TABLE_MAP:
+            break
+        s = _map_stream(e, 0, names, stream_of)
+        if stream >= 0 and s != stream:
+            return -1
+        stream = s
+    return stream
+
+
+def _map_stream(data: bytes, at, names: dict, stream_of) -> int:  # C: stream_split.pxd
+    """The stream of the TABLE_MAP at `data[at:]`, by its `db_len db 0 tbl_len tbl` bytes."""
+    p = data  # C: its bytes, read in place
+    name_at = at + constants.TABLE_MAP_DB_LEN_OFFSET
+    end = name_at + 3 + p[name_at]
+    key = data[name_at : end + p[end - 1]]
+    got = names.get(key)
+    if got is None:
+        event = data[at : at + header.event_size(p, at)] if at else data
+        got = names[key] = stream_of(*table_name(event))
+    return got
 
 
 def _part(txn: Transaction, statements: list[Statement]) -> Transaction:

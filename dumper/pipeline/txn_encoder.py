@@ -17,7 +17,7 @@ import re
 import struct
 from collections.abc import Iterator
 
-from cdc.binlog import constants, header
+from cdc.binlog import constants, header, splice
 from cdc.binlog.constants import CHECKSUM_LEN, HEADER_LEN, ROWS_V2_NO_EXTRA, EventType
 from cdc.binlog.events import (
     CHECKPOINT_MARK,
@@ -45,6 +45,10 @@ NO_CRC = bytes(CHECKSUM_LEN)  # a CRC slot the writer fills
 _TS = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
+_TID_END = constants.TABLE_ID_OFFSET + constants.TABLE_ID_LEN  # a TABLE_MAP's content from here
+_NO_TABLE = 1 << 48  # no 6-byte table id is this
+_XID_TAIL = bytes(8 + CHECKSUM_LEN)  # an XID event's value and CRC slot, patched in place
+_LOCAL_AT = b"::L"  # a local transaction's mark: CTS::<tso>::L<dn>.<seq>
 _MARK_TAIL = struct.Struct("<IIH")  # the mark's header from event size on: size, log_pos, flags
 # Enum members as module constants: an `Enum` class attribute lookup costs more than the
 # byte patching of an event (the interpreted metaclass), once per transaction or more.
@@ -66,7 +70,7 @@ class EventPatcher:
     event, the header written by the codec's writers (`cdc.binlog.header`) into the
     bytearray's buffer."""
 
-    __slots__ = ("server_id", "table_ids", "by_content")
+    __slots__ = ("server_id", "table_ids", "by_content", "last_content", "last_tid")
 
     def __init__(self, server_id: int, table_ids: TableIdMap):
         self.server_id = server_id
@@ -74,30 +78,94 @@ class EventPatcher:
         # TABLE_MAP content (names + columns, DN table id excluded) -> 6-byte logical id.
         # Cleared when a DDL bumps a table's id (`forget`).
         self.by_content: dict[bytes, bytes] = {}
+        self.last_content: bytes | None = None  # the last TABLE_MAP content looked up
+        self.last_tid: bytes | None = None  # and its id
 
     def table_id(self, table_map: bytes) -> bytes:
         """The logical table id (6 bytes) for a TABLE_MAP event, cached by its content."""
-        content = table_map[constants.TABLE_ID_OFFSET + constants.TABLE_ID_LEN : -CHECKSUM_LEN]
+        return self.table_id_at(table_map, 0, len(table_map))
+
+    def table_id_at(self, buf: bytes, pos, n) -> bytes:
+        """`table_id` of the TABLE_MAP event `buf[pos:pos + n]` (the event itself is sliced
+        out only for a content not seen before)."""
+        start = pos + _TID_END
+        size = n - _TID_END - CHECKSUM_LEN
+        # The last content looked up, compared in place: a catch-up's statements mostly map
+        # the table of the one before (no slice, no hash of it).
+        last = self.last_content
+        if last is not None and splice.same(buf, start, size, last):
+            return self.last_tid
+        content = buf[start : start + size]
         tid = self.by_content.get(content)
         if tid is None:
-            tid = self.table_ids.id_for(*table_name(table_map))
-            tid = tid.to_bytes(constants.TABLE_ID_LEN, "little")
+            number = self.table_ids.id_for(*table_name(buf[pos : pos + n]))
+            tid = number.to_bytes(constants.TABLE_ID_LEN, "little")
             self.by_content[content] = tid
+        self.last_content, self.last_tid = content, tid
         return tid
 
     def forget(self) -> None:
         """A table's id changed (a DDL): its next TABLE_MAP asks `table_ids` again."""
         self.by_content.clear()
+        self.last_content = self.last_tid = None
 
     def encode_rows(self, out: bytearray, statements, timestamp) -> int:
         """Every TABLE_MAP and rows event of `statements` appended to `out` by `put_event`.
         Returns how many."""
         n = 0
         for st in statements:
+            if st.packed is not None:  # as it crossed the pipe (the leader's common case)
+                n += self.put_packed(out, st.packed, timestamp)
+                continue
             ids: dict = {}  # DN table id (6 raw bytes) -> logical id (6 bytes), per statement
             for e in st.in_memory if st.span is None else st.iter_events():
                 n += self.put_event(out, e, ids, timestamp)
         return n
+
+    def put_packed(self, out: bytearray, packed: bytes, timestamp) -> int:
+        """`put_event` of every event of a packed statement (`Statement.packed`), each read
+        where it lies and copied once, straight into `out`: no bytes object per event. The
+        wire's decode checked the sizes. Returns how many were appended. (Typed in
+        txn_encoder.pxd.)"""
+        ids: dict = {}  # DN table id (an int) -> logical id (6 bytes), per statement
+        last_dn = _NO_TABLE  # the last one looked up: a rows event follows its TABLE_MAP
+        last_tid = b""
+        count = 0
+        pos = 0
+        stop = len(packed)
+        p = packed  # C: the bytes' buffer
+        while pos < stop:
+            n = header.event_size(p, pos)
+            code = p[pos + header.OFF_TYPE]
+            v1 = constants.EventType.WRITE_ROWS_V1 <= code <= constants.EventType.DELETE_ROWS_V1
+            if code == constants.EventType.TABLE_MAP:
+                dn_tid = header.table_id(p, pos)
+                tid = ids[dn_tid] = self.table_id_at(packed, pos, n)
+                last_dn, last_tid = dn_tid, tid
+            elif v1 or constants.EventType.WRITE_ROWS <= code <= constants.EventType.DELETE_ROWS:
+                dn_tid = header.table_id(p, pos)
+                if dn_tid == last_dn:
+                    tid = last_tid
+                else:
+                    tid = ids.get(dn_tid)
+                    if tid is None:
+                        raise OrphanRows()
+                    last_dn, last_tid = dn_tid, tid
+            else:
+                pos += n
+                continue
+            if v1:  # rows v1 → v2: MySQL v2's extra-data length, after the flags
+                extra = constants.ROWS_EXTRA_OFFSET
+                at = splice.append_gap(out, p, pos, n, extra, ROWS_V2_NO_EXTRA)
+                code += constants.ROWS_V1_TO_V2_STEP
+            else:
+                at = splice.append(out, p, pos, n)
+            q = out  # C: the bytearray's buffer, taken after it grew
+            header.write_head(q, at, timestamp, code, self.server_id, len(out) - at)
+            header.write_table_id(q, at, tid)
+            count += 1
+            pos += n
+        return count
 
     def put_event(self, out: bytearray, e, ids, timestamp) -> int:
         """Append DN event `e` patched for the global binlog, if it is a TABLE_MAP or rows
@@ -151,7 +219,13 @@ def has_events(statements) -> bool:  # C types: txn_encoder.pxd
     """Whether any statement holds an event (`any(st.count ...)` without a generator and a
     property call per statement: once per transaction on the leader's path)."""
     for st in statements:
-        if st.in_memory if st.span is None else st.span.count:
+        if st.span is not None:
+            if st.span.count:
+                return True
+        elif st.packed is not None:
+            if st.packed:
+                return True
+        elif st.in_memory:
             return True
     return False
 
@@ -167,6 +241,8 @@ def has_spilled(statements) -> bool:  # C types: txn_encoder.pxd
 
 class TransactionEncoder:
     """Encodes transactions for one writer (its XID counter and table ids are stream state).
+    Compiled, a cdef class (txn_encoder.pxd): its fields are C struct reads, its per
+    transaction helpers C calls.
 
     Per event of a data transaction the work is: one copy of the DN bytes into a bytearray,
     one header pack (timestamp, type, server_id, size), the 6-byte table id slice and, for a
@@ -175,6 +251,22 @@ class TransactionEncoder:
     (`fastpath.stamp_positions`). BEGIN, XID and the CTS mark are built from pre-encoded
     templates.
     """
+
+    __slots__ = (
+        "server_id",
+        "gtids",
+        "flavor",
+        "mark",
+        "table_ids",
+        "patcher",
+        "_xid",
+        "_begin_tail",
+        "_gtid_tail",
+        "_ddl_gtid_tail",
+        "_xid_head",
+        "_mark_head",
+        "_mark_prefixes",
+    )
 
     def __init__(
         self,
@@ -273,12 +365,12 @@ class TransactionEncoder:
         if self.gtids:
             if gtid_at is not None:
                 gtid_at.append(len(out))
-            out += ts
-            out += self._gtid_tail
+            splice.extend(out, ts)
+            splice.extend(out, self._gtid_tail)
             n = 3
         if self._begin_tail:
-            out += ts
-            out += self._begin_tail
+            splice.extend(out, ts)
+            splice.extend(out, self._begin_tail)
             n += 1
         patcher: EventPatcher = self.patcher  # compiled: encode_rows a C call
         try:
@@ -286,7 +378,7 @@ class TransactionEncoder:
         except OrphanRows:
             raise self._orphan(txn) from None
         self._xid_into(out, ts)
-        self._mark_into(out, txn, ts)
+        self._mark_into(out, txn.key, ts)
         return n
 
     def _rows(self, txn: Transaction, timestamp: int) -> Iterator[bytes | bytearray]:
@@ -315,31 +407,43 @@ class TransactionEncoder:
 
     def _mark(self, txn: Transaction, timestamp: int) -> bytes:
         out = bytearray()
-        self._mark_into(out, txn, _TS.pack(timestamp))
+        self._mark_into(out, txn.key, _TS.pack(timestamp))
         return bytes(out)
 
-    # Appended piece by piece: a bytes concatenation per field cost more than the event.
+    # Appended piece by piece (`splice.extend`: a resize and a copy in C), the numbers
+    # written in place: a bytes concatenation or formatting per field cost more than the event.
     def _xid_into(self, out: bytearray, ts: bytes) -> None:
         self._xid += 1
-        out += ts
-        out += self._xid_head
-        out += _U64.pack(self._xid)
-        out += NO_CRC
+        splice.extend(out, ts)
+        splice.extend(out, self._xid_head)
+        at = splice.extend(out, _XID_TAIL)
+        q = out  # C: the bytearray's buffer, taken after it grew
+        splice.write_u64(q, at, self._xid)
 
-    def _mark_into(self, out: bytearray, txn: Transaction, ts: bytes) -> None:
-        key = txn.key
-        # `cts_text`, inlined (once per transaction): local transactions share a TSO, so
-        # their mark carries their key too.
-        mark = b"%s%d" % (CTS_PREFIX, key[0])
-        if key[1] != _BRANCH:
-            mark += b"::L%d.%d" % (key[2], key[3])
-        prefix = self._mark_prefixes.get(len(mark))
+    def _mark_into(self, out: bytearray, key, ts: bytes) -> None:
+        """The CTS mark of the transaction of global key `key`: `CTS::<tso>`, and for a local
+        transaction (they share a TSO) `::L<dn>.<seq>` too (`cts_text`, written in place)."""
+        tso = key[0]
+        local = key[1] != _BRANCH
+        n = len(CTS_PREFIX) + splice.decimal_len(tso)
+        dn = seq = 0
+        if local:
+            dn = key[2]
+            seq = key[3]
+            n += len(_LOCAL_AT) + splice.decimal_len(dn) + 1 + splice.decimal_len(seq)
+        prefix = self._mark_prefixes.get(n)
         if prefix is None:
-            prefix = self._mark_prefixes[len(mark)] = self._mark_prefix(len(mark))
-        out += ts
-        out += prefix
-        out += mark
-        out += NO_CRC
+            prefix = self._mark_prefixes[n] = self._mark_prefix(n)
+        splice.extend(out, ts)
+        splice.extend(out, prefix)
+        splice.extend(out, CTS_PREFIX)
+        splice.append_decimal(out, tso)
+        if local:
+            splice.extend(out, _LOCAL_AT)
+            splice.append_decimal(out, dn)
+            splice.extend(out, b".")
+            splice.append_decimal(out, seq)
+        splice.extend(out, NO_CRC)
 
     def _mark_prefix(self, text_len: int) -> bytes:
         """A mark's header from its type on, and its body before a text of `text_len` bytes."""

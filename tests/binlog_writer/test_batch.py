@@ -46,3 +46,24 @@ def test_a_batch_must_end_with_its_transactions(tmp_path: Path):
         w.append_batch(buf, [len(buf) - 1])
     with pytest.raises(ValueError, match="terminator"):  # the last event is no CTS mark
         w.append_batch(buf[: -len(raw(0)[-1])], [len(buf) - len(raw(0)[-1])])
+
+
+@pytest.mark.parametrize("fsync", [FsyncPolicy.never(), FsyncPolicy.parse("interval:1000")])
+def test_a_batch_a_buffer_long_is_written_at_once_as_buffering_would(tmp_path: Path, fsync):
+    """A batch at least the writer's buffer long, nothing pending: written as it is (not
+    copied into the pending buffer first), the same file as with a buffer it fits in."""
+    direct = BinlogWriter(tmp_path / "direct", fsync=fsync, buffer_size=200)
+    buffered = BinlogWriter(tmp_path / "buffered", fsync=fsync, buffer_size=1 << 20)
+    for batch in ([0], [1, 2, 3], list(range(4, 20))):
+        buf, ends = bytearray(), []
+        for i in batch:
+            buf += b"".join(raw(i))
+            ends.append(len(buf))
+        assert len(buf) >= 200 or batch == [0]
+        for w in (direct, buffered):
+            w.append_batch(bytearray(buf), ends)
+        # what a full buffer would have been: in the file now, without a flush
+        on_disk = sum(f.stat().st_size for f in (tmp_path / "direct").glob("binlog.0*"))
+        assert on_disk == direct.position or len(buf) < 200
+    direct.close(), buffered.close()
+    assert files(tmp_path / "direct") == files(tmp_path / "buffered")

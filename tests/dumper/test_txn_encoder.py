@@ -101,6 +101,37 @@ def test_one_buffer_per_transaction_equals_the_event_list(transactions, tmp_path
     assert (tmp_path / "buf" / writer.files()[0]).read_bytes() == stamped(tmp_path, "list", ours)
 
 
+def packed(txn: Transaction) -> Transaction:
+    """`txn` with each statement as the leader gets it from a MergeSource process: its events
+    in one bytes value (`Statement.packed`)."""
+    statements = [Statement(st.trace_id, None, None, b"".join(st.events)) for st in txn.statements]
+    return Transaction(txn.key, txn.txn_id, txn.kind, txn.fragments, statements)
+
+
+def test_packed_statements_encode_as_the_event_lists(transactions):
+    """The encoder walks a packed statement in place (the leader's path): the same bytes as
+    from the statement's events one by one, v1 rows turned into v2 included."""
+    lists, spans = TransactionEncoder(SID), TransactionEncoder(SID)
+    assert any(
+        e[4] in ROWS_V1_TYPES for t in transactions for st in t.statements for e in st.events
+    )
+    for txn in transactions:
+        one, other = bytearray(), bytearray()
+        assert lists.encode_into(txn, one) == spans.encode_into(packed(txn), other)
+        assert one == other
+        assert packed(txn).statements[0].events == txn.statements[0].events
+
+
+def test_packed_rows_without_their_table_map_are_the_same_error(transactions):
+    txn = transactions[0]
+    rows = [e for st in txn.statements for e in st.events if e[4] in ROWS_V1_TYPES | ROWS_V2_TYPES]
+    frag = Fragment(SortKey(txn.tso, Kind.BRANCH, 1), DN, 42, (), FragmentKind.DATA)
+    frag.statements = [Statement(None, None, None, rows[0])]
+    out = bytearray()
+    with pytest.raises(EncodeError, match=f"txn 42 at TSO {txn.tso}"):
+        TransactionEncoder(SID).encode_into(coalesce(frag.global_key, [frag]), out)
+
+
 def test_ddl_gives_the_table_a_new_id_in_its_next_table_map(transactions):
     encoder = TransactionEncoder(SID)
     txn = transactions[0]
