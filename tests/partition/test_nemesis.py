@@ -141,7 +141,7 @@ async def test_nemesis(tmp_path, hosts):
                 problems.append(f"the end-of-run proof failed: {exc}")
             if error := c.replica_error():
                 problems.append(f"the replica: {error}")
-            await check_copies_and_consumers(c, consumers, problems)
+            await check_copies_and_consumers(c, consumers, problems, known)
     except BaseException as exc:
         problems.append(f"the run stopped: {type(exc).__name__}: {exc}")
         raise
