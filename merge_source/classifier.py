@@ -237,6 +237,17 @@ def xa_ident(gtid: bytes) -> tuple[int | None, bytes]:  # C types: classifier.px
     return txn, xid
 
 
+def _prepared(out: Classified, txn_id: int | None) -> Classified:
+    """An XA PREPARE's classification: a CN transaction's branch (`txn_id`), or (no CN xid)
+    another program's XA, local once committed."""
+    if txn_id is None:
+        out.kind = GroupKind.FOREIGN_PREPARE
+        out.fragment_kind = FragmentKind.LOCAL
+    else:
+        out.txn_id = txn_id
+    return out
+
+
 def is_xa_commit(event: bytes) -> bool:  # C types: classifier.pxd
     """`query_text(event).upper().startswith(b"XA COMMIT")` without copying the statement."""
     if len(event) < constants.HEADER_LEN + constants.QUERY_POST_HEADER_LEN:
@@ -271,7 +282,6 @@ class Classifier:
         self.fast_records = True  # False: always the generic row decoder (tests compare both)
 
     def classify(self, group: BinlogGroup) -> Classified:
-        out: Classified  # compiled: a cdef class (classifier.pxd), its fields read in C
         if group.packed is not None:
             packed = self._packed(group)
             if packed is not None:
@@ -281,13 +291,7 @@ class Classifier:
         if flags2 & FL_PREPARED_XA:
             refuse_statement_dml(group, 1)  # (its XA END)
             txn_id, xid = xa_ident(group.gtid)
-            out = self._rows(group, Classified(XA_PREPARE, xid=xid))
-            if txn_id is None:
-                out.kind = GroupKind.FOREIGN_PREPARE
-                out.fragment_kind = FragmentKind.LOCAL
-            else:
-                out.txn_id = txn_id
-            return out
+            return _prepared(self._rows(group, Classified(XA_PREPARE, xid=xid)), txn_id)
         if flags2 & FL_COMPLETED_XA:
             txn_id, xid = xa_ident(group.gtid)
             commit = False
@@ -326,12 +330,7 @@ class Classifier:
             txn_id, xid = xa_ident(group.gtid)
             out = Classified(XA_PREPARE, xid=xid)
             out.statements = statements
-            if txn_id is None:
-                out.kind = GroupKind.FOREIGN_PREPARE
-                out.fragment_kind = FragmentKind.LOCAL
-            else:
-                out.txn_id = txn_id
-            return out
+            return _prepared(out, txn_id)
         if flags2 & FL_COMPLETED_XA:  # its XA COMMIT or XA ROLLBACK, read in place
             txn_id, xid = xa_ident(group.gtid)
             at = packed_find(data, first, last, query_code)
