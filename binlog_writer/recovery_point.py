@@ -42,19 +42,36 @@ class RecoveryPoint:
     def __init__(self, directory: str | os.PathLike[str], base: str):
         self.path = path_of(Path(directory), base)
         self._saved: tuple[str, int] | None = None
+        self._failing = False  # the last save failed (said once until one succeeds)
 
     def save(self, file: str, pos: int) -> None:
-        """`file:pos` ends a transaction and everything before it is fsynced."""
+        """`file:pos` ends a transaction and everything before it is fsynced.
+
+        A point that cannot be written (its first write needs a block of a full disk) is not
+        a failed write of the binlog: the bytes it would point past are already in the file,
+        so raising here would make the caller count a transaction that is there as one that
+        is not (and write it again). An older point is only a longer scan: said once."""
         if self._saved == (file, pos):
             return
         text = f"{file} {pos}"
         line = f"{text} {zlib.crc32(text.encode()):08x}".ljust(_RECORD - 1) + "\n"
-        # Opened each time (a few µs per fsync of the binlog): `clear` may unlink it meanwhile.
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
-            os.pwrite(fd, line.encode(), 0)
-        finally:
-            os.close(fd)
+            # Opened each time (a few µs per fsync of the binlog): `clear` may unlink it meanwhile.
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                os.pwrite(fd, line.encode(), 0)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            if not self._failing:
+                self._failing = True
+                log.warning(
+                    "recovery point %s not saved (%s): a restart scans from an older point",
+                    self.path,
+                    exc,
+                )
+            return
+        self._failing = False
         self._saved = (file, pos)
 
     def saved(self) -> tuple[str, int] | None:

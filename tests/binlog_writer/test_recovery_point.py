@@ -59,3 +59,15 @@ def test_cutting_a_copy_below_its_point_forgets_it(tmp_path: Path):
     crash(w)
     truncate_copy(tmp_path, "binlog", "binlog.000001", w.position)  # nothing cut: kept
     assert RecoveryPoint(tmp_path, "binlog").load("binlog.000001") == w.position
+
+
+def test_a_point_that_cannot_be_written_does_not_fail_the_append(tmp_path: Path):
+    """(Its first write needs a block: on a full disk it fails after the transaction's bytes
+    are in the file; an append that raised then would be written again on the retry.)"""
+    path_of(tmp_path, "binlog").mkdir()  # any write of the point fails
+    w = BinlogWriter(tmp_path, fsync=FsyncPolicy.per_txn())
+    positions = [w.append_transaction(txn(i)) for i in range(3)]
+    w.close()
+    assert RecoveryPoint(tmp_path, "binlog").saved() is None
+    w = BinlogWriter(tmp_path)  # a whole scan of binlog.000001 (a clean STOP: a new file)
+    assert (w.file, positions[-1].file) == ("binlog.000002", "binlog.000001")
