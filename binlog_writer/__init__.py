@@ -11,7 +11,7 @@ from .fsync import FsyncMode, FsyncPolicy
 from .gtids import GtidLayout, MysqlGtids
 from .layout import file_name, file_number
 from .mariadb_gtids import MariadbGtids
-from .readable import ReadableFiles, archived_names
+from .readable import ReadableFiles, archived_names, find_file
 from .recovery import Boundary, TailScan, scan
 from .recovery_point import RecoveryPoint, mark_event_ending_at, scan_file
 from .resume import key_from_mark, last_written_key, resume_file
@@ -38,6 +38,7 @@ __all__ = [
     "gtids",
     "mariadb_gtids",
     "archived_names",
+    "find_file",
     "key_from_mark",
     "last_written_key",
     "layout",

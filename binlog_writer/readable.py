@@ -44,6 +44,17 @@ def archived_names(archive: Path | None, base: str, live: list[str]) -> list[str
     return run[::-1]
 
 
+def find_file(directory: Path, archive: Path | None, name: str) -> Path | None:
+    """Where file `name` is now: live, else archived; None: in neither (live first: the archive
+    has the whole file before the live one is unlinked)."""
+    live = directory / name
+    if live.exists():
+        return live
+    if archive is not None and (archive / name).exists():
+        return archive / name
+    return None
+
+
 class ReadableFiles:
     """`<directory>/<base>.index` and its files, plus the archived ones before them."""
 
@@ -69,13 +80,10 @@ class ReadableFiles:
         return self.archive is not None and not (self.directory / name).exists()
 
     def path(self, name: str) -> Path:
-        """Where `name` is now: live, else archived (the live path of a file in neither,
-        which errors then name)."""
-        live = self.directory / name
-        if self.archive is None or live.exists():
-            return live
-        archived = self.archive / name
-        return archived if archived.exists() else live
+        """`find_file`, or the live path of a file in neither (which errors then name)."""
+        if self.archive is None:
+            return self.directory / name
+        return find_file(self.directory, self.archive, name) or self.directory / name
 
     def read_bytes(self, name: str) -> bytes:
         """The file's bytes wherever it is, a move under way included (live first: the archive

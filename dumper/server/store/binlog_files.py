@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from binlog_writer import archived_names, layout
+from binlog_writer import archived_names, find_file, layout
 from cdc.binlog.constants import FORMAT_DESCRIPTION_EVENT, HEADER_LEN
 from cdc.binlog.header import OFF_FLAGS, OFF_SERVER_ID, event_size, log_pos
 from cdc.config import ConfigError
@@ -126,12 +126,7 @@ class BinlogFiles:
 
     def locate(self, name: str) -> Path | None:
         """Where file `name` is: in the live directory, else in the archive; None: neither."""
-        live = self.dir / name
-        if live.exists():
-            return live
-        if self.archive is not None and (self.archive / name).exists():
-            return self.archive / name
-        return None
+        return find_file(self.dir, self.archive, name)
 
     def path(self, name: str) -> Path:
         """`locate`, or the live path of a missing file (which errors then name)."""
