@@ -1,6 +1,6 @@
 """Consumer holds that survive an HA takeover (docs/retention.md, "Holds and HA"): each dumper's
-server asks every other peer (`[[dumper.peers]]`) for its `SHOW CONSUMERS` once a second, as
-`[dumper] peer_user`, and takes the consumers connected *there* as running dumps of its own
+server asks every other peer (`[[dumper.peers]]`) for its `SHOW CONSUMERS` once a second (on
+a kept connection), as `[dumper] peer_user`, and takes the consumers connected *there* as running dumps of its own
 (`ConsumerHolds`'s `remote`): a peer's hold state follows where a consumer reads on any peer,
 and is saved in its own `consumer_holds.json` as if it had served the dump. So the node that
 takes over holds from where each consumer was on the old leader, at most a poll before that
@@ -55,6 +55,7 @@ class PeerHolds:
         self._seen: dict[int, list[Seen]] = {}
         self._failing: set[int] = set()
         self._task: asyncio.Task | None = None
+        self._clients: dict[int, MysqlClient] = {}  # peer id -> its kept connection
 
     def seen(self) -> list[Seen]:
         return [s for seen in self._seen.values() for s in seen]
@@ -67,6 +68,10 @@ class PeerHolds:
         if self._task is not None:
             await cancel_and_wait([self._task])
             self._task = None
+        for client in self._clients.values():
+            with contextlib.suppress(Exception):
+                client.close()
+        self._clients.clear()
 
     async def _run(self, every_s: float) -> None:
         while True:
@@ -95,11 +100,19 @@ class PeerHolds:
         self._seen[peer.id] = connected_rows(rows, self.clock())
 
     async def _show_consumers(self, peer: DumperPeer) -> list[tuple]:
-        client = await MysqlClient.connect(
-            peer.host, peer.port, self.user, self.password, timeout=TIMEOUT_S
-        )
+        """One query on the peer's kept connection (a login a second per peer is a log line and
+        a handshake each on the peer); a failed or timed-out one is dropped, the next poll
+        connects again."""
+        client = self._clients.pop(peer.id, None)
+        if client is None or client.closed:
+            client = await MysqlClient.connect(
+                peer.host, peer.port, self.user, self.password, timeout=TIMEOUT_S
+            )
         try:
-            return (await client.query("SHOW CONSUMERS")).rows
-        finally:
+            rows = (await client.query("SHOW CONSUMERS")).rows
+        except BaseException:
             with contextlib.suppress(Exception):
                 client.close()
+            raise
+        self._clients[peer.id] = client
+        return rows
