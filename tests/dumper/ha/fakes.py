@@ -17,7 +17,7 @@ from dumper.ha.following import CopyServers
 from dumper.pipeline import Leader, Term
 from tests.dumper.pipeline.fakes import FakeFactory, FakeMetadata, config
 from tests.dumper.pipeline.test_leader import two_dn_scripts
-from topology import Lease, Member, TermStart
+from topology import Lease, Member, ServedBound, TermStart
 
 # Short enough for tests of well under two seconds, long enough that a loaded machine does
 # not fence a healthy leader (it may write for LEASE_MS - MARGIN after each renewal).
@@ -42,6 +42,7 @@ class FakeGms:
     # Called with the holder when a dumper acquires the lease, before it learns its term: a
     # test looks at the old leader at that very moment.
     on_acquire: list[Callable[[int], None]] = field(default_factory=list)
+    served: dict[int, tuple[str, int]] = field(default_factory=dict)  # term → served bound
 
     def live(self) -> bool:
         return self.epoch > 0 and self.expires_at > time.monotonic()
@@ -123,6 +124,23 @@ class FakeLeaseStore:
         g = await self._reach("members")
         now = time.monotonic()
         return [replace(m, age_s=now - at) for _, (m, at) in sorted(g.reported.items())]
+
+    async def record_served(self, term: int, holder: int, file: str, position: int) -> bool:
+        g = await self._reach("record_served")
+        if (g.holder, g.epoch) != (holder, term) or not g.live():
+            return False
+        g.served[term] = (file, position)
+        return True
+
+    async def served_bound(self) -> ServedBound | None:
+        g = await self._reach("served_bound")
+        starts = [t for t in g.terms if t.stream is None]
+        if not starts:
+            return None
+        newest = max(starts, key=lambda t: t.term)
+        if newest.term not in g.served:
+            return None
+        return ServedBound(newest.term, newest.dumper_id, *g.served[newest.term])
 
 
 class FakeLeaders:
