@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from cdc.config import Config, NodeConfig
+from cdc.config import Config, DumperPeer, NodeConfig
 from dumper.ha import HaNode
 from dumper.ha.following import CopyServers
 from dumper.pipeline import Leader, Term
@@ -212,12 +212,19 @@ class Cluster:
         start: bool = True,
         on_lead: Callable[[], Awaitable[None]] | None = None,
         copy_servers: CopyServers | None = None,
+        peers: tuple[int, ...] = (),
+        degraded_takeover_after_s: float = 0.0,
     ) -> Node:
         """`on_lead`: what runs beside each term's pipeline (the production one: heartbeats);
-        `copy_servers`: a multi-stream follower's (`HaNode`'s)."""
+        `copy_servers`: a multi-stream follower's (`HaNode`'s); `peers`: the group's dumper
+        ids (two or more: the ack gate is on, so is `TakeoverHold`)."""
         cfg = config(self.root / f"dumper{dumper_id}")
         cfg.dumper.id, cfg.dumper.port = dumper_id, 3300 + dumper_id
         cfg.dumper.lease_ms, cfg.dumper.lease_renew_ms = LEASE_MS, RENEW_MS
+        cfg.dumper.peers = [
+            DumperPeer(i, port=3300 + i, binlog_dir=str(self.root / f"dumper{i}")) for i in peers
+        ]
+        cfg.dumper.degraded_takeover_after_s = degraded_takeover_after_s
         store, leaders, copy = FakeLeaseStore(self.gms, dumper_id), FakeLeaders(cfg), FakeCopy()
         ha = HaNode(cfg, store, leaders, copy=copy, on_lead=on_lead, copy_servers=copy_servers)
         node = Node(ha, store, leaders, copy)
