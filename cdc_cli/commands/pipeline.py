@@ -332,6 +332,13 @@ def _ha_line(ha: dict) -> str:
         if bound := ha.get("served_bound"):
             gate += f", up to {bound['file']}:{bound['position']} (recorded in the GMS)"
         return f"{head}; serving acknowledged data only: {gate}; acknowledged: {acks or 'none'}"
+    if w := ha.get("takeover_waits_for"):
+        return (
+            f"{head}; NOT TAKING OVER: term {w['term']}'s leader (dumper {w['holder']}) served "
+            f"consumers up to {w['served_file']}:{w['served_position']}, this copy ends at "
+            f"{w['copy_file']}:{w['copy_position']}; waiting {w['since_s']:.0f} s for dumper "
+            f"{w['holder']} (or a copy that far) to come back"
+        )
     if ha["role"] == "follower" and "copies" in ha:  # one copy per stream (docs/streams.md)
         copies = ", ".join(
             f"stream {c['stream']} at {c['file'] or '-'}:{c['position']}" for c in ha["copies"]
@@ -346,12 +353,5 @@ def _ha_line(ha: dict) -> str:
         return (
             f"{head}; copying from {ha['leader']} at {ha['file']}:{ha['position']} "
             f"(leader {ha['leader_file']}:{ha['leader_position']}, {behind})"
-        )
-    if w := ha.get("takeover_waits_for"):
-        return (
-            f"{head}; NOT TAKING OVER: term {w['term']}'s leader (dumper {w['holder']}) served "
-            f"consumers up to {w['served_file']}:{w['served_position']}, this copy ends at "
-            f"{w['copy_file']}:{w['copy_position']}; waiting {w['since_s']:.0f} s for dumper "
-            f"{w['holder']} (or a copy that far) to come back"
         )
     return head + " (looking for a leader)"

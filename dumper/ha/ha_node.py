@@ -206,6 +206,8 @@ class HaNode:
         state = self.state
         lease = await self.store.current()
         if lease is not None and lease.live and lease.holder != self.id:
+            if self.hold is not None:
+                self.hold.waiting = None  # someone leads: nothing to wait for
             await self.follower.follow(lease)
             return
         if lease is None or not lease.live:

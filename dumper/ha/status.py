@@ -24,8 +24,9 @@ def ha_status(node: HaNode) -> dict:
             file, position = node.bounds.recorded
             out["served_bound"] = {"file": file, "position": position}
         return out
-    if node.hold is not None and node.hold.waiting is not None and node.role != "follower":
-        # A candidate that would take over but holds less than the last leader served.
+    if node.hold is not None and node.hold.waiting is not None:
+        # It would take over, but holds less than the last leader served (its role may still
+        # say follower: of a leader that is gone).
         out["takeover_waits_for"] = node.hold.waiting
     if len(node.copies) > 1:
         base = node.config.dumper.binlog_base
