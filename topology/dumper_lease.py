@@ -174,18 +174,23 @@ class DumperLeaseStore:
             )
         return n >= 1
 
-    def served_bound(self) -> ServedBound | None:
-        """The newest recorded term's served bound (None: it has none). A locking read: a
-        bound being recorded is waited for, not missed."""
+    def served_bounds(self) -> list[tuple[TermStart, ServedBound | None]]:
+        """Every recorded term's start and served bound (None: its gate never served past
+        its followers' copies), oldest first. A locking read: a bound being recorded is
+        waited for, not missed."""
         with self._conn.cursor() as cur:
             cur.execute(
-                f"SELECT term, dumper_id, served_file, served_position "
-                f"FROM {self._db}.binlog_dumper_term ORDER BY term DESC LIMIT 1 LOCK IN SHARE MODE"
+                f"SELECT term, dumper_id, file_name, position, served_file, served_position "
+                f"FROM {self._db}.binlog_dumper_term ORDER BY term LOCK IN SHARE MODE"
             )
-            row = cur.fetchone()
-        if row is None or row[2] is None:
-            return None
-        return ServedBound(int(row[0]), int(row[1]), row[2], int(row[3]))
+            rows = cur.fetchall()
+        return [
+            (
+                TermStart(int(r[0]), int(r[1]), r[2], int(r[3])),
+                ServedBound(int(r[0]), int(r[1]), r[4], int(r[5])) if r[4] is not None else None,
+            )
+            for r in rows
+        ]
 
     def report(self, m: Member) -> None:
         with self._conn.cursor() as cur:

@@ -30,7 +30,7 @@ class LeaseStore(Protocol):
     async def report(self, member: Member) -> None: ...
     async def members(self) -> list[Member]: ...
     async def record_served(self, term: int, holder: int, file: str, position: int) -> bool: ...
-    async def served_bound(self) -> ServedBound | None: ...
+    async def served_bounds(self) -> list[tuple[TermStart, ServedBound | None]]: ...
 
 
 class GmsLeaseStore:
@@ -88,8 +88,8 @@ class GmsLeaseStore:
     async def record_served(self, term: int, holder: int, file: str, position: int) -> bool:
         return await self._run(lambda s: s.record_served(term, holder, file, position))
 
-    async def served_bound(self) -> ServedBound | None:
-        return await self._run(lambda s: s.served_bound())
+    async def served_bounds(self) -> list[tuple[TermStart, ServedBound | None]]:
+        return await self._run(lambda s: s.served_bounds())
 
 
 class LeaderBuilder(Protocol):

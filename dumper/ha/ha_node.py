@@ -93,7 +93,7 @@ class HaNode:
             else None
         )
         # A degraded gate serves no further than a bound recorded in the GMS first, and a
-        # candidate behind the newest bound waits (served_bound.py). One stream only.
+        # candidate behind the standing bound waits (served_bound.py). One stream only.
         self.bounds = BoundRecorder(d, store, self.acks) if self.acks is not None else None
         if self.bounds is not None:
             self.acks.bound = self.bounds.current

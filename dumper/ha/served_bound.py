@@ -24,7 +24,7 @@ from cdc.tasks import wait_event
 from dumper.ha.deps import LeaseStore
 from dumper.ha.election import order
 from dumper.server import AckGate
-from topology import ServedBound
+from topology import ServedBound, TermStart
 
 log = logging.getLogger(__name__)
 
@@ -120,15 +120,16 @@ class TakeoverHold:
         self._said: set[tuple[int, str]] = set()  # (term, what) logged once
 
     async def allows(self) -> bool:
-        bound = await self.store.served_bound()
+        records = await self.store.served_bounds()
+        bound = standing_bound(records)
         if bound is None:
             self.waiting = None
             return True
-        end = self._copy_end()
-        if order(*end) >= order(bound.file, bound.position) and self._copy_term() < bound.term:
-            # Bytes of an older term past the bound's term's start are not its history:
-            # compare what is left once the copy is cut back to it (as a takeover would).
-            await self._align(bound.term)
+        end, newest = self._copy_end(), records[-1][0].term
+        if order(*end) >= order(bound.file, bound.position) and self._copy_term() < newest:
+            # Bytes of an older term past a newer term's start are not the history that goes
+            # on: compare what is left once the copy is cut back to it (as a takeover would).
+            await self._align(newest)
             end = self._copy_end()
         if order(*end) >= order(bound.file, bound.position):
             self.waiting = None
@@ -181,3 +182,23 @@ class TakeoverHold:
         if (term, what) not in self._said:
             self._said.add((term, what))
             log.log(level, "%s", message)
+
+
+def standing_bound(records: list[tuple[TermStart, ServedBound | None]]) -> ServedBound | None:
+    """The served bound every candidate must reach, of `records` (each term's start and bound,
+    oldest first): the furthest bound of any term, unless a later term began before it (its
+    consumers lost that history already: a takeover forced by `degraded_takeover_after_s`).
+    Not just the newest term's: the old leader back from a degraded term starts the next one
+    at its end, and dies again before a consumer of it asked for a bound of its own."""
+    standing: ServedBound | None = None
+    for start, bound in records:
+        if standing is not None and order(start.file, start.position) < order(
+            standing.file, standing.position
+        ):
+            standing = None
+        if bound is not None and (
+            standing is None
+            or order(bound.file, bound.position) > order(standing.file, standing.position)
+        ):
+            standing = bound
+    return standing

@@ -113,7 +113,10 @@ class AckGate:
         self._acks[server_id] = _Ack(file, pos, self._clock())
         if self.degraded:
             best = self.acknowledged()
-            if best is not None and _order(*best) >= self._served:
+            # Re-armed once a follower holds all served, and all a candidate must reach to
+            # take over (the served bound): a takeover then needs no wait.
+            bound = self.bound() if self.bound is not None else None
+            if best is not None and _order(*best) >= max(self._served, bound or (0, 0)):
                 self.degraded = False
                 log.info(
                     "followers acknowledged %s:%d: serving acknowledged data only again", *best

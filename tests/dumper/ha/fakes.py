@@ -132,15 +132,13 @@ class FakeLeaseStore:
         g.served[term] = (file, position)
         return True
 
-    async def served_bound(self) -> ServedBound | None:
+    async def served_bounds(self) -> list[tuple[TermStart, ServedBound | None]]:
         g = await self._reach("served_bound")
-        starts = [t for t in g.terms if t.stream is None]
-        if not starts:
-            return None
-        newest = max(starts, key=lambda t: t.term)
-        if newest.term not in g.served:
-            return None
-        return ServedBound(newest.term, newest.dumper_id, *g.served[newest.term])
+        starts = sorted((t for t in g.terms if t.stream is None), key=lambda t: t.term)
+        return [
+            (t, ServedBound(t.term, t.dumper_id, *g.served[t.term]) if t.term in g.served else None)
+            for t in starts
+        ]
 
 
 class FakeLeaders:

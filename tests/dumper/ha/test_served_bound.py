@@ -11,7 +11,9 @@ import shutil
 
 from dumper.ha import ha_status
 from dumper.ha.copies import CopyTarget, end_of
+from dumper.ha.served_bound import standing_bound
 from tests.dumper.ha.fakes import LEASE_MS, Cluster, Node
+from topology import ServedBound, TermStart
 
 PEERS = (1, 2)
 
@@ -76,3 +78,22 @@ async def test_degraded_takeover_after_s_trades_the_wait_for_availability(tmp_pa
         assert asyncio.get_running_loop().time() - waited >= 0.9
         said = [r.getMessage() for r in caplog.records if "taking over although" in r.getMessage()]
         assert len(said) == 1 and "fork" in said[0]
+
+
+def test_the_standing_bound_is_the_furthest_unless_a_later_term_began_before_it():
+    def start(term: int, pos: int, by: int = 1) -> TermStart:
+        return TermStart(term, by, "binlog.000001", pos)
+
+    def bound(term: int, pos: int, by: int = 1) -> ServedBound:
+        return ServedBound(term, by, "binlog.000001", pos)
+
+    assert standing_bound([]) is None
+    assert standing_bound([(start(1, 4), None), (start(2, 900), None)]) is None
+    # The old leader, back from a degraded term 1, began term 2 at its end and died before a
+    # consumer of term 2 asked for a bound: term 1's still stands.
+    assert standing_bound([(start(1, 4), bound(1, 800)), (start(2, 900), None)]) == bound(1, 800)
+    assert standing_bound([(start(1, 4), bound(1, 800)), (start(2, 900), bound(2, 1200, 2))]) == (
+        bound(2, 1200, 2)
+    )
+    # A term forced below the bound (degraded_takeover_after_s): that history is gone.
+    assert standing_bound([(start(1, 4), bound(1, 800)), (start(2, 500, 2), None)]) is None
