@@ -176,19 +176,19 @@ class AckGate:
     # -- ordinary dumps -----------------------------------------------------------------------
     def limit(self, name: str) -> int | None:
         """Where a dump of file `name` must stop for now: 0 (nothing of it is acknowledged),
-        a position, or None (no limit: the gate is off or degraded, or the file is acknowledged
-        whole)."""
+        a position, or None (no limit: the gate is off or degraded without a served bound, or
+        the file is acknowledged whole, or within the bound)."""
         if not self.active():
             return None
         sure = self.sure()
+        bound = None
+        if self.degraded and sure:
+            bound = self.bound() if self.bound is not None else None
+            if bound is None:
+                return None  # (no served bound: as far as written)
         ack = self.acknowledged(live_only=sure)
         reach = _order(*ack) if ack is not None else None
-        if self.degraded and sure:
-            if self.bound is None:
-                return None
-            bound = self.bound()
-            if bound is None:
-                return None
+        if bound is not None:
             reach = bound if reach is None else max(reach, bound)
         if reach is None:
             return 0
