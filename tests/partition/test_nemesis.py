@@ -29,6 +29,7 @@ import asyncio
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -147,6 +148,7 @@ async def test_nemesis(tmp_path, hosts):
         report = f"nemesis seed {SEED}, {SECONDS:.0f} s; schedule:\n{plan}\nas it ran:\n{ran}"
         print(report)
         if c is not None:
+            print(f"dumpers' HA decisions:\n{ha_decisions(c.dumpers.root / 'dumpers.log')}")
             print(f"dumpers' log ends:\n{c.dumpers.tail()}")
             c.close()
         for path in mounts:
@@ -225,3 +227,23 @@ async def check_copies_and_consumers(c, consumers: Consumers, problems: list[str
         if why := not_a_prefix(consumer.dir, binlog):
             problems.append(f"consumer {consumer.dir.name}: {why}")
     print(f"consumers read (bytes; the final leader holds {total}): {', '.join(read)}")
+
+
+HA_LINES = (
+    "leader of term",
+    "serving consumers data no follower holds yet",
+    "serving acknowledged data only again",
+    "serves past its followers' copies",
+    "not taking over",
+    "taking over although",
+)
+
+
+def ha_decisions(log: Path) -> str:
+    """The dumpers' log lines that say who led which term from where, when a gate degraded or
+    re-armed, and when a candidate waited for a served bound."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join(line for line in lines if any(k in line for k in HA_LINES))
