@@ -22,7 +22,11 @@ def ha_status(node: HaNode) -> dict:
             out.update(ack_status(node.acks))
         if node.bounds is not None and node.bounds.recorded is not None:
             file, position = node.bounds.recorded
-            out["served_bound"] = {"file": file, "position": position}
+            out["served_bound"] = {
+                "file": file,
+                "position": position,
+                "records": node.bounds.records,  # GMS writes of the bound by this process
+            }
         return out
     if node.hold is not None and node.hold.waiting is not None:
         # It would take over, but holds less than the last leader served (its role may still

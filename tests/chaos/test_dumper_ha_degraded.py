@@ -82,6 +82,10 @@ class Consumer:
             await self.client.close()
 
 
+def served_bytes(a: tuple[int, int], b: tuple[int, int]) -> str:
+    return str(b[1] - a[1]) if a[0] == b[0] else f"(file {a[0]} → {b[0]})"
+
+
 def copy_end(dumpers: Dumpers, i: int) -> tuple[int, int]:
     names = layout.read_index(dumpers.binlog(i), "binlog")
     if not names:
@@ -132,6 +136,14 @@ async def test_a_shorter_copy_never_takes_over_from_a_degraded_leader(degraded_s
         assert ha["ack_gate_degraded"], ha
         # Everything served is under a bound recorded first (the status may be a second old).
         await asyncio.sleep(1.5)
+        before = consumer.end()
+        await asyncio.sleep(3)  # degraded: the consumer goes on, a GMS write per step
+        ha = dumpers.status(1)["ha"]
+        print(
+            f"degraded 3 s: the consumer read {served_bytes(before, consumer.end())} bytes more; "
+            f"served bound {ha['served_bound']}"
+        )
+        assert consumer.end() > before, "a degraded leader serves on, to its growing bound"
         dumpers.kill(1)
         await consumer.close()
         served = consumer.end()
