@@ -238,6 +238,11 @@ class DumperConfig:
     # How long a dump of the leader waits for an acknowledgement before it serves anyway and
     # the leader stops waiting (one warning) until followers acknowledged what it served (ms).
     ack_wait_ms: int = 1000
+    # A candidate whose copy ends before how far the last leader's degraded gate served (its
+    # recorded bound: docs/dumper.md "A degraded gate's bound") waits for a member holding that
+    # far, by default for ever (0): its term would fork the history those consumers read.
+    # > 0: after the lease was free this many seconds it takes over anyway (an ERROR line).
+    degraded_takeover_after_s: float = 0.0
     # A client connection whose host vanished (a cut link: no FIN, no RST), or that left what
     # was sent to it unread this long, is ended and its session, dump and retention hold freed
     # (seconds; MySQL's net_write_timeout is 60). Keepalives find a quiet dead client too.

@@ -4,7 +4,7 @@ per-stream checkpoints and the dumper's HA lease. Other packages import only fro
 
 from . import gms
 from .checkpoints import Checkpoint, CheckpointHistory, CheckpointStore
-from .dumper_lease import LEASE_NAME, DumperLeaseStore, Lease, Member, TermStart
+from .dumper_lease import LEASE_NAME, DumperLeaseStore, Lease, Member, ServedBound, TermStart
 from .file_index import FileEntry, FileIndex
 from .migrations import MigrationError, current_version, migrate
 from .schema_history import SchemaHistory, SchemaRecord
@@ -25,6 +25,7 @@ __all__ = [
     "MigrationError",
     "SchemaHistory",
     "SchemaRecord",
+    "ServedBound",
     "TermStart",
     "TopologyHistory",
     "TopologyRecord",

@@ -1,5 +1,6 @@
 """Dumper HA state in the GMS: the leader lease (`binlog_dumper_lease`), where each leader term
-began (`binlog_dumper_term`) and what every dumper process reports (`binlog_dumper_member`).
+began (`binlog_dumper_term`, with how far a degraded ack gate may serve in it: `ServedBound`) and
+what every dumper process reports (`binlog_dumper_member`).
 
 Times are the GMS's own clock (`NOW(6)`), so the dumpers' clocks never need to agree.
 """
@@ -43,6 +44,18 @@ class TermStart:
     file: str
     position: int
     stream: int | None = None  # a stream of a multi-stream binlog (None: the single one)
+
+
+@dataclass(frozen=True, slots=True)
+class ServedBound:
+    """How far the leader of `term` (dumper `dumper_id`) may have served consumers past what its
+    followers acknowledged (its ack gate degraded): a candidate whose copy ends before
+    `file:position` would start a history those consumers did not read."""
+
+    term: int
+    dumper_id: int
+    file: str
+    position: int
 
 
 class DumperLeaseStore:
@@ -147,6 +160,37 @@ class DumperLeaseStore:
             return [
                 TermStart(int(r[0]), int(r[1]), r[2], int(r[3]), stream) for r in cur.fetchall()
             ]
+
+    def record_served(self, term: int, holder: int, file: str, position: int) -> bool:
+        """Record term `term`'s served bound; only while `holder` holds that term's lease
+        (False: the lease is gone, nothing may be served past the acknowledgements)."""
+        with self._conn.cursor() as cur:
+            n = cur.execute(
+                f"UPDATE {self._db}.binlog_dumper_term t JOIN {self._db}.binlog_dumper_lease l "
+                "ON l.name=%s SET t.served_file=%s, t.served_position=%s "
+                "WHERE t.term=%s AND t.dumper_id=%s AND l.holder=%s AND l.epoch=%s "
+                "AND l.expires_at > NOW(6)",
+                (LEASE_NAME, file, position, term, holder, str(holder), term),
+            )
+        return n >= 1
+
+    def served_bounds(self) -> list[tuple[TermStart, ServedBound | None]]:
+        """Every recorded term's start and served bound (None: its gate never served past
+        its followers' copies), oldest first. A locking read: a bound being recorded is
+        waited for, not missed."""
+        with self._conn.cursor() as cur:
+            cur.execute(
+                f"SELECT term, dumper_id, file_name, position, served_file, served_position "
+                f"FROM {self._db}.binlog_dumper_term ORDER BY term LOCK IN SHARE MODE"
+            )
+            rows = cur.fetchall()
+        return [
+            (
+                TermStart(int(r[0]), int(r[1]), r[2], int(r[3])),
+                ServedBound(int(r[0]), int(r[1]), r[4], int(r[5])) if r[4] is not None else None,
+            )
+            for r in rows
+        ]
 
     def report(self, m: Member) -> None:
         with self._conn.cursor() as cur:

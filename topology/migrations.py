@@ -159,6 +159,19 @@ MIGRATIONS: tuple[Migration, ...] = (
             ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4""",
         ),
     ),
+    Migration(
+        6,
+        "dumper HA: how far a term's degraded ack gate may serve",
+        (
+            # A leader whose ack gate gave up (no follower acknowledged) records how far it
+            # may serve before it serves past its followers' copies; a candidate whose copy
+            # ends before the newest term's bound does not take over (docs/dumper.md, "A
+            # degraded gate's bound"). NULL: the term's gate never served past the copies.
+            """ALTER TABLE binlog_dumper_term
+                ADD COLUMN IF NOT EXISTS served_file VARCHAR(64) NULL,
+                ADD COLUMN IF NOT EXISTS served_position BIGINT UNSIGNED NULL""",
+        ),
+    ),
 )
 
 

@@ -329,7 +329,16 @@ def _ha_line(ha: dict) -> str:
             for sid, a in sorted(ha["acknowledged"].items())
         )
         gate = "DEGRADED (serving unacknowledged data)" if ha["ack_gate_degraded"] else "on"
+        if bound := ha.get("served_bound"):
+            gate += f", up to {bound['file']}:{bound['position']} (recorded in the GMS)"
         return f"{head}; serving acknowledged data only: {gate}; acknowledged: {acks or 'none'}"
+    if w := ha.get("takeover_waits_for"):
+        return (
+            f"{head}; NOT TAKING OVER: term {w['term']}'s leader (dumper {w['holder']}) served "
+            f"consumers up to {w['served_file']}:{w['served_position']}, this copy ends at "
+            f"{w['copy_file']}:{w['copy_position']}; waiting {w['since_s']:.0f} s for dumper "
+            f"{w['holder']} (or a copy that far) to come back"
+        )
     if ha["role"] == "follower" and "copies" in ha:  # one copy per stream (docs/streams.md)
         copies = ", ".join(
             f"stream {c['stream']} at {c['file'] or '-'}:{c['position']}" for c in ha["copies"]

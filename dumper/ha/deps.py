@@ -13,7 +13,7 @@ from cdc.config import Config, NodeConfig
 from cdc.pauses import Pauses
 from dumper.pipeline import DnSourceFactory, GmsMetadata, Leader, Term
 from merge_source import ForkServer
-from topology import DumperLeaseStore, Lease, Member, TermStart, gms, migrate
+from topology import DumperLeaseStore, Lease, Member, ServedBound, TermStart, gms, migrate
 
 
 class LeaseStore(Protocol):
@@ -29,6 +29,8 @@ class LeaseStore(Protocol):
     async def terms_after(self, term: int, stream: int | None = None) -> list[TermStart]: ...
     async def report(self, member: Member) -> None: ...
     async def members(self) -> list[Member]: ...
+    async def record_served(self, term: int, holder: int, file: str, position: int) -> bool: ...
+    async def served_bounds(self) -> list[tuple[TermStart, ServedBound | None]]: ...
 
 
 class GmsLeaseStore:
@@ -82,6 +84,12 @@ class GmsLeaseStore:
 
     async def members(self) -> list[Member]:
         return await self._run(lambda s: s.members())
+
+    async def record_served(self, term: int, holder: int, file: str, position: int) -> bool:
+        return await self._run(lambda s: s.record_served(term, holder, file, position))
+
+    async def served_bounds(self) -> list[tuple[TermStart, ServedBound | None]]:
+        return await self._run(lambda s: s.served_bounds())
 
 
 class LeaderBuilder(Protocol):

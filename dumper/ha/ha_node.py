@@ -28,12 +28,13 @@ from pathlib import Path
 
 from cdc.config import Config
 from cdc.pauses import GMS, Backoff, Pauses
-from dumper.ha.copies import align_copy, copy_ends, copy_targets
+from dumper.ha.copies import align_copy, copy_ends, copy_targets, read_state_term
 from dumper.ha.deps import LeaderBuilder, LeaseStore
 from dumper.ha.election import member_ends, one_end, winner
 from dumper.ha.following import CopyServers, Follower, FollowerProgress, LeaderCopy
 from dumper.ha.leading import Leadership
 from dumper.ha.peers import follower_ack_gate
+from dumper.ha.served_bound import BoundRecorder, TakeoverHold
 from dumper.ha.state import FencedError, HaState
 from dumper.ha.takeover import TakeoverTimeline
 from dumper.pipeline import Leader
@@ -91,6 +92,22 @@ class HaNode:
             if d.streams == 1
             else None
         )
+        # A degraded gate serves no further than a bound recorded in the GMS first, and a
+        # candidate behind the standing bound waits (served_bound.py). One stream only.
+        self.bounds = BoundRecorder(d, store, self.acks) if self.acks is not None else None
+        if self.bounds is not None:
+            self.acks.bound = self.bounds.current
+        self.hold = (
+            TakeoverHold(
+                d,
+                store,
+                lambda: self.copy_ends()[0],
+                lambda: read_state_term(self.copies[0].dir),
+                self.align_with_terms,
+            )
+            if self.acks_on and d.streams == 1
+            else None
+        )
         self.leader_copy = LeaderCopy(config, self.copies, self.progress, self.acks_on)
         self.follower = Follower(
             config,
@@ -114,6 +131,7 @@ class HaNode:
             on_lead=on_lead,
             copy_servers=copy_servers,
             acks=self.acks,
+            bounds=self.bounds,
         )
 
     # -- what the rest of the process reads ---------------------------------------------------
@@ -188,6 +206,8 @@ class HaNode:
         state = self.state
         lease = await self.store.current()
         if lease is not None and lease.live and lease.holder != self.id:
+            if self.hold is not None:
+                self.hold.waiting = None  # someone leads: nothing to wait for
             await self.follower.follow(lease)
             return
         if lease is None or not lease.live:
@@ -223,14 +243,17 @@ class HaNode:
     async def may_take_over(self) -> bool:
         """Only the live member whose copy reaches furthest takes over (`election.winner`:
         with several streams, furthest in the most streams), so followers of the old leader
-        lose as little as possible."""
+        lose as little as possible; and not while its copy ends before how far the last
+        term's degraded gate served (`TakeoverHold`)."""
         stale_s = self.config.dumper.lease_ms / 1000
         candidates = {self.id: self.copy_ends()}
         for m in await self.store.members():
             if m.dumper_id == self.id or m.age_s > stale_s or m.role == "leader":
                 continue
             candidates[m.dumper_id] = member_ends(m)
-        return winner(candidates) == self.id
+        if winner(candidates) != self.id:
+            return False
+        return self.hold is None or await self.hold.allows()
 
     def copy_ends(self) -> list[tuple[str, int]]:
         """How far each copy of this process reaches (one: the single global binlog)."""

@@ -19,6 +19,7 @@ from dumper.ha.copies import CopyTarget, end_of, save_state_term
 from dumper.ha.deps import LeaderBuilder, LeaseStore
 from dumper.ha.following import CopyServers
 from dumper.ha.peers import peer_dump_settings
+from dumper.ha.served_bound import BoundRecorder
 from dumper.ha.state import HaState
 from dumper.ha.stream_tail import catch_up
 from dumper.ha.takeover import TakeoverTimeline
@@ -52,6 +53,7 @@ class Leadership:
         on_lead: Callable[[], Awaitable[None]] | None = None,
         copy_servers: CopyServers | None = None,
         acks: AckGate | None = None,
+        bounds: BoundRecorder | None = None,
     ):
         self.config = config
         self.state = state
@@ -63,6 +65,7 @@ class Leadership:
         self._on_lead = on_lead
         self._copy_servers = copy_servers
         self.acks = acks
+        self.bounds = bounds  # records how far the gate may serve while degraded
 
     async def lead(self, term: int, timeline: TakeoverTimeline | None = None) -> None:
         """Lead term `term` (just won) until the term ends: only ends by raising."""
@@ -85,6 +88,9 @@ class Leadership:
             tasks.append(asyncio.create_task(leader.run(), name="leader"))
             if self._on_lead is not None:
                 tasks.append(asyncio.create_task(self._on_lead(), name="on-lead"))
+            if self.bounds is not None:
+                run = self.bounds.run(term, lambda: _writer_end(leader))
+                tasks.append(asyncio.create_task(run, name="served-bound"))
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for t in done:
                 t.result()
@@ -192,3 +198,10 @@ class Leadership:
             elif ok is False:
                 state.refused()
             state.fence()
+
+
+def _writer_end(leader: Leader) -> tuple[str, int]:
+    """The end of the last whole transaction in the writer's file (what is visible)."""
+    writer = leader.writer
+    end = writer.visible_end(writer.file)
+    return writer.file, writer.position if end is None else end

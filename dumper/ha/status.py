@@ -20,7 +20,18 @@ def ha_status(node: HaNode) -> dict:
         out["took_over_at"] = node.took_over_at
         if node.acks is not None:
             out.update(ack_status(node.acks))
+        if node.bounds is not None and node.bounds.recorded is not None:
+            file, position = node.bounds.recorded
+            out["served_bound"] = {
+                "file": file,
+                "position": position,
+                "records": node.bounds.records,  # GMS writes of the bound by this process
+            }
         return out
+    if node.hold is not None and node.hold.waiting is not None:
+        # It would take over, but holds less than the last leader served (its role may still
+        # say follower: of a leader that is gone).
+        out["takeover_waits_for"] = node.hold.waiting
     if len(node.copies) > 1:
         base = node.config.dumper.binlog_base
         out["copies"] = [

@@ -118,8 +118,15 @@ class ServeProcess:
         if end is not None:
             with contextlib.suppress(ValueError):
                 limit = (file_number(end[0]), end[1])
+        bound = self.acks.bound() if self.acks is not None and self.acks.bound else None
         return ServeView(
-            limit, self._leading(), self._read_only(), self._term(), merged, self._sure_until()
+            limit,
+            self._leading(),
+            self._read_only(),
+            self._term(),
+            merged,
+            self._sure_until(),
+            bound,
         )
 
     def publish(self) -> None:
@@ -158,7 +165,12 @@ class ServeProcess:
     async def _spawn(self, wake_r: int) -> None:
         acks = None
         if self.acks is not None:
-            acks = (sorted(self.acks.follower_ids), self.acks.live_s, self.acks.wait_s)
+            acks = (
+                sorted(self.acks.follower_ids),
+                self.acks.live_s,
+                self.acks.wait_s,
+                self.acks.bound is not None,  # the HA node records a served bound
+            )
         spec = {
             "config": self.config,
             "port": self.port or self.config.dumper.port,  # a restart keeps the port
@@ -304,6 +316,8 @@ async def _child(spec: dict) -> None:
         if now != term and acks is not None:
             acks.reset()  # a new term: acknowledgements of an earlier one say nothing of it
         term = now
+        if acks is not None:
+            acks.bound_changed()  # dumps held at the served bound look again
         notifier.wake()
 
     loop.add_reader(wake_fd, on_wake)
@@ -322,13 +336,14 @@ async def _child(spec: dict) -> None:
         loop.add_signal_handler(sig, stop.set)
 
     if spec["acks"] is not None:
-        ids, live_s, wait_s = spec["acks"]
+        ids, live_s, wait_s, bounded = spec["acks"]
         acks = AckGate(
             ids,
             live_ms=int(live_s * 1000),
             wait_ms=int(wait_s * 1000),
             active=lambda: state.read().leading,
             sure=lambda: time.monotonic() < state.read().sure_until,
+            bound=(lambda: state.read().served_bound) if bounded else None,
         )
     if spec["schema"] == "history":
         from dumper.server.sql.history_schema import HistorySchemaProvider
@@ -361,7 +376,13 @@ async def _child(spec: dict) -> None:
     reports = ReportPipe(out.fileno())
     try:
         while not stop.is_set():
-            await wait_event(stop, REPORT_S)
+            if acks is not None:
+                # A dump held at the served bound is reported at once (the leader records a
+                # further bound: every wait there is the consumers').
+                await _first(stop, acks.asked, REPORT_S)
+                acks.asked.clear()
+            else:
+                await wait_event(stop, REPORT_S)
             report: dict = {
                 "consumers": server.consumers(),
                 "purged": server.retention.purged,
@@ -373,6 +394,16 @@ async def _child(spec: dict) -> None:
     finally:
         await server.close()
         state.close()
+
+
+async def _first(a: asyncio.Event, b: asyncio.Event, timeout: float) -> None:
+    """Until `a` or `b` is set, at most `timeout` seconds."""
+    waits = [asyncio.ensure_future(e.wait()) for e in (a, b)]
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
 
 
 def main() -> int:

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from binlog_writer import file_number
 from cdc.tasks import wait_event
 
-# seq, flags, file number, end, term, merged TSO, sure_until
-_STATE = struct.Struct("<QBxxxIQQQd")
-_HAS_LIMIT, _LEADING, _READ_ONLY = 1, 2, 4
+# seq, flags, file number, end, term, merged TSO, sure_until, served bound (file number, pos)
+_STATE = struct.Struct("<QBxxxIQQQdIxxxxQ")
+_HAS_LIMIT, _LEADING, _READ_ONLY, _HAS_BOUND = 1, 2, 4, 8
 _READ_TRIES = 100_000  # a write takes well under a microsecond
 
 
@@ -34,6 +34,9 @@ class ServeView:
     # lease: the ack gate serves unacknowledged data only before then. A deadline rather
     # than a flag, so that a leader whose loop stalls cannot leave it set.
     sure_until: float = math.inf
+    # HA: how far a degraded ack gate may serve, as recorded in the GMS for this term
+    # (dumper/ha/served_bound.py); None: no bound (a gate outside HA).
+    served_bound: tuple[int, int] | None = None
 
 
 class ServeState:
@@ -60,13 +63,23 @@ class ServeState:
             (_HAS_LIMIT if view.limit is not None else 0)
             | (_LEADING if view.leading else 0)
             | (_READ_ONLY if view.read_only else 0)
+            | (_HAS_BOUND if view.served_bound is not None else 0)
         )
         number, end = view.limit or (0, 0)
+        bound_number, bound_pos = view.served_bound or (0, 0)
         m = self._map
         self._seq += 1
         m[0:8] = struct.pack("<Q", self._seq)  # odd: being written
         m[8 : _STATE.size] = _STATE.pack(
-            self._seq, flags, number, end, view.term, view.merged_tso, view.sure_until
+            self._seq,
+            flags,
+            number,
+            end,
+            view.term,
+            view.merged_tso,
+            view.sure_until,
+            bound_number,
+            bound_pos,
         )[8:]
         self._seq += 1
         m[0:8] = struct.pack("<Q", self._seq)
@@ -74,7 +87,9 @@ class ServeState:
     def read(self) -> ServeView:
         m = self._map
         for _ in range(_READ_TRIES):
-            seq, flags, number, end, term, merged, sure = _STATE.unpack(m[: _STATE.size])
+            seq, flags, number, end, term, merged, sure, b_number, b_pos = _STATE.unpack(
+                m[: _STATE.size]
+            )
             if seq & 1 or struct.unpack("<Q", m[0:8])[0] != seq:
                 continue  # the leader is writing it this instant
             return ServeView(
@@ -84,10 +99,13 @@ class ServeState:
                 term,
                 merged,
                 sure,
+                (b_number, b_pos) if flags & _HAS_BOUND else None,
             )
         # Odd for good: the leader died in the middle of a write (its stdin EOF ends us soon).
         # Serve nothing meanwhile: no file number is 0.
-        return ServeView((0, 0), leading=False, read_only=True, term=-1, sure_until=0.0)
+        return ServeView(
+            (0, 0), leading=False, read_only=True, term=-1, sure_until=0.0, served_bound=(0, 0)
+        )
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

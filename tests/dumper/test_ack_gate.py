@@ -145,6 +145,12 @@ async def test_status_line_shows_acknowledgements():
     line = _ha_line(ha)
     assert "acknowledged data only: on" in line and "binlog.000002:791 (0.4s ago)" in line
     assert "DEGRADED" in _ha_line(ha | {"ack_gate_degraded": True})
+    bound = {"served_bound": {"file": "binlog.000002", "position": 900}}
+    assert "up to binlog.000002:900 (recorded" in _ha_line(ha | bound)
+    waits = {"term": 4, "holder": 1, "served_file": "binlog.000002", "served_position": 900}
+    waits |= {"copy_file": "binlog.000002", "copy_position": 400, "since_s": 3.0}
+    line = _ha_line(ha | {"role": "candidate", "takeover_waits_for": waits})
+    assert "NOT TAKING OVER" in line and "binlog.000002:900" in line and "dumper 1" in line
 
 
 async def test_status_of_a_leader_still_starting_its_pipeline():
@@ -182,3 +188,33 @@ async def test_a_gate_in_doubt_of_its_lease_never_serves_past_acknowledgements()
     assert gate.limit("binlog.000003") is None
     sure[0] = False  # degraded, then in doubt: acknowledged data only again
     assert gate.limit("binlog.000003") == 0 and gate.limit("binlog.000002") == 500
+
+
+async def test_a_degraded_gate_serves_no_further_than_its_served_bound():
+    """HA (docs/dumper.md, "A degraded gate's bound"): a degraded gate with a served bound (as
+    recorded in the GMS) serves up to it and no further; a dump held there asks for more
+    (`wants`, `asked`), and a higher bound lets it go on. No bound recorded yet ((0, 0)):
+    acknowledged data only. A gate without a bound (outside HA) serves all, as before."""
+    now = [0.0]
+    bound = [(0, 0)]
+    gate = AckGate(
+        [FOLLOWER_ID], live_ms=200, wait_ms=300, clock=lambda: now[0], bound=lambda: bound[0]
+    )
+    gate.record(FOLLOWER_ID, "binlog.000002", 500)
+    assert gate.give_up("binlog.000002", 500, 0.3) is False  # degraded, but held at (0, 0)
+    assert gate.degraded and gate.asked.is_set() and gate.wants == (2, 500)
+    assert gate.limit("binlog.000002") == 500  # the acknowledgement still counts
+    gate.asked.clear()
+    bound[0] = (2, 900)
+    gate.bound_changed()
+    assert gate.limit("binlog.000002") == 900 and gate.limit("binlog.000003") == 0
+    assert gate.give_up("binlog.000002", 700, 0.3) is True  # below the bound: serve on
+    assert gate.give_up("binlog.000002", 900, 0.3) is False and gate.wants == (2, 900)
+    bound[0] = (3, 4)
+    assert gate.limit("binlog.000002") is None and gate.limit("binlog.000003") == 4
+    gate.served("binlog.000003", 4)
+    gate.record(FOLLOWER_ID, "binlog.000003", 4)  # the follower holds all served: re-armed
+    assert not gate.degraded
+    free = AckGate([FOLLOWER_ID], live_ms=200, wait_ms=300, clock=lambda: now[0])
+    assert free.give_up("binlog.000002", 500, 0.3) is True
+    assert free.limit("binlog.000009") is None

@@ -7,7 +7,7 @@ import time
 
 from tests.topology.test_stores import meta  # noqa: F401 (fixture)
 from topology.checkpoints import Checkpoint, CheckpointHistory
-from topology.dumper_lease import DumperLeaseStore, Member, TermStart
+from topology.dumper_lease import DumperLeaseStore, Member, ServedBound, TermStart
 
 
 def test_lease_one_holder_new_term_after_expiry(meta):  # noqa: F811
@@ -46,6 +46,24 @@ def test_lease_one_holder_new_term_after_expiry(meta):  # noqa: F811
     store.report(Member(2, "h:2", "follower", 3, "", 77, 0, ends))
     store.report(Member(2, "h:2", "follower", 3, "", 78, 0, (ends[0], ("binlog.000001", 4))))
     assert store.members()[1].streams == (("binlog.000002", 300), ("binlog.000001", 4))
+
+
+def test_served_bound_recorded_only_under_the_terms_live_lease(meta):  # noqa: F811
+    store = DumperLeaseStore(*meta)
+    assert store.try_acquire(1, "h:1", 2000) == 1
+    store.record_term(TermStart(1, 1, "binlog.000001", 4))
+    assert store.served_bounds() == [(TermStart(1, 1, "binlog.000001", 4), None)]
+    assert store.record_served(1, 1, "binlog.000001", 900)
+    assert store.record_served(1, 1, "binlog.000002", 120)
+    assert not store.record_served(1, 2, "binlog.000009", 4)  # not the holder
+    (start, bound), *_ = store.served_bounds()
+    assert bound == ServedBound(1, 1, "binlog.000002", 120)
+    store.release(1, 1)
+    assert not store.record_served(1, 1, "binlog.000003", 4)  # the lease is gone
+    assert store.try_acquire(2, "h:2", 2000) == 2
+    store.record_term(TermStart(2, 2, "binlog.000002", 120))
+    assert not store.record_served(1, 1, "binlog.000003", 4)  # an old term never records
+    assert [b for _, b in store.served_bounds()] == [ServedBound(1, 1, "binlog.000002", 120), None]
 
 
 def test_checkpoint_history_newest_at_or_below_a_key(meta):  # noqa: F811

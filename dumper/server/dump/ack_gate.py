@@ -12,6 +12,13 @@ lately: `HaState.sure_until`, dumper/ha/state.py). A leader cut off from the GMS
 successor, and what no follower holds would then be a fork: in doubt, the gate never gives up,
 serves no further than the furthest acknowledgement of its term (however old: a fenced leader's
 followers have moved on), and a degraded gate stops serving past it too.
+
+Unlike semi-sync too, a degraded HA leader serves no further than its *served bound* (`bound()`,
+docs/dumper.md "A degraded gate's bound"): a position it recorded in the GMS before serving past
+the acknowledgements, so that no candidate whose copy ends before it takes the next term (a fork
+for the consumers who read that far). A dump held there asks for more (`wants`, `asked`); the
+HA node records the writer's end further on, in steps (dumper/ha/served_bound.py). No bound
+(None: a gate outside HA) serves as far as written, as before.
 """
 
 from __future__ import annotations
@@ -73,7 +80,10 @@ class AckGate:
         active: Callable[[], bool] = lambda: True,
         sure: Callable[[], bool] = lambda: True,
         clock: Callable[[], float] = time.monotonic,
+        bound: Callable[[], tuple[int, int] | None] | None = None,
     ) -> None:
+        """`bound`: the served bound (file number, position) a degraded gate stops at, as
+        recorded in the GMS for this term ((0, 0): none yet); None: no bound."""
         self.follower_ids = frozenset(follower_server_ids)
         self.live_s = live_ms / 1000
         self.wait_s = wait_ms / 1000
@@ -85,6 +95,10 @@ class AckGate:
         self.degraded = False
         self.degraded_count = 0  # how often the gate gave up waiting (status, tests)
         self._served = (0, 0)  # furthest position served while degraded
+        self.bound = bound
+        self.wants = (0, 0)  # furthest position a degraded dump waits at for a higher bound
+        self.asked = asyncio.Event()  # set when `wants` grew (the HA node records a bound)
+        self._bound_seen: tuple[int, int] | None = None
 
     def is_follower(self, server_id: int) -> bool:
         return server_id in self.follower_ids
@@ -92,14 +106,17 @@ class AckGate:
     def reset(self) -> None:
         """A new term: acknowledgements of an earlier one say nothing about this stream."""
         self._acks.clear()
-        self.degraded, self._served = False, (0, 0)
+        self.degraded, self._served, self.wants = False, (0, 0), (0, 0)
 
     # -- followers ----------------------------------------------------------------------------
     def record(self, server_id: int, file: str, pos: int) -> None:
         self._acks[server_id] = _Ack(file, pos, self._clock())
         if self.degraded:
             best = self.acknowledged()
-            if best is not None and _order(*best) >= self._served:
+            # Re-armed once a follower holds all served, and all a candidate must reach to
+            # take over (the served bound): a takeover then needs no wait.
+            bound = self.bound() if self.bound is not None else None
+            if best is not None and _order(*best) >= max(self._served, bound or (0, 0)):
                 self.degraded = False
                 log.info(
                     "followers acknowledged %s:%d: serving acknowledged data only again", *best
@@ -132,6 +149,7 @@ class AckGate:
             "followers": {str(k): list(v) for k, v in self.followers().items()},
             "degraded": self.degraded,
             "degraded_count": self.degraded_count,
+            "wants": list(self.wants),
         }
 
     def load_report(self, report: dict) -> None:
@@ -143,24 +161,41 @@ class AckGate:
         }
         self.degraded = bool(report["degraded"])
         self.degraded_count = int(report["degraded_count"])
+        wants = tuple(report.get("wants", (0, 0)))
+        if wants != self.wants:
+            self.wants = (int(wants[0]), int(wants[1]))
+            self.asked.set()
+
+    def bound_changed(self) -> None:
+        """The served bound may have grown (a new publication): wake the dumps held at it."""
+        now = self.bound() if self.bound is not None else None
+        if now != self._bound_seen:
+            self._bound_seen = now
+            self._wake()
 
     # -- ordinary dumps -----------------------------------------------------------------------
     def limit(self, name: str) -> int | None:
         """Where a dump of file `name` must stop for now: 0 (nothing of it is acknowledged),
-        a position, or None (no limit: the gate is off or degraded, or the file is acknowledged
-        whole)."""
+        a position, or None (no limit: the gate is off or degraded without a served bound, or
+        the file is acknowledged whole, or within the bound)."""
         if not self.active():
             return None
         sure = self.sure()
+        bound = None
         if self.degraded and sure:
-            return None
+            bound = self.bound() if self.bound is not None else None
+            if bound is None:
+                return None  # (no served bound: as far as written)
         ack = self.acknowledged(live_only=sure)
-        if ack is None:
+        reach = _order(*ack) if ack is not None else None
+        if bound is not None:
+            reach = bound if reach is None else max(reach, bound)
+        if reach is None:
             return 0
-        mine, theirs = _order(name, 0)[0], _order(*ack)[0]
+        mine, (theirs, pos) = _order(name, 0)[0], reach
         if theirs > mine:
             return None
-        return ack[1] if theirs == mine else 0
+        return pos if theirs == mine else 0
 
     def served(self, name: str, pos: int) -> None:
         """A dump sent up to `name:pos` while degraded (what followers must reach again)."""
@@ -170,11 +205,22 @@ class AckGate:
 
     def give_up(self, name: str, pos: int, waited_s: float) -> bool:
         """Serve past the acknowledgements after a dump waited `waited_s` at `name:pos`;
-        refused (False) while the lease is in doubt."""
+        refused (False) while the lease is in doubt, and at the served bound (the dump asks
+        for a further one: `wants`)."""
         if not self.sure():
             return False
-        if self.degraded:
-            return True
+        if not self.degraded:
+            self._degrade(name, pos, waited_s)
+        bound = self.bound() if self.bound is not None else None
+        if bound is not None and _order(name, pos) >= bound:
+            # Held by the served bound: ask the HA node to record a further one (it wakes us).
+            if _order(name, pos) > self.wants:
+                self.wants = _order(name, pos)
+                self.asked.set()
+            return False
+        return True
+
+    def _degrade(self, name: str, pos: int, waited_s: float) -> None:
         self.degraded = True
         self.degraded_count += 1
         ack = self.acknowledged()
@@ -186,8 +232,7 @@ class AckGate:
             waited_s,
             f"{ack[0]}:{ack[1]}" if ack else "none",
         )
-        self._wake()  # every dump waiting for an acknowledgement goes on now
-        return True
+        self._wake()  # every dump waiting for an acknowledgement goes on now (to the bound)
 
     async def wait(self, timeout: float) -> None:
         """Until the next acknowledgement, at most `timeout` seconds."""

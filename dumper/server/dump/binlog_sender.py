@@ -290,11 +290,12 @@ class BinlogSender:
 
     def _acked_limit(self, name: str) -> int | None:
         """The gate's limit in `name` (None: none). While the gate is degraded, tells it how
-        far this dump got, so that it re-arms only once followers acknowledged that."""
+        far this dump got, so that it re-arms only once followers acknowledged that (a
+        degraded HA gate limits too: by its served bound)."""
         if self.gate is None:
             return None
         limit = self.gate.limit(name)
-        if limit is None and self.gate.degraded:
+        if self.gate.degraded:
             self.gate.served(name, self.pos)
         return limit
 

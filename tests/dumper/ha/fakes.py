@@ -11,13 +11,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from cdc.config import Config, NodeConfig
+from cdc.config import Config, DumperPeer, NodeConfig
 from dumper.ha import HaNode
 from dumper.ha.following import CopyServers
 from dumper.pipeline import Leader, Term
 from tests.dumper.pipeline.fakes import FakeFactory, FakeMetadata, config
 from tests.dumper.pipeline.test_leader import two_dn_scripts
-from topology import Lease, Member, TermStart
+from topology import Lease, Member, ServedBound, TermStart
 
 # Short enough for tests of well under two seconds, long enough that a loaded machine does
 # not fence a healthy leader (it may write for LEASE_MS - MARGIN after each renewal).
@@ -42,6 +42,7 @@ class FakeGms:
     # Called with the holder when a dumper acquires the lease, before it learns its term: a
     # test looks at the old leader at that very moment.
     on_acquire: list[Callable[[int], None]] = field(default_factory=list)
+    served: dict[int, tuple[str, int]] = field(default_factory=dict)  # term → served bound
 
     def live(self) -> bool:
         return self.epoch > 0 and self.expires_at > time.monotonic()
@@ -124,6 +125,21 @@ class FakeLeaseStore:
         now = time.monotonic()
         return [replace(m, age_s=now - at) for _, (m, at) in sorted(g.reported.items())]
 
+    async def record_served(self, term: int, holder: int, file: str, position: int) -> bool:
+        g = await self._reach("record_served")
+        if (g.holder, g.epoch) != (holder, term) or not g.live():
+            return False
+        g.served[term] = (file, position)
+        return True
+
+    async def served_bounds(self) -> list[tuple[TermStart, ServedBound | None]]:
+        g = await self._reach("served_bound")
+        starts = sorted((t for t in g.terms if t.stream is None), key=lambda t: t.term)
+        return [
+            (t, ServedBound(t.term, t.dumper_id, *g.served[t.term]) if t.term in g.served else None)
+            for t in starts
+        ]
+
 
 class FakeLeaders:
     """`LeaderBuilder`: each term's `Leader` merges the same two fake DNs (transactions 100,
@@ -194,12 +210,19 @@ class Cluster:
         start: bool = True,
         on_lead: Callable[[], Awaitable[None]] | None = None,
         copy_servers: CopyServers | None = None,
+        peers: tuple[int, ...] = (),
+        degraded_takeover_after_s: float = 0.0,
     ) -> Node:
         """`on_lead`: what runs beside each term's pipeline (the production one: heartbeats);
-        `copy_servers`: a multi-stream follower's (`HaNode`'s)."""
+        `copy_servers`: a multi-stream follower's (`HaNode`'s); `peers`: the group's dumper
+        ids (two or more: the ack gate is on, so is `TakeoverHold`)."""
         cfg = config(self.root / f"dumper{dumper_id}")
         cfg.dumper.id, cfg.dumper.port = dumper_id, 3300 + dumper_id
         cfg.dumper.lease_ms, cfg.dumper.lease_renew_ms = LEASE_MS, RENEW_MS
+        cfg.dumper.peers = [
+            DumperPeer(i, port=3300 + i, binlog_dir=str(self.root / f"dumper{i}")) for i in peers
+        ]
+        cfg.dumper.degraded_takeover_after_s = degraded_takeover_after_s
         store, leaders, copy = FakeLeaseStore(self.gms, dumper_id), FakeLeaders(cfg), FakeCopy()
         ha = HaNode(cfg, store, leaders, copy=copy, on_lead=on_lead, copy_servers=copy_servers)
         node = Node(ha, store, leaders, copy)

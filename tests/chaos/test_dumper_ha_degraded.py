@@ -1,0 +1,188 @@
+"""A degraded gate's bound (docs/dumper.md), with real processes: the fork the nemesis found
+(seed 1795945531) cannot happen. Two dumpers under transfer traffic; the follower is
+SIGKILLed, so the leader's ack gate gives up and serves a consumer past the follower's copy —
+no further than the bound it recorded in the GMS first. The leader is SIGKILLed too; the
+follower, started again alone, must not take the next term from its shorter copy: it waits,
+saying so once (log, `cdc status`). The old leader comes back and leads; the follower copies
+from it; every event the consumer was served is, byte for byte, in the final leader's files.
+~40 s."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+
+from binlog_writer import layout
+from cdc.config import DumperPeer, load
+from cdc.protocol.dump_client import BinlogPosition, DumpClient, DumpSettings
+from cdc.tasks import cancel_and_wait
+from cdc_equipment.cn.workloads.runner import run_workload
+from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
+from cdc_equipment.local_cluster.testing import free_base_port, throwaway_cluster
+from dumper.ha.election import order
+from tests.chaos.dumpers import Dumpers, copies_identical
+from tests.chaos.transfer_setup import transfer_cn
+
+LEASE_MS = 5000  # the default (a shorter lease fenced a healthy leader on a loaded machine)
+ACK_WAIT_MS = 300
+SKIP_TYPES = {4, 15, 27}  # ROTATE, FORMAT_DESCRIPTION (its in-use flag), HEARTBEAT
+
+
+@pytest.fixture
+def degraded_setup(tmp_path):
+    cluster = throwaway_cluster(tmp_path / "cluster", dns=1)
+    try:
+        cfg = cluster.config()
+        base = free_base_port(2)
+        cfg.dumper.peers = [
+            DumperPeer(i, port=base + i, binlog_dir=str(tmp_path / f"d{i}" / "binlog"))
+            for i in (1, 2)
+        ]
+        cfg.dumper.binlog_dir = str(tmp_path / "unused-binlog")
+        cfg.dumper.lease_ms, cfg.dumper.lease_renew_ms = LEASE_MS, 1000
+        cfg.dumper.ack_wait_ms = ACK_WAIT_MS
+        cfg.pipeline.checkpoint_interval_ms = 200
+        config_path = str(tmp_path / "cdc.toml")
+        cfg.dump(config_path)
+        yield load(config_path), config_path
+    finally:
+        cluster.down()
+
+
+class Consumer:
+    """An ordinary consumer of one dumper (a dump in a task): every event it was served."""
+
+    def __init__(self, port: int) -> None:
+        settings = DumpSettings(
+            "127.0.0.1", port, DEFAULT_USER, DEFAULT_PASSWORD, server_id=7000, reconnect=False
+        )
+        settings.keep_rotate = True
+        self.client = DumpClient(settings, BinlogPosition("", 4))
+        self.events: list[tuple[str, int, bytes]] = []
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        with contextlib.suppress(Exception):  # (its dumper is killed under it)
+            async for batch in self.client.batches():
+                self.events += [
+                    (e.file, e.pos, e.data)
+                    for e in batch
+                    if e.pos > 4 and e.type_code not in SKIP_TYPES
+                ]
+
+    def end(self) -> tuple[int, int]:
+        file, pos, data = self.events[-1] if self.events else ("", 0, b"")
+        return order(file, pos + len(data))
+
+    async def close(self) -> None:
+        await cancel_and_wait([self.task])
+        with contextlib.suppress(Exception):
+            await self.client.close()
+
+
+def served_bytes(a: tuple[int, int], b: tuple[int, int]) -> str:
+    return str(b[1] - a[1]) if a[0] == b[0] else f"(file {a[0]} → {b[0]})"
+
+
+def copy_end(dumpers: Dumpers, i: int) -> tuple[int, int]:
+    names = layout.read_index(dumpers.binlog(i), "binlog")
+    if not names:
+        return (0, 0)
+    return order(names[-1], (dumpers.binlog(i) / names[-1]).stat().st_size)
+
+
+def not_in(events: list[tuple[str, int, bytes]], binlog) -> list[str]:
+    """The consumer's events whose bytes the binlog in `binlog` does not hold (a fork)."""
+    bad, files = [], {}
+    for file, pos, data in events:
+        if file not in files:
+            path = binlog / file
+            files[file] = path.read_bytes() if path.exists() else b""
+        if files[file][pos : pos + len(data)] != data:
+            bad.append(f"{file}:{pos} ({len(data)} bytes)")
+    return bad
+
+
+async def test_a_shorter_copy_never_takes_over_from_a_degraded_leader(degraded_setup, tmp_path):
+    cfg, config_path = degraded_setup
+    port = {p.id: p.port for p in cfg.dumper.peers}
+    cn, workload = await transfer_cn(cfg)
+    dumpers = Dumpers(config_path, tmp_path)
+    stop_load = asyncio.Event()
+    load_task = asyncio.create_task(
+        run_workload(workload.step, threads=2, duration_s=600, stop=stop_load)
+    )
+    consumer = None
+    try:
+        dumpers.start(1)
+        await dumpers.wait(lambda: dumpers.role(1) == "leader", 60, "dumper 1 did not lead")
+        dumpers.start(2)
+        await dumpers.wait(lambda: dumpers.role(2) == "follower", 60, "dumper 2 does not follow")
+        await dumpers.wait(lambda: copy_end(dumpers, 2) > (1, 4), 60, "dumper 2 copies nothing")
+        consumer = Consumer(port[1])
+        await dumpers.wait(lambda: consumer.events, 30, "the consumer reads nothing")
+
+        # The follower dies: the leader's gate gives up and serves past its copy, to the bound.
+        dumpers.kill(2)
+        held = copy_end(dumpers, 2)
+        await dumpers.wait(
+            lambda: consumer.end() > held and "served_bound" in dumpers.status(1).get("ha", {}),
+            30,
+            "the degraded leader served nothing past the follower's copy",
+        )
+        ha = dumpers.status(1)["ha"]
+        assert ha["ack_gate_degraded"], ha
+        # Everything served is under a bound recorded first (the status may be a second old).
+        await asyncio.sleep(1.5)
+        before = consumer.end()
+        await asyncio.sleep(3)  # degraded: the consumer goes on, a GMS write per step
+        ha = dumpers.status(1)["ha"]
+        print(
+            f"degraded 3 s: the consumer read {served_bytes(before, consumer.end())} bytes more; "
+            f"served bound {ha['served_bound']}"
+        )
+        assert consumer.end() > before, "a degraded leader serves on, to its growing bound"
+        dumpers.kill(1)
+        await consumer.close()
+        served = consumer.end()
+        assert served > held
+
+        # The follower alone: the lease runs free, but its copy ends before the bound.
+        dumpers.start(2)
+        await asyncio.sleep(LEASE_MS / 1000 + 6)
+        status = dumpers.status(2).get("ha", {})
+        assert status.get("role") != "leader", status
+        waits = status.get("takeover_waits_for")
+        assert waits and waits["holder"] == 1 and waits["term"] >= 1, status
+        assert order(waits["served_file"], waits["served_position"]) >= served
+        log = (tmp_path / "dumpers.log").read_text(errors="replace")
+        assert log.count("dumper 2: not taking over") == 1, dumpers.tail()
+
+        # The old leader comes back with everything it served: it leads, the follower copies.
+        dumpers.start(1)
+        await dumpers.wait(
+            lambda: dumpers.role(1) == "leader" and dumpers.role(2) == "follower",
+            60,
+            "the old leader did not lead again",
+        )
+        stop_load.set()
+        await load_task
+        await dumpers.wait(
+            lambda: copies_identical(dumpers.binlog(1), dumpers.binlog(2)),
+            60,
+            "the copies differ",
+        )
+        assert not (bad := not_in(consumer.events, dumpers.binlog(1))), bad[:5]
+        log = (tmp_path / "dumpers.log").read_text(errors="replace")
+        assert "taking over although" not in log
+    finally:
+        if consumer is not None:
+            await consumer.close()
+        stop_load.set()
+        await cancel_and_wait([load_task])
+        dumpers.stop()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(30):
+                await cn.close()
