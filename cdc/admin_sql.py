@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 import threading
 from collections.abc import Callable
 from typing import TypeVar
 
 import pymysql
+import pymysql.connections
 
 from cdc.pauses import GMS, Backoff, Pauses
 from cdc.sockets import bound_dead_peer
@@ -37,6 +39,26 @@ UNREACHABLE = (
 )
 
 
+class _Connection(pymysql.connections.Connection):
+    """PyMySQL's connection with one TLS context per process for its default. Given no TLS
+    options, PyMySQL (1.2) tries TLS where the server offers it ("preferred") with a context it
+    builds per connection, loading the system's CA bundle (~33 ms of CPU) to verify nothing
+    (CERT_NONE, no hostname check): the leader opens several per pipeline start (the GMS, the
+    meta DB, each DN's `SHOW BINARY LOGS`). That context is the same every time, so it is
+    built once and shared (an SSLContext serves any number of sockets, from any thread);
+    explicit TLS options still get a context of their own."""
+
+    _preferred: ssl.SSLContext | None = None  # built on first use
+
+    def _create_ssl_ctx(self, sslp):
+        if sslp:
+            return super()._create_ssl_ctx(sslp)
+        ctx = _Connection._preferred
+        if ctx is None:  # two threads may both build one: either is the same context
+            ctx = _Connection._preferred = super()._create_ssl_ctx(sslp)
+        return ctx
+
+
 def connect(
     host: str,
     port: int,
@@ -52,7 +74,7 @@ def connect(
     """A PyMySQL connection, utf8mb4, in autocommit unless asked, with bounded waits (a
     caller whose statements may run long, a backfill's reads and loads, passes
     `read_timeout=None`); `options` go to `pymysql.connect` (e.g. `init_command`)."""
-    conn = pymysql.connect(
+    conn = _Connection(
         host=host,
         port=port,
         user=user,

@@ -423,13 +423,15 @@ class TransactionEncoder:
     def _mark_into(self, out: bytearray, key, ts: bytes) -> None:
         """The CTS mark of the transaction of global key `key`: `CTS::<tso>`, and for a local
         transaction (they share a TSO) `::L<dn>.<seq>` too (`cts_text`, written in place)."""
-        tso = key[0]
-        local = key[1] != _BRANCH
+        # Unpacked, not indexed: a NamedTuple's item lookup is tuple's generic slot (a method
+        # call per index), its unpacking tuple's C iterator.
+        tso, kind, key_dn, key_seq = key
+        local = kind != _BRANCH
         n = len(CTS_PREFIX) + splice.decimal_len(tso)
         dn = seq = 0
         if local:
-            dn = key[2]
-            seq = key[3]
+            dn = key_dn
+            seq = key_seq
             n += len(_LOCAL_AT) + splice.decimal_len(dn) + 1 + splice.decimal_len(seq)
         prefix = self._mark_prefixes.get(n)
         if prefix is None:
