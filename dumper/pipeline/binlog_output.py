@@ -31,6 +31,8 @@ from merge_source import FragmentKind
 from topology import FileEntry
 
 log = logging.getLogger(__name__)
+# A module constant: the Enum class attribute lookup costs more, once per transaction written.
+_INSTRUCTION = FragmentKind.INSTRUCTION
 
 
 class BinlogOutput:
@@ -85,7 +87,7 @@ class BinlogOutput:
                 if has_spilled(txn.statements):  # any Fragment spilled (a compiled loop)
                     self._write_batch(batch, stats)
                     await self._write_streamed(txn, stats, fence)
-                elif txn.kind is FragmentKind.INSTRUCTION:
+                elif txn.kind is _INSTRUCTION:
                     # nothing to write (MergeJoint applies it, FlushLogs rotates once this
                     # batch is written)
                     continue
