@@ -25,7 +25,8 @@ cdef class _Cursor:
     @cython.locals(p="const unsigned char*", pos=Py_ssize_t, end=Py_ssize_t,
                    value="unsigned long long", b="unsigned long long", shift=int)
     cpdef unsigned long long varint(self) except? 0xFFFFFFFFFFFFFFFF
-    @cython.locals(n="unsigned long long", start=Py_ssize_t)
+    @cython.locals(n="unsigned long long", start=Py_ssize_t, stop=Py_ssize_t,
+                   p="const unsigned char*")
     cpdef bytes field(self, unsigned long long tag)
 
 @cython.locals(p="const unsigned char*", n=Py_ssize_t, i=Py_ssize_t)

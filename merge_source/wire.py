@@ -326,8 +326,10 @@ class _Cursor:
         start = self.pos
         if n > self.end - start:
             raise _OtherLayout("a field runs past its message")
-        self.pos = start + n
-        return self.data[start : start + n]
+        stop = start + n
+        self.pos = stop
+        p = self.data  # C: the bytes' buffer, sliced into one new bytes object (no slice object)
+        return p[start:stop]
 
 
 def _varint_count(data, start, end):  # C types: wire.pxd

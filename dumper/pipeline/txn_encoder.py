@@ -127,7 +127,9 @@ class EventPatcher:
         where it lies and copied once, straight into `out`: no bytes object per event. The
         wire's decode checked the sizes. Returns how many were appended. (Typed in
         txn_encoder.pxd.)"""
-        ids: dict = {}  # DN table id (an int) -> logical id (6 bytes), per statement
+        # DN table id (an int) -> logical id (6 bytes), per statement: made at its second
+        # TABLE_MAP (most statements map one table, `last_dn` holds it)
+        ids = None
         last_dn = _NO_TABLE  # the last one looked up: a rows event follows its TABLE_MAP
         last_tid = b""
         count = 0
@@ -140,14 +142,18 @@ class EventPatcher:
             v1 = constants.EventType.WRITE_ROWS_V1 <= code <= constants.EventType.DELETE_ROWS_V1
             if code == constants.EventType.TABLE_MAP:
                 dn_tid = header.table_id(p, pos)
-                tid = ids[dn_tid] = self.table_id_at(packed, pos, n)
+                tid = self.table_id_at(packed, pos, n)
+                if ids is None and last_dn != _NO_TABLE:
+                    ids = {last_dn: last_tid}
+                if ids is not None:
+                    ids[dn_tid] = tid
                 last_dn, last_tid = dn_tid, tid
             elif v1 or constants.EventType.WRITE_ROWS <= code <= constants.EventType.DELETE_ROWS:
                 dn_tid = header.table_id(p, pos)
                 if dn_tid == last_dn:
                     tid = last_tid
                 else:
-                    tid = ids.get(dn_tid)
+                    tid = None if ids is None else ids.get(dn_tid)
                     if tid is None:
                         raise OrphanRows()
                     last_dn, last_tid = dn_tid, tid
