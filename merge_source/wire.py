@@ -26,6 +26,7 @@ from cdc.binlog import constants, header
 from cdc.frames import framed
 from cdc.keys import Checkpoint, Kind, SortKey, stream_name
 from merge_source.fragment import Fragment, FragmentKind, Statement, Watermark
+from merge_source.frames_pb2 import Checkpoint as CheckpointMessage
 from merge_source.frames_pb2 import Frame
 from merge_source.spill import EventSpan, SpillFile, write_handoff
 
@@ -168,10 +169,14 @@ class FatalError(str):
 def decode_body(body: bytes) -> list[Fragment | Watermark] | Status | FatalError:
     """What one frame body (without its length prefix) holds: a batch, a status or an error."""
     try:
+        # a batch as `encode_batch` lays it out: read in C, no protobuf message built
+        out = read_batch_frame(body) if type(body) is bytes else None
+        if out is not None:
+            return out
         frame = Frame.FromString(body)
         which = frame.WhichOneof("body")
         if which == "batch":
-            out: list = []
+            out = []
             _read_batch(frame.batch, out)
             return out
         if which == "status":
@@ -265,3 +270,210 @@ def _read_batch(b, out: list) -> None:  # C types: wire.pxd
         out.append(Watermark(dn, key, cp))
     if checkpoints:
         raise ValueError("the batch holds checkpoints of no watermark")
+
+
+# The batch frame read straight from its bytes (protobuf's wire format, frames.proto's field
+# numbers): the leader decodes one per MergeSource batch, and protobuf's message objects cost it
+# more than the rest of the decode (a Python int per column entry, a bytes value and a container
+# per statement, before any Fragment is built). The reader takes the layout `encode_batch` writes
+# (each packed column one run, the statements' events consecutive, no spilled statement or
+# marker, no field frames.proto does not know); for anything else `decode_body` asks protobuf,
+# which decodes any valid encoding and words the errors, so the two never disagree on a frame.
+_FRAME_BATCH = 1 << 3 | 2  # Frame.batch: field 1, length-delimited
+_EVENTS_TAG = 4 << 3 | 2  # Batch.statement_events: one per statement
+
+
+class _OtherLayout(Exception):
+    """The frame is not laid out as `encode_batch` writes it: protobuf decodes it."""
+
+
+class _Cursor:
+    """A read position in a frame's bytes up to `end` (C types: wire.pxd)."""
+
+    __slots__ = ("data", "pos", "end")
+
+    def __init__(self, data: bytes, pos: int, end: int):
+        self.data = data
+        self.pos = pos
+        self.end = end
+
+    def varint(self):
+        """The next base-128 varint (at most 64 bits)."""
+        p = self.data
+        pos = self.pos
+        end = self.end
+        value = 0
+        shift = 0
+        while True:
+            if pos >= end:
+                raise _OtherLayout("a varint runs past its field")
+            b = p[pos]
+            pos += 1
+            if shift == 63 and b > 1:
+                raise _OtherLayout("a varint past 64 bits")
+            value |= (b & 0x7F) << shift
+            if b < 0x80:
+                break
+            shift += 7
+        self.pos = pos
+        return value
+
+    def field(self, tag):
+        """The next length-delimited field, which must be `tag`, as bytes."""
+        if self.varint() != tag:
+            raise _OtherLayout("the events of the statements are not consecutive")
+        n = self.varint()
+        start = self.pos
+        if n > self.end - start:
+            raise _OtherLayout("a field runs past its message")
+        stop = start + n
+        self.pos = stop
+        p = self.data  # C: the bytes' buffer, sliced into one new bytes object (no slice object)
+        return p[start:stop]
+
+
+def _varint_count(data, start, end):  # C types: wire.pxd
+    """How many varints the packed column data[start:end] holds (bytes ending one)."""
+    p = data
+    n = 0
+    i = start
+    while i < end:
+        if p[i] < 0x80:
+            n += 1
+        i += 1
+    if end > start and p[end - 1] >= 0x80:
+        raise _OtherLayout("a packed column ends inside a varint")
+    return n
+
+
+def read_batch_frame(body: bytes) -> list[Fragment | Watermark] | None:
+    """The items of a batch frame's body laid out as `encode_batch` writes it, or None for any
+    other frame (a status, an error, another layout): `_read_batch`'s result, without protobuf."""
+    if len(body) < 2 or body[0] != _FRAME_BATCH:
+        return None
+    try:
+        r = _Cursor(body, 1, len(body))
+        n = r.varint()
+        if n != r.end - r.pos:
+            return None  # something follows the batch: protobuf's rules decide what counts
+        return _batch_items(body, r.pos, r.end)
+    except _OtherLayout:
+        return None
+
+
+def _batch_items(body, start, stop):  # C types: wire.pxd
+    """The Batch message body[start:stop]: its columns located in one pass, then read in order."""
+    dn = 0
+    frag_s = frag_e = part_s = part_e = stmt_s = stmt_e = mark_s = mark_e = -1
+    ev_s = ev_e = -1
+    m = 0  # statement_events entries
+    cps: list = []  # Checkpoint messages: one a batch at most, usually
+    r = _Cursor(body, start, stop)
+    prev = 0
+    while r.pos < stop:
+        at = r.pos
+        tag = r.varint()
+        field = tag >> 3
+        if tag == 1 << 3:  # dn, a varint
+            dn = r.varint() & 0xFFFFFFFF  # a uint32: its low 32 bits, as protobuf reads it
+            prev = field
+            continue
+        if tag & 7 != 2:
+            return None
+        n = r.varint()
+        s = r.pos
+        if n > stop - s:
+            return None
+        e = s + n
+        r.pos = e
+        if field == 4:
+            if m and prev != 4:
+                return None
+            if not m:
+                ev_s = at
+            ev_e = e
+            m += 1
+        elif field == 2 and frag_s < 0:
+            frag_s, frag_e = s, e
+        elif field == 3 and part_s < 0:
+            part_s, part_e = s, e
+        elif field == 5 and stmt_s < 0:
+            stmt_s, stmt_e = s, e
+        elif field == 8 and mark_s < 0:
+            mark_s, mark_e = s, e
+        elif field == 9:
+            cps.append(CheckpointMessage.FromString(body[s:e]))
+        else:  # spilled statements, markers (rare), a column split in runs, an unknown field
+            return None
+        prev = field
+    nh = _varint_count(body, frag_s, frag_e) if frag_s >= 0 else 0
+    np = _varint_count(body, part_s, part_e) if part_s >= 0 else 0
+    ns = _varint_count(body, stmt_s, stmt_e) if stmt_s >= 0 else 0
+    nm = _varint_count(body, mark_s, mark_e) if mark_s >= 0 else 0
+    nf = nh // FRAGMENT_FIELDS
+    if nf * FRAGMENT_FIELDS != nh or ns != 3 * m:
+        raise ValueError("the batch's fragment or statement columns do not add up")
+    head = _Cursor(body, frag_s, frag_e)
+    parts = _Cursor(body, part_s, part_e)
+    stmts = _Cursor(body, stmt_s, stmt_e)
+    events = _Cursor(body, ev_s, ev_e)
+    out: list = []
+    p = 0  # participants read
+    j = 0  # statements read
+    for _k in range(nf):
+        tso = head.varint()
+        sort_kind = head.varint()
+        seq = head.varint()
+        txn_id = head.varint()
+        kind = head.varint()
+        timestamp = head.varint()
+        c = head.varint()
+        if c > np - p:
+            raise ValueError("participants run past their column")
+        participants = tuple([parts.varint() & 0xFFFFFFFF for _k in range(c)])
+        p += c
+        c = head.varint()
+        if c > m - j:
+            raise ValueError("statements run past their columns")
+        statements = []
+        for _k in range(c):
+            has_trace = stmts.varint()
+            trace_seq = stmts.varint()
+            trace_sub = stmts.varint()
+            data = events.field(_EVENTS_TAG)
+            check_events(data)
+            st = Statement.__new__(Statement)  # packed: the constructor's defaults, set in C
+            st.trace_id = (trace_seq, trace_sub) if has_trace else None
+            st.in_memory = None
+            st.span = None
+            st.packed = data
+            statements.append(st)
+        j += c
+        f = Fragment.__new__(Fragment)
+        f.key = _new_tuple(SortKey, (tso, SORT_KINDS[sort_kind], seq))
+        f.dn = dn
+        f.txn_id = txn_id
+        f.participants = participants
+        f.kind = KINDS[kind]
+        f.statements = statements
+        f.markers = []
+        f.timestamp = timestamp
+        out.append(f)
+    if j != m or p != np:
+        raise ValueError("the batch holds statements or participants of no fragment")
+    if nm % 3:
+        raise ValueError("the batch's watermark column does not add up")
+    checkpoints = {ck.watermark: ck for ck in cps} if cps else None
+    marks = _Cursor(body, mark_s, mark_e)
+    for i in range(nm // 3):
+        cp = None
+        if checkpoints is not None and i in checkpoints:
+            ck = checkpoints.pop(i)
+            cp = Checkpoint(stream_name(dn), ck.file, ck.pos, ck.max_tso_seen)
+        tso = marks.varint()
+        sort_kind = marks.varint()
+        seq = marks.varint()
+        out.append(Watermark(dn, _new_tuple(SortKey, (tso, SORT_KINDS[sort_kind], seq)), cp))
+    if checkpoints:
+        raise ValueError("the batch holds checkpoints of no watermark")
+    return out

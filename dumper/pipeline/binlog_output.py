@@ -25,9 +25,8 @@ from dumper.pipeline.encoded_batch import EncodedBatch
 from dumper.pipeline.metadata import PipelineMetadata
 from dumper.pipeline.output import STREAM_PART_BYTES, DiskFull, Fence, LeaderError
 from dumper.pipeline.status import LeaderStats
-from dumper.pipeline.txn_encoder import TransactionEncoder, has_spilled
+from dumper.pipeline.txn_encoder import TransactionEncoder, first_spilled
 from merge_joint import Transaction
-from merge_source import FragmentKind
 from topology import FileEntry
 
 log = logging.getLogger(__name__)
@@ -81,16 +80,17 @@ class BinlogOutput:
     ) -> None:
         try:
             batch = EncodedBatch()
-            for txn in ready:
-                if has_spilled(txn.statements):  # any Fragment spilled (a compiled loop)
+            start, n = 0, len(ready)
+            while start < n:
+                # The transactions up to a spilled one, encoded in one compiled loop (an
+                # INSTRUCTION has nothing to write: MergeJoint applies it, FlushLogs rotates
+                # once this batch is written).
+                stop = first_spilled(ready, start)
+                batch.add_run(self.encoder, ready, start, stop)
+                if stop < n:
                     self._write_batch(batch, stats)
-                    await self._write_streamed(txn, stats, fence)
-                elif txn.kind is FragmentKind.INSTRUCTION:
-                    # nothing to write (MergeJoint applies it, FlushLogs rotates once this
-                    # batch is written)
-                    continue
-                else:
-                    batch.add(self.encoder, txn)
+                    await self._write_streamed(ready[stop], stats, fence)
+                start = stop + 1
             self._write_batch(batch, stats)
             self.writer.flush()
         except OSError as exc:

@@ -43,6 +43,9 @@ cpdef bint has_events(list statements) except -1
 @cython.locals(st=CStatement)
 cpdef bint has_spilled(list statements) except -1
 
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, txn=CTransaction)
+cpdef Py_ssize_t first_spilled(list txns, Py_ssize_t start) except -1
+
 cdef class TransactionEncoder:
     cdef public unsigned int server_id
     cdef public bint gtids
@@ -58,6 +61,10 @@ cdef class TransactionEncoder:
     cdef public bytes _mark_head
     cdef public dict _mark_prefixes
 
+    cpdef Py_ssize_t encode_into(self, CTransaction txn, bytearray out, list gtid_at=*) except -1
+    @cython.locals(events=Py_ssize_t, i=Py_ssize_t, count=Py_ssize_t, txn=CTransaction)
+    cpdef Py_ssize_t encode_run(self, list txns, Py_ssize_t start, Py_ssize_t stop,
+                                bytearray out, list ends, list tsos, list gtid_at) except -1
     @cython.locals(at=Py_ssize_t, q="unsigned char*")
     cpdef _xid_into(self, bytearray out, bytes ts)
 

@@ -15,9 +15,10 @@ from cdc.binlog.events import XidEvent, cts_mark, encode_event
 from cdc.binlog.fastpath import rewrite
 from cdc.binlog.query import QueryEvent
 from cdc.binlog.reader import EventReader
-from cdc.keys import Kind, SortKey
+from cdc.keys import GlobalKey, Kind, SortKey
+from dumper.pipeline.encoded_batch import EncodedBatch
 from dumper.pipeline.table_id_map import TableIdMap
-from dumper.pipeline.txn_encoder import EncodeError, TransactionEncoder
+from dumper.pipeline.txn_encoder import EncodeError, TransactionEncoder, first_spilled
 from merge_joint.merger import Transaction, coalesce
 from merge_source.classifier import table_name
 from merge_source.fragment import Fragment, FragmentKind, Statement
@@ -213,3 +214,31 @@ def test_mariadb_flavour_a_gtid_event_replaces_begin(transactions, tmp_path):
         check=True,
     ).stdout
     assert "Binlog checkpoint CTS::77\n" in out
+
+
+def test_a_run_of_transactions_encodes_as_one_add_each(transactions):
+    """The leader's write loop (`EncodedBatch.add_run`: `encode_run`, compiled) gives the batch
+    that `add` per transaction gives: the same bytes, ends, TSOs, GTID offsets and event count,
+    an INSTRUCTION skipped; `first_spilled` ends a run at a spilled transaction."""
+    marker = Transaction(GlobalKey(1, 1, DN, 1), 0, FragmentKind.INSTRUCTION, [], [])
+    txns = [*transactions[:3], marker, *transactions[3:]]
+    for flavor in ("mysql", "mariadb"):
+        one, run = EncodedBatch(), EncodedBatch()
+        a = TransactionEncoder(SID, gtids=True, flavor=flavor)
+        b = TransactionEncoder(SID, gtids=True, flavor=flavor)
+        for txn in txns:
+            if txn.kind is not FragmentKind.INSTRUCTION:
+                one.add(a, txn)
+        assert first_spilled(txns, 0) == len(txns)
+        run.add_run(b, txns, 0, len(txns))
+        assert (run.buf, run.ends, run.tsos, run.gtids, run.events) == (
+            one.buf,
+            one.ends,
+            one.tsos,
+            one.gtids,
+            one.events,
+        )
+        assert len(one.ends) == len(transactions) and one.gtids
+    spilled = Statement(None, span=object())
+    txns[5] = Transaction(txns[5].key, 0, FragmentKind.DATA, [], [spilled])
+    assert first_spilled(txns, 0) == 5 and first_spilled(txns, 6) == len(txns)

@@ -14,6 +14,7 @@ from cdc.frames import FRAME
 from cdc.protocol import BinlogPosition, DumpSettings
 from merge_source.fork_server import ForkServer
 from merge_source.fragment import Fragment, Watermark
+from merge_source.frames_pb2 import Batch, Frame
 from merge_source.processor import SourceProcessor
 from merge_source.source import SourceSpec
 from merge_source.source_process import SourceFailed, SourceProcess, SourceProcessDied
@@ -27,6 +28,7 @@ from merge_source.wire import (
     encode_batch,
     encode_error,
     encode_status,
+    read_batch_frame,
 )
 from tests.merge_source.test_recorded import DN, feed_all
 
@@ -72,6 +74,55 @@ def test_every_recorded_output_round_trips():
     assert any(isinstance(o, Fragment) and o.markers for o in items)
     assert any(isinstance(o, Watermark) and o.checkpoint for o in items)
     assert described(round_trip(items)) == described(in_frame_order(items))
+
+
+def _framed_batch(parts: list[Batch]) -> bytes:
+    """A Frame body whose batch is `parts` serialized one after the other (protobuf merges
+    them: a repeated field's runs are concatenated in the order they come)."""
+    batch = b"".join(part.SerializeToString() for part in parts)
+    n, length = len(batch), bytearray()
+    while n >= 0x80:
+        length.append(n & 0x7F | 0x80)
+        n >>= 7
+    return b"\x0a" + bytes(length) + bytes([n]) + batch
+
+
+def test_the_direct_reader_and_protobuf_read_a_batch_alike():
+    """`decode_body` reads a batch laid out as `encode_batch` writes it straight from its bytes
+    (`read_batch_frame`); another valid encoding of the same message goes through protobuf: a
+    column in two runs, the statements' events not consecutive, a field frames.proto does not
+    know. The items are the same whichever way; fields in another order the reader takes."""
+    run = feed_all(SourceProcessor(DN, wait_for_start=True))
+    items = [o for case in run.outputs for o in case]
+    items = [o for o in items if not (isinstance(o, Fragment) and o.markers)]  # markers: protobuf
+    assert any(isinstance(o, Watermark) and o.checkpoint for o in items)
+    body = encode_batch(items)[FRAME.size :]
+    want = described(in_frame_order(items))
+    assert read_batch_frame(body) is not None
+    assert described(decode_body(body)) == want
+    b = Frame.FromString(body).batch
+    assert len(b.fragments) > 8 and len(b.statement_events) > 1
+    cols = {
+        "dn": Batch(dn=b.dn),
+        "fragments": Batch(fragments=b.fragments),
+        "participants": Batch(participants=b.participants),
+        "statement_events": Batch(statement_events=b.statement_events),
+        "statements": Batch(statements=b.statements),
+        "watermarks": Batch(watermarks=b.watermarks),
+        "checkpoints": Batch(checkpoints=b.checkpoints),
+    }
+    assert _framed_batch(list(cols.values())) == body  # the layout encode_batch writes
+    reordered = _framed_batch(list(cols.values())[::-1])
+    assert reordered != body and read_batch_frame(reordered) is not None
+    assert described(decode_body(reordered)) == want
+    split = dict(cols, fragments=Batch(fragments=b.fragments[:8]))
+    split_head = _framed_batch([*split.values(), Batch(fragments=b.fragments[8:])])
+    events = dict(cols, statement_events=Batch(statement_events=b.statement_events[:1]))
+    apart = _framed_batch([*events.values(), Batch(statement_events=b.statement_events[1:])])
+    unknown = _framed_batch([*cols.values(), Batch.FromString(b"\x78\x01")])  # field 15: 1
+    for other in (split_head, apart, unknown):
+        assert read_batch_frame(other) is None
+        assert described(decode_body(other)) == want
 
 
 def test_a_marker_column_or_a_dn_the_contract_does_not_know_is_refused():
