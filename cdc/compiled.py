@@ -47,6 +47,7 @@ COMPILED_MODULES = (
     # A snapshot read's rows (docs/snapshot-reads.md): each DN page's rows split into key and
     # data, and the rows framed as packets a batch at a time (the read's per-row cost).
     "read_path.page_rows",
+    "read_path.key_rows",
     "dumper.server.wire.row_packets",
     # A snapshot read's scan of the global binlog: the values of a changed row located, none
     # decoded (its key is, and its before-image only if a chunk emits it).
