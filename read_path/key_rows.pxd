@@ -1,5 +1,6 @@
 # C types for key_rows.py when Cython compiles it (an augmenting .pxd: the .py stays plain Python).
 import cython
+from libc.string cimport memcpy
 
 @cython.locals(p="const unsigned char*", lo=Py_ssize_t, top=Py_ssize_t, mid=Py_ssize_t)
 cpdef Py_ssize_t upper_bound(bytearray keys, Py_ssize_t n, long long hi) except -1
@@ -20,8 +21,11 @@ cdef Py_ssize_t _data_start(const unsigned char* p, Py_ssize_t start, Py_ssize_t
 @cython.locals(first=int, at=Py_ssize_t, negative=bint, k=Py_ssize_t, value="long long")
 cdef long long _key_of(const unsigned char* p, Py_ssize_t start, Py_ssize_t body) except? -1
 
-@cython.locals(value="unsigned long long", i=int)
+@cython.locals(value="unsigned long long")
 cdef long long _key_at(const unsigned char* p, Py_ssize_t at) noexcept
+
+cdef void _copy(unsigned char* q, Py_ssize_t w, const unsigned char* p, Py_ssize_t at,
+                Py_ssize_t n) noexcept
 
 @cython.locals(value="unsigned long long", i=int)
 cdef void _put_key(unsigned char* q, Py_ssize_t at, long long key) noexcept
@@ -30,20 +34,20 @@ cdef Py_ssize_t _size_at(const unsigned char* p, Py_ssize_t at) noexcept
 
 cdef void _put_size(unsigned char* q, Py_ssize_t at, Py_ssize_t size) noexcept
 
-@cython.locals(n=Py_ssize_t, order=bytearray, offsets=list, nskip=Py_ssize_t, last=Py_ssize_t,
+@cython.locals(n=Py_ssize_t, order=bytearray, nskip=Py_ssize_t, last=Py_ssize_t,
                op="unsigned char*", kp="const unsigned char*", total=Py_ssize_t,
                count=Py_ssize_t, j=Py_ssize_t, r=Py_ssize_t, key="long long",
-               source=Py_ssize_t, size=Py_ssize_t, out=bytearray, q="unsigned char*",
-               w=Py_ssize_t, start=Py_ssize_t, rows=IntRows, blobs=list)
+               size=Py_ssize_t, out=bytearray, q="unsigned char*", bp="const unsigned char*",
+               w=Py_ssize_t, rows=IntRows, blobs=bytes)
 cpdef tuple merge_framed(list parts, bytearray skip, IntRows images)
 
-@cython.locals(b="const unsigned char*", part=Py_ssize_t, i=Py_ssize_t)
-cdef Py_ssize_t _frame(unsigned char* q, Py_ssize_t w, bytearray blob, Py_ssize_t start,
-                       Py_ssize_t size) except -1
+@cython.locals(part=Py_ssize_t, i=Py_ssize_t)
+cdef Py_ssize_t _frame(unsigned char* q, Py_ssize_t w, const unsigned char* b, Py_ssize_t start,
+                       Py_ssize_t size) noexcept
 
 @cython.locals(a=bytearray, ap="unsigned char*", bounds=list, w=Py_ssize_t, source=Py_ssize_t,
                rows=IntRows, kp="const unsigned char*", sp="const unsigned char*",
-               i=Py_ssize_t, k=int, b=bytearray, merged=list)
+               i=Py_ssize_t, k=int, b=bytearray, merged=list, at=Py_ssize_t)
 cpdef bytearray _merged_order(list inputs, Py_ssize_t n)
 
 @cython.locals(ap="const unsigned char*", bp="unsigned char*", i=Py_ssize_t, j=Py_ssize_t,

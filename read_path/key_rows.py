@@ -8,7 +8,10 @@ gives the same bytes: tests/read_path/test_key_rows.py compares them.
 
 Plain Python that Cython compiles unchanged when it is there (cdc/compiled.py lists this
 module; key_rows.pxd gives its C types; `COMPILED` says which one runs). Keys are stored as 8
-little-endian bytes (two's complement), sizes as 4, so the compiled loops read them in C."""
+little-endian bytes (two's complement), sizes as 4, so the compiled loops read them in C; the
+loops spell constants as literals (a module global is a Python object there: an object
+operation per row), and the plain-Python paths read the buffers through memoryviews (a
+little-endian host)."""
 
 from __future__ import annotations
 
@@ -16,9 +19,8 @@ from bisect import bisect_right
 from operator import itemgetter
 
 from cdc.compiled import is_compiled
-from cdc.protocol.packets import EOF, ERR, MAX_CHUNK, frame
+from cdc.protocol.packets import frame
 
-NULL = 0xFB  # a length-encoded field's NULL marker
 KEY = 8  # bytes per key
 SIZE = 4  # bytes per row size
 _FIRST = itemgetter(0)
@@ -92,7 +94,7 @@ def upper_bound(keys: bytearray, n, hi) -> int:  # C types: key_rows.pxd
     lo, top = 0, n
     while lo < top:
         mid = (lo + top) // 2
-        if _key_at(p, mid * KEY) <= hi:
+        if _key_at(p, mid * 8) <= hi:
             lo = mid + 1
         else:
             top = mid
@@ -106,7 +108,7 @@ def blob_size(sizes: bytearray, n) -> int:  # C types: key_rows.pxd
     p = sizes  # C: the buffer
     total = 0
     for i in range(n):
-        total += _size_at(p, i * SIZE)
+        total += _size_at(p, i * 4)
     return total
 
 
@@ -126,10 +128,10 @@ def cut_packets(data: bytes, pos, into: IntRows) -> tuple:  # C types: key_rows.
     while end - at >= 4:
         length = p[at] | p[at + 1] << 8 | p[at + 2] << 16
         start = at + 4
-        if length >= MAX_CHUNK or end - start < length:
+        if length >= 0xFFFFFF or end - start < length:
             break
         first = p[start] if length else 0
-        if first == ERR or (first == EOF and length < 9):
+        if first == 0xFF or (first == 0xFE and length < 9):
             last = data[start : start + length]
             break
         total += start + length - _data_start(p, start, start + length)
@@ -149,8 +151,8 @@ def cut_packets(data: bytes, pos, into: IntRows) -> tuple:  # C types: key_rows.
         return stop, last
     # Pass 2: fill them.
     k0, s0, b0 = len(into.keys), len(into.sizes), len(into.blob)
-    into.keys += bytes(rows * KEY)
-    into.sizes += bytes(rows * SIZE)
+    into.keys += bytes(rows * 8)
+    into.sizes += bytes(rows * 4)
     into.blob += bytes(total)
     kq = into.keys  # C: the buffers
     sq = into.sizes
@@ -161,11 +163,10 @@ def cut_packets(data: bytes, pos, into: IntRows) -> tuple:  # C types: key_rows.
         start = at + 4
         at = start + length
         body = _data_start(p, start, at)
-        _put_key(kq, k0 + r * KEY, _key_of(p, start, body))
+        _put_key(kq, k0 + r * 8, _key_of(p, start, body))
         size = at - body
-        _put_size(sq, s0 + r * SIZE, size)
-        for i in range(size):
-            bq[b0 + i] = p[body + i]
+        _put_size(sq, s0 + r * 4, size)
+        _copy(bq, b0, p, body, size)
         b0 += size
     return stop, last
 
@@ -186,7 +187,7 @@ def _data_start(p, start, stop):  # C types: key_rows.pxd
     if start >= stop:
         raise ValueError("a page's row ends inside its key")
     first = p[start]
-    if first < NULL:
+    if first < 0xFB:  # NULL
         at = start + 1
         length = first
     elif first == 0xFC:
@@ -218,11 +219,21 @@ def _key_of(p, start, body):  # C types: key_rows.pxd
 # The helpers below run compiled only (the plain-Python paths read and write the buffers
 # through memoryviews and int.from_bytes instead).
 def _key_at(p, at):  # C types: key_rows.pxd
-    """The key stored at p[at:at + 8] (C: two's complement from the unsigned bytes)."""
-    value = 0
-    for i in range(7, -1, -1):
-        value = value << 8 | p[at + i]
-    return value
+    """The key stored at p[at:at + 8] (C: two's complement from the unsigned bytes; spelled
+    out, the C compiler makes it one load)."""
+    value = p[at + 7]
+    value = value << 8 | p[at + 6]
+    value = value << 8 | p[at + 5]
+    value = value << 8 | p[at + 4]
+    value = value << 8 | p[at + 3]
+    value = value << 8 | p[at + 2]
+    value = value << 8 | p[at + 1]
+    return value << 8 | p[at]
+
+
+def _copy(q, w, p, at, n) -> None:  # C types: key_rows.pxd
+    """p[at:at + n] to q[w:] (C: memcpy, cimported by key_rows.pxd)."""
+    memcpy(q + w, p + at, n)  # noqa: F821
 
 
 def _put_key(q, at, key) -> None:  # C types: key_rows.pxd
@@ -257,37 +268,32 @@ def merge_framed(parts: list, skip: bytearray, images: IntRows) -> tuple:  # C t
     if not COMPILED:
         return _merge_framed_py(inputs, skip)
     order = _merged_order(inputs, n)
-    offsets = [0] * len(inputs)  # where each input's next row's data starts
-    nskip = len(skip) // KEY
+    nskip = len(skip) // 8
     last = len(inputs) - 1
     op = order  # C: the buffers
     kp = skip
     total = 0
     count = 0
     j = 0
-    for r in range(n):
-        key = _key_at(op, r * 16)
-        source = op[r * 16 + 8] | op[r * 16 + 9] << 8
-        if source != last:
-            while j < nskip and _key_at(kp, j * KEY) < key:
+    for r in range(0, n * 24, 24):
+        if op[r + 8] | op[r + 9] << 8 != last:
+            key = _key_at(op, r)
+            while j < nskip and _key_at(kp, j * 8) < key:
                 j += 1
-            if j < nskip and _key_at(kp, j * KEY) == key:
-                op[r * 16 + 10] = 1  # skipped
+            if j < nskip and _key_at(kp, j * 8) == key:
+                op[r + 10] = 1  # skipped
                 continue
-        size = _size_at(op, r * 16 + 12)
-        total += 4 * (size // MAX_CHUNK + 1) + size
+        size = _size_at(op, r + 12)
+        total += 4 * (size // 0xFFFFFF + 1) + size
         count += 1
-    blobs = [rows.blob for rows in inputs]
+    blobs = b"".join([rows.blob for rows in inputs])
     out = bytearray(total)
-    q = out  # C: the buffer
+    q = out  # C: the buffers
+    bp = blobs
     w = 0
-    for r in range(n):
-        source = op[r * 16 + 8] | op[r * 16 + 9] << 8
-        size = _size_at(op, r * 16 + 12)
-        start = offsets[source]
-        offsets[source] = start + size
-        if op[r * 16 + 10] == 0:
-            w = _frame(q, w, blobs[source], start, size)
+    for r in range(0, n * 24, 24):
+        if op[r + 10] == 0:
+            w = _frame(q, w, bp, _key_at(op, r + 16), _size_at(op, r + 12))
     return out, count
 
 
@@ -309,49 +315,49 @@ def _merge_framed_py(inputs: list, skip: bytearray) -> tuple:
     return out, len(rows)
 
 
-def _frame(q, w, blob: bytearray, start, size):  # C types: key_rows.pxd
-    """The payload blob[start:start + size] framed at q[w:] (split into MAX_CHUNK packets as
+def _frame(q, w, b, start, size):  # C types: key_rows.pxd
+    """The payload b[start:start + size] framed at q[w:] (split into MAX_CHUNK packets as
     the protocol does; sequence ids 0); where the next packet goes."""
-    b = blob  # C: the buffer
     while True:
-        part = size if size < MAX_CHUNK else MAX_CHUNK
+        part = size if size < 0xFFFFFF else 0xFFFFFF
         q[w] = part & 0xFF
         q[w + 1] = (part >> 8) & 0xFF
         q[w + 2] = (part >> 16) & 0xFF
         q[w + 3] = 0
         w += 4
-        for i in range(part):
-            q[w + i] = b[start + i]
+        _copy(q, w, b, start, part)
         w += part
         start += part
         size -= part
-        if part < MAX_CHUNK:
+        if part < 0xFFFFFF:
             return w
 
 
 def _merged_order(inputs: list, n) -> bytearray:  # C types: key_rows.pxd
-    """16 bytes per row of every input (its key, 8; its input, 2; a flag, 2; its size, 4),
-    ordered by key, equal keys in input order: the inputs' sorted runs merged pairwise."""
-    a = bytearray(n * 16)
+    """24 bytes per row of every input (its key, 8; its input, 2; a flag, 2; its size, 4;
+    where its data starts in the inputs' blobs joined, 8), ordered by key, equal keys in input
+    order: the inputs' sorted runs merged pairwise."""
+    a = bytearray(n * 24)
     ap = a  # C: the buffer
     bounds = [0]
     w = 0
+    at = 0
     for source in range(len(inputs)):
         rows = inputs[source]
         kp = rows.keys  # C: the buffers
         sp = rows.sizes
         for i in range(len(rows)):
-            for k in range(8):
-                ap[w + k] = kp[i * KEY + k]
+            _copy(ap, w, kp, i * 8, 8)
             ap[w + 8] = source & 0xFF
             ap[w + 9] = (source >> 8) & 0xFF
             ap[w + 10] = 0
             ap[w + 11] = 0
-            for k in range(4):
-                ap[w + 12 + k] = sp[i * SIZE + k]
-            w += 16
+            _copy(ap, w + 12, sp, i * 4, 4)
+            _put_key(ap, w + 16, at)
+            at += _size_at(sp, i * 4)
+            w += 24
         bounds.append(w)
-    b = bytearray(n * 16)
+    b = bytearray(n * 24)
     while len(bounds) > 2:
         merged = [0]
         for i in range(0, len(bounds) - 1, 2):
@@ -367,7 +373,7 @@ def _merged_order(inputs: list, n) -> bytearray:  # C types: key_rows.pxd
 
 
 def _merge_two(a: bytearray, b: bytearray, lo, mid, hi) -> None:  # C types: key_rows.pxd
-    """a[lo:mid] and a[mid:hi] (16-byte records, sorted by key) merged into b[lo:hi]; the
+    """a[lo:mid] and a[mid:hi] (24-byte records, sorted by key) merged into b[lo:hi]; the
     left one first on equal keys."""
     ap = a  # C: the buffers
     bp = b
@@ -376,22 +382,15 @@ def _merge_two(a: bytearray, b: bytearray, lo, mid, hi) -> None:  # C types: key
     w = lo
     while i < mid and j < hi:
         if _key_at(ap, j) < _key_at(ap, i):
-            for k in range(16):
-                bp[w + k] = ap[j + k]
-            j += 16
+            _copy(bp, w, ap, j, 24)
+            j += 24
         else:
-            for k in range(16):
-                bp[w + k] = ap[i + k]
-            i += 16
-        w += 16
-    while i < mid:
-        bp[w] = ap[i]
-        i += 1
-        w += 1
-    while j < hi:
-        bp[w] = ap[j]
-        j += 1
-        w += 1
+            _copy(bp, w, ap, i, 24)
+            i += 24
+        w += 24
+    _copy(bp, w, ap, i, mid - i)
+    w += mid - i
+    _copy(bp, w, ap, j, hi - j)
 
 
 COMPILED = is_compiled(__name__)  # this module, as it was loaded: the .so or the .py
