@@ -87,9 +87,16 @@ async def rows_at_p(
             found = shaped[key] = (speller, [picks[i] for i in plan.data], list(picks))
         return found
 
+    # The last plain image's speller: the images of a read mostly share one table map.
+    last: list = [None, None]
+
     def render(before: Image):
+        if before.picks is None and before.columns is last[0] and where is None and not split:
+            return last[1].row(before.data, plan.data)
         speller, data, all_ = speller_of(before)
         if where is None and not split:
+            if before.picks is None:
+                last[0], last[1] = before.columns, speller
             return speller.row(before.data, data)
         texts = split_fields(speller.row(before.data, all_), len(all_))[0]
 
@@ -174,14 +181,22 @@ def framed_chunk(
     """`chunks.take_chunk` for rows held as buffers, framed: the shards' rows whose key did
     not change, and the changed keys' before-images that are rows at P (`images`: the chunk's
     changed keys, sorted), merged in key order into packets."""
-    skip = bytearray()
-    shown = IntRows()
+    skip, keys, sizes, payloads = [], [], [], []
     for key in images:
-        skip += key[0].to_bytes(8, "little", signed=True)
+        k = key[0].to_bytes(8, "little", signed=True)
+        skip.append(k)
         image = changed[key]
         if image is not None and (payload := render(image)) is not None:
-            shown.add(key[0], payload)
-    return FramedRows(*merge_framed(parts, skip, shown))
+            keys.append(k)
+            sizes.append(len(payload).to_bytes(4, "little"))
+            payloads.append(payload)
+    shown = IntRows()
+    shown.keys, shown.sizes, shown.blob = (
+        bytearray(b"".join(keys)),
+        bytearray(b"".join(sizes)),
+        bytearray(b"".join(payloads)),
+    )
+    return FramedRows(*merge_framed(parts, bytearray(b"".join(skip)), shown))
 
 
 async def watermark(changes: ChangedKeys, high: int, progress: Progress) -> None:
