@@ -80,6 +80,8 @@ def cimported(pxd: Path) -> list[Path]:
     found = []
     for module, names in _CIMPORT.findall(pxd.read_text()):
         path = ROOT / module.replace(".", "/")
+        if not (ROOT / module.split(".")[0]).is_dir():
+            continue  # Cython's own (`from libc.string cimport memcpy`): not ours to track
         if path.with_suffix(".pxd").exists():
             found.append(path.with_suffix(".pxd"))
         else:  # a package: the names are its modules
