@@ -47,6 +47,7 @@ COMPILED_MODULES = (
     # A snapshot read's rows (docs/snapshot-reads.md): each DN page's rows split into key and
     # data, and the rows framed as packets a batch at a time (the read's per-row cost).
     "read_path.page_rows",
+    "read_path.key_rows",
     "dumper.server.wire.row_packets",
     # A snapshot read's scan of the global binlog: the values of a changed row located, none
     # decoded (its key is, and its before-image only if a chunk emits it).
@@ -79,6 +80,8 @@ def cimported(pxd: Path) -> list[Path]:
     found = []
     for module, names in _CIMPORT.findall(pxd.read_text()):
         path = ROOT / module.replace(".", "/")
+        if not (ROOT / module.split(".")[0]).is_dir():
+            continue  # Cython's own (`from libc.string cimport memcpy`): not ours to track
         if path.with_suffix(".pxd").exists():
             found.append(path.with_suffix(".pxd"))
         else:  # a package: the names are its modules

@@ -9,11 +9,13 @@ import bisect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+from cdc.protocol.framed_rows import FramedRows
 from cdc.protocol.sql_error import SqlError
 from read_path.changes import ChangedKeys
 from read_path.chunks import Key, take_chunk
 from read_path.first_images import Image
 from read_path.image_text import ImageSpeller
+from read_path.key_rows import IntRows, merge_framed
 from read_path.pages import order_of
 from read_path.plan import Plan
 from read_path.read_ahead import ReadAhead
@@ -45,10 +47,14 @@ async def rows_at_p(
     progress: Progress,
     *,
     split: bool = False,
-) -> AsyncIterator[list]:
+    buffers: bool = False,
+) -> AsyncIterator[list | FramedRows]:
     """The table's rows at P matching the WHERE, in key order, a chunk (a list) at a time:
     text rows of the data columns (or their fields, `split`). `shards_by_dn`: the shards'
-    numbers, those of one DN together; `read_shard(i, after, rows)`: shard i's next page."""
+    numbers, those of one DN together; `read_shard(i, after, rows)`: shard i's next page.
+    `buffers` (a key of one integer column that fits 64 bits, not `split`): the pages are
+    `key_rows.IntRows` and each chunk is merged straight into framed packets
+    (`FramedRows`), with no Python object per row."""
     ndata = len(plan.data)
     shards = sum(len(group) for group in shards_by_dn)
 
@@ -81,9 +87,16 @@ async def rows_at_p(
             found = shaped[key] = (speller, [picks[i] for i in plan.data], list(picks))
         return found
 
+    # The last plain image's speller: the images of a read mostly share one table map.
+    last: list = [None, None]
+
     def render(before: Image):
+        if before.picks is None and before.columns is last[0] and where is None and not split:
+            return last[1].row(before.data, plan.data)
         speller, data, all_ = speller_of(before)
         if where is None and not split:
+            if before.picks is None:
+                last[0], last[1] = before.columns, speller
             return speller.row(before.data, data)
         texts = split_fields(speller.row(before.data, all_), len(all_))[0]
 
@@ -113,8 +126,17 @@ async def rows_at_p(
             return [(key, split_fields(data, ndata)[0]) for key, data in page]
         return page  # type: ignore[return-value]
 
+    async def read_buffers(i: int, after: Key | None) -> IntRows:
+        return await read_shard(i, after, page_rows)  # type: ignore[return-value]
+
+    assert not buffers or (not split and plan.integer_key and len(plan.key) == 1)
     reads = ReadAhead(
-        shards_by_dn, read_page, page_rows, READ_AHEAD_PAGES * shards * page_rows, tso
+        shards_by_dn,
+        read_buffers if buffers else read_page,
+        page_rows,
+        READ_AHEAD_PAGES * shards * page_rows,
+        tso,
+        IntRows if buffers else list,
     )
     reads.start()
     try:
@@ -136,15 +158,45 @@ async def rows_at_p(
                 ahead.sort()
             seen = len(changes.added)
             mine = len(ahead) if hi is None else bisect.bisect_right(ahead, hi)
-            chunk = take_chunk(current, lo, hi, changes.changes, render, ahead[:mine])
+            if buffers:
+                yield framed_chunk(current, changes.changes, render, ahead[:mine])
+            else:
+                chunk = take_chunk(current, lo, hi, changes.changes, render, ahead[:mine])
+                yield [payload for _key, payload in chunk]
             del ahead[:mine]
-            yield [payload for _key, payload in chunk]
             reads.release(sum(len(rows) for rows in current))
             if hi is None:
                 return
             lo = hi
     finally:
         reads.close()
+
+
+def framed_chunk(
+    parts: list[IntRows],
+    changed: dict[Key, Image | None],
+    render: Callable[[Image], bytes | None],
+    images: list[Key],
+) -> FramedRows:
+    """`chunks.take_chunk` for rows held as buffers, framed: the shards' rows whose key did
+    not change, and the changed keys' before-images that are rows at P (`images`: the chunk's
+    changed keys, sorted), merged in key order into packets."""
+    skip, keys, sizes, payloads = [], [], [], []
+    for key in images:
+        k = key[0].to_bytes(8, "little", signed=True)
+        skip.append(k)
+        image = changed[key]
+        if image is not None and (payload := render(image)) is not None:
+            keys.append(k)
+            sizes.append(len(payload).to_bytes(4, "little"))
+            payloads.append(payload)
+    shown = IntRows()
+    shown.keys, shown.sizes, shown.blob = (
+        bytearray(b"".join(keys)),
+        bytearray(b"".join(sizes)),
+        bytearray(b"".join(payloads)),
+    )
+    return FramedRows(*merge_framed(parts, bytearray(b"".join(skip)), shown))
 
 
 async def watermark(changes: ChangedKeys, high: int, progress: Progress) -> None:

@@ -233,6 +233,25 @@ def rows(
     writes = body.kind == "write"
     starts = [0] * len(columns)
     pos, end = 0, len(data)
+    single = getattr(read_key, "single", None)
+    if single is not None and key_of is tuple:
+        # One integer key column kept as it is (the usual table): unpacked in place, no call.
+        at, unpack = single
+        while pos < end:
+            start = pos
+            pos = value_starts(data, pos, fixed, prefix, starts)
+            before = (None if (s := starts[at]) < 0 else unpack(data, s)[0],)
+            if writes:
+                first(before, None)
+                continue
+            if before not in changes:  # its state at the start
+                first(before, Image(columns, data[start:pos], picks))
+            if present_after is not None:  # an update: its after-image follows
+                pos = value_starts(data, pos, fixed, prefix, starts)
+                after = (None if (s := starts[at]) < 0 else unpack(data, s)[0],)
+                if after != before:  # the key itself changed: absent at the start
+                    first(after, None)
+        return
     while pos < end:
         start = pos
         pos = value_starts(data, pos, fixed, prefix, starts)
@@ -271,8 +290,13 @@ def key_reader(columns: list, key: list[int]) -> KeyReader:
         unpacks.append((i, (widths[2] if columns[i].unsigned else widths[1]).unpack_from))
     if len(unpacks) == 1:
         ((at, unpack),) = unpacks
+
         # A NULL key column (-1) cannot be in a primary key; the codec's None kept anyway.
-        return lambda data, view, starts: [None if (s := starts[at]) < 0 else unpack(data, s)[0]]
+        def one(data: bytes, view: memoryview, starts: list) -> list:
+            return [None if (s := starts[at]) < 0 else unpack(data, s)[0]]
+
+        one.single = (at, unpack)  # type: ignore[attr-defined]  (`rows` reads it in place)
+        return one
     return lambda data, view, starts: [
         None if (s := starts[at]) < 0 else unpack(data, s)[0] for at, unpack in unpacks
     ]

@@ -10,6 +10,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 
 from cdc.cn_protocol.catalogue import LogicalTable
+from cdc.protocol.constants import ColumnType
 from cdc.protocol.sql_error import SqlError
 from read_path.at_p import rows_at_p
 from read_path.changes import ChangedKeys
@@ -187,11 +188,15 @@ class SnapshotRead:
         elif plan.key_order and (limit := keep(self.stmt)) is not None:
             page_rows = max(1, min(page_rows, limit))
         shards = self._shards
+        buffers = not split and int64_key(plan)
 
         async def read_shard(i: int, after: Key | None, rows: int) -> list[tuple[Key, bytes]]:
-            """(key, the data columns' text row) of the next rows of shard i, in key order."""
+            """(key, the data columns' text row) of the next rows of shard i, in key order
+            (as buffers: `key_rows.IntRows`)."""
             reader = await self._reader(shards[i].dn)
             sql = page_sql(plan, self.stmt, shards[i].name, after, rows)
+            if buffers:
+                return await reader.int_page(sql)  # type: ignore[return-value]
             return await reader.keyed_page(sql, len(plan.key), plan.integer_key)
 
         by_dn: dict[int, list[int]] = {}
@@ -207,6 +212,7 @@ class SnapshotRead:
             self.source.tso,
             self.progress,
             split=split,
+            buffers=buffers,
         )
 
     async def _reader(self, dn: int) -> DnReader:
@@ -222,3 +228,12 @@ class SnapshotRead:
         if self.on_close is not None:
             self.on_close()
             self.on_close = None
+
+
+def int64_key(plan: Plan) -> bool:
+    """A primary key of one integer column whose values fit 64 bits (all but BIGINT UNSIGNED):
+    its rows are held as buffers (`key_rows`)."""
+    if not plan.integer_key or len(plan.key) != 1:
+        return False
+    column = plan.columns[plan.key[0]]
+    return not (column.type == ColumnType.LONGLONG and column.unsigned)

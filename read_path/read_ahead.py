@@ -21,10 +21,13 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from read_path.chunks import Key, chunk_bound, take_until
+from read_path.key_rows import IntRows
 
 # (the rows of shard i after key `after`: at most one page, in key order, each (key, payload))
 ReadPage = Callable[[int, "Key | None"], Awaitable[list]]
-Chunk = tuple  # (hi: Key | None, the rows of each shard up to hi: list[list], high: TSO)
+Chunk = tuple  # (hi: Key | None, the rows of each shard up to hi: list[Rows], high: TSO)
+# A shard's rows in key order: a list of (key, payload), or buffers (`key_rows.IntRows`).
+Rows = list | IntRows
 
 
 class ReadAhead:
@@ -35,6 +38,7 @@ class ReadAhead:
         page_rows: int,
         budget_rows: int,
         tso: Callable[[], Awaitable[int]],
+        empty: Callable[[], Rows] = list,
     ) -> None:
         shards = sum(len(indexes) for indexes in dns)
         # A round must always be able to read the slowest shard once the statement has sent
@@ -47,7 +51,7 @@ class ReadAhead:
         self.page_rows = page_rows
         self.budget_rows = budget_rows
         self.tso = tso
-        self.buffers: list[list] = [[] for _ in range(shards)]
+        self.buffers: list[Rows] = [empty() for _ in range(shards)]
         self.lasts: list[Key | None] = [None] * shards
         self.exhausted = [False] * shards
         self.held = 0  # rows read and not given back, plus a page per read under way
@@ -87,7 +91,7 @@ class ReadAhead:
             await self._round()
             while True:
                 hi = chunk_bound(self.lasts, self.exhausted)
-                current = [take_until(buf, hi) for buf in self.buffers]
+                current = [_take_until(buf, hi) for buf in self.buffers]
                 high = await self.tso()  # after the round: every row of `current` was read
                 self._chunks.put_nowait((hi, current, high))
                 if hi is None or self._closed:
@@ -120,8 +124,16 @@ class ReadAhead:
             self.buffers[i].extend(rows)
             if len(rows) < self.page_rows:
                 self.exhausted[i] = True
-            if rows:
-                self.lasts[i] = rows[-1][0]
+            if len(rows):
+                self.lasts[i] = _last(rows)
+
+
+def _take_until(rows: Rows, hi: Key | None) -> Rows:
+    return take_until(rows, hi) if isinstance(rows, list) else rows.take_until(hi)
+
+
+def _last(rows: Rows) -> Key | None:
+    return rows[-1][0] if isinstance(rows, list) else rows.last()
 
 
 async def _together(*coros) -> None:

@@ -33,6 +33,7 @@ from cdc.protocol.packets import (
     read_lenenc_int,
 )
 from cdc.protocol.sql_error import SqlError
+from read_path.key_rows import IntRows, cut_packets, key_and_data
 from read_path.page_rows import keyed_packets, keyed_rows
 from topology import SchemaHistory, SchemaRecord, gms
 
@@ -83,16 +84,9 @@ class DnReader:
             return await asyncio.wait_for(self._keyed_rows(nkey, integer_key), QUERY_TIMEOUT_S)
 
     async def _keyed_rows(self, nkey: int, integer_key: bool) -> list[tuple]:
-        first, data, pos = await self._packet(b"", 0)
-        if first[0] in (OK, ERR):
-            self._check(first)
+        data, pos = await self._columns()
+        if data is None:
             return []
-        count, _ = read_lenenc_int(first, 0)
-        for _ in range(count or 0):
-            _, data, pos = await self._packet(data, pos)
-        eof, data, pos = await self._packet(data, pos)
-        if not is_eof(eof):
-            raise ProtocolError("expected EOF after column definitions")
         rows: list[tuple] = []
         while True:
             pos, last = keyed_packets(data, pos, nkey, integer_key, rows)
@@ -104,6 +98,44 @@ class DnReader:
                 rows.extend(keyed_rows([row], nkey, integer_key))
             else:
                 data, pos = await self._more(data, pos), 0
+
+    async def int_page(self, sql: str) -> IntRows:
+        """The rows of one statement whose first column is a one-column integer primary key
+        that fits 64 bits, held as buffers (`key_rows`): no Python object per row."""
+        with self._reading():
+            await self.client.send_command(Command.QUERY, sql.encode())
+            return await asyncio.wait_for(self._int_rows(), QUERY_TIMEOUT_S)
+
+    async def _int_rows(self) -> IntRows:
+        rows = IntRows()
+        data, pos = await self._columns()
+        if data is None:
+            return rows
+        while True:
+            pos, last = cut_packets(data, pos, rows)
+            if last is not None:  # nothing follows the result of one statement
+                self._check(last)
+                return rows
+            if data[pos : pos + 3] == b"\xff\xff\xff":  # a row of 16 MB or more: joined here
+                row, data, pos = await self._packet(data, pos)
+                rows.add(*key_and_data(row))
+            else:
+                data, pos = await self._more(data, pos), 0
+
+    async def _columns(self) -> tuple[bytes | None, int]:
+        """Past a result's column definitions: the bytes read and where its rows start (None:
+        the statement returned no result set)."""
+        first, data, pos = await self._packet(b"", 0)
+        if first[0] in (OK, ERR):
+            self._check(first)
+            return None, 0
+        count, _ = read_lenenc_int(first, 0)
+        for _ in range(count or 0):
+            _, data, pos = await self._packet(data, pos)
+        eof, data, pos = await self._packet(data, pos)
+        if not is_eof(eof):
+            raise ProtocolError("expected EOF after column definitions")
+        return data, pos
 
     async def _packet(self, data: bytes, pos: int) -> tuple[bytes, bytes, int]:
         """The payload of the packet at data[pos:] (read whole, a split one joined), the

@@ -42,6 +42,7 @@ PURE_TESTS = [
     "tests/cdc/binlog/test_fastpath.py",
     "tests/dumper/test_framing.py",
     "tests/read_path/test_page_rows.py",
+    "tests/read_path/test_key_rows.py",
     "tests/read_path/test_image_text.py",
     "tests/cdc/binlog/test_pxd_constants.py",
 ]

@@ -19,6 +19,9 @@ from cdc.protocol.packets import MAX_CHUNK, err_packet, frame
 ROWS_PER_TURN = 64
 # Rows of a result read from elsewhere (snapshot reads), framed in one pass, per write: ~64 kB.
 ROWS_PER_WRITE = 512
+# Rows framed already (a snapshot read's chunk, `cdc.protocol.framed_rows`) per write: big
+# writes, fewer wake-ups; about what a read of the DN's socket brings.
+BYTES_PER_WRITE = 1 << 18
 ER_NET_PACKET_TOO_LARGE = 1153
 ER_NET_PACKETS_OUT_OF_ORDER = 1156
 ER_NET_READ_INTERRUPTED = 1159

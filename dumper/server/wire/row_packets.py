@@ -49,4 +49,17 @@ def frame_rows(rows: list, start, stop, seq) -> tuple:  # C types: row_packets.p
     return out, n - start, seq
 
 
+def stamp(data: bytearray, seq) -> int:  # C types: row_packets.pxd
+    """The packets framed in `data` (sequence ids left 0: `cdc.protocol.framed_rows`) given
+    theirs, the first `seq`; returns the id after them."""
+    q = data  # C: the bytearray's buffer
+    end = len(data)
+    at = 0
+    while at < end:
+        q[at + 3] = seq
+        seq = (seq + 1) & 0xFF
+        at += 4 + (q[at] | q[at + 1] << 8 | q[at + 2] << 16)
+    return seq
+
+
 COMPILED = is_compiled(__name__)  # this module, as it was loaded: the .so or the .py

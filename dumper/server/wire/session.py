@@ -12,6 +12,7 @@ import time
 
 from cdc.protocol.constants import Capability as Cap
 from cdc.protocol.constants import Command, Status
+from cdc.protocol.framed_rows import FramedRows
 from cdc.protocol.packets import eof_packet, err_packet, lenenc_int, ok_packet
 from cdc.protocol.resultset import result_set_packets, text_row
 from dumper.server.handlers import (
@@ -23,11 +24,19 @@ from dumper.server.handlers import (
     settled,
 )
 from dumper.server.sessions import SessionState
-from dumper.server.wire.conn import ROWS_PER_TURN, ROWS_PER_WRITE, Closed, Conn, Fatal, Idle
+from dumper.server.wire.conn import (
+    BYTES_PER_WRITE,
+    ROWS_PER_TURN,
+    ROWS_PER_WRITE,
+    Closed,
+    Conn,
+    Fatal,
+    Idle,
+)
 from dumper.server.wire.context import WireContext
 from dumper.server.wire.handshake import handshake
 from dumper.server.wire.prepared import PreparedStatements
-from dumper.server.wire.row_packets import frame_rows
+from dumper.server.wire.row_packets import frame_rows, stamp
 
 log = logging.getLogger(__name__)
 COM_STATISTICS = 0x09
@@ -296,11 +305,21 @@ class Session:
         conn.send(end)
         return True
 
-    async def _send_rows(self, rows: list[bytes]) -> None:
+    async def _send_rows(self, rows: list[bytes] | FramedRows) -> None:
         """`rows` as packets, ROWS_PER_WRITE framed in one pass (row_packets) and written at a
         time: each write waits while the client does not read (back-pressure), then lets the
-        loop's other sessions run."""
+        loop's other sessions run. Rows framed already (a snapshot read's chunk) get their
+        sequence ids in one pass and go out BYTES_PER_WRITE at a time, no copy."""
         conn = self.conn
+        if isinstance(rows, FramedRows):
+            data = rows.data
+            seq = stamp(data, conn.seq)
+            view = memoryview(data)
+            for at in range(0, len(data), BYTES_PER_WRITE):
+                conn.send_framed(view[at : at + BYTES_PER_WRITE], seq)
+                await conn.flush()
+                await asyncio.sleep(0)
+            return
         start, end = 0, len(rows)
         while start < end:
             data, n, seq = frame_rows(rows, start, min(end, start + ROWS_PER_WRITE), conn.seq)
