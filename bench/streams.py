@@ -6,6 +6,10 @@ process (stamping, CRC, fsync).
 Traffic is generated once (transfers and bulk inserts over several tables, as `cdc bench
 pipeline`); each stream count then catches up from nothing, with a meta database and binlog
 directory of its own. One stream is the plain `Leader` (no stream processes: today's path).
+`busy`: the streams that got rows (this traffic's rows are on two tables, bank.accounts and
+bank.ledger: at 4 streams two of them are idle, so 4 streams do 2 streams' work plus two idle
+processes). For instruction counts of the merge's per-stream work, offline and free of the
+machine's load: `python -m bench.streams_replay` under callgrind.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ class StreamsRun:
     wait_s: float = 0.0
     events: int = 0  # written, every stream
     effective: int = 0
+    busy: int = 0  # streams that wrote rows (the bench's tables may hash to fewer than N)
     transactions: int = 0
 
 
@@ -148,6 +153,7 @@ def _run(cfg, work: Path, last_tso: int, streams: int) -> StreamsRun:
             everything, effective = count_events(d)
             run.events += everything
             run.effective += effective
+            run.busy += effective > 0
         return run
     finally:
         _drop_meta(cfg)
@@ -188,7 +194,7 @@ def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
         )
         print(
             f"  {'streams':>7} {'catch-up':>9} {'events/s':>10} {'txns':>8} {'merge':>7}"
-            f" {f'vs {counts[0]}':>6} {'sources':>8} {'writers (each)':<30} {'core wait':>9}"
+            f" {f'vs {counts[0]}':>6} {'sources':>8} {'writers (each)':<30} {'core wait':>9} {'busy':>4}"
         )
         merge: dict[int, list[float]] = {n: [] for n in counts}  # by stream count, each run
         for _ in range(args.repeat):  # (the counts in turn: each meets the machine's load)
@@ -201,7 +207,7 @@ def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
                 print(
                     f"  {n:>7} {r.catch_up_s:>7.2f} s {r.events / r.catch_up_s:>10,.0f}"
                     f" {r.transactions:>8,} {m:>7.2f} {m / max(merge[counts[0]][-1], 1e-9):>6.2f}"
-                    f" {r.sources_cpu_s * per:>8.2f} {writers:<30} {r.wait_s:>7.2f} s",
+                    f" {r.sources_cpu_s * per:>8.2f} {writers:<30} {r.wait_s:>7.2f} s {r.busy:>4}",
                     flush=True,
                 )
     if len(counts) > 1:
