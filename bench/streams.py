@@ -6,6 +6,10 @@ process (stamping, CRC, fsync).
 Traffic is generated once (transfers and bulk inserts over several tables, as `cdc bench
 pipeline`); each stream count then catches up from nothing, with a meta database and binlog
 directory of its own. One stream is the plain `Leader` (no stream processes: today's path).
+`busy`: the streams that got rows (this traffic's rows are on two tables, bank.accounts and
+bank.ledger: at 4 streams two of them are idle, so 4 streams do 2 streams' work plus two idle
+processes). For instruction counts of the merge's per-stream work, offline and free of the
+machine's load: `python -m bench.streams_replay` under callgrind.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from cdc_equipment.ground_truth import read as read_ground_truth
 from cdc_equipment.local_cluster.testing import free_base_port
 from dumper.pipeline import Leader
 from dumper.streams import StreamOutput, stream_leader
+from dumper.streams.stream_set import START_TIMEOUT_S
 
 
 @dataclass(slots=True)
@@ -50,6 +55,7 @@ class StreamsRun:
     wait_s: float = 0.0
     events: int = 0  # written, every stream
     effective: int = 0
+    busy: int = 0  # streams that wrote rows (the bench's tables may hash to fewer than N)
     transactions: int = 0
 
 
@@ -64,6 +70,7 @@ async def catch_up(cfg, last_tso: int, state_dir: Path) -> StreamsRun:
     run = StreamsRun(n)
     if n > 1:
         leader = stream_leader(cfg, state_dir=state_dir, server_uuid=None, pauses=Pauses())
+        await _serving(leader.output, state_dir)
     else:
         leader = Leader(cfg)
     ready: dict[str, object] = {}
@@ -94,6 +101,22 @@ async def catch_up(cfg, last_tso: int, state_dir: Path) -> StreamsRun:
     run.wait_s += cpu.wait_s
     run.transactions = leader.stats.transactions
     return run
+
+
+async def _serving(output: StreamOutput, state_dir: Path) -> None:
+    """Until every stream's process serves its port (its status file appears once its server
+    listens: `dumper.service.serve`). Its start is start-up, as the merge's own is: a stream
+    answers where it ends before its server (a child process: a Python and the service's
+    imports, 1-2 s of CPU each on a loaded 2-core machine) is up, so the catch-up ran while N
+    of them started, their CPU taken from the merge's cores and their caches (45 s of core wait
+    at 4 streams against 5 s once they are up); one stream (no server here) had none."""
+    await output.streams.start()
+    files = [state_dir / f"stream{i}" / "status.json" for i in range(len(output.streams.processes))]
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not all(f.exists() for f in files):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the stream processes do not serve after {START_TIMEOUT_S}s")
+        await asyncio.sleep(0.05)
 
 
 async def _sources_start(leader: Leader, ready: dict) -> None:
@@ -130,6 +153,7 @@ def _run(cfg, work: Path, last_tso: int, streams: int) -> StreamsRun:
             everything, effective = count_events(d)
             run.events += everything
             run.effective += effective
+            run.busy += effective > 0
         return run
     finally:
         _drop_meta(cfg)
@@ -170,7 +194,7 @@ def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
         )
         print(
             f"  {'streams':>7} {'catch-up':>9} {'events/s':>10} {'txns':>8} {'merge':>7}"
-            f" {f'vs {counts[0]}':>6} {'sources':>8} {'writers (each)':<30} {'core wait':>9}"
+            f" {f'vs {counts[0]}':>6} {'sources':>8} {'writers (each)':<30} {'core wait':>9} {'busy':>4}"
         )
         merge: dict[int, list[float]] = {n: [] for n in counts}  # by stream count, each run
         for _ in range(args.repeat):  # (the counts in turn: each meets the machine's load)
@@ -183,7 +207,7 @@ def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
                 print(
                     f"  {n:>7} {r.catch_up_s:>7.2f} s {r.events / r.catch_up_s:>10,.0f}"
                     f" {r.transactions:>8,} {m:>7.2f} {m / max(merge[counts[0]][-1], 1e-9):>6.2f}"
-                    f" {r.sources_cpu_s * per:>8.2f} {writers:<30} {r.wait_s:>7.2f} s",
+                    f" {r.sources_cpu_s * per:>8.2f} {writers:<30} {r.wait_s:>7.2f} s {r.busy:>4}",
                     flush=True,
                 )
     if len(counts) > 1:

@@ -61,8 +61,14 @@ class StreamOutput:
             for _ in range(config.dumper.streams)
         ]
         self.ends: list[GlobalKey | None] = []  # per stream: the key its binlog ends at
+        # The merge's key after its last batch, and the streams that had no part in the batches
+        # since they were last told it (idle): told at the next checkpoint round, not per batch.
+        self._progress: list[int] | None = None
+        self._behind: set[int] = set()
 
     async def prepare(self) -> None:
+        # (a progress of the run before: a stream restarted since may not hold its part of it)
+        self._progress, self._behind = None, set()
         self.ends = await self.streams.start()
         log.info("streams end at %s", self.ends)
 
@@ -80,8 +86,12 @@ class StreamOutput:
     ) -> None:
         """Sent, not yet written: each stream syncs before the checkpoints (`sync`)."""
         ends, encoders = self.ends, self.encoders
-        progress = list(ready[-1].key)
+        progress = self._progress = list(ready[-1].key)
+        sent = []
         for i, part in enumerate(self.splitter.split(ready)):
+            if not part:
+                self._behind.add(i)
+                continue
             end = ends[i]
             batch = EncodedBatch()
             for txn in part:
@@ -93,7 +103,9 @@ class StreamOutput:
                     continue
                 batch.add(encoders[i], txn)
             self._send_batch(i, batch, progress, stats)
-        await self.streams.drain()  # backpressure: the slowest stream paces the merge
+            self._behind.discard(i)
+            sent.append(i)
+        await self.streams.drain(sent)  # backpressure: the slowest stream paces the merge
 
     def _send_batch(
         self, stream: int, batch: EncodedBatch, progress: list[int] | None, stats: LeaderStats
@@ -112,6 +124,18 @@ class StreamOutput:
             batch.clear()  # (a new buffer: the one sent is the transport's to keep)
         elif progress is not None:
             self.streams.send(stream, ToStream(batch=message))
+
+    def _tell_progress(self) -> None:
+        """The streams idle in the batches since they were last told: the merge's progress.
+        Per checkpoint round rather than per batch: a batch (a transaction or a few, at live
+        rates) is written to and wakes only the streams it has a part for, not all N. In the
+        pipe's order, after every part of theirs up to it: true of each stream told, and told
+        before the `sync` that makes it durable (stream_process.py, `read_progress`)."""
+        if self._progress is not None:
+            message = ToStream(batch=Batch(progress=self._progress))
+            for i in sorted(self._behind):
+                self.streams.send(i, message)
+        self._behind.clear()
 
     async def _send_streamed(
         self, stream: int, txn: Transaction, stats: LeaderStats, fence: Fence | None
@@ -134,11 +158,13 @@ class StreamOutput:
         """A stream process that died raises (`StreamDied`: the pipeline restarts); the merged
         TSO is the merge's heartbeat to the streams, so an idle stream's lag stays low."""
         self.streams.check()
+        self._tell_progress()
         self.streams.send_all(ToStream(merged_tso=merged_tso))
 
     async def sync(self, stats: LeaderStats) -> None:
         """Every stream syncs all it was sent (rule 3 of the restart protocol, per stream);
         each keeps its own file index."""
+        self._tell_progress()
         await self.streams.sync()
 
     async def reopen(self, error: DiskFull) -> None:

@@ -358,9 +358,10 @@ class StreamSet:
         for p in self.processes:
             p.send(message)
 
-    async def drain(self) -> None:
-        for p in self.processes:
-            await p.drain()
+    async def drain(self, streams: Iterable[int] | None = None) -> None:
+        """Until there is room in the pipes (or links) of `streams` (default: every stream)."""
+        for i in range(len(self.processes)) if streams is None else streams:
+            await self.processes[i].drain()
 
     async def send_streamed(
         self,

@@ -59,6 +59,8 @@ def batch_frame(batch: Batch, events: bytes | bytearray) -> tuple[bytes, bytes |
 
 
 def _varint(n: int) -> bytes:
+    if n < 0x4000:  # (a batch's events under 16 KB: a live rate's batch, the common case)
+        return bytes((n,)) if n < 0x80 else bytes((n & 0x7F | 0x80, n >> 7))
     out = bytearray()
     while n > 0x7F:
         out.append(n & 0x7F | 0x80)
