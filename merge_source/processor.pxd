@@ -4,12 +4,11 @@ import cython
 
 from cdc.binlog cimport constants, header
 from cdc.protocol cimport dump_packets
-from merge_source.classifier cimport Classified, Classifier
+from merge_source.classifier cimport Classified, Classifier, xa_key
 from merge_source.fragment cimport Fragment, Statement, Watermark
 from merge_source.group cimport BinlogGroup
 
-@cython.locals(pos=Py_ssize_t, end=Py_ssize_t, size=Py_ssize_t, table_map=int, renamed=bytes)
-cpdef bytes _rename_packed(bytes data, object names, set dropped)
+from merge_source.renamer cimport PackedRenamer
 from merge_source.scan cimport timestamp as event_timestamp
 from merge_source.sorter cimport Release, Sorter
 
@@ -40,11 +39,13 @@ cdef class SourceProcessor:
     cdef public str _fde_file
     cdef public object restart_suspects
     cdef set _reported
+    cdef PackedRenamer _packed_renamer
 
     cpdef list _group(self, BinlogGroup group)
     cpdef list _apply(self, BinlogGroup group)
     cpdef list _outputs(self, list releases)
-    @cython.locals(st=Statement, events=list, kept=list, k=Py_ssize_t)
+    @cython.locals(st=Statement, events=list, kept=list, k=Py_ssize_t,
+                   packed_renamer=PackedRenamer)
     cpdef list _rename(self, list statements)
     cpdef object _seq(self, str file, object pos)
     cpdef object checkpoint(self)

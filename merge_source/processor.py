@@ -10,12 +10,12 @@ import json
 import logging
 from collections.abc import Iterable
 
-from cdc.binlog import constants, header
+from cdc.binlog import constants
 from cdc.binlog.fde import FormatDescription
 from cdc.cn_protocol.schema import CDC_START, META_CHANGE
 from cdc.keys import Checkpoint, GlobalKey, stream_name
-from cdc.protocol import DnEvent, dump_packets
-from merge_source.classifier import Classified, Classifier, GroupKind
+from cdc.protocol import DnEvent
+from merge_source.classifier import Classified, Classifier, GroupKind, xa_key
 from merge_source.fragment import (
     Fragment,
     FragmentKind,
@@ -24,7 +24,7 @@ from merge_source.fragment import (
     global_key,
 )
 from merge_source.group import BinlogGroup, GroupAssembler
-from merge_source.renamer import NameMap
+from merge_source.renamer import NameMap, PackedRenamer
 from merge_source.scan import timestamp as event_timestamp
 from merge_source.sorter import Release, Sorter
 from merge_source.spill import DEFAULT_SPILL_BYTES, SpanWriter, SpillFile
@@ -70,38 +70,6 @@ class _Held:
         self.participants: tuple[int, ...] = ()
 
 
-def _rename_packed(data: bytes, names: NameMap, dropped: set) -> bytes:  # C: processor.pxd
-    """`_rename` of a statement's events concatenated (`Statement.packed`): each TABLE_MAP
-    renamed, the events of tables without a name here dropped (`dropped`: their table ids,
-    shared with the statement's fragment), the rest kept as they are: each change one splice
-    (a statement holds about one TABLE_MAP), `data` itself when nothing changes."""
-    pos = 0
-    end = len(data)
-    table_map = constants.EventType.TABLE_MAP
-    while pos < end:
-        size = header.event_size(data, pos)
-        if size < constants.HEADER_LEN or pos + size > end:
-            raise ValueError(f"event size {size} at {pos} overruns its statement")
-        if data[pos + 4] == table_map:
-            renamed = names.rename(data[pos : pos + size])
-            if renamed is None:
-                dropped.add(data[pos + 19 : pos + 25])
-                data = dump_packets.splice(data, pos, size, b"")
-                end -= size
-                continue
-            if dropped:
-                dropped.discard(data[pos + 19 : pos + 25])
-            data = dump_packets.splice(data, pos, size, renamed)
-            end += len(renamed) - size
-            pos += len(renamed)
-        elif dropped and data[pos + 19 : pos + 25] in dropped:  # the id sliced only if needed
-            data = dump_packets.splice(data, pos, size, b"")
-            end -= size
-        else:
-            pos += size
-    return data
-
-
 class SourceProcessor:
     """Compiled: a cdef class (processor.pxd), its state typed and its per-group methods C
     calls (their arguments typed there, so not annotated here)."""
@@ -130,6 +98,8 @@ class SourceProcessor:
         self.resume_after = resume_after
         # Physical -> logical names; None: pass names through (no topology known yet).
         self.names = names
+        # `names`' answers for packed statements, by table id (made again when `names` changes)
+        self._packed_renamer: PackedRenamer | None = None
         self._reported: set[tuple[bytes, bytes]] = set()  # unmapped tables already logged
         # On a first start, nothing before the CdcStart marker belongs to the global binlog.
         self.started = not wait_for_start
@@ -249,7 +219,10 @@ class SourceProcessor:
         if kind is XA_PREPARE:
             return sorter.prepare(c.txn_id, _Held(c, timestamp), seq)
         if kind is XA_COMMIT:
-            foreign = self._foreign.pop(c.xid, None) if self._foreign else None
+            # (a CN branch's xid key is made only while another program's branches are held)
+            foreign = (
+                self._foreign.pop(c.xid or xa_key(group.gtid), None) if self._foreign else None
+            )
             if foreign is not None:  # another program's XA: a local transaction now
                 return sorter.local(foreign, seq)
             return sorter.commit(c.txn_id)
@@ -269,7 +242,7 @@ class SourceProcessor:
                 return []
             return sorter.local(_Held(c, timestamp), seq)
         if kind is XA_ROLLBACK:
-            if self._foreign.pop(c.xid, None) is not None:
+            if self._foreign and self._foreign.pop(c.xid or xa_key(group.gtid), None) is not None:
                 return []
             return sorter.rollback(c.txn_id)
         if kind is FOREIGN_PREPARE:
@@ -351,9 +324,12 @@ class SourceProcessor:
         out = []
         dropped: set[bytes] = set()
         spill: SpillFile | None = None  # renamed spilled statements go to a new spill file
+        packed_renamer: PackedRenamer = self._packed_renamer
         for st in statements:
             if st.packed is not None:  # a MergeSource process's statement: one buffer
-                packed = _rename_packed(st.packed, names, dropped)
+                if packed_renamer is None or packed_renamer.names is not names:
+                    packed_renamer = self._packed_renamer = PackedRenamer(names)
+                packed = packed_renamer.rename(st.packed, dropped)
                 if packed:
                     st.packed = packed
                     out.append(st)
