@@ -73,13 +73,13 @@ cdef class Classifier:
 
     @cython.locals(p="const unsigned char*", q=Py_ssize_t, stop=Py_ssize_t, n=Py_ssize_t,
                    code=int, event_at=Py_ssize_t, table_map=int, records=list, found=list,
-                   table_id="long long", data=bytes, at=Py_ssize_t, size=Py_ssize_t,
+                   table_id="unsigned long long", mapped=bint, data=bytes, at=Py_ssize_t, size=Py_ssize_t,
                    db_len=Py_ssize_t)
     cpdef Classified _packed_records(self, BinlogGroup group)
 
     @cython.locals(known=bytes, body=bytes, cached=tuple)
     cdef bint _tx_log_map(self, bytes data, Py_ssize_t at, Py_ssize_t size,
-                          long long table_id) except -1
+                          unsigned long long table_id) except -1
 
     @cython.locals(code=int, user_rows=bint, parts=list, table_maps=dict, private=set)
     cpdef Classified _rows(self, BinlogGroup group, Classified out)

@@ -397,7 +397,8 @@ class Classifier:
         table_map = constants.EventType.TABLE_MAP
         db_len = len(PRIVATE_DB_B)
         records = None
-        table_id = -1  # of the last TABLE_MAP: what the rows after it must name
+        table_id = 0  # of the last TABLE_MAP (if `mapped`): what the rows after it must name
+        mapped = False
         while q < stop:
             code = dump_packets.event_code(p, q)
             n = dump_packets.packet_len(p, q)
@@ -414,8 +415,9 @@ class Classifier:
                     table_id = header.table_id(p, at)
                     if not self._tx_log_map(data, at, size, table_id):
                         return None
+                    mapped = True
                 else:
-                    if table_id < 0 or header.table_id(p, at) != table_id:
+                    if not mapped or header.table_id(p, at) != table_id:
                         return None
                     if (code != 23 and code != 24) or not self._v1_rows(fde, code):  # v1 W/U
                         return None

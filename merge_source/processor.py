@@ -411,19 +411,18 @@ class SourceProcessor:
         sorter: Sorter = self.sorter
         oldest = sorter.oldest_pending()
         open_start = self.assembler.open_group_start
-        candidates = []
-        if oldest is not None:
-            seq, max_tso = oldest
-            candidates.append((seq, max_tso))
         if open_start is not None:
             # Nothing was fed to the sorter since this group began: its max TSO is current.
-            candidates.append((self._seq(*open_start), sorter.max_tso_seen))
-        if not candidates:
+            seq, max_tso = self._seq(*open_start), sorter.max_tso_seen
+            if oldest is not None and oldest < (seq, max_tso):  # the smaller of the two
+                seq, max_tso = oldest
+        elif oldest is not None:
+            seq, max_tso = oldest
+        else:
             if self._last_end is None:
                 return None
             file, pos = self._last_end
             return _new_tuple(Checkpoint, (self._stream, file, pos, sorter.max_tso_seen))
-        seq, max_tso = min(candidates)
         number = seq >> 32
         if number != self._cp_file_no:  # the name, made once per file
             self._cp_file_no, self._cp_file = number, f"{self._base}.{number:06d}"
