@@ -84,6 +84,8 @@ cdef class Classifier:
     @cython.locals(code=int, user_rows=bint, parts=list, table_maps=dict, private=set)
     cpdef Classified _rows(self, BinlogGroup group, Classified out)
 
+    cpdef bint _v1_rows(self, object fde, int code) except -1
+
     @cython.locals(code=int)
     cpdef _private_rows(self, bytes table_map, bytes rows, Classified out)
 

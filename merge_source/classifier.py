@@ -524,7 +524,7 @@ class Classifier:
                     out.kind = PRIVATE
         return out
 
-    def _v1_rows(self, fde: FormatDescription, code: int) -> bool:
+    def _v1_rows(self, fde, code) -> bool:  # C types: classifier.pxd (fde: FormatDescription)
         """Whether rows events of type `code` have the 8-byte post-header the fast reader
         expects (asked of the FDE once per FDE and type: a Python call per group otherwise)."""
         if fde is not self._v1_fde:

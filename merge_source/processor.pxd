@@ -32,7 +32,7 @@ cdef class SourceProcessor:
     cdef public object _last_end
     cdef public object groups
     cdef public str _file_name
-    cdef public object _file_no
+    cdef public long long _file_no
     cdef public object _cp_file_no
     cdef public str _cp_file
     cdef public str _stream
@@ -40,6 +40,13 @@ cdef class SourceProcessor:
     cdef public object restart_suspects
     cdef set _reported
     cdef PackedRenamer _packed_renamer
+    cdef bint _one_mark
+    cdef object _mark_key
+    cdef object _mark_oldest
+    cdef object _mark_open
+    cdef object _mark_end
+    cdef object _mark_tso
+    cdef str _mark_base
 
     cpdef list _group(self, BinlogGroup group)
     cpdef list _apply(self, BinlogGroup group)
@@ -47,5 +54,8 @@ cdef class SourceProcessor:
     @cython.locals(st=Statement, events=list, kept=list, k=Py_ssize_t,
                    packed_renamer=PackedRenamer)
     cpdef list _rename(self, list statements)
-    cpdef object _seq(self, str file, object pos)
+    cpdef object _seq(self, str file, long long pos)
     cpdef object checkpoint(self)
+    cdef _note_mark(self, object key)
+    cdef object _checkpoint_of(self, object oldest, object open_start, object last_end,
+                               object max_tso_seen, str base)

@@ -111,6 +111,11 @@ class SourceProcessor:
         self._cp_file_no, self._cp_file = -1, ""
         self._stream = stream_name(dn_id)  # of every checkpoint, made once
         self._fde_file = ""  # the file of the last FORMAT_DESCRIPTION
+        # feed_packed's one watermark per batch: on while it runs; the last release's key and
+        # its checkpoint's inputs (`_note_mark`)
+        self._one_mark = False
+        self._mark_key = self._mark_oldest = self._mark_open = self._mark_end = None
+        self._mark_tso, self._mark_base = 0, ""
         # CN transactions held unresolved when the DN restarted, to check (see _dn_restarted)
         self.restart_suspects: set[int] | None = None
 
@@ -131,15 +136,30 @@ class SourceProcessor:
         """`feed_raw` for a batch of `DumpClient.raw_batches(packed=True)` (a MergeSource
         process's read): runs of plain events as `(data, start, stop)`, their packets in the
         dump batch (a group whole in one becomes a range of it, its statements copied out once:
-        no bytes object per event), and any other event as its bytes."""
+        no bytes object per event), and any other event as its bytes.
+
+        One watermark for the whole batch, the one the last release made (the frame to the
+        leader keeps only the last watermark and checkpoint of what it carries:
+        `wire.collapse_watermarks`): a release notes its checkpoint's inputs (`_note_mark`),
+        and only the last one's checkpoint is made, at the end."""
         out: list[Fragment | Watermark] = []
         assembler = self.assembler
-        for piece in batch:
-            if type(piece) is tuple:
-                data, start, stop = piece
-                out += self._feed_items(assembler.assemble_packed(file, data, start, stop))
-            else:
-                out += self._feed_items(assembler.assemble_raw(file, [piece]))
+        self._one_mark, self._mark_key = True, None
+        try:
+            for piece in batch:
+                if type(piece) is tuple:
+                    data, start, stop = piece
+                    out += self._feed_items(assembler.assemble_packed(file, data, start, stop))
+                else:
+                    out += self._feed_items(assembler.assemble_raw(file, [piece]))
+        finally:
+            self._one_mark = False
+        if self._mark_key is not None:
+            checkpoint = self._checkpoint_of(
+                self._mark_oldest, self._mark_open, self._mark_end, self._mark_tso, self._mark_base
+            )
+            out.append(Watermark(self.dn_id, self._mark_key, checkpoint))
+            self._mark_key = self._mark_oldest = self._mark_open = self._mark_end = None
         return out
 
     def _feed_items(self, items: Iterable[BinlogGroup | DnEvent]) -> list[Fragment | Watermark]:
@@ -295,7 +315,10 @@ class SourceProcessor:
                 held.timestamp,
             )
             out.append(fragment)
-        out.append(Watermark(dn, releases[-1].key, self.checkpoint()))
+        if self._one_mark:
+            self._note_mark(releases[-1].key)
+        else:
+            out.append(Watermark(dn, releases[-1].key, self.checkpoint()))
         return out
 
     def _apply_markers(self, markers: list[dict]) -> None:
@@ -403,27 +426,53 @@ class SourceProcessor:
     def _seq(self, file, pos) -> int:  # str, int
         if file != self._file_name:
             self._file_name, self._file_no = file, file_number(file)
-        return self._file_no << 32 | pos  # binlog_seq, inline (a call per group otherwise)
+        # binlog_seq, inline (a call per group otherwise); compiled, in C and boxed once
+        return self._file_no << 32 | pos
 
     # -- restart ----------------------------------------------------------------------------------
     def checkpoint(self) -> Checkpoint | None:
         """The earliest position a restart must re-read from (None before the first group)."""
         sorter: Sorter = self.sorter
-        oldest = sorter.oldest_pending()
-        open_start = self.assembler.open_group_start
+        return self._checkpoint_of(
+            sorter.oldest_pending(),
+            self.assembler.open_group_start,
+            self._last_end,
+            sorter.max_tso_seen,
+            self._base,
+        )
+
+    def _note_mark(self, key) -> None:
+        """What `checkpoint()` reads, as it is at a release (`feed_packed`'s one watermark):
+        references to values already made, none built."""
+        sorter: Sorter = self.sorter
+        self._mark_key = key
+        self._mark_oldest = sorter.oldest_pending()
+        self._mark_open = self.assembler.open_group_start
+        self._mark_end = self._last_end
+        self._mark_tso = sorter.max_tso_seen
+        self._mark_base = self._base
+
+    def _checkpoint_of(self, oldest, open_start, last_end, max_tso_seen, base):  # C types: .pxd
+        """`checkpoint()` of the sorter's oldest pending item, the open group's start, the
+        end of the last group, the sorter's largest TSO and the files' base name, as they were
+        (now, or at a release)."""
         if open_start is not None:
             # Nothing was fed to the sorter since this group began: its max TSO is current.
-            seq, max_tso = self._seq(*open_start), sorter.max_tso_seen
+            seq, max_tso = self._seq(*open_start), max_tso_seen
             if oldest is not None and oldest < (seq, max_tso):  # the smaller of the two
                 seq, max_tso = oldest
         elif oldest is not None:
             seq, max_tso = oldest
         else:
-            if self._last_end is None:
+            if last_end is None:
                 return None
-            file, pos = self._last_end
-            return _new_tuple(Checkpoint, (self._stream, file, pos, sorter.max_tso_seen))
+            file, pos = last_end
+            return _new_tuple(Checkpoint, (self._stream, file, pos, max_tso_seen))
         number = seq >> 32
-        if number != self._cp_file_no:  # the name, made once per file
-            self._cp_file_no, self._cp_file = number, f"{self._base}.{number:06d}"
-        return _new_tuple(Checkpoint, (self._stream, self._cp_file, seq & 0xFFFFFFFF, max_tso))
+        if base != self._base:  # (noted before a FORMAT_DESCRIPTION changed it)
+            name = f"{base}.{number:06d}"
+        else:
+            if number != self._cp_file_no:  # the name, made once per file
+                self._cp_file_no, self._cp_file = number, f"{base}.{number:06d}"
+            name = self._cp_file
+        return _new_tuple(Checkpoint, (self._stream, name, seq & 0xFFFFFFFF, max_tso))

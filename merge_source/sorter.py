@@ -14,8 +14,8 @@ record before them, `(tso, LOCAL, seq)`, which is below every TSO fetched after 
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Hashable
+from heapq import heappop, heappush  # names, not `heapq.x`: a module attribute per call
 from typing import Any, TypeVar
 
 from cdc.keys import Kind, SortKey
@@ -174,7 +174,7 @@ class Sorter:
             return []
         branch.tso, branch.record_seq = tso, seq
         del self._unknown[xid]
-        heapq.heappush(self._heap, (_new_tuple(SortKey, (tso, BRANCH, seq)), xid, None))
+        heappush(self._heap, (_new_tuple(SortKey, (tso, BRANCH, seq)), xid, None))
         return self._drain()
 
     def commit(self, xid: Xid) -> list[Release]:
@@ -196,9 +196,7 @@ class Sorter:
 
     def local(self, payload: P, seq) -> list[Release]:
         self._locals[seq] = self.max_tso_seen
-        heapq.heappush(
-            self._heap, (_new_tuple(SortKey, (self.max_tso_seen, LOCAL, seq)), None, payload)
-        )
+        heappush(self._heap, (_new_tuple(SortKey, (self.max_tso_seen, LOCAL, seq)), None, payload))
         return self._drain()
 
     def _bound(self) -> int:
@@ -233,7 +231,7 @@ class Sorter:
             if xid is not None:
                 branch = branches.get(xid)
                 if branch is None or branch.rolled_back:
-                    heapq.heappop(heap)
+                    heappop(heap)
                     continue
                 # The smallest known TSO is not committed yet: anything after it must wait.
                 if not branch.committed:
@@ -246,7 +244,7 @@ class Sorter:
                 if bound >= 0 and bound < key.seq:
                     break
                 del self._locals[key.seq]
-            heapq.heappop(heap)
+            heappop(heap)
             if self.watermark is not None and key <= self.watermark:
                 raise SorterError(f"release {key} would go back behind {self.watermark}")
             self.watermark = key
