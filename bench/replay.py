@@ -9,7 +9,8 @@ and the writer's pass over what it encoded (`stamp_positions`: log_pos and CRC o
 No sockets, no MariaDB: the same code and input give the same instruction count under
 `valgrind --tool=callgrind` whatever else the machine does, which a shared 2-core machine's
 wall time and CPU seconds do not (run it in two checkouts to compare code; a DN binlog of a
-kept `cdc bench pipeline --keep DIR` are in `DIR/raw/dn*/`).
+kept `cdc bench pipeline --keep DIR` are in `DIR/raw/dn*/`). It prints the SHA-256 of the worker's
+frames and of the output: two checkouts that must give the same bytes print the same.
 """
 
 from __future__ import annotations
