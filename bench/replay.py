@@ -9,13 +9,15 @@ and the writer's pass over what it encoded (`stamp_positions`: log_pos and CRC o
 No sockets, no MariaDB: the same code and input give the same instruction count under
 `valgrind --tool=callgrind` whatever else the machine does, which a shared 2-core machine's
 wall time and CPU seconds do not (run it in two checkouts to compare code; a DN binlog of a
-kept `cdc bench pipeline --keep DIR` are in `DIR/raw/dn*/`).
+kept `cdc bench pipeline --keep DIR` are in `DIR/raw/dn*/`). It prints the SHA-256 of the worker's
+frames and of the output: two checkouts that must give the same bytes print the same.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import sys
 import time
 from pathlib import Path
@@ -51,6 +53,9 @@ def replay(paths: list[Path]) -> dict[str, float]:
     processors = {dn: SourceProcessor(dn) for dn in dns}
     merger, encoder = Merger(dict.fromkeys(dns)), TransactionEncoder(1)
     out = bytearray()
+    # Digests of the worker's frames and of the bytes written (outside the clocked stages): two
+    # checkouts that must give the same output compare these.
+    frames_digest, out_digest = hashlib.sha256(), hashlib.sha256()
     transactions = written = 0
     gc.disable()  # the leader and the MergeSources tune their GC (cdc.gc_tune): not measured here
     for i in range(0, max(len(events) for _, events in dns.values()), BATCH):
@@ -71,6 +76,7 @@ def replay(paths: list[Path]) -> dict[str, float]:
             frame = encode_batch(collapse_watermarks(items))
             encoded = clock()
             spent["wire_encode"] += encoded - fed
+            frames_digest.update(frame)
             decoded = decode_body(frame[FRAME_PREFIX:])
             start = clock()
             spent["wire_decode"] += start - encoded
@@ -84,10 +90,12 @@ def replay(paths: list[Path]) -> dict[str, float]:
             if out:
                 stamp_positions(out, 4)
                 spent["stamp"] += clock() - encoded
+                out_digest.update(out)
             del out[:]
     gc.enable()
     events = sum(len(events) for _, events in dns.values())
-    return {**spent, "events": events, "transactions": transactions, "written": written}
+    digests = {"frames": frames_digest.hexdigest()[:16], "output": out_digest.hexdigest()[:16]}
+    return {**spent, "events": events, "transactions": transactions, "written": written, **digests}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         f" written: CPU {cpu:.3f} s ({cpu / r['events'] * 1e6:.2f} us per DN event): dump split"
         f" {r['split']:.3f}, source {r['source']:.3f}, wire encode {r['wire_encode']:.3f}, wire"
         f" decode {r['wire_decode']:.3f}, merge and encode {r['merge_encode']:.3f}, writer's"
-        f" stamping {r['stamp']:.3f}"
+        f" stamping {r['stamp']:.3f}; sha256 of the frames {r['frames']}, of the output"
+        f" {r['output']}"
     )
     return 0
 

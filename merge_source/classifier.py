@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, NamedTuple
 
-from cdc.binlog import constants, query
+from cdc.binlog import constants, header, query, splice
 from cdc.binlog.constants import ROWS_TYPES, UPDATE_TYPES, ColumnType
 from cdc.binlog.events import body_view
 from cdc.binlog.fde import FormatDescription
@@ -154,7 +154,8 @@ class Classified:
         self,
         kind: GroupKind,
         txn_id: int = 0,
-        xid: bytes = b"",  # raw gtrid+bqual key, for XA groups
+        # raw gtrid/bqual key (`xa_key`) of another program's XA group; b"" for the CN's
+        xid: bytes = b"",
         fragment_kind: FragmentKind = FragmentKind.DATA,
         query: bytes = b"",  # the statement of a DDL group
     ):
@@ -203,49 +204,81 @@ def cn_txn_id(fmt: int, gtrid: bytes) -> int | None:
         return None
 
 
-def xa_ident(gtid: bytes) -> tuple[int | None, bytes]:  # C types: classifier.pxd
-    """`cn_txn_id(*gtid_xid(gtid)[:2])` and the xid key `gtrid/bqual` of an XA GTID event, the
-    CN's ids read in place (once per XA group; anything else goes the general way)."""
-    p = gtid
+def xa_ident(gtid: bytes) -> tuple[int | None, bytes]:
+    """`cn_txn_id(*gtid_xid(gtid)[:2])` and the xid key `gtrid/bqual` of an XA GTID event."""
+    return xa_txn(gtid), xa_key(gtid)
+
+
+def _xid_at(gtid: bytes):  # C types: classifier.pxd
+    """Where an XA GTID event's XID (formatID u32, gtrid and bqual lengths, the two) starts."""
     n = len(gtid)
     pos = GTID_FLAGS2_OFFSET + 1
-    if n > GTID_FLAGS2_OFFSET and p[GTID_FLAGS2_OFFSET] & FL_GROUP_COMMIT_ID:
+    if n > GTID_FLAGS2_OFFSET and gtid[GTID_FLAGS2_OFFSET] & FL_GROUP_COMMIT_ID:
         pos += 8
     if pos + 6 > n:
         gtid_xid(gtid)  # raises, as it always did on a short GTID
+    return pos
+
+
+def xa_key(gtid: bytes) -> bytes:  # C types: classifier.pxd
+    """The xid key `gtrid/bqual` of an XA GTID event: what holds another program's XA branch
+    (`Classified.xid`). Made only where one is asked for: a CN branch is held by its
+    transaction id, and a bytes key per CN group cost more than reading the id."""
+    p = gtid
+    n = len(gtid)
+    pos = _xid_at(gtid)
     glen = p[pos + 4]
     blen = p[pos + 5]
     start = pos + 6
     if start + glen + blen <= n:  # compiled: bytes straight from the buffer
-        xid = p[start : start + glen] + b"/" + p[start + glen : start + glen + blen]
-    else:  # a short event: what slicing leaves
-        xid = gtid[start : start + glen] + b"/" + gtid[start + glen : start + glen + blen]
+        return p[start : start + glen] + b"/" + p[start + glen : start + glen + blen]
+    return gtid[start : start + glen] + b"/" + gtid[start + glen : start + glen + blen]
+
+
+def xa_txn(gtid: bytes):  # C types: classifier.pxd
+    """`cn_txn_id(*gtid_xid(gtid)[:2])` of an XA GTID event, the CN's id read in place (once
+    per XA group; anything unusual goes the general way); None: not a CN transaction."""
+    p = gtid
+    n = len(gtid)
+    pos = _xid_at(gtid)
+    glen = p[pos + 4]
+    start = pos + 6
     prefix = GTRID_PREFIX_B
     plen = len(prefix)
     fmt = p[pos] | p[pos + 1] << 8 | p[pos + 2] << 16 | p[pos + 3] << 24  # as unsigned
     if fmt != FORMAT_ID or glen <= plen or glen - plen > 18 or start + glen > n:
-        return cn_txn_id(*gtid_xid(gtid)[:2]), xid
+        return cn_txn_id(*gtid_xid(gtid)[:2])
     for k in range(plen):
         if p[start + k] != prefix[k]:
-            return None, xid
+            return None
     txn = 0
     for k in range(start + plen, start + glen):
         digit = p[k] - 48
         if digit < 0 or digit > 9:  # not plain digits: int() decides, as it always did
-            return cn_txn_id(*gtid_xid(gtid)[:2]), xid
+            return cn_txn_id(*gtid_xid(gtid)[:2])
         txn = txn * 10 + digit
-    return txn, xid
+    return txn
 
 
-def _prepared(out: Classified, txn_id: int | None) -> Classified:
+def _prepared(out, txn_id, gtid):  # C types: classifier.pxd
     """An XA PREPARE's classification: a CN transaction's branch (`txn_id`), or (no CN xid)
-    another program's XA, local once committed."""
+    another program's XA, local once committed, held by its xid key."""
     if txn_id is None:
         out.kind = GroupKind.FOREIGN_PREPARE
         out.fragment_kind = FragmentKind.LOCAL
+        out.xid = xa_key(gtid)
     else:
         out.txn_id = txn_id
     return out
+
+
+def _resolved(commit, txn_id, gtid):  # C types: classifier.pxd
+    """An XA COMMIT's or XA ROLLBACK's classification; its xid key only without a CN id (the
+    processor reads it from the GTID when it holds another program's branches)."""
+    kind = XA_COMMIT if commit else XA_ROLLBACK
+    if txn_id is None:
+        return Classified(kind, 0, xa_key(gtid))
+    return Classified(kind, txn_id)
 
 
 def is_xa_commit(event: bytes) -> bool:  # C types: classifier.pxd
@@ -276,6 +309,9 @@ class Classifier:
         # Decoded private TABLE_MAPs: body -> (columns, whether the commit-record fast path
         # fits, table name)
         self._columns: dict[bytes, tuple[list[Column], bool, bytes]] = {}
+        # Table id -> body of a TABLE_MAP in `_columns` with the fast layout (commit records
+        # read in place: `_packed_records`)
+        self._tx_log_maps: dict[int, bytes] = {}
         self._v1_fde: FormatDescription | None = None
         self._v1: dict[int, bool] = {}
         self._checksum_len = 4  # of _v1_fde (a property of the FDE: a Python call)
@@ -290,16 +326,17 @@ class Classifier:
         flags2 = group.gtid[GTID_FLAGS2_OFFSET]
         if flags2 & FL_PREPARED_XA:
             refuse_statement_dml(group, 1)  # (its XA END)
-            txn_id, xid = xa_ident(group.gtid)
-            return _prepared(self._rows(group, Classified(XA_PREPARE, xid=xid)), txn_id)
+            return _prepared(
+                self._rows(group, Classified(XA_PREPARE)), xa_txn(group.gtid), group.gtid
+            )
         if flags2 & FL_COMPLETED_XA:
-            txn_id, xid = xa_ident(group.gtid)
+            txn_id = xa_txn(group.gtid)
             commit = False
             for e in group.body():
                 if e[4] == constants.EventType.QUERY:
                     commit = is_xa_commit(e)
                     break
-            return Classified(XA_COMMIT if commit else XA_ROLLBACK, txn_id=txn_id or 0, xid=xid)
+            return _resolved(commit, txn_id, group.gtid)
         if group.count == 2:
             only = next(iter(group.body()))
             if only[4] == constants.EventType.QUERY:
@@ -327,15 +364,14 @@ class Classifier:
             statements = packed_statements(data, first, last, PRIVATE_DB_B)
             if statements is None:
                 return None
-            txn_id, xid = xa_ident(group.gtid)
-            out = Classified(XA_PREPARE, xid=xid)
+            out = Classified(XA_PREPARE)
             out.statements = statements
-            return _prepared(out, txn_id)
+            return _prepared(out, xa_txn(group.gtid), group.gtid)
         if flags2 & FL_COMPLETED_XA:  # its XA COMMIT or XA ROLLBACK, read in place
-            txn_id, xid = xa_ident(group.gtid)
+            txn_id = xa_txn(group.gtid)
             at = packed_find(data, first, last, query_code)
             commit = at >= 0 and is_xa_commit(packed_events(data, at, last)[0])
-            return Classified(XA_COMMIT if commit else XA_ROLLBACK, txn_id=txn_id or 0, xid=xid)
+            return _resolved(commit, txn_id, group.gtid)
         if packed_count(data, first, last, -1) == 1:
             return None
         if packed_count(data, first, last, query_code) > 0:
@@ -359,35 +395,56 @@ class Classifier:
         p = data
         event_at = dump_packets.EVENT_AT
         table_map = constants.EventType.TABLE_MAP
+        db_len = len(PRIVATE_DB_B)
         records = None
-        table_id = None  # of the last TABLE_MAP: what the rows after it must name
+        table_id = 0  # of the last TABLE_MAP (if `mapped`): what the rows after it must name
+        mapped = False
         while q < stop:
             code = dump_packets.event_code(p, q)
             n = dump_packets.packet_len(p, q)
             if code == table_map or dump_packets.is_row_event(code):
-                event = p[q + event_at : q + 4 + n]
+                at = q + event_at  # the event, read where it lies in the batch
+                size = n - 1
+                if size < 30:  # (too short for what is read below: the general way decides)
+                    return None
                 if code == table_map:
-                    if event[28 : 28 + event[27]] != PRIVATE_DB_B:
+                    if p[at + 27] != db_len or size < 28 + db_len:
                         return None
-                    cached = self._columns.get(event[19:-4])
-                    if cached is None or not cached[1]:  # not the tx_log's fast layout
+                    if not splice.same(p, at + 28, db_len, PRIVATE_DB_B):
                         return None
-                    table_id = event[19:25]
+                    table_id = header.table_id(p, at)
+                    if not self._tx_log_map(data, at, size, table_id):
+                        return None
+                    mapped = True
                 else:
-                    if table_id is None or event[19:25] != table_id:
+                    if not mapped or header.table_id(p, at) != table_id:
                         return None
                     if (code != 23 and code != 24) or not self._v1_rows(fde, code):  # v1 W/U
                         return None
-                    found = fast_commit_records(event, self._checksum_len)
+                    found = commit_records_at(data, at, at + size - self._checksum_len)
                     if found is None:
                         return None
                     records = found if records is None else records + found
             q += 4 + n
         if not records:
             return None
-        out = Classified(COMMIT_RECORD, fragment_kind=F_LOCAL)
+        out = Classified(COMMIT_RECORD, 0, b"", F_LOCAL)
         out.records = records
         return out
+
+    def _tx_log_map(self, data: bytes, at, size, table_id) -> bool:
+        """Whether the TABLE_MAP at `data[at:at + size]` is one of __cdc_tx_log__ decoded with
+        the fast layout (`_columns`), asked by its table id: a repeat compares its body in
+        place (a memcmp, compiled) where the body was sliced out and hashed every time."""
+        known = self._tx_log_maps.get(table_id)
+        if known is not None and splice.same(data, at + 19, size - 23, known):
+            return True
+        body = data[at + 19 : at + size - 4]
+        cached = self._columns.get(body)
+        if cached is None or not cached[1]:  # not the tx_log's fast layout (or not decoded)
+            return False
+        self._tx_log_maps[table_id] = body  # (cleared with `_columns`)
+        return True
 
     def _rows(self, group: BinlogGroup, out: Classified) -> Classified:
         """Split a group's row events into statements; route private tables.
@@ -467,7 +524,7 @@ class Classifier:
                     out.kind = PRIVATE
         return out
 
-    def _v1_rows(self, fde: FormatDescription, code: int) -> bool:
+    def _v1_rows(self, fde, code) -> bool:  # C types: classifier.pxd (fde: FormatDescription)
         """Whether rows events of type `code` have the 8-byte post-header the fast reader
         expects (asked of the FDE once per FDE and type: a Python call per group otherwise)."""
         if fde is not self._v1_fde:
@@ -510,6 +567,7 @@ class Classifier:
             )
         if len(self._columns) > 256:
             self._columns.clear()
+            self._tx_log_maps.clear()
         fast = table == TX_LOG_B and tx_log_layout(columns)
         cached = self._columns[key] = (columns, fast, table)
         return cached
@@ -569,15 +627,20 @@ def fast_commit_records(rows: bytes, checksum_len) -> list[CommitRecord] | None:
     `tx_log_layout`), read in place: the generic row decoder costs more than the rest of a
     commit-record group. None if anything is unexpected: the generic decoder then decides.
     Compiled (classifier.pxd), the fields are read from the bytes' buffer in C."""
+    return commit_records_at(rows, 0, len(rows) - checksum_len)
+
+
+def commit_records_at(rows: bytes, at, end) -> list[CommitRecord] | None:  # C: .pxd
+    """`fast_commit_records` of the rows event at `rows[at:]`, `end` where its rows end (its
+    CRC): a packed group's, read where it lies in the dump batch."""
     p = rows
-    end = len(rows) - checksum_len
-    if end < 30:
+    if end - at < 30:
         return None
-    update = p[4] == 24
+    update = p[at + 4] == 24
     # 4 columns, all present (FULL row image), in the before (and after) image.
-    if p[27] != 4 or p[28] != 0x0F or (update and p[29] != 0x0F):
+    if p[at + 27] != 4 or p[at + 28] != 0x0F or (update and p[at + 29] != 0x0F):
         return None
-    pos = 30 if update else 29
+    pos = at + 30 if update else at + 29
     out: list[CommitRecord] = []
     while pos < end:
         if update:  # the before image: same layout, skipped

@@ -16,8 +16,12 @@ from merge_source.scan cimport group_body, group_end, log_pos, packed_count, pac
 from cdc.protocol cimport dump_packets
 from cdc.binlog cimport constants, header, query
 
+@cython.locals(group=BinlogGroup)
+cdef BinlogGroup _packed_group(str file, object start, bytes gtid, object end, bytes data,
+                               Py_ssize_t first, Py_ssize_t last)
+
 @cython.locals(p="const unsigned char*", gtid=int, fde=int, event_at=Py_ssize_t, code=int,
                n=Py_ssize_t, body=Py_ssize_t, standalone=bint, j=Py_ssize_t, done=bint,
-               pos=Py_ssize_t, group=BinlogGroup)
+               pos=Py_ssize_t, start=Py_ssize_t)
 cpdef Py_ssize_t packed_groups(str file, bytes data, Py_ssize_t q, Py_ssize_t stop,
                                Py_ssize_t limit, list out) except -1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator
+from itertools import chain
 
 from cdc.binlog import constants, header, query
 from cdc.binlog.flavor import FL_STANDALONE, GTID_FLAGS2_OFFSET
@@ -98,6 +99,16 @@ def query_text(data: bytes, checksum_len: int = 4) -> bytes:
     return bytes(data[query.text_start(data, 0) : len(data) - checksum_len])
 
 
+def _packed_group(file, start, gtid, end, data, first, last) -> BinlogGroup:  # C: group.pxd
+    """A BinlogGroup of the packets `data[first:last]`, made field by field (compiled: no
+    argument parsing of its __init__, once per group)."""
+    group = BinlogGroup.__new__(BinlogGroup)
+    group.file, group.start, group.gtid, group.end = file, start, gtid, end
+    group.events, group.span = [], None
+    group.packed, group.first, group.last = data, first, last
+    return group
+
+
 def packed_groups(file: str, data: bytes, q, stop, limit, out: list):  # C: group.pxd
     """The groups whole in the packets `data[q:stop]` (none open at `q`), each a BinlogGroup of
     its range of packets, and the FORMAT_DESCRIPTION events, appended to `out` in stream order;
@@ -116,11 +127,8 @@ def packed_groups(file: str, data: bytes, q, stop, limit, out: list):  # C: grou
             if not done or j - q > limit:
                 return q
             pos = header.log_pos(p, q + event_at)  # where it starts: its log_pos - its size
-            group = BinlogGroup(
-                file, pos - (n - 1) if pos else 4, p[q + event_at : body], None, end
-            )
-            group.packed, group.first, group.last = data, body, j
-            out.append(group)
+            start = pos - (n - 1) if pos else 4
+            out.append(_packed_group(file, start, p[q + event_at : body], end, data, body, j))
             q = j
             continue
         if code == fde:
@@ -259,24 +267,29 @@ class GroupAssembler:
             self._current, self._writer, self._size = group, writer, size
             self._standalone = standalone
 
-    def assemble_packed(self, file: str, data: bytes, q, stop) -> Iterator[BinlogGroup | DnEvent]:
+    def assemble_packed(self, file: str, data: bytes, q, stop) -> Iterable[BinlogGroup | DnEvent]:
         """`assemble_raw` for a dump batch kept as its packets: `data[q:stop]`, complete
         packets of plain events of `file` (what `split_events` took). A group whole in the batch
         comes out as its range of packets (no bytes object per event); a group open at either
         end of the batch, or larger than the spill threshold, goes through `assemble_raw` as
-        event bytes."""
-        if self._current is not None:  # the group the last batch left open: up to its end
-            j, done, _end = packed_group(data, q, stop, self._standalone)
-            if not done:  # still open, or cut short: the whole batch the general way
-                yield from self.assemble_raw(file, packed_events(data, q, stop))
-                return
-            yield from self.assemble_raw(file, packed_events(data, q, j))
-            q = j
+        event bytes. Mostly a list (the batch's whole groups: no generator resumed per group);
+        no group is open while its items are out, as with `assemble_raw`."""
+        if self._current is not None:  # the group the last batch left open
+            return self._assemble_packed_open(file, data, q, stop)
         items: list = []
         q = packed_groups(file, data, q, stop, self.spill_bytes or stop, items)
-        yield from items
         if q < stop:  # a group open at the batch's end, cut short, or huge: as event bytes
+            return chain(items, self.assemble_raw(file, packed_events(data, q, stop)))
+        return items
+
+    def _assemble_packed_open(self, file: str, data: bytes, q, stop) -> Iterator:
+        """`assemble_packed` when the last batch left a group open: up to its end as bytes."""
+        j, done, _end = packed_group(data, q, stop, self._standalone)
+        if not done:  # still open, or cut short: the whole batch the general way
             yield from self.assemble_raw(file, packed_events(data, q, stop))
+            return
+        yield from self.assemble_raw(file, packed_events(data, q, j))
+        yield from self.assemble_packed(file, data, j, stop)
 
     def _drop_partial(self, group: BinlogGroup) -> None:
         # Only a crashed DN leaves a group without terminator; MariaDB's recovery then

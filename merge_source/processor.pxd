@@ -4,12 +4,11 @@ import cython
 
 from cdc.binlog cimport constants, header
 from cdc.protocol cimport dump_packets
-from merge_source.classifier cimport Classified, Classifier
+from merge_source.classifier cimport Classified, Classifier, xa_key
 from merge_source.fragment cimport Fragment, Statement, Watermark
 from merge_source.group cimport BinlogGroup
 
-@cython.locals(pos=Py_ssize_t, end=Py_ssize_t, size=Py_ssize_t, table_map=int, renamed=bytes)
-cpdef bytes _rename_packed(bytes data, object names, set dropped)
+from merge_source.renamer cimport PackedRenamer
 from merge_source.scan cimport timestamp as event_timestamp
 from merge_source.sorter cimport Release, Sorter
 
@@ -33,18 +32,30 @@ cdef class SourceProcessor:
     cdef public object _last_end
     cdef public object groups
     cdef public str _file_name
-    cdef public object _file_no
+    cdef public long long _file_no
     cdef public object _cp_file_no
     cdef public str _cp_file
     cdef public str _stream
     cdef public str _fde_file
     cdef public object restart_suspects
     cdef set _reported
+    cdef PackedRenamer _packed_renamer
+    cdef bint _one_mark
+    cdef object _mark_key
+    cdef object _mark_oldest
+    cdef object _mark_open
+    cdef object _mark_end
+    cdef object _mark_tso
+    cdef str _mark_base
 
     cpdef list _group(self, BinlogGroup group)
     cpdef list _apply(self, BinlogGroup group)
     cpdef list _outputs(self, list releases)
-    @cython.locals(st=Statement, events=list, kept=list, k=Py_ssize_t)
+    @cython.locals(st=Statement, events=list, kept=list, k=Py_ssize_t,
+                   packed_renamer=PackedRenamer)
     cpdef list _rename(self, list statements)
-    cpdef object _seq(self, str file, object pos)
+    cpdef object _seq(self, str file, long long pos)
     cpdef object checkpoint(self)
+    cdef _note_mark(self, object key)
+    cdef object _checkpoint_of(self, object oldest, object open_start, object last_end,
+                               object max_tso_seen, str base)

@@ -10,12 +10,12 @@ import json
 import logging
 from collections.abc import Iterable
 
-from cdc.binlog import constants, header
+from cdc.binlog import constants
 from cdc.binlog.fde import FormatDescription
 from cdc.cn_protocol.schema import CDC_START, META_CHANGE
 from cdc.keys import Checkpoint, GlobalKey, stream_name
-from cdc.protocol import DnEvent, dump_packets
-from merge_source.classifier import Classified, Classifier, GroupKind
+from cdc.protocol import DnEvent
+from merge_source.classifier import Classified, Classifier, GroupKind, xa_key
 from merge_source.fragment import (
     Fragment,
     FragmentKind,
@@ -24,7 +24,7 @@ from merge_source.fragment import (
     global_key,
 )
 from merge_source.group import BinlogGroup, GroupAssembler
-from merge_source.renamer import NameMap
+from merge_source.renamer import NameMap, PackedRenamer
 from merge_source.scan import timestamp as event_timestamp
 from merge_source.sorter import Release, Sorter
 from merge_source.spill import DEFAULT_SPILL_BYTES, SpanWriter, SpillFile
@@ -70,38 +70,6 @@ class _Held:
         self.participants: tuple[int, ...] = ()
 
 
-def _rename_packed(data: bytes, names: NameMap, dropped: set) -> bytes:  # C: processor.pxd
-    """`_rename` of a statement's events concatenated (`Statement.packed`): each TABLE_MAP
-    renamed, the events of tables without a name here dropped (`dropped`: their table ids,
-    shared with the statement's fragment), the rest kept as they are: each change one splice
-    (a statement holds about one TABLE_MAP), `data` itself when nothing changes."""
-    pos = 0
-    end = len(data)
-    table_map = constants.EventType.TABLE_MAP
-    while pos < end:
-        size = header.event_size(data, pos)
-        if size < constants.HEADER_LEN or pos + size > end:
-            raise ValueError(f"event size {size} at {pos} overruns its statement")
-        if data[pos + 4] == table_map:
-            renamed = names.rename(data[pos : pos + size])
-            if renamed is None:
-                dropped.add(data[pos + 19 : pos + 25])
-                data = dump_packets.splice(data, pos, size, b"")
-                end -= size
-                continue
-            if dropped:
-                dropped.discard(data[pos + 19 : pos + 25])
-            data = dump_packets.splice(data, pos, size, renamed)
-            end += len(renamed) - size
-            pos += len(renamed)
-        elif dropped and data[pos + 19 : pos + 25] in dropped:  # the id sliced only if needed
-            data = dump_packets.splice(data, pos, size, b"")
-            end -= size
-        else:
-            pos += size
-    return data
-
-
 class SourceProcessor:
     """Compiled: a cdef class (processor.pxd), its state typed and its per-group methods C
     calls (their arguments typed there, so not annotated here)."""
@@ -130,6 +98,8 @@ class SourceProcessor:
         self.resume_after = resume_after
         # Physical -> logical names; None: pass names through (no topology known yet).
         self.names = names
+        # `names`' answers for packed statements, by table id (made again when `names` changes)
+        self._packed_renamer: PackedRenamer | None = None
         self._reported: set[tuple[bytes, bytes]] = set()  # unmapped tables already logged
         # On a first start, nothing before the CdcStart marker belongs to the global binlog.
         self.started = not wait_for_start
@@ -141,6 +111,11 @@ class SourceProcessor:
         self._cp_file_no, self._cp_file = -1, ""
         self._stream = stream_name(dn_id)  # of every checkpoint, made once
         self._fde_file = ""  # the file of the last FORMAT_DESCRIPTION
+        # feed_packed's one watermark per batch: on while it runs; the last release's key and
+        # its checkpoint's inputs (`_note_mark`)
+        self._one_mark = False
+        self._mark_key = self._mark_oldest = self._mark_open = self._mark_end = None
+        self._mark_tso, self._mark_base = 0, ""
         # CN transactions held unresolved when the DN restarted, to check (see _dn_restarted)
         self.restart_suspects: set[int] | None = None
 
@@ -161,15 +136,30 @@ class SourceProcessor:
         """`feed_raw` for a batch of `DumpClient.raw_batches(packed=True)` (a MergeSource
         process's read): runs of plain events as `(data, start, stop)`, their packets in the
         dump batch (a group whole in one becomes a range of it, its statements copied out once:
-        no bytes object per event), and any other event as its bytes."""
+        no bytes object per event), and any other event as its bytes.
+
+        One watermark for the whole batch, the one the last release made (the frame to the
+        leader keeps only the last watermark and checkpoint of what it carries:
+        `wire.collapse_watermarks`): a release notes its checkpoint's inputs (`_note_mark`),
+        and only the last one's checkpoint is made, at the end."""
         out: list[Fragment | Watermark] = []
         assembler = self.assembler
-        for piece in batch:
-            if type(piece) is tuple:
-                data, start, stop = piece
-                out += self._feed_items(assembler.assemble_packed(file, data, start, stop))
-            else:
-                out += self._feed_items(assembler.assemble_raw(file, [piece]))
+        self._one_mark, self._mark_key = True, None
+        try:
+            for piece in batch:
+                if type(piece) is tuple:
+                    data, start, stop = piece
+                    out += self._feed_items(assembler.assemble_packed(file, data, start, stop))
+                else:
+                    out += self._feed_items(assembler.assemble_raw(file, [piece]))
+        finally:
+            self._one_mark = False
+        if self._mark_key is not None:
+            checkpoint = self._checkpoint_of(
+                self._mark_oldest, self._mark_open, self._mark_end, self._mark_tso, self._mark_base
+            )
+            out.append(Watermark(self.dn_id, self._mark_key, checkpoint))
+            self._mark_key = self._mark_oldest = self._mark_open = self._mark_end = None
         return out
 
     def _feed_items(self, items: Iterable[BinlogGroup | DnEvent]) -> list[Fragment | Watermark]:
@@ -249,7 +239,10 @@ class SourceProcessor:
         if kind is XA_PREPARE:
             return sorter.prepare(c.txn_id, _Held(c, timestamp), seq)
         if kind is XA_COMMIT:
-            foreign = self._foreign.pop(c.xid, None) if self._foreign else None
+            # (a CN branch's xid key is made only while another program's branches are held)
+            foreign = (
+                self._foreign.pop(c.xid or xa_key(group.gtid), None) if self._foreign else None
+            )
             if foreign is not None:  # another program's XA: a local transaction now
                 return sorter.local(foreign, seq)
             return sorter.commit(c.txn_id)
@@ -269,7 +262,7 @@ class SourceProcessor:
                 return []
             return sorter.local(_Held(c, timestamp), seq)
         if kind is XA_ROLLBACK:
-            if self._foreign.pop(c.xid, None) is not None:
+            if self._foreign and self._foreign.pop(c.xid or xa_key(group.gtid), None) is not None:
                 return []
             return sorter.rollback(c.txn_id)
         if kind is FOREIGN_PREPARE:
@@ -322,7 +315,10 @@ class SourceProcessor:
                 held.timestamp,
             )
             out.append(fragment)
-        out.append(Watermark(dn, releases[-1].key, self.checkpoint()))
+        if self._one_mark:
+            self._note_mark(releases[-1].key)
+        else:
+            out.append(Watermark(dn, releases[-1].key, self.checkpoint()))
         return out
 
     def _apply_markers(self, markers: list[dict]) -> None:
@@ -351,9 +347,12 @@ class SourceProcessor:
         out = []
         dropped: set[bytes] = set()
         spill: SpillFile | None = None  # renamed spilled statements go to a new spill file
+        packed_renamer: PackedRenamer = self._packed_renamer
         for st in statements:
             if st.packed is not None:  # a MergeSource process's statement: one buffer
-                packed = _rename_packed(st.packed, names, dropped)
+                if packed_renamer is None or packed_renamer.names is not names:
+                    packed_renamer = self._packed_renamer = PackedRenamer(names)
+                packed = packed_renamer.rename(st.packed, dropped)
                 if packed:
                     st.packed = packed
                     out.append(st)
@@ -427,28 +426,53 @@ class SourceProcessor:
     def _seq(self, file, pos) -> int:  # str, int
         if file != self._file_name:
             self._file_name, self._file_no = file, file_number(file)
-        return self._file_no << 32 | pos  # binlog_seq, inline (a call per group otherwise)
+        # binlog_seq, inline (a call per group otherwise); compiled, in C and boxed once
+        return self._file_no << 32 | pos
 
     # -- restart ----------------------------------------------------------------------------------
     def checkpoint(self) -> Checkpoint | None:
         """The earliest position a restart must re-read from (None before the first group)."""
         sorter: Sorter = self.sorter
-        oldest = sorter.oldest_pending()
-        open_start = self.assembler.open_group_start
-        candidates = []
-        if oldest is not None:
-            seq, max_tso = oldest
-            candidates.append((seq, max_tso))
+        return self._checkpoint_of(
+            sorter.oldest_pending(),
+            self.assembler.open_group_start,
+            self._last_end,
+            sorter.max_tso_seen,
+            self._base,
+        )
+
+    def _note_mark(self, key) -> None:
+        """What `checkpoint()` reads, as it is at a release (`feed_packed`'s one watermark):
+        references to values already made, none built."""
+        sorter: Sorter = self.sorter
+        self._mark_key = key
+        self._mark_oldest = sorter.oldest_pending()
+        self._mark_open = self.assembler.open_group_start
+        self._mark_end = self._last_end
+        self._mark_tso = sorter.max_tso_seen
+        self._mark_base = self._base
+
+    def _checkpoint_of(self, oldest, open_start, last_end, max_tso_seen, base):  # C types: .pxd
+        """`checkpoint()` of the sorter's oldest pending item, the open group's start, the
+        end of the last group, the sorter's largest TSO and the files' base name, as they were
+        (now, or at a release)."""
         if open_start is not None:
             # Nothing was fed to the sorter since this group began: its max TSO is current.
-            candidates.append((self._seq(*open_start), sorter.max_tso_seen))
-        if not candidates:
-            if self._last_end is None:
+            seq, max_tso = self._seq(*open_start), max_tso_seen
+            if oldest is not None and oldest < (seq, max_tso):  # the smaller of the two
+                seq, max_tso = oldest
+        elif oldest is not None:
+            seq, max_tso = oldest
+        else:
+            if last_end is None:
                 return None
-            file, pos = self._last_end
-            return _new_tuple(Checkpoint, (self._stream, file, pos, sorter.max_tso_seen))
-        seq, max_tso = min(candidates)
+            file, pos = last_end
+            return _new_tuple(Checkpoint, (self._stream, file, pos, max_tso_seen))
         number = seq >> 32
-        if number != self._cp_file_no:  # the name, made once per file
-            self._cp_file_no, self._cp_file = number, f"{self._base}.{number:06d}"
-        return _new_tuple(Checkpoint, (self._stream, self._cp_file, seq & 0xFFFFFFFF, max_tso))
+        if base != self._base:  # (noted before a FORMAT_DESCRIPTION changed it)
+            name = f"{base}.{number:06d}"
+        else:
+            if number != self._cp_file_no:  # the name, made once per file
+                self._cp_file_no, self._cp_file = number, f"{base}.{number:06d}"
+            name = self._cp_file
+        return _new_tuple(Checkpoint, (self._stream, name, seq & 0xFFFFFFFF, max_tso))

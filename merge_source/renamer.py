@@ -14,6 +14,9 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+from cdc.binlog import constants, header, splice
+from cdc.protocol import dump_packets
+
 _SIZE = struct.Struct("<I")
 NAMES_OFFSET = 19 + 8  # header, table_id (6), flags (2)
 _NO_CRC = b"\0\0\0\0"
@@ -91,3 +94,72 @@ class NameMap:
         ldb, ltable = logical
         names = bytes((len(ldb),)) + ldb + b"\0" + bytes((len(ltable),)) + ltable + b"\0"
         return bytes(body[:start]) + names + bytes(body[pos + 1 + tbl_len + 1 :])
+
+
+class PackedRenamer:
+    """`NameMap.rename` over a MergeSource process's packed statements (`Statement.packed`),
+    its answers kept by table id. A TABLE_MAP repeats (same id, same body) before every
+    statement on its table: a repeat costs a dict hit, a compare of its body in place and one
+    copy of the statement (`dump_packets.splice_body`), where asking the map sliced the event
+    and its body out, hashed the body and joined a new event. One per NameMap (the processor
+    makes a new one when its names change). Compiled: a cdef class (renamer.pxd)."""
+
+    __slots__ = ("names", "_by_id")
+
+    def __init__(self, names: NameMap):
+        self.names = names
+        # table id -> (its TABLE_MAP's body as on the DN, the renamed body with its stale CRC,
+        # or None: the table has no name here)
+        self._by_id: dict[int, tuple[bytes, bytes | None]] = {}
+
+    def rename(self, data: bytes, dropped: set) -> bytes:
+        """The statement's events concatenated, each TABLE_MAP renamed, the events of tables
+        without a name here dropped (`dropped`: their table ids, shared with the statement's
+        fragment), the rest kept as they are: each change one splice (a statement holds about
+        one TABLE_MAP), `data` itself when nothing changes."""
+        p = data
+        pos = 0
+        end = len(data)
+        table_map = constants.EventType.TABLE_MAP
+        while pos < end:
+            size = header.event_size(p, pos)
+            if size < constants.HEADER_LEN or pos + size > end:
+                raise ValueError(f"event size {size} at {pos} overruns its statement")
+            if p[pos + 4] == table_map:
+                # (its table id and CRC in the event: a shorter one is the map's to judge)
+                known = self._by_id.get(header.table_id(p, pos)) if size >= 29 else None
+                if known is not None and splice.same(p, pos + 19, size - 23, known[0]):
+                    body = known[1]
+                    if body is None:
+                        self.names.dropped += 1  # as NameMap.rename counts them
+                else:
+                    body = self._learn(data[pos : pos + size])
+                if body is None:
+                    dropped.add(data[pos + 19 : pos + 25])
+                    data = dump_packets.splice(data, pos, size, b"")
+                    p = data
+                    end -= size
+                    continue
+                if dropped:
+                    dropped.discard(data[pos + 19 : pos + 25])
+                data = dump_packets.splice_body(data, pos, size, body)
+                p = data
+                end += 19 + len(body) - size
+                pos += 19 + len(body)
+            elif dropped and data[pos + 19 : pos + 25] in dropped:  # the id sliced only if needed
+                data = dump_packets.splice(data, pos, size, b"")
+                p = data
+                end -= size
+            else:
+                pos += size
+        return data
+
+    def _learn(self, event: bytes) -> bytes | None:
+        """The map's answer for a TABLE_MAP not seen by its id (or whose body changed), kept."""
+        renamed = self.names.rename(event)
+        body = None if renamed is None else renamed[19:]
+        if len(self._by_id) > 4096:
+            self._by_id.clear()
+        if len(event) >= 29:
+            self._by_id[header.table_id(event, 0)] = (event[19:-4], body)
+        return body

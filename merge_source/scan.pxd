@@ -8,6 +8,12 @@ from merge_source.fragment cimport Statement
 @cython.locals(start=Py_ssize_t)
 cpdef bint group_end(bytes data, bint standalone)
 
+@cython.locals(p="const unsigned char*", start=Py_ssize_t, stop=Py_ssize_t)
+cpdef bint group_end_at(bytes data, Py_ssize_t at, Py_ssize_t n, bint standalone) except -1
+
+@cython.locals(k=Py_ssize_t, c=int)
+cdef bint _upper_at(const unsigned char* p, Py_ssize_t start, Py_ssize_t stop, bytes word)
+
 @cython.locals(n=Py_ssize_t, size=Py_ssize_t, data=bytes, p="const unsigned char*", code=int,
                gtid=int, fde=int, xid=int, xa_prepare=int, query=int)
 cpdef tuple group_body(list events, Py_ssize_t i, bint standalone)

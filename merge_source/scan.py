@@ -47,6 +47,36 @@ def group_end(data: bytes, standalone) -> bool:  # C types: scan.pxd
     return text.startswith((b"COMMIT", b"XA COMMIT", b"XA ROLLBACK"))
 
 
+def group_end_at(data: bytes, at, n, standalone) -> bool:  # C types: scan.pxd
+    """`group_end` of the event `data[at:at + n]` read where it lies (a packed group's QUERY
+    in its dump batch), without slicing it out."""
+    if standalone:
+        return True
+    if n < constants.HEADER_LEN + constants.QUERY_POST_HEADER_LEN:
+        raise IndexError(f"a QUERY event of {n} bytes has no post-header")
+    p = data
+    start = query.text_start(p, at)
+    stop = min(start + 12, at + n - 4)  # without the CRC
+    return (
+        _upper_at(p, start, stop, b"COMMIT")
+        or _upper_at(p, start, stop, b"XA COMMIT")
+        or _upper_at(p, start, stop, b"XA ROLLBACK")
+    )
+
+
+def _upper_at(p, start, stop, word: bytes) -> bool:  # C types: scan.pxd
+    """Whether `p[start:stop].upper()` starts with `word` (upper case), compared in place."""
+    if stop - start < len(word):
+        return False
+    for k in range(len(word)):
+        c = p[start + k]
+        if 97 <= c <= 122:  # a-z: what bytes.upper() changes
+            c -= 32
+        if c != word[k]:
+            return False
+    return True
+
+
 def group_body(events: list, i, standalone) -> tuple[int, int, bool]:  # C: scan.pxd
     """How far the open group runs in `events` from `i`: (the index it stops at, the bytes of
     events[i:that index], whether the last of them is the terminator). It stops before a GTID or
@@ -177,7 +207,7 @@ def packed_group(data: bytes, q, stop, standalone) -> tuple:  # C types: scan.px
         if (
             code == xid
             or code == xa_prepare
-            or (code == query_code and group_end(p[at : at + n - 1], standalone))
+            or (code == query_code and group_end_at(data, at, n - 1, standalone))
         ):
             return q, True, header.log_pos(p, at)
     return q, False, 0

@@ -1,3 +1,5 @@
+import cython
+
 # C types for sorter.py when Cython compiles it (an augmenting .pxd: the .py stays plain Python).
 cdef class Release:
     cdef public object key
@@ -16,7 +18,10 @@ cdef class _Branch:
 
 cdef class Sorter:
     cdef public dict _branches
-    cdef public object _unknown
+    cdef public dict _unknown
+    cdef list _unknown_seqs
+    cdef list _unknown_xids
+    cdef Py_ssize_t _unknown_head
     cdef public list _heap
     cdef public dict _locals
     cdef public object max_tso_seen
@@ -29,5 +34,8 @@ cdef class Sorter:
     cpdef list commit(self, object xid)
     cpdef list rollback(self, object xid)
     cpdef list local(self, object payload, object seq)
+    @cython.locals(seqs=list, xids=list, h=Py_ssize_t, unknown=dict)
+    cdef long long _bound(self) except? -2
+    @cython.locals(bound="long long")
     cpdef list _drain(self)
     cpdef tuple oldest_pending(self)

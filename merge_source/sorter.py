@@ -14,9 +14,8 @@ record before them, `(tso, LOCAL, seq)`, which is below every TSO fetched after 
 
 from __future__ import annotations
 
-import heapq
-from collections import OrderedDict
 from collections.abc import Hashable
+from heapq import heappop, heappush  # names, not `heapq.x`: a module attribute per call
 from typing import Any, TypeVar
 
 from cdc.keys import Kind, SortKey
@@ -86,6 +85,9 @@ class Sorter:
     __slots__ = (
         "_branches",
         "_unknown",
+        "_unknown_seqs",
+        "_unknown_xids",
+        "_unknown_head",
         "_heap",
         "_locals",
         "max_tso_seen",
@@ -96,9 +98,16 @@ class Sorter:
     def __init__(self, max_tso_seen: int = 0):
         # Held branches by xid, in prepare (= seq) order: dicts keep insertion order.
         self._branches: dict[Xid, _Branch] = {}
-        # Branches whose commit record has not been seen, in prepare order: the first one
-        # bounds which records are releasable (its TSO could still be anything).
-        self._unknown: OrderedDict[Xid, int] = OrderedDict()
+        # Branches whose commit record has not been seen (xid -> prepare seq): the first one
+        # prepared bounds which records are releasable (its TSO could still be anything).
+        self._unknown: dict[Xid, int] = {}
+        # Their prepare order, a queue of every prepare (seq and xid side by side) whose head
+        # is moved past the ones since settled when the bound is asked (`_bound`): an
+        # OrderedDict kept it in order at a cost per prepare, record and release several times
+        # this; a plain dict's first entry is found past its deleted ones.
+        self._unknown_seqs: list[int] = []
+        self._unknown_xids: list[Xid] = []
+        self._unknown_head = 0
         # Known sort keys not yet released: branches with a commit record, and local
         # transactions.
         self._heap: list[tuple[SortKey, Xid | None, Any]] = []
@@ -148,6 +157,8 @@ class Sorter:
             raise SorterError(f"xid {xid!r} prepared twice without commit or rollback")
         self._branches[xid] = _Branch(xid, seq, payload, self.max_tso_seen)
         self._unknown[xid] = seq
+        self._unknown_seqs.append(seq)
+        self._unknown_xids.append(xid)
         return []
 
     def commit_record(self, xid: Xid, tso, seq) -> list[Release]:
@@ -163,7 +174,7 @@ class Sorter:
             return []
         branch.tso, branch.record_seq = tso, seq
         del self._unknown[xid]
-        heapq.heappush(self._heap, (_new_tuple(SortKey, (tso, BRANCH, seq)), xid, None))
+        heappush(self._heap, (_new_tuple(SortKey, (tso, BRANCH, seq)), xid, None))
         return self._drain()
 
     def commit(self, xid: Xid) -> list[Release]:
@@ -185,36 +196,55 @@ class Sorter:
 
     def local(self, payload: P, seq) -> list[Release]:
         self._locals[seq] = self.max_tso_seen
-        heapq.heappush(
-            self._heap, (_new_tuple(SortKey, (self.max_tso_seen, LOCAL, seq)), None, payload)
-        )
+        heappush(self._heap, (_new_tuple(SortKey, (self.max_tso_seen, LOCAL, seq)), None, payload))
         return self._drain()
+
+    def _bound(self) -> int:
+        """The prepare seq of the first branch prepared whose commit record has not been seen;
+        -1 if none. (The queue's settled head is dropped a block at a time.)"""
+        unknown = self._unknown
+        seqs, xids = self._unknown_seqs, self._unknown_xids
+        if not unknown:
+            if seqs:
+                seqs.clear()
+                xids.clear()
+                self._unknown_head = 0
+            return -1
+        h = self._unknown_head
+        while unknown.get(xids[h], -1) != seqs[h]:  # settled (or an older prepare of its xid)
+            h += 1
+        if h >= 1024 and 2 * h > len(seqs):
+            del seqs[:h]
+            del xids[:h]
+            h = 0
+        self._unknown_head = h
+        return seqs[h]
 
     def _drain(self) -> list[Release]:
         out: list[Release] = []
         heap = self._heap
-        branches, unknown = self._branches, self._unknown  # locals: one lookup per call
+        branches = self._branches  # a local: one lookup per call
         branch: _Branch | None
+        bound = self._bound() if heap else -1  # nothing below changes it
         while heap:
             key, xid, payload = heap[0]
-            bound = next(iter(unknown.values()), None) if unknown else None
             if xid is not None:
                 branch = branches.get(xid)
                 if branch is None or branch.rolled_back:
-                    heapq.heappop(heap)
+                    heappop(heap)
                     continue
                 # The smallest known TSO is not committed yet: anything after it must wait.
                 if not branch.committed:
                     break
-                if bound is not None and bound < branch.record_seq:
+                if bound >= 0 and bound < branch.record_seq:
                     break
                 del branches[xid]
                 payload = branch.payload
             else:
-                if bound is not None and bound < key.seq:
+                if bound >= 0 and bound < key.seq:
                     break
                 del self._locals[key.seq]
-            heapq.heappop(heap)
+            heappop(heap)
             if self.watermark is not None and key <= self.watermark:
                 raise SorterError(f"release {key} would go back behind {self.watermark}")
             self.watermark = key

@@ -49,3 +49,22 @@ cdef inline bytes splice(bytes data, Py_ssize_t at, Py_ssize_t size, bytes inser
     memcpy(dst + at, PyBytes_AS_STRING(insert), k)
     memcpy(dst + at + k, src + at + size, n - at - size)
     return out
+
+# `splice` of the event at `at` by its own header (size field rewritten) around `body`.
+cdef inline bytes splice_body(bytes data, Py_ssize_t at, Py_ssize_t size, bytes body):
+    cdef Py_ssize_t n = len(data), k = len(body)
+    if at < 0 or size < 19 or at + size > n:
+        raise ValueError("a splice outside its bytes")
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, n - size + 19 + k)
+    cdef unsigned char* dst = <unsigned char*>PyBytes_AS_STRING(out)
+    cdef const char* src = PyBytes_AS_STRING(data)
+    cdef unsigned int event_size = <unsigned int>(19 + k)
+    memcpy(dst, src, at + 9)
+    dst[at + 9] = event_size & 0xFF
+    dst[at + 10] = (event_size >> 8) & 0xFF
+    dst[at + 11] = (event_size >> 16) & 0xFF
+    dst[at + 12] = (event_size >> 24) & 0xFF
+    memcpy(dst + at + 13, src + at + 13, 6)
+    memcpy(dst + at + 19, PyBytes_AS_STRING(body), k)
+    memcpy(dst + at + 19 + k, src + at + size, n - at - size)
+    return out

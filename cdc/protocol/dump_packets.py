@@ -56,3 +56,11 @@ def splice(data: bytes, at, size, insert: bytes) -> bytes:
     """`data` with its `size` bytes at `at` replaced by `insert` (an event of a statement's
     concatenated events renamed or dropped), in one copy."""
     return b"".join((data[:at], insert, data[at + size :]))
+
+
+def splice_body(data: bytes, at, size, body: bytes) -> bytes:
+    """`splice` of the event at `at` by one of the same header but `body` (its size field
+    rewritten): a renamed TABLE_MAP, whose body a cache keeps apart from the header that
+    changes every time (its timestamp, log_pos), in one copy."""
+    head = data[at : at + 9] + (19 + len(body)).to_bytes(4, "little") + data[at + 13 : at + 19]
+    return b"".join((data[:at], head, body, data[at + size :]))

@@ -21,6 +21,7 @@ from merge_source.classifier import (
 )
 from merge_source.fragment import Fragment, FragmentKind, Statement, Watermark
 from merge_source.group import query_text
+from merge_source.scan import group_end, group_end_at
 
 
 def gtid(gtrid: bytes, bqual: bytes = b"1", fmt: int = 1, flags2: int = 0x40) -> bytes:
@@ -56,6 +57,17 @@ def query(text: bytes, db: bytes = b"", status: bytes = b"\0\0") -> bytes:
 def test_is_xa_commit(text):
     for q in (query(text), query(text, b"bank_p", b"\x01\x02\x03")):
         assert is_xa_commit(q) == query_text(q).upper().startswith(b"XA COMMIT")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [b"XA COMMIT X'01'", b"xa rollback 'a'", b"commit", b"COMMI", b"", b"SAVEPOINT a", b"Commit"],
+)
+@pytest.mark.parametrize("standalone", [False, True])
+def test_group_end_at_is_group_end(text, standalone):
+    for q in (query(text), query(text, b"bank_p", b"\x01\x02\x03")):
+        batch = b"pad" + q + b"tail"  # read in place, amid other bytes
+        assert group_end_at(batch, 3, len(q), standalone) == group_end(q, standalone)
 
 
 def rows_event(images: list[tuple[int, int, bytes, int]], update: bool = False) -> bytes:
