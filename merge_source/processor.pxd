@@ -25,6 +25,7 @@ cdef class SourceProcessor:
     cdef public Classifier classifier
     cdef public Sorter sorter
     cdef public object resume_after
+    cdef public long long fragments_out
     cdef public object names
     cdef public bint started
     cdef public dict _foreign

@@ -96,6 +96,7 @@ class SourceProcessor:
         # Global keys at or below this were written before a restart: drop them when they come
         # again.
         self.resume_after = resume_after
+        self.fragments_out = 0  # fragments released so far (`cdc status`)
         # Physical -> logical names; None: pass names through (no topology known yet).
         self.names = names
         # `names`' answers for packed statements, by table id (made again when `names` changes)
@@ -297,9 +298,13 @@ class SourceProcessor:
                 self._apply_ddl(c.markers)
             if not self.started:
                 continue
-            if kind is F_HEARTBEAT or (
-                resume is not None and global_key(self.dn_id, r.key) <= resume
-            ):
+            if resume is not None:
+                if global_key(dn, r.key) <= resume:
+                    continue
+                # Releases come in sort order: every later one sorts after this one too (no
+                # global key per release for the rest of the process's life).
+                resume = self.resume_after = None
+            if kind is F_HEARTBEAT:
                 continue  # a heartbeat only moves the watermark
             statements = self._rename(c.statements)
             if kind is F_LOCAL and not statements:
@@ -315,6 +320,7 @@ class SourceProcessor:
                 held.timestamp,
             )
             out.append(fragment)
+            self.fragments_out += 1
         if self._one_mark:
             self._note_mark(releases[-1].key)
         else:

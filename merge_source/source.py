@@ -184,7 +184,7 @@ class MergeSource:
                             stage_trace.stamp("src", o.key.tso, got)
                 _count(stats, events)
                 if out:
-                    stats.fragments += sum(1 for o in out if isinstance(o, Fragment))
+                    stats.fragments = self.processor.fragments_out
                     await self.queue.put(out)
         except asyncio.CancelledError:
             raise
