@@ -1,16 +1,49 @@
 """The dumper processes of an HA test (`cdc start --dumper-id N` each): start, kill, status,
-and whether two copies are byte-identical."""
+and whether two copies are byte-identical; `two_dumpers`: the cluster and config they share."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from cdc.config import Config, DumperPeer, load
+from cdc_equipment.local_cluster.testing import free_base_port, throwaway_cluster
+
+LEASE_MS = 5000  # the default (a shorter lease fenced a healthy leader on a loaded machine)
+
+
+@contextlib.contextmanager
+def two_dumpers(
+    root: Path, dns: int, tune: Callable[[Config], None] = lambda cfg: None
+) -> Iterator[tuple[Config, str]]:
+    """A throw-away cluster of `dns` DNs under `root` and the config of two HA dumpers on it
+    (peers 1 and 2, each its own binlog directory under `root`, the default lease renewed
+    every second, checkpoints every 200 ms), `tune`d by the test, written to `root`/cdc.toml:
+    (the config as loaded back, its path). The cluster is stopped on exit."""
+    cluster = throwaway_cluster(root / "cluster", dns=dns)
+    try:
+        cfg = cluster.config()
+        base = free_base_port(2)
+        cfg.dumper.peers = [
+            DumperPeer(i, port=base + i, binlog_dir=str(root / f"d{i}" / "binlog")) for i in (1, 2)
+        ]
+        cfg.dumper.binlog_dir = str(root / "unused-binlog")
+        cfg.dumper.lease_ms, cfg.dumper.lease_renew_ms = LEASE_MS, 1000
+        cfg.pipeline.checkpoint_interval_ms = 200
+        tune(cfg)
+        config_path = str(root / "cdc.toml")
+        cfg.dump(config_path)
+        yield load(config_path), config_path
+    finally:
+        cluster.down()
 
 
 class Dumpers:

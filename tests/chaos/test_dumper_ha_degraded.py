@@ -15,40 +15,25 @@ import contextlib
 import pytest
 
 from binlog_writer import layout
-from cdc.config import DumperPeer, load
 from cdc.protocol.dump_client import BinlogPosition, DumpClient, DumpSettings
 from cdc.tasks import cancel_and_wait
 from cdc_equipment.cn.workloads.runner import run_workload
 from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from cdc_equipment.local_cluster.testing import free_base_port, throwaway_cluster
 from dumper.ha.election import order
-from tests.chaos.dumpers import Dumpers, copies_identical
+from tests.chaos.dumpers import LEASE_MS, Dumpers, copies_identical, two_dumpers
 from tests.chaos.transfer_setup import transfer_cn
 
-LEASE_MS = 5000  # the default (a shorter lease fenced a healthy leader on a loaded machine)
 ACK_WAIT_MS = 300
 SKIP_TYPES = {4, 15, 27}  # ROTATE, FORMAT_DESCRIPTION (its in-use flag), HEARTBEAT
 
 
 @pytest.fixture
 def degraded_setup(tmp_path):
-    cluster = throwaway_cluster(tmp_path / "cluster", dns=1)
-    try:
-        cfg = cluster.config()
-        base = free_base_port(2)
-        cfg.dumper.peers = [
-            DumperPeer(i, port=base + i, binlog_dir=str(tmp_path / f"d{i}" / "binlog"))
-            for i in (1, 2)
-        ]
-        cfg.dumper.binlog_dir = str(tmp_path / "unused-binlog")
-        cfg.dumper.lease_ms, cfg.dumper.lease_renew_ms = LEASE_MS, 1000
+    def tune(cfg):
         cfg.dumper.ack_wait_ms = ACK_WAIT_MS
-        cfg.pipeline.checkpoint_interval_ms = 200
-        config_path = str(tmp_path / "cdc.toml")
-        cfg.dump(config_path)
-        yield load(config_path), config_path
-    finally:
-        cluster.down()
+
+    with two_dumpers(tmp_path, dns=1, tune=tune) as setup:
+        yield setup
 
 
 class Consumer:

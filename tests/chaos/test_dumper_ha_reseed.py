@@ -23,37 +23,21 @@ import pymysql
 import pytest
 
 from binlog_writer import layout
-from cdc.config import DumperPeer, load
 from cdc.tasks import cancel_and_wait
 from cdc_equipment.cn.workloads.runner import run_workload
 from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from cdc_equipment.local_cluster.testing import free_base_port, throwaway_cluster
-from tests.chaos.dumpers import Dumpers, copies_identical
+from tests.chaos.dumpers import LEASE_MS, Dumpers, copies_identical, two_dumpers
 from tests.chaos.transfer_setup import transfer_cn
 from tests.e2e.global_binlog import read_global_binlog
-
-LEASE_MS = 5000  # the default: a shorter lease fenced a healthy leader on the loaded test machine
 
 
 @pytest.fixture
 def reseed_setup(tmp_path):
-    cluster = throwaway_cluster(tmp_path / "cluster", dns=2)
-    try:
-        cfg = cluster.config()
-        base = free_base_port(2)
-        cfg.dumper.peers = [
-            DumperPeer(i, port=base + i, binlog_dir=str(tmp_path / f"d{i}" / "binlog"))
-            for i in (1, 2)
-        ]
-        cfg.dumper.binlog_dir = str(tmp_path / "unused-binlog")
-        cfg.dumper.lease_ms, cfg.dumper.lease_renew_ms = LEASE_MS, 1000
+    def tune(cfg):
         cfg.dumper.expire_logs_seconds = 1
-        cfg.pipeline.checkpoint_interval_ms = 200
-        config_path = str(tmp_path / "cdc.toml")
-        cfg.dump(config_path)
-        yield load(config_path), config_path
-    finally:
-        cluster.down()
+
+    with two_dumpers(tmp_path, dns=2, tune=tune) as setup:
+        yield setup
 
 
 async def test_a_follower_away_past_its_lease_is_reseeded_and_follows(reseed_setup, tmp_path):
