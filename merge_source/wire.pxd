@@ -7,9 +7,16 @@ from merge_source.fragment cimport Fragment, Statement, Watermark
 @cython.locals(p="const unsigned char*", n=Py_ssize_t, pos=Py_ssize_t, stop=Py_ssize_t)
 cpdef check_events(bytes body)
 
-@cython.locals(i=Py_ssize_t, head=list, parts=list, events=list, stmts=list, marks=list,
-               statements=list, st=Statement, packed=bytes)
-cpdef _batch(object b, list items, object spill_dir)
+# The batch frame's writer (encode_batch): each column a bytearray its varints are appended to.
+cdef int _varint(bytearray out, unsigned long long v) except -1
+cdef int _varint32(bytearray out, unsigned long long v) except -1
+cdef int _field(bytearray out, int field, object data) except -1
+
+@cython.locals(i=Py_ssize_t, s=Py_ssize_t, w=Py_ssize_t, head=bytearray, parts=bytearray,
+               stmts=bytearray, marks=bytearray, events=bytearray, spilled=bytearray,
+               markers=bytearray, checkpoints=bytearray, msg=bytearray, first=bytearray,
+               rest=bytearray, frame=bytearray, statements=list, st=Statement, packed=bytes)
+cpdef bytes _batch_frame(list items, object spill_dir)
 
 @cython.locals(n=Py_ssize_t, m=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, p=Py_ssize_t,
                c=Py_ssize_t, end=Py_ssize_t, first=Py_ssize_t, head=list, parts=list,

@@ -10,16 +10,19 @@ import signal
 
 import pytest
 
-from cdc.frames import FRAME
+from cdc.frames import FRAME, framed
+from cdc.keys import Checkpoint, Kind, SortKey
 from cdc.protocol import BinlogPosition, DumpSettings
+from merge_source import wire
 from merge_source.fork_server import ForkServer
-from merge_source.fragment import Fragment, Watermark
+from merge_source.fragment import Fragment, FragmentKind, Statement, Watermark
 from merge_source.frames_pb2 import Batch, Frame
 from merge_source.processor import SourceProcessor
 from merge_source.source import SourceSpec
 from merge_source.source_process import SourceFailed, SourceProcess, SourceProcessDied
 from merge_source.spill import HANDOFF_PREFIX, sweep_handoffs
 from merge_source.wire import (
+    KIND_CODE,
     FatalError,
     Status,
     WireError,
@@ -288,3 +291,127 @@ async def test_forked_workers_end_reaped_die_with_their_fork_server_which_restar
     finally:
         await forks.aclose()
     assert await _gone(again.pid)
+
+
+def _protobuf_frame(items, spill_dir=None) -> bytes:
+    """A batch frame as encode_batch built it through protobuf before it wrote the bytes itself:
+    the reference its bytes must equal."""
+    frame = Frame()
+    b = frame.batch
+    head, parts, events, stmts, marks = [], [], [], [], []
+    dn = -1
+    for i, item in enumerate(o for o in items if isinstance(o, Fragment)):
+        dn = item.dn
+        head += (*item.key, item.txn_id, KIND_CODE[item.kind], item.timestamp)
+        head += (len(item.participants), len(item.statements))
+        parts += item.participants
+        handoff = None
+        for st in item.statements:
+            stmts += (0, 0, 0) if st.trace_id is None else (1, *st.trace_id)
+            if st.span is None:
+                events.append(b"".join(st.in_memory) if st.packed is None else st.packed)
+                continue
+            if handoff is None:
+                spans = [s.span for s in item.statements if s.span is not None]
+                path, starts = wire.write_handoff(spans, spill_dir)
+                handoff = iter(zip(starts, spans, strict=True))
+            start, span = next(handoff)
+            b.spilled.add(
+                statement=len(events), path=path, start=start, size=span.size, count=span.count
+            )
+            events.append(b"")
+        for m in item.markers:
+            b.markers.add(fragment=i, **m)
+    for item in items:
+        if isinstance(item, Watermark):
+            dn = item.dn
+            if item.checkpoint is not None:
+                cp = item.checkpoint
+                b.checkpoints.add(
+                    watermark=len(marks) // 3, file=cp[1], pos=cp[2], max_tso_seen=cp[3]
+                )
+            marks += item.key
+    b.dn = max(dn, 0)
+    if head:
+        b.fragments.extend(head)
+        b.participants.extend(parts)
+        b.statement_events.extend(events)
+        b.statements.extend(stmts)
+    if marks:
+        b.watermarks.extend(marks)
+    return framed(frame)
+
+
+class _Span:
+    """A spilled statement's events as the encoder sees them: a size and a count."""
+
+    def __init__(self, size, count):
+        self.size, self.count = size, count
+
+
+def _varied_batches():
+    """Batches of every shape the encoder meets, values at the edges of their varints."""
+    big = [0, 1, 127, 128, 300, 2**32 - 1, 2**32, 2**35 + 7, 2**63, 2**64 - 1]
+    kinds = list(FragmentKind)
+    marker = {"id": 2**40, "type": "CdcStart", "content": "{}"}
+    ddl = {"id": 0, "db": "d", "tbl": "t", "ddl": "CREATE TABLE t (a int)", "schema_json": ""}
+    for dn in (0, 1, 3, 2**32 - 1):
+        yield []
+        yield [Watermark(dn, SortKey(0, Kind.BRANCH, 0))]
+        for n in range(1, 7):
+            items = []
+            for j in range(n):
+                v = big[(j * 3 + n) % len(big)]
+                kind = kinds[(j + n) % len(kinds)]
+                statements = []
+                for t in range((j + n) % 4):
+                    trace = None if t % 2 else (big[(t + j) % len(big)], t)
+                    if (t + j + n) % 5 == 4:
+                        statements.append(Statement(trace, span=_Span(big[t + 3], t + 1)))
+                    elif t == 2:
+                        statements.append(Statement(trace, [b"ab" * 70, b"c"]))
+                    else:
+                        statements.append(Statement(trace, packed=b"x" * (t * 150 + j)))
+                markers = {FragmentKind.INSTRUCTION: [marker], FragmentKind.DDL: [ddl, marker]}
+                items.append(
+                    Fragment(
+                        SortKey(v, Kind(j % 2), big[-1 - j % len(big)]),
+                        dn,
+                        big[(j + 2) % len(big)],
+                        tuple(big[k % 6] for k in range(j % 4)),
+                        kind,
+                        statements,
+                        [dict(m) for m in markers.get(kind, [])],
+                        big[j % 6],
+                    )
+                )
+                if j % 2:
+                    cp = None
+                    if j % 3 == 1:
+                        cp = Checkpoint(f"dn{dn}", f"binlog.{j:06d}", big[j], big[-j])
+                    items.append(Watermark(dn, SortKey(big[j], Kind.LOCAL, j), cp))
+            yield items
+
+
+def test_the_written_batch_frame_is_protobufs_byte_for_byte(monkeypatch):
+    """encode_batch writes the bytes protobuf serializes for the same Batch, whatever it holds:
+    fragments of every kind, participants, statements packed, in pieces and spilled (their
+    handoff files named the same both ways here), markers, watermarks with and without a
+    checkpoint, values past 32 bits, empty columns."""
+    handoffs = []
+
+    def write_handoff(spans, spill_dir):
+        handoffs.append(spans)
+        return f"{spill_dir}/handoff-{len(spans)}", [2**33 * k for k in range(len(spans))]
+
+    monkeypatch.setattr(wire, "write_handoff", write_handoff)
+    n = 0
+    for items in _varied_batches():
+        n += 1
+        assert encode_batch(items, "/spill") == _protobuf_frame(items, "/spill"), items
+    assert n > 30 and handoffs
+    for bad in (-1, 2**64):
+        with pytest.raises(WireError, match="cannot hold"):
+            encode_batch([Watermark(1, SortKey(bad, Kind.BRANCH, 0))])
+    with pytest.raises(WireError, match="cannot hold"):
+        encode_batch([Fragment(SortKey(1, Kind.BRANCH, 0), 1, 1, (2**32,), FragmentKind.DATA)])
