@@ -8,6 +8,7 @@ from merge_source.fragment cimport Fragment, Statement, Watermark
 cpdef check_events(bytes body)
 
 # The batch frame's writer (encode_batch): each column a bytearray its varints are appended to.
+@cython.locals(n=Py_ssize_t, u="unsigned long long", at=Py_ssize_t)
 cdef int _varint(bytearray out, unsigned long long v) except -1
 cdef int _varint32(bytearray out, unsigned long long v) except -1
 cdef int _field(bytearray out, int field, object data) except -1

@@ -13,6 +13,10 @@ offset 9, which the decode checks), for the encoder to walk in C. A statement sp
 does not cross the pipe: the sender copies it into a handoff file and sends its path, the receiver adopts the file
 (`spill.write_handoff` / `SpillFile.adopt`), so a 1 GB transaction never sits in either
 process's memory.
+
+A batch frame, the one per DN event's worth of traffic, is protobuf's encoding of the message
+written and read here byte for byte in C (`_batch_frame`, `read_batch_frame`), not built as a
+message; statuses, errors and any other layout go through protobuf.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ def encode_batch(items: list[Fragment | Watermark], spill_dir: str | None = None
 # goes from the Fragment straight into its column as a varint, in C. Markers (rare) still go
 # through protobuf's Marker, which checks their columns against frames.proto.
 _WIRE_LEN = 2  # protobuf's wire type of a length-delimited field
+_PAD = tuple(bytes(n) for n in range(11))  # a varint's room: at most 10 bytes
 
 
 def _varint(out, v):  # C types: wire.pxd
@@ -69,10 +74,18 @@ def _varint(out, v):  # C types: wire.pxd
     argument refuses anything else with an OverflowError)."""
     if v < 0 or v >> 63 >> 1:  # plain Python: the same refusal
         raise OverflowError(f"{v} is not a uint64")
+    n = 1  # its length: `out` grown once, then its bytes set in place (an append each: a resize)
+    u = v >> 7
+    while u:
+        n += 1
+        u >>= 7
+    at = len(out)
+    out += _PAD[n]
     while v >= 0x80:
-        out.append(v & 0x7F | 0x80)
+        out[at] = v & 0x7F | 0x80
         v >>= 7
-    out.append(v)
+        at += 1
+    out[at] = v
     return 0
 
 
