@@ -8,12 +8,14 @@ from merge_source.fragment cimport Fragment, Statement, Watermark
 cpdef check_events(bytes body)
 
 # The batch frame's writer (encode_batch): each column a bytearray its varints are appended to.
-@cython.locals(n=Py_ssize_t, u="unsigned long long", at=Py_ssize_t)
 cdef int _varint(bytearray out, unsigned long long v) except -1
+cdef Py_ssize_t _put(bytearray out, Py_ssize_t at, unsigned long long v) except -1
+cdef int _room(bytearray out, Py_ssize_t at, Py_ssize_t n) except -1
 cdef int _varint32(bytearray out, unsigned long long v) except -1
 cdef int _field(bytearray out, int field, object data) except -1
 
-@cython.locals(i=Py_ssize_t, s=Py_ssize_t, w=Py_ssize_t, head=bytearray, parts=bytearray,
+@cython.locals(i=Py_ssize_t, s=Py_ssize_t, w=Py_ssize_t, hp=Py_ssize_t, pp=Py_ssize_t,
+               sp=Py_ssize_t, mp=Py_ssize_t, p="unsigned long long", head=bytearray, parts=bytearray,
                stmts=bytearray, marks=bytearray, events=bytearray, spilled=bytearray,
                markers=bytearray, checkpoints=bytearray, msg=bytearray, first=bytearray,
                rest=bytearray, frame=bytearray, statements=list, st=Statement, packed=bytes)

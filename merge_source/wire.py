@@ -66,7 +66,7 @@ def encode_batch(items: list[Fragment | Watermark], spill_dir: str | None = None
 # goes from the Fragment straight into its column as a varint, in C. Markers (rare) still go
 # through protobuf's Marker, which checks their columns against frames.proto.
 _WIRE_LEN = 2  # protobuf's wire type of a length-delimited field
-_PAD = tuple(bytes(n) for n in range(11))  # a varint's room: at most 10 bytes
+_VARINT_MAX = 10  # bytes of a uint64's varint
 
 
 def _varint(out, v):  # C types: wire.pxd
@@ -74,18 +74,30 @@ def _varint(out, v):  # C types: wire.pxd
     argument refuses anything else with an OverflowError)."""
     if v < 0 or v >> 63 >> 1:  # plain Python: the same refusal
         raise OverflowError(f"{v} is not a uint64")
-    n = 1  # its length: `out` grown once, then its bytes set in place (an append each: a resize)
-    u = v >> 7
-    while u:
-        n += 1
-        u >>= 7
-    at = len(out)
-    out += _PAD[n]
+    while v >= 0x80:
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+    out.append(v)
+    return 0
+
+
+def _put(out, at, v):  # C types: wire.pxd
+    """Writes `v` as a varint into out[at:] (the caller made room: `_room`) and returns where
+    it ends: the hot columns are written in place, not grown by an append (a resize) per byte."""
+    if v < 0 or v >> 63 >> 1:  # plain Python: the C conversion's refusal
+        raise OverflowError(f"{v} is not a uint64")
     while v >= 0x80:
         out[at] = v & 0x7F | 0x80
         v >>= 7
         at += 1
     out[at] = v
+    return at + 1
+
+
+def _room(out, at, n):  # C types: wire.pxd
+    """Makes out[at:] at least `n` bytes long (doubling it: amortised like an append)."""
+    if len(out) - at < n:
+        out += bytes(len(out) + n)
     return 0
 
 
@@ -110,6 +122,7 @@ def _batch_frame(items, spill_dir):  # C types: wire.pxd
     head, parts, stmts, marks = bytearray(), bytearray(), bytearray(), bytearray()
     events = bytearray()  # one length-delimited field per statement: its tag, length, events
     spilled, markers, checkpoints = bytearray(), bytearray(), bytearray()  # messages, tagged
+    hp = pp = sp = mp = 0  # where head, parts, stmts, marks are written up to
     dn = -1
     i = 0  # fragment index
     s = 0  # statement index
@@ -138,33 +151,40 @@ def _batch_frame(items, spill_dir):  # C types: wire.pxd
                 checkpoints.append(9 << 3 | _WIRE_LEN)
                 _varint(checkpoints, len(msg))
                 checkpoints += msg
-            _varint(marks, k[0])
-            _varint(marks, k[1])
-            _varint(marks, k[2])
+            _room(marks, mp, 3 * _VARINT_MAX)
+            mp = _put(marks, mp, k[0])
+            mp = _put(marks, mp, k[1])
+            mp = _put(marks, mp, k[2])
             w += 1
             continue
         f: Fragment = item
         k = f.key
         statements = f.statements
-        _varint(head, k[0])  # tso, kind, seq: a SortKey read by index (no attribute lookups)
-        _varint(head, k[1])
-        _varint(head, k[2])
-        _varint(head, f.txn_id)
-        _varint(head, 0 if f.kind is _DATA else KIND_CODE[f.kind])  # an Enum's hash: Python
-        _varint(head, f.timestamp)
-        _varint(head, len(f.participants))
-        _varint(head, len(statements))
+        _room(head, hp, FRAGMENT_FIELDS * _VARINT_MAX)
+        hp = _put(head, hp, k[0])  # tso, kind, seq: a SortKey read by index (no attributes)
+        hp = _put(head, hp, k[1])
+        hp = _put(head, hp, k[2])
+        hp = _put(head, hp, f.txn_id)
+        hp = _put(head, hp, 0 if f.kind is _DATA else KIND_CODE[f.kind])  # an Enum's hash: Python
+        hp = _put(head, hp, f.timestamp)
+        hp = _put(head, hp, len(f.participants))
+        hp = _put(head, hp, len(statements))
+        _room(parts, pp, 5 * len(f.participants))
         for p in f.participants:
-            _varint32(parts, p)
+            if p > 0xFFFFFFFF:
+                raise OverflowError(f"{p} is not a uint32")
+            pp = _put(parts, pp, p)
         handoff = None  # spilled statements: copied to a handoff file when the first one comes
         for st in statements:
             trace = st.trace_id
+            _room(stmts, sp, 1 + 2 * _VARINT_MAX)
             if trace is None:
-                stmts += b"\0\0\0"
+                stmts[sp] = stmts[sp + 1] = stmts[sp + 2] = 0
+                sp += 3
             else:
-                stmts.append(1)
-                _varint(stmts, trace[0])
-                _varint(stmts, trace[1])
+                stmts[sp] = 1
+                sp = _put(stmts, sp + 1, trace[0])
+                sp = _put(stmts, sp, trace[1])
             if st.span is None:
                 # a MergeSource process's statements are one buffer already (`packed`)
                 packed = st.packed
@@ -202,6 +222,7 @@ def _batch_frame(items, spill_dir):  # C types: wire.pxd
         if f.markers:
             _markers(markers, i, f.markers)
         i += 1
+    del head[hp:], parts[pp:], stmts[sp:], marks[mp:]  # the room left over
     first = bytearray()  # dn, fragments, participants: the fields before the events
     if dn > 0:
         first.append(1 << 3)
