@@ -67,10 +67,6 @@ def encode_batch(items: list[Fragment | Watermark], spill_dir: str | None = None
 # through protobuf's Marker, which checks their columns against frames.proto.
 _WIRE_LEN = 2  # protobuf's wire type of a length-delimited field
 _VARINT_MAX = 10  # bytes of a uint64's varint
-# A Kind (an IntEnum) converted to a C integer costs ~600 instructions (its __index__ through a
-# slot wrapper): compared by identity instead.
-_BRANCH, _LOCAL = Kind.BRANCH, Kind.LOCAL
-assert (_BRANCH, _LOCAL) == (0, 1)
 
 
 def _varint(out, v):  # C types: wire.pxd
@@ -138,7 +134,7 @@ def _batch_frame(items, spill_dir):  # C types: wire.pxd
             dn = item.dn
         if type(item) is Watermark:
             mark: Watermark = item
-            k = mark.key
+            tso, sort_kind, seq = mark.key  # unpacked: see below
             cp = mark.checkpoint
             if cp is not None:  # its stream is the watermark's DN: not sent
                 msg = bytearray()  # a Checkpoint message
@@ -156,18 +152,20 @@ def _batch_frame(items, spill_dir):  # C types: wire.pxd
                 _varint(checkpoints, len(msg))
                 checkpoints += msg
             _room(marks, mp, 3 * _VARINT_MAX)
-            mp = _put(marks, mp, k[0])
-            mp = _put(marks, mp, 0 if k[1] is _BRANCH else 1 if k[1] is _LOCAL else k[1])
-            mp = _put(marks, mp, k[2])
+            mp = _put(marks, mp, tso)
+            mp = _put(marks, mp, sort_kind)
+            mp = _put(marks, mp, seq)
             w += 1
             continue
         f: Fragment = item
-        k = f.key
+        # unpacked (a tuple's iterator): k[i] on a NamedTuple goes through a slot wrapper, its
+        # Python-level __getitem__ (~700 instructions each)
+        tso, sort_kind, seq = f.key
         statements = f.statements
         _room(head, hp, FRAGMENT_FIELDS * _VARINT_MAX)
-        hp = _put(head, hp, k[0])  # tso, kind, seq: a SortKey read by index (no attributes)
-        hp = _put(head, hp, 0 if k[1] is _BRANCH else 1 if k[1] is _LOCAL else k[1])
-        hp = _put(head, hp, k[2])
+        hp = _put(head, hp, tso)
+        hp = _put(head, hp, sort_kind)
+        hp = _put(head, hp, seq)
         hp = _put(head, hp, f.txn_id)
         hp = _put(head, hp, 0 if f.kind is _DATA else KIND_CODE[f.kind])  # an Enum's hash: Python
         hp = _put(head, hp, f.timestamp)
