@@ -38,17 +38,7 @@ def reference(names: Names, statements: list[list[bytes]]) -> list[list[bytes]]:
     """The loop before the in-place renaming (one new list per statement)."""
     out, dropped = [], set()
     for source in statements:
-        events = []
-        for e in source:
-            if e[4] == TABLE_MAP:
-                renamed = names.rename(e)
-                if renamed is None:
-                    dropped.add(e[19:25])
-                    continue
-                dropped.discard(e[19:25])
-                events.append(renamed)
-            elif e[19:25] not in dropped:
-                events.append(e)
+        events = reference_of(names, source, dropped)
         if events:
             out.append(events)
     return out
@@ -119,7 +109,9 @@ def test_packed_renamer_answers_as_the_name_map():
         assert packed.unreported == plain.unreported
 
 
-def reference_of(names: NameMap, events: list[bytes], dropped: set) -> list[bytes]:
+def reference_of(names: Names | NameMap, events: list[bytes], dropped: set) -> list[bytes]:
+    """One statement's events renamed as the loop before did; `dropped`: the table ids whose
+    TABLE_MAP was dropped (their rows go too), carried from statement to statement."""
     out = []
     for e in events:
         if e[4] == TABLE_MAP:
