@@ -17,11 +17,10 @@ import pytest
 from binlog_writer import layout
 from cdc.protocol.dump_client import BinlogPosition, DumpClient, DumpSettings
 from cdc.tasks import cancel_and_wait
-from cdc_equipment.cn.workloads.runner import run_workload
 from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from dumper.ha.election import order
 from tests.chaos.dumpers import LEASE_MS, Dumpers, copies_identical, two_dumpers
-from tests.chaos.transfer_setup import transfer_cn
+from tests.chaos.transfer_setup import background_load, transfer_cn
 
 ACK_WAIT_MS = 300
 SKIP_TYPES = {4, 15, 27}  # ROTATE, FORMAT_DESCRIPTION (its in-use flag), HEARTBEAT
@@ -95,10 +94,7 @@ async def test_a_shorter_copy_never_takes_over_from_a_degraded_leader(degraded_s
     port = {p.id: p.port for p in cfg.dumper.peers}
     cn, workload = await transfer_cn(cfg)
     dumpers = Dumpers(config_path, tmp_path)
-    stop_load = asyncio.Event()
-    load_task = asyncio.create_task(
-        run_workload(workload.step, threads=2, duration_s=600, stop=stop_load)
-    )
+    load_task, stop_load = background_load(workload)
     consumer = None
     try:
         dumpers.start(1)

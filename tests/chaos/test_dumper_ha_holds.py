@@ -18,10 +18,9 @@ from binlog_writer import layout
 from cdc.config import DumperConsumer
 from cdc.protocol.dump_client import BinlogPosition, DumpClient, DumpSettings
 from cdc.tasks import cancel_and_wait
-from cdc_equipment.cn.workloads.runner import run_workload
 from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from tests.chaos.dumpers import Dumpers, two_dumpers
-from tests.chaos.transfer_setup import transfer_cn
+from tests.chaos.transfer_setup import background_load, transfer_cn
 from tests.dumper.test_consumer_holds import read_to_end
 
 APP_ID = 4242
@@ -75,10 +74,7 @@ async def test_a_consumer_hold_survives_a_takeover(holds_setup, tmp_path):
     port = {p.id: p.port for p in cfg.dumper.peers}
     cn, workload = await transfer_cn(cfg)
     dumpers = Dumpers(config_path, tmp_path)
-    stop_load = asyncio.Event()
-    load_task = asyncio.create_task(
-        run_workload(workload.step, threads=2, duration_s=600, stop=stop_load)
-    )
+    load_task, stop_load = background_load(workload)
 
     def files(i: int) -> list[str]:
         return layout.read_index(dumpers.binlog(i), "binlog")

@@ -27,7 +27,7 @@ from cdc.tasks import cancel_and_wait
 from cdc_equipment.cn.workloads.runner import run_workload
 from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from tests.chaos.dumpers import LEASE_MS, Dumpers, copies_identical, two_dumpers
-from tests.chaos.transfer_setup import transfer_cn
+from tests.chaos.transfer_setup import background_load, transfer_cn
 from tests.e2e.global_binlog import read_global_binlog
 
 
@@ -44,10 +44,7 @@ async def test_a_follower_away_past_its_lease_is_reseeded_and_follows(reseed_set
     cfg, config_path = reseed_setup
     cn, workload = await transfer_cn(cfg)
     dumpers = Dumpers(config_path, tmp_path)
-    stop_load = asyncio.Event()
-    load_task = asyncio.create_task(
-        run_workload(workload.step, threads=2, duration_s=600, stop=stop_load)
-    )
+    load_task, stop_load = background_load(workload)
 
     def files(i: int) -> list[str]:
         return layout.read_index(dumpers.binlog(i), "binlog")
