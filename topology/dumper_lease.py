@@ -56,6 +56,7 @@ class ServedBound:
     dumper_id: int
     file: str
     position: int
+    stream: int | None = None  # a stream of a multi-stream binlog (None: the single one)
 
 
 class DumperLeaseStore:
@@ -161,33 +162,47 @@ class DumperLeaseStore:
                 TermStart(int(r[0]), int(r[1]), r[2], int(r[3]), stream) for r in cur.fetchall()
             ]
 
-    def record_served(self, term: int, holder: int, file: str, position: int) -> bool:
-        """Record term `term`'s served bound; only while `holder` holds that term's lease
-        (False: the lease is gone, nothing may be served past the acknowledgements)."""
+    def record_served(
+        self, term: int, holder: int, file: str, position: int, stream: int | None = None
+    ) -> bool:
+        """Record term `term`'s served bound (of the single stream, or of stream `stream`);
+        only while `holder` holds that term's lease (False: the lease is gone, nothing may be
+        served past the acknowledgements)."""
+        table, where, args = "binlog_dumper_term", "", ()
+        if stream is not None:
+            table, where, args = "binlog_dumper_stream_term", "AND t.stream=%s ", (stream,)
         with self._conn.cursor() as cur:
             n = cur.execute(
-                f"UPDATE {self._db}.binlog_dumper_term t JOIN {self._db}.binlog_dumper_lease l "
+                f"UPDATE {self._db}.{table} t JOIN {self._db}.binlog_dumper_lease l "
                 "ON l.name=%s SET t.served_file=%s, t.served_position=%s "
-                "WHERE t.term=%s AND t.dumper_id=%s AND l.holder=%s AND l.epoch=%s "
+                f"WHERE t.term=%s {where}AND t.dumper_id=%s AND l.holder=%s AND l.epoch=%s "
                 "AND l.expires_at > NOW(6)",
-                (LEASE_NAME, file, position, term, holder, str(holder), term),
+                (LEASE_NAME, file, position, term, *args, holder, str(holder), term),
             )
         return n >= 1
 
-    def served_bounds(self) -> list[tuple[TermStart, ServedBound | None]]:
+    def served_bounds(
+        self, stream: int | None = None
+    ) -> list[tuple[TermStart, ServedBound | None]]:
         """Every recorded term's start and served bound (None: its gate never served past
-        its followers' copies), oldest first. A locking read: a bound being recorded is
-        waited for, not missed."""
+        its followers' copies), oldest first: of the single stream, or of stream `stream`. A
+        locking read: a bound being recorded is waited for, not missed."""
+        table, where, args = "binlog_dumper_term", "", ()
+        if stream is not None:
+            table, where, args = "binlog_dumper_stream_term", "WHERE stream=%s ", (stream,)
         with self._conn.cursor() as cur:
             cur.execute(
                 f"SELECT term, dumper_id, file_name, position, served_file, served_position "
-                f"FROM {self._db}.binlog_dumper_term ORDER BY term LOCK IN SHARE MODE"
+                f"FROM {self._db}.{table} {where}ORDER BY term LOCK IN SHARE MODE",
+                args,
             )
             rows = cur.fetchall()
         return [
             (
-                TermStart(int(r[0]), int(r[1]), r[2], int(r[3])),
-                ServedBound(int(r[0]), int(r[1]), r[4], int(r[5])) if r[4] is not None else None,
+                TermStart(int(r[0]), int(r[1]), r[2], int(r[3]), stream),
+                ServedBound(int(r[0]), int(r[1]), r[4], int(r[5]), stream)
+                if r[4] is not None
+                else None,
             )
             for r in rows
         ]

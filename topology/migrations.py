@@ -172,6 +172,18 @@ MIGRATIONS: tuple[Migration, ...] = (
                 ADD COLUMN IF NOT EXISTS served_position BIGINT UNSIGNED NULL""",
         ),
     ),
+    Migration(
+        7,
+        "dumper HA per stream: how far a term's degraded stream gate may serve",
+        (
+            # With `[dumper] streams` > 1 each leading stream process holds the gate of its own
+            # port and records its bound in its stream's row of the term (docs/streams.md, "HA
+            # followers"); a candidate behind the bound of any stream does not take over.
+            """ALTER TABLE binlog_dumper_stream_term
+                ADD COLUMN IF NOT EXISTS served_file VARCHAR(64) NULL,
+                ADD COLUMN IF NOT EXISTS served_position BIGINT UNSIGNED NULL""",
+        ),
+    ),
 )
 
 

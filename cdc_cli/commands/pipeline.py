@@ -241,6 +241,8 @@ def _stream_lines(streams: list[dict] | None) -> list[str]:
             if "ack_gate_degraded" in gate
             else ""
         )
+        if bound := gate.get("served_bound"):  # (recorded in the GMS before serving past)
+            acks += f" up to {bound['file']}:{bound['position']}"
         lines.append(
             f"{s['stream']:<8}{s['port']:<7}{where:<24}{s.get('gno', 0):>8}"
             f"{s.get('last_tso', 0):>22}{s.get('transactions', 0):>9}{acks}"
@@ -334,7 +336,9 @@ def _ha_line(ha: dict) -> str:
         return f"{head}; serving acknowledged data only: {gate}; acknowledged: {acks or 'none'}"
     if w := ha.get("takeover_waits_for"):
         return (
-            f"{head}; NOT TAKING OVER: term {w['term']}'s leader (dumper {w['holder']}) served "
+            f"{head}; NOT TAKING OVER: "
+            + (f"stream {w['stream']}: " if "stream" in w else "")
+            + f"term {w['term']}'s leader (dumper {w['holder']}) served "
             f"consumers up to {w['served_file']}:{w['served_position']}, this copy ends at "
             f"{w['copy_file']}:{w['copy_position']}; waiting {w['since_s']:.0f} s for dumper "
             f"{w['holder']} (or a copy that far) to come back"

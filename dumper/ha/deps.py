@@ -29,8 +29,12 @@ class LeaseStore(Protocol):
     async def terms_after(self, term: int, stream: int | None = None) -> list[TermStart]: ...
     async def report(self, member: Member) -> None: ...
     async def members(self) -> list[Member]: ...
-    async def record_served(self, term: int, holder: int, file: str, position: int) -> bool: ...
-    async def served_bounds(self) -> list[tuple[TermStart, ServedBound | None]]: ...
+    async def record_served(
+        self, term: int, holder: int, file: str, position: int, stream: int | None = None
+    ) -> bool: ...
+    async def served_bounds(
+        self, stream: int | None = None
+    ) -> list[tuple[TermStart, ServedBound | None]]: ...
 
 
 class GmsLeaseStore:
@@ -85,11 +89,15 @@ class GmsLeaseStore:
     async def members(self) -> list[Member]:
         return await self._run(lambda s: s.members())
 
-    async def record_served(self, term: int, holder: int, file: str, position: int) -> bool:
-        return await self._run(lambda s: s.record_served(term, holder, file, position))
+    async def record_served(
+        self, term: int, holder: int, file: str, position: int, stream: int | None = None
+    ) -> bool:
+        return await self._run(lambda s: s.record_served(term, holder, file, position, stream))
 
-    async def served_bounds(self) -> list[tuple[TermStart, ServedBound | None]]:
-        return await self._run(lambda s: s.served_bounds())
+    async def served_bounds(
+        self, stream: int | None = None
+    ) -> list[tuple[TermStart, ServedBound | None]]:
+        return await self._run(lambda s: s.served_bounds(stream))
 
 
 class LeaderBuilder(Protocol):

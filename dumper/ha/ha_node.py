@@ -28,7 +28,7 @@ from pathlib import Path
 
 from cdc.config import Config
 from cdc.pauses import GMS, Backoff, Pauses
-from dumper.ha.copies import align_copy, copy_ends, copy_targets, read_state_term
+from dumper.ha.copies import align_copy, copy_ends, copy_targets
 from dumper.ha.deps import LeaderBuilder, LeaseStore
 from dumper.ha.election import member_ends, one_end, winner
 from dumper.ha.following import CopyServers, Follower, FollowerProgress, LeaderCopy
@@ -92,21 +92,14 @@ class HaNode:
             if d.streams == 1
             else None
         )
-        # A degraded gate serves no further than a bound recorded in the GMS first, and a
-        # candidate behind the standing bound waits (served_bound.py). One stream only.
+        # A degraded gate serves no further than a bound recorded in the GMS first (with
+        # several streams each stream process records its own: stream_term.py), and a
+        # candidate behind the standing bound of any stream waits (served_bound.py).
         self.bounds = BoundRecorder(d, store, self.acks) if self.acks is not None else None
         if self.bounds is not None:
             self.acks.bound = self.bounds.current
         self.hold = (
-            TakeoverHold(
-                d,
-                store,
-                lambda: self.copy_ends()[0],
-                lambda: read_state_term(self.copies[0].dir),
-                self.align_with_terms,
-            )
-            if self.acks_on and d.streams == 1
-            else None
+            TakeoverHold(d, store, self.copies, self.align_with_terms) if self.acks_on else None
         )
         self.leader_copy = LeaderCopy(config, self.copies, self.progress, self.acks_on)
         self.follower = Follower(
@@ -243,8 +236,8 @@ class HaNode:
     async def may_take_over(self) -> bool:
         """Only the live member whose copy reaches furthest takes over (`election.winner`:
         with several streams, furthest in the most streams), so followers of the old leader
-        lose as little as possible; and not while its copy ends before how far the last
-        term's degraded gate served (`TakeoverHold`)."""
+        lose as little as possible; and not while its copy (of any stream) ends before how
+        far a degraded gate served (`TakeoverHold`)."""
         stale_s = self.config.dumper.lease_ms / 1000
         candidates = {self.id: self.copy_ends()}
         for m in await self.store.members():

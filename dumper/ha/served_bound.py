@@ -10,17 +10,25 @@ candidate whose copy ends before the newest term's bound does not take over (`Ta
 it waits, saying so once per term, for a member whose copy reaches it (the old leader, back),
 unless `[dumper] degraded_takeover_after_s` trades that for availability. A gate that never
 degraded records nothing: takeovers after a single failure are as fast as before.
+
+Several streams (docs/streams.md, "HA followers"): each leading stream process holds the gate
+of its port and runs its own `BoundRecorder` (dumper/ha/stream_term.py), which writes the
+GMS itself, in its stream's row of the term (`binlog_dumper_stream_term`), as it records the
+term's start there; a candidate waits if its copy of any stream ends before that stream's
+standing bound.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 from binlog_writer import file_number
 from cdc.config import DumperConfig
 from cdc.tasks import wait_event
+from dumper.ha.copies import CopyTarget, end_of, read_state_term
 from dumper.ha.deps import LeaseStore
 from dumper.ha.election import order
 from dumper.server import AckGate
@@ -36,10 +44,15 @@ class BoundRecorder:
     may serve while degraded (`current`, read by the gate or published to the server
     process). (0, 0) while nothing is recorded (or not leading): acknowledged data only."""
 
-    def __init__(self, d: DumperConfig, store: LeaseStore, gate: AckGate):
+    def __init__(
+        self, d: DumperConfig, store: LeaseStore, gate: AckGate, stream: int | None = None
+    ):
+        """`stream`: the stream whose gate this is (a leading stream process's: the bound
+        goes in its stream's row of the term); None: the single stream."""
         self._d = d
         self.store = store
         self.gate = gate
+        self.stream = stream
         self.term = 0
         self.at: tuple[int, int] = (0, 0)  # (file number, position) recorded for `term`
         self.recorded: tuple[str, int] | None = None  # the same as file:position
@@ -66,14 +79,15 @@ class BoundRecorder:
                 if target <= self.at:
                     continue
                 try:
-                    ok = await self.store.record_served(term, self._d.id, *end)
+                    ok = await self.store.record_served(term, self._d.id, *end, self.stream)
                 except Exception as exc:  # (the GMS away: the gate stays where it is)
                     ok = False
                     if not warned:
                         log.warning(
-                            "dumper %d: served bound of term %d not recorded (%s): the degraded "
-                            "gate serves no further than %s",
+                            "dumper %d%s: served bound of term %d not recorded (%s): the "
+                            "degraded gate serves no further than %s",
                             self._d.id,
+                            _of(self.stream),
                             term,
                             exc,
                             self.at,
@@ -82,10 +96,11 @@ class BoundRecorder:
                 if ok:
                     if self.at == (0, 0):
                         log.warning(
-                            "dumper %d: term %d serves past its followers' copies: recorded "
+                            "dumper %d%s: term %d serves past its followers' copies: recorded "
                             "in the GMS how far (%s:%d, then further as it serves); a member "
                             "whose copy ends before that will not take over",
                             self._d.id,
+                            _of(self.stream),
                             term,
                             *end,
                         )
@@ -96,60 +111,79 @@ class BoundRecorder:
             self.at, self.recorded = (0, 0), None
 
 
+@dataclass(frozen=True, slots=True)
+class Behind:
+    """A stream where the candidate's copy ends before the standing bound."""
+
+    bound: ServedBound
+    end: tuple[str, int]  # the copy's end (cut back to the newest term's start)
+
+
 class TakeoverHold:
-    """Whether a candidate (the election's winner) may take over, given the newest term's
-    served bound: only if its copy reaches it, or once `degraded_takeover_after_s` passed."""
+    """Whether a candidate (the election's winner) may take over, given the standing served
+    bound of each stream it copies: only if its copy of every stream reaches that stream's
+    bound, or once `degraded_takeover_after_s` passed."""
 
     def __init__(
         self,
         d: DumperConfig,
         store: LeaseStore,
-        copy_end: Callable[[], tuple[str, int]],
-        copy_term: Callable[[], int],
+        copies: Sequence[CopyTarget],
         align: Callable[[int], Awaitable[bool]],
     ):
-        """`copy_end`: how far this process's copy reaches; `copy_term`: the term its copy is
-        a prefix of; `align`: cut the copy back to the starts of the terms up to one."""
+        """`copies`: this process's copies (the single global binlog, or one per stream);
+        `align`: cut the copies back to the starts of the terms up to one."""
         self._d = d
         self.store = store
-        self._copy_end = copy_end
-        self._copy_term = copy_term
+        self._copies = copies
         self._align = align
         self.waiting: dict | None = None  # what it waits for (`cdc status`), None: nothing
         self._behind_since: dict[int, float] = {}  # term → (monotonic) first seen behind it
         self._said: set[tuple[int, str]] = set()  # (term, what) logged once
 
+    def _end(self, copy: CopyTarget) -> tuple[str, int]:
+        return end_of(copy, self._d.binlog_base)
+
     async def allows(self) -> bool:
-        records = await self.store.served_bounds()
-        bound = standing_bound(records)
-        if bound is None:
+        behind = []
+        for copy in self._copies:
+            if (found := await self._behind_in(copy)) is not None:
+                behind.append(found)
+        if not behind:
             self.waiting = None
             return True
-        end, newest = self._copy_end(), records[-1][0].term
-        if order(*end) >= order(bound.file, bound.position) and self._copy_term() < newest:
+        return self._behind(behind)
+
+    async def _behind_in(self, copy: CopyTarget) -> Behind | None:
+        """Where `copy` ends before its stream's standing bound (None: it reaches it)."""
+        records = await self.store.served_bounds(copy.stream)
+        bound = standing_bound(records)
+        if bound is None:
+            return None
+        end, newest = self._end(copy), records[-1][0].term
+        if order(*end) >= order(bound.file, bound.position) and read_state_term(copy.dir) < newest:
             # Bytes of an older term past a newer term's start are not the history that goes
             # on: compare what is left once the copy is cut back to it (as a takeover would).
             await self._align(newest)
-            end = self._copy_end()
+            end = self._end(copy)
         if order(*end) >= order(bound.file, bound.position):
-            self.waiting = None
-            return True
-        return self._behind(bound, end)
+            return None
+        return Behind(bound, end)
 
-    def _behind(self, bound: ServedBound, end: tuple[str, int]) -> bool:
+    def _behind(self, behind: list[Behind]) -> bool:
         d, now = self._d, time.monotonic()
-        since = self._behind_since.setdefault(bound.term, now)
-        where = f"{bound.file}:{bound.position}"
+        term = max(b.bound.term for b in behind)  # (the wait is counted from the newest)
+        since = self._behind_since.setdefault(term, now)
+        first = behind[0]
+        bound, end = first.bound, first.end
         if d.degraded_takeover_after_s > 0 and now - since >= d.degraded_takeover_after_s:
             self._once(
-                bound.term,
+                term,
                 "override",
-                logging.ERROR,
-                f"dumper {d.id}: taking over although term {bound.term}'s leader (dumper "
-                f"{bound.dumper_id}) served consumers up to {where} and this copy ends at "
-                f"{end[0]}:{end[1]} (degraded_takeover_after_s = "
-                f"{d.degraded_takeover_after_s:g}): consumers that read past {end[0]}:{end[1]} "
-                "hold a history the cluster forks from",
+                f"dumper {d.id}: taking over although "
+                + "; ".join(_served(b) for b in behind)
+                + f" (degraded_takeover_after_s = {d.degraded_takeover_after_s:g}): consumers "
+                "that read past this copy's end hold a history the cluster forks from",
             )
             self.waiting = None
             return True
@@ -162,14 +196,17 @@ class TakeoverHold:
             "copy_position": end[1],
             "since_s": round(now - since, 1),
         }
+        if bound.stream is not None:
+            self.waiting["stream"] = bound.stream
+            self.waiting["streams"] = [b.bound.stream for b in behind]
+        holders = sorted({b.bound.dumper_id for b in behind})
         self._once(
-            bound.term,
+            term,
             "wait",
-            logging.ERROR,
-            f"dumper {d.id}: not taking over: term {bound.term}'s leader (dumper "
-            f"{bound.dumper_id}) served consumers up to {where} while no follower held it, and "
-            f"this copy ends at {end[0]}:{end[1]}; waiting for dumper {bound.dumper_id} (or a "
-            "copy that reaches that far) to come back"
+            f"dumper {d.id}: not taking over: "
+            + "; ".join(_served(b, "while no follower held it") for b in behind)
+            + f"; waiting for dumper {' or '.join(map(str, holders))} (or a copy that reaches "
+            "that far) to come back"
             + (
                 f", at most {d.degraded_takeover_after_s:g} s"
                 if d.degraded_takeover_after_s > 0
@@ -178,10 +215,25 @@ class TakeoverHold:
         )
         return False
 
-    def _once(self, term: int, what: str, level: int, message: str) -> None:
+    def _once(self, term: int, what: str, message: str) -> None:
         if (term, what) not in self._said:
             self._said.add((term, what))
-            log.log(level, "%s", message)
+            log.error("%s", message)
+
+
+def _served(b: Behind, why: str = "") -> str:
+    """What a stream's bound says: who served how far, and where this copy ends."""
+    bound = b.bound
+    where = f"{bound.file}:{bound.position}"
+    stream = f"stream {bound.stream}: " if bound.stream is not None else ""
+    return (
+        f"{stream}term {bound.term}'s leader (dumper {bound.dumper_id}) served consumers up "
+        f"to {where}{' ' + why if why else ''}, and this copy ends at {b.end[0]}:{b.end[1]}"
+    )
+
+
+def _of(stream: int | None) -> str:
+    return f" stream {stream}" if stream is not None else ""
 
 
 def standing_bound(records: list[tuple[TermStart, ServedBound | None]]) -> ServedBound | None:

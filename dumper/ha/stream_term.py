@@ -1,7 +1,8 @@
 """HA of a multi-stream binlog (docs/streams.md, "HA followers"). In a leading stream's
 process: where the leader's term began in this stream, the gate that serves this stream's
-consumers only what the followers' copies of it acknowledged (rule 9, per stream), and until
-when the merge's lease is sure (`LeaseDeadline`). In a follower: the servers of its stream
+consumers only what the followers' copies of it acknowledged (rule 9, per stream), the served
+bound its gate stops at while degraded (`BoundRecorder`, recorded by this process in its
+stream's row of the term), and until when the merge's lease is sure (`LeaseDeadline`). In a follower: the servers of its stream
 copies."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from cdc.tasks import cancel_and_wait
 from dumper.ha.copies import save_state_term
 from dumper.ha.deps import GmsLeaseStore
 from dumper.ha.peers import follower_ack_gate
+from dumper.ha.served_bound import BoundRecorder
 from dumper.ha.status import ack_status
 from dumper.server import AckGate, ServeProcess
 from topology import TermStart
@@ -60,12 +62,14 @@ class LeaseDeadline:
 
 async def lead_stream(
     config: Config, stream: int, writer: BinlogWriter, term: int, lease: LeaseDeadline
-) -> AckGate | None:
+) -> tuple[AckGate | None, BoundRecorder | None]:
     """Before stream `stream` writes in HA term `term` (its writer opened, its copy recovered):
     record where the term begins in it, as the single stream's leader does (once per term: a
     stream process restarted within the term began where its first start did), and mark the
     copy a prefix of the term. `config`: the stream's own. Returns the gate of its port, which
-    gives up waiting for acknowledgements only while `lease` is sure."""
+    gives up waiting for acknowledgements only while `lease` is sure, and the recorder of its
+    served bound (to run while it leads: `BoundRecorder.run`)."""
+    store = GmsLeaseStore(config)
     start = TermStart(
         term,
         config.dumper.id,
@@ -73,15 +77,30 @@ async def lead_stream(
         4 if writer.recovery.started_new_file else writer.position,
         stream,
     )
-    await GmsLeaseStore(config).record_term(start)
+    await store.record_term(start)
     save_state_term(writer.dir, term)
-    return follower_ack_gate(config.dumper, active=lambda: True, sure=lease.sure)
+    gate = follower_ack_gate(config.dumper, active=lambda: True, sure=lease.sure)
+    if gate is None:
+        return None, None
+    # This process writes the bound itself, as it wrote the term's start: the GMS write is
+    # conditional on the lease (the merge's), so nothing needs to pass through the merge, and
+    # the merge's loop (the stream's frames) gets no reply to wait for.
+    bounds = BoundRecorder(config.dumper, store, gate, stream)
+    gate.bound = bounds.current
+    return gate, bounds
 
 
-def stream_status(status: Callable[[], dict], term: int, acks: AckGate | None) -> dict:
-    """A leading stream's status with its HA part: the term, the followers' acknowledgements."""
+def stream_status(
+    status: Callable[[], dict], term: int, acks: AckGate | None, bounds: BoundRecorder | None
+) -> dict:
+    """A leading stream's status with its HA part: the term, the followers' acknowledgements,
+    the served bound it recorded (if its gate degraded)."""
     out = status()
-    out["ha"] = {"role": "leader", "term": term, **(ack_status(acks) if acks is not None else {})}
+    ha = {"role": "leader", "term": term, **(ack_status(acks) if acks is not None else {})}
+    if bounds is not None and bounds.recorded is not None:
+        file, position = bounds.recorded
+        ha["served_bound"] = {"file": file, "position": position, "records": bounds.records}
+    out["ha"] = ha
     return out
 
 

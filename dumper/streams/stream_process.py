@@ -28,7 +28,8 @@ past the last GTID that made it).
 
 An HA leader's stream (docs/streams.md, "HA followers") is told by the merge how long its lease
 is sure (`Sure` frames, `stream_term.LeaseDeadline`): its ack gate gives up waiting for its
-followers only until then. Told to `abandon` (the merge's term ended), or stopping once that
+followers only until then, and serves no further than the bound it recorded in the GMS first
+(`served_bound.BoundRecorder`). Told to `abandon` (the merge's term ended), or stopping once that
 deadline passed (its merge gone or cut off: a successor may write), it leaves its writer
 without a STOP event, as a fenced single-stream leader does; a clean stop writes it.
 """
@@ -306,14 +307,14 @@ async def _serve_stream(spec: dict, frames_in: int, frames_out: int) -> None:
     pauses = Pauses()
     sw = StreamWriter(config, spec["stream"], spec["cluster_uuid"], pauses)
     term = spec.get("term", 0)
-    acks = None
+    acks = bounds = None
     status = sw.status
     if term:  # an HA leader's stream: its term's start, its followers' acknowledgements
         from dumper.ha.stream_term import LeaseDeadline, lead_stream, stream_status
 
         sw.lease = LeaseDeadline()
-        acks = await lead_stream(config, spec["stream"], sw.writer, term, sw.lease)
-        status = functools.partial(stream_status, sw.status, term, acks)
+        acks, bounds = await lead_stream(config, spec["stream"], sw.writer, term, sw.lease)
+        status = functools.partial(stream_status, sw.status, term, acks, bounds)
 
     async def run() -> None:
         try:
@@ -322,6 +323,8 @@ async def _serve_stream(spec: dict, frames_in: int, frames_out: int) -> None:
             sw.close()
 
     tasks = {"stream": run}
+    if bounds is not None:  # a degraded gate's bound, recorded as held dumps ask for more
+        tasks["served-bound"] = lambda: bounds.run(term, role.writer_end)
     if linked:  # the listener's pipe ends with it; the merge reads the status from the link
         tasks["listener"] = functools.partial(_until_end, frames_in)
         tasks["status"] = functools.partial(_send_status, Path(spec["state_dir"]), out)

@@ -14,16 +14,21 @@ import contextlib
 
 import pytest
 
-from binlog_writer import layout
-from cdc.protocol.dump_client import BinlogPosition, DumpClient, DumpSettings
 from cdc.tasks import cancel_and_wait
-from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from dumper.ha.election import order
-from tests.chaos.dumpers import LEASE_MS, Dumpers, copies_identical, two_dumpers
+from tests.chaos.dumpers import (
+    LEASE_MS,
+    Consumer,
+    Dumpers,
+    copies_identical,
+    copy_end,
+    not_in,
+    served_bytes,
+    two_dumpers,
+)
 from tests.chaos.transfer_setup import background_load, transfer_cn
 
 ACK_WAIT_MS = 300
-SKIP_TYPES = {4, 15, 27}  # ROTATE, FORMAT_DESCRIPTION (its in-use flag), HEARTBEAT
 
 
 @pytest.fixture
@@ -33,60 +38,6 @@ def degraded_setup(tmp_path):
 
     with two_dumpers(tmp_path, dns=1, tune=tune) as setup:
         yield setup
-
-
-class Consumer:
-    """An ordinary consumer of one dumper (a dump in a task): every event it was served."""
-
-    def __init__(self, port: int) -> None:
-        settings = DumpSettings(
-            "127.0.0.1", port, DEFAULT_USER, DEFAULT_PASSWORD, server_id=7000, reconnect=False
-        )
-        settings.keep_rotate = True
-        self.client = DumpClient(settings, BinlogPosition("", 4))
-        self.events: list[tuple[str, int, bytes]] = []
-        self.task = asyncio.create_task(self._run())
-
-    async def _run(self) -> None:
-        with contextlib.suppress(Exception):  # (its dumper is killed under it)
-            async for batch in self.client.batches():
-                self.events += [
-                    (e.file, e.pos, e.data)
-                    for e in batch
-                    if e.pos > 4 and e.type_code not in SKIP_TYPES
-                ]
-
-    def end(self) -> tuple[int, int]:
-        file, pos, data = self.events[-1] if self.events else ("", 0, b"")
-        return order(file, pos + len(data))
-
-    async def close(self) -> None:
-        await cancel_and_wait([self.task])
-        with contextlib.suppress(Exception):
-            await self.client.close()
-
-
-def served_bytes(a: tuple[int, int], b: tuple[int, int]) -> str:
-    return str(b[1] - a[1]) if a[0] == b[0] else f"(file {a[0]} → {b[0]})"
-
-
-def copy_end(dumpers: Dumpers, i: int) -> tuple[int, int]:
-    names = layout.read_index(dumpers.binlog(i), "binlog")
-    if not names:
-        return (0, 0)
-    return order(names[-1], (dumpers.binlog(i) / names[-1]).stat().st_size)
-
-
-def not_in(events: list[tuple[str, int, bytes]], binlog) -> list[str]:
-    """The consumer's events whose bytes the binlog in `binlog` does not hold (a fork)."""
-    bad, files = [], {}
-    for file, pos, data in events:
-        if file not in files:
-            path = binlog / file
-            files[file] = path.read_bytes() if path.exists() else b""
-        if files[file][pos : pos + len(data)] != data:
-            bad.append(f"{file}:{pos} ({len(data)} bytes)")
-    return bad
 
 
 async def test_a_shorter_copy_never_takes_over_from_a_degraded_leader(degraded_setup, tmp_path):
@@ -101,13 +52,15 @@ async def test_a_shorter_copy_never_takes_over_from_a_degraded_leader(degraded_s
         await dumpers.wait(lambda: dumpers.role(1) == "leader", 60, "dumper 1 did not lead")
         dumpers.start(2)
         await dumpers.wait(lambda: dumpers.role(2) == "follower", 60, "dumper 2 does not follow")
-        await dumpers.wait(lambda: copy_end(dumpers, 2) > (1, 4), 60, "dumper 2 copies nothing")
+        await dumpers.wait(
+            lambda: copy_end(dumpers.binlog(2)) > (1, 4), 60, "dumper 2 copies nothing"
+        )
         consumer = Consumer(port[1])
         await dumpers.wait(lambda: consumer.events, 30, "the consumer reads nothing")
 
         # The follower dies: the leader's gate gives up and serves past its copy, to the bound.
         dumpers.kill(2)
-        held = copy_end(dumpers, 2)
+        held = copy_end(dumpers.binlog(2))
         await dumpers.wait(
             lambda: consumer.end() > held and "served_bound" in dumpers.status(1).get("ha", {}),
             30,

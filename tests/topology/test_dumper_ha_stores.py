@@ -66,6 +66,35 @@ def test_served_bound_recorded_only_under_the_terms_live_lease(meta):  # noqa: F
     assert [b for _, b in store.served_bounds()] == [ServedBound(1, 1, "binlog.000002", 120), None]
 
 
+def test_a_streams_served_bound_recorded_only_under_the_terms_live_lease(meta):  # noqa: F811
+    """Several streams: each stream process records its own stream's bound in its row of the
+    term (migration 7), under the same condition; the streams' bounds and the single
+    stream's never mix."""
+    store = DumperLeaseStore(*meta)
+    assert store.try_acquire(1, "h:1", 2000) == 1
+    for stream in (0, 1):
+        store.record_term(TermStart(1, 1, "binlog.000001", 4, stream=stream))
+    assert store.served_bounds(1) == [(TermStart(1, 1, "binlog.000001", 4, 1), None)]
+    assert not store.record_served(1, 1, "binlog.000001", 900, stream=2)  # no such row
+    assert store.record_served(1, 1, "binlog.000001", 900, stream=1)
+    assert store.record_served(1, 1, "binlog.000002", 120, stream=1)
+    assert not store.record_served(1, 2, "binlog.000009", 4, stream=1)  # not the holder
+    assert [b for _, b in store.served_bounds(1)] == [ServedBound(1, 1, "binlog.000002", 120, 1)]
+    assert [b for _, b in store.served_bounds(0)] == [None]
+    assert store.served_bounds() == []  # the single stream's table: untouched
+    store.release(1, 1)
+    assert not store.record_served(1, 1, "binlog.000003", 4, stream=0)  # the lease is gone
+    assert store.try_acquire(2, "h:2", 2000) == 2
+    store.record_term(TermStart(2, 2, "binlog.000002", 120, stream=1))
+    assert not store.record_served(1, 1, "binlog.000003", 4, stream=1)  # an old term never
+    assert store.record_served(2, 2, "binlog.000002", 500, stream=1)
+    assert [b for _, b in store.served_bounds(1)] == [
+        ServedBound(1, 1, "binlog.000002", 120, 1),
+        ServedBound(2, 2, "binlog.000002", 500, 1),
+    ]
+    assert [b for _, b in store.served_bounds(0)] == [None]
+
+
 def test_checkpoint_history_newest_at_or_below_a_key(meta):  # noqa: F811
     history = CheckpointHistory(*meta)
     assert not history.has("dn1")

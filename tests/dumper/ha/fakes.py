@@ -42,7 +42,8 @@ class FakeGms:
     # Called with the holder when a dumper acquires the lease, before it learns its term: a
     # test looks at the old leader at that very moment.
     on_acquire: list[Callable[[int], None]] = field(default_factory=list)
-    served: dict[int, tuple[str, int]] = field(default_factory=dict)  # term → served bound
+    # term (or (term, stream)) → served bound
+    served: dict[int | tuple[int, int], tuple[str, int]] = field(default_factory=dict)
 
     def live(self) -> bool:
         return self.epoch > 0 and self.expires_at > time.monotonic()
@@ -125,18 +126,25 @@ class FakeLeaseStore:
         now = time.monotonic()
         return [replace(m, age_s=now - at) for _, (m, at) in sorted(g.reported.items())]
 
-    async def record_served(self, term: int, holder: int, file: str, position: int) -> bool:
+    async def record_served(
+        self, term: int, holder: int, file: str, position: int, stream: int | None = None
+    ) -> bool:
         g = await self._reach("record_served")
         if (g.holder, g.epoch) != (holder, term) or not g.live():
             return False
-        g.served[term] = (file, position)
+        g.served[term if stream is None else (term, stream)] = (file, position)
         return True
 
-    async def served_bounds(self) -> list[tuple[TermStart, ServedBound | None]]:
+    async def served_bounds(
+        self, stream: int | None = None
+    ) -> list[tuple[TermStart, ServedBound | None]]:
         g = await self._reach("served_bound")
-        starts = sorted((t for t in g.terms if t.stream is None), key=lambda t: t.term)
+        starts = sorted((t for t in g.terms if t.stream == stream), key=lambda t: t.term)
+        key = (lambda t: t.term) if stream is None else (lambda t: (t.term, stream))
         return [
-            (t, ServedBound(t.term, t.dumper_id, *g.served[t.term]) if t.term in g.served else None)
+            (t, ServedBound(t.term, t.dumper_id, *g.served[key(t)], stream))
+            if key(t) in g.served
+            else (t, None)
             for t in starts
         ]
 

@@ -155,6 +155,9 @@ def test_status_shows_each_stream_copy_and_each_streams_gate():
     assert "stream 0 at binlog.000002:900, stream 1 at -:0" in line
     leading = {"stream": 1, "port": 3309, "ha": {"ack_gate_degraded": True}}
     assert _stream_lines([leading])[1].endswith("acks DEGRADED")
+    # Its served bound, once recorded in the GMS (docs/dumper.md, "A degraded gate's bound").
+    leading["ha"]["served_bound"] = {"file": "binlog.000001", "position": 900, "records": 2}
+    assert _stream_lines([leading])[1].endswith("acks DEGRADED up to binlog.000001:900")
 
 
 class FakeCopyServers:
