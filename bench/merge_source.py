@@ -22,7 +22,7 @@ from pymysql.constants import CLIENT
 from bench.goals import Figures
 from bench.raw_dump import raw_dump
 from cdc.cn_protocol.schema import PRIVATE_TABLES
-from cdc.gc_tune import tune_gc
+from cdc.memory_tune import tune_memory
 from cdc.protocol import BinlogPosition, DumpClient, DumpSettings
 from cdc_equipment.local_cluster.testing import throwaway_server
 from merge_source.fragment import Fragment
@@ -85,7 +85,7 @@ async def run_source(server, first: str) -> tuple[float, int, int, float]:
     settings = DumpSettings(server.host, server.port, "root", "", server_id=9999, name="bench")
     client = DumpClient(settings, BinlogPosition(first, 4))
     processor = SourceProcessor(1, "bench")
-    tune_gc()  # as in a MergeSource process (merge_source/worker.py)
+    tune_memory()  # as in a MergeSource process (merge_source/worker.py)
     events = fragments = 0
     start, cpu = time.perf_counter(), time.process_time()
     async for file, batch in client.raw_batches():

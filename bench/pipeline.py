@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bench.goals import Figures
 from bench.raw_dump import raw_dump
-from cdc.gc_tune import tune_gc
+from cdc.memory_tune import tune_memory
 from cdc.tasks import cancel_and_wait
 from cdc_equipment.ground_truth import read as read_ground_truth
 from cdc_equipment.local_cluster.local_cluster import LocalCluster
@@ -146,7 +146,7 @@ async def catch_up(
 ) -> tuple[float, Leader]:
     """Until `leader` (default: a `Leader` of `cfg`) wrote `last_tso`, then `finish(leader)`
     (e.g. until its stream processes synced) inside the time: (seconds, the leader)."""
-    tune_gc()  # as `cdc start` does (dumper/service.run_service)
+    tune_memory()  # as `cdc start` does (dumper/service.run_service)
     leader = leader or Leader(cfg)
     task = asyncio.create_task(leader.run())
     start = progress_at = time.perf_counter()

@@ -57,7 +57,7 @@ def replay(paths: list[Path]) -> dict[str, float]:
     # checkouts that must give the same output compare these.
     frames_digest, out_digest = hashlib.sha256(), hashlib.sha256()
     transactions = written = 0
-    gc.disable()  # the leader and the MergeSources tune their GC (cdc.gc_tune): not measured here
+    gc.disable()  # the leader and the MergeSources tune their GC (cdc.memory_tune): not measured here
     for i in range(0, max(len(events) for _, events in dns.values()), BATCH):
         for dn, (name, events) in dns.items():
             packets = dump_packets(events[i : i + BATCH])

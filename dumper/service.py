@@ -19,7 +19,7 @@ from cdc import stage_trace
 from cdc.admin_sql import retry
 from cdc.config import Config
 from cdc.files import write_atomically
-from cdc.gc_tune import tune_gc
+from cdc.memory_tune import tune_memory
 from cdc.pauses import Pauses
 from cdc.tasks import cancel_and_wait
 from dumper.ha import DnLeaders, GmsLeaseStore, HaNode, ha_status
@@ -281,6 +281,6 @@ async def serve(
 
 
 def run_service(config: Config, state_dir: Path) -> int:
-    tune_gc()  # the leader makes a few objects per transaction, like a MergeSource
+    tune_memory()  # the leader makes a few objects per transaction, like a MergeSource
     asyncio.run(serve(config, state_dir, own_process=True))
     return 0

@@ -52,7 +52,7 @@ class ForkServerError(RuntimeError):
 
 
 def _serve(control: socket.socket) -> int:
-    from cdc.gc_tune import tune_gc
+    from cdc.memory_tune import tune_memory
     from merge_source import worker  # the point: import once, fork many times
 
     worker.die_with_parent(os.getppid())
@@ -60,7 +60,7 @@ def _serve(control: socket.socket) -> int:
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake select via the wakeup fd
-    tune_gc()
+    tune_memory()
     while True:
         try:
             ready, _, _ = select.select([control, wake_r], [], [])

@@ -22,7 +22,7 @@ import time
 
 from cdc import stage_trace
 from cdc.frames import FRAME
-from cdc.gc_tune import tune_gc
+from cdc.memory_tune import tune_memory
 from cdc.pauses import is_disk_full
 from cdc.tasks import cancel_and_wait
 from merge_source.source import Batch, MergeSource, SourceSpec
@@ -128,7 +128,7 @@ def main(parent: int) -> int:
     (n,) = FRAME.unpack(raw)
     spec, level = pickle.loads(sys.stdin.buffer.read(n))
     die_with_parent(parent)
-    tune_gc()
+    tune_memory()
     logging.basicConfig(
         level=level,
         format=f"%(asctime)s %(levelname)s [source {spec.dn_name} pid {os.getpid()}] %(message)s",

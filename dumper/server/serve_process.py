@@ -39,7 +39,7 @@ from pathlib import Path
 
 from binlog_writer import file_number
 from cdc.config import Config
-from cdc.gc_tune import tune_gc
+from cdc.memory_tune import tune_memory
 from cdc.tasks import cancel_and_wait, wait_event
 from dumper.child_process import read_spec, spawn, stop_child
 from dumper.server.dump.ack_gate import AckGate
@@ -417,7 +417,7 @@ def main() -> int:
     )
     # A snapshot read holds a few pages of rows per shard (two tuples a row): the default gen-0
     # threshold re-scanned them every 700 allocations (a page's split took ~1.5x as long).
-    tune_gc()
+    tune_memory()
     try:
         asyncio.run(_child(spec))
     except BrokenPipeError:
