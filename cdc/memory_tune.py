@@ -32,15 +32,18 @@ TRIM_BYTES = 32 << 20  # free heap kept per process at most (its RSS may stay th
 MMAP_BYTES = 8 << 20  # buffers of this size and more still get their own mapping
 
 
-def tune_memory() -> None:
-    """Call once the process has imported what it runs (it freezes what exists then)."""
+def tune_memory(keep_heap: bool = True) -> None:
+    """Call once the process has imported what it runs (it freezes what exists then).
+    `keep_heap=False`: glibc's own trimming stays (the server process, whose RSS is what many
+    consumers cost and which reads files, not a socket, a batch at a time)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(100_000, 20, 100)
-    _tune_malloc()
+    if keep_heap:
+        _keep_heap()
 
 
-def _tune_malloc() -> None:
+def _keep_heap() -> None:
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):

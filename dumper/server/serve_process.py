@@ -417,7 +417,7 @@ def main() -> int:
     )
     # A snapshot read holds a few pages of rows per shard (two tuples a row): the default gen-0
     # threshold re-scanned them every 700 allocations (a page's split took ~1.5x as long).
-    tune_memory()
+    tune_memory(keep_heap=False)  # its RSS is what consumers cost (memory_tune.py)
     try:
         asyncio.run(_child(spec))
     except BrokenPipeError:
