@@ -1,6 +1,7 @@
 """The dumper processes of an HA test (`cdc start --dumper-id N` each): start, kill, status,
 and whether two copies are byte-identical; `two_dumpers`: the cluster and config they share;
-`Consumer`: an ordinary consumer of one of them, and what it was served."""
+`Consumer`: an ordinary consumer of one of them, and what it was served; `end_run`: a run's
+teardown."""
 
 from __future__ import annotations
 
@@ -179,6 +180,20 @@ class Consumer:
         await cancel_and_wait([self.task])
         with contextlib.suppress(Exception):
             await self.client.close()
+
+
+async def end_run(dumpers: Dumpers, cn, load_task: asyncio.Task | None, consumer=None) -> None:
+    """The end of an HA chaos run, passed or failed: its consumer, its load, the dumpers, the
+    CN (bounded: a CN whose DNs were killed under it must not hang the test's teardown)."""
+    if consumer is not None:
+        await consumer.close()
+    if load_task is not None:
+        # cancel_and_wait: a single cancel can be swallowed (3.11) and hang a failed run.
+        await cancel_and_wait([load_task])
+    dumpers.stop()
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(30):
+            await cn.close()
 
 
 def served_bytes(a: tuple[int, int], b: tuple[int, int]) -> str:

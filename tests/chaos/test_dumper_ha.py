@@ -17,7 +17,6 @@ no duplicate, the same GTIDs as the files."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import threading
 import time
@@ -27,14 +26,13 @@ import pymysql
 import pytest
 
 from cdc.config import DumperPeer, load
-from cdc.tasks import cancel_and_wait
 from cdc_equipment.checks.downstream import run_check
 from cdc_equipment.checks.verify_binlog import check, read_server
 from cdc_equipment.cn.workloads.runner import run_workload
 from cdc_equipment.ground_truth import read as read_ground_truth
 from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
 from cdc_equipment.local_cluster.testing import free_base_port, throwaway_cluster, throwaway_server
-from tests.chaos.dumpers import Dumpers, copies_identical
+from tests.chaos.dumpers import Dumpers, copies_identical, end_run
 from tests.chaos.transfer_setup import chaos_rng, transfer_cn
 from tests.e2e.global_binlog import read_global_binlog
 
@@ -180,13 +178,7 @@ async def test_leader_kills_follower_takes_over_copies_identical(ha_setup, tmp_p
         assert result.equal, result.render()
         assert stats.committed > 0
     finally:
-        if load_task is not None:
-            # cancel_and_wait: a single cancel can be swallowed (3.11) and hang a failed run.
-            await cancel_and_wait([load_task])
-        dumpers.stop()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(30):
-                await cn.close()
+        await end_run(dumpers, cn, load_task)
         print("takeover times (s):", ", ".join(f"{t:.1f}" for t in takeovers))
 
 

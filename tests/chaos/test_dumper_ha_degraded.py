@@ -10,11 +10,9 @@ from it; every event the consumer was served is, byte for byte, in the final lea
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import pytest
 
-from cdc.tasks import cancel_and_wait
 from dumper.ha.election import order
 from tests.chaos.dumpers import (
     LEASE_MS,
@@ -22,6 +20,7 @@ from tests.chaos.dumpers import (
     Dumpers,
     copies_identical,
     copy_end,
+    end_run,
     not_in,
     served_bytes,
     two_dumpers,
@@ -112,11 +111,5 @@ async def test_a_shorter_copy_never_takes_over_from_a_degraded_leader(degraded_s
         log = (tmp_path / "dumpers.log").read_text(errors="replace")
         assert "taking over although" not in log
     finally:
-        if consumer is not None:
-            await consumer.close()
         stop_load.set()
-        await cancel_and_wait([load_task])
-        dumpers.stop()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(30):
-                await cn.close()
+        await end_run(dumpers, cn, load_task, consumer)

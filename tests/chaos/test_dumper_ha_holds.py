@@ -17,9 +17,8 @@ import pytest
 from binlog_writer import layout
 from cdc.config import DumperConsumer
 from cdc.protocol.dump_client import BinlogPosition, DumpClient, DumpSettings
-from cdc.tasks import cancel_and_wait
 from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from tests.chaos.dumpers import Dumpers, two_dumpers
+from tests.chaos.dumpers import Dumpers, end_run, two_dumpers
 from tests.chaos.transfer_setup import background_load, transfer_cn
 from tests.dumper.test_consumer_holds import read_to_end
 
@@ -142,8 +141,4 @@ async def test_a_consumer_hold_survives_a_takeover(holds_setup, tmp_path):
         )
         assert got, "nothing read from the held position"
     finally:
-        await cancel_and_wait([load_task])
-        dumpers.stop()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(30):
-                await cn.close()
+        await end_run(dumpers, cn, load_task)

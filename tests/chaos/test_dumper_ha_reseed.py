@@ -14,7 +14,6 @@ and then, so that every finished file is soon due.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import subprocess
 import sys
 import time
@@ -23,10 +22,9 @@ import pymysql
 import pytest
 
 from binlog_writer import layout
-from cdc.tasks import cancel_and_wait
 from cdc_equipment.cn.workloads.runner import run_workload
 from cdc_equipment.local_cluster.local_cluster import DEFAULT_PASSWORD, DEFAULT_USER
-from tests.chaos.dumpers import LEASE_MS, Dumpers, copies_identical, two_dumpers
+from tests.chaos.dumpers import LEASE_MS, Dumpers, copies_identical, end_run, two_dumpers
 from tests.chaos.transfer_setup import background_load, transfer_cn
 from tests.e2e.global_binlog import read_global_binlog
 
@@ -134,11 +132,7 @@ async def test_a_follower_away_past_its_lease_is_reseeded_and_follows(reseed_set
         assert executed == gtid_span(uuid, seen[-1])
         assert purged == gtid_span(uuid, seen[0] - 1)
     finally:
-        await cancel_and_wait([load_task])
-        dumpers.stop()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(30):
-                await cn.close()
+        await end_run(dumpers, cn, load_task)
 
 
 def gnos(directory) -> list[int]:
