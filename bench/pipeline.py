@@ -28,6 +28,7 @@ from cdc_equipment.ground_truth import read as read_ground_truth
 from cdc_equipment.local_cluster.local_cluster import LocalCluster
 from cdc_equipment.local_cluster.testing import free_base_port, scratch_cluster
 from dumper.pipeline.leader import Leader
+from merge_source import ForkServer
 from topology import gms
 
 STALL_S = 60.0  # a catch-up that writes nothing for this long has stalled: fail, never hang
@@ -143,11 +144,12 @@ async def catch_up(
     cpu: Cpu | None = None,
     leader: Leader | None = None,
     finish: Callable[[Leader], Awaitable[None]] | None = None,
+    forks: ForkServer | None = None,
 ) -> tuple[float, Leader]:
-    """Until `leader` (default: a `Leader` of `cfg`) wrote `last_tso`, then `finish(leader)`
-    (e.g. until its stream processes synced) inside the time: (seconds, the leader)."""
-    tune_memory()  # as `cdc start` does (dumper/service.run_service)
-    leader = leader or Leader(cfg)
+    """Until `leader` (default: a `Leader` of `cfg`, its MergeSource processes forked by
+    `forks`, closed at the end) wrote `last_tso`, then `finish(leader)` (e.g. until its stream
+    processes synced) inside the time: (seconds, the leader). Call `start_as_cdc_start` first."""
+    leader = leader or Leader(cfg, forks=forks)
     task = asyncio.create_task(leader.run())
     start = progress_at = time.perf_counter()
     at_start = sched_s(os.getpid())
@@ -187,6 +189,15 @@ async def catch_up(
         return elapsed, leader
     finally:
         await cancel_and_wait([task], grace=60)  # see cdc/tasks.py
+        if forks is not None:
+            await forks.aclose()
+
+
+def start_as_cdc_start(source_processes: bool = True) -> ForkServer | None:
+    """Before the event loop, what `cdc start` does then (dumper/service.run_service): the
+    memory settings, and the MergeSource fork server forked from this process."""
+    tune_memory()
+    return ForkServer.fork_here() if source_processes else None
 
 
 def raw_dump_all(cluster, out: Path) -> tuple[float, int]:
@@ -354,12 +365,14 @@ def _catch_up_run(cfg, work: Path, last_tso: int, profile: Path | None, name: st
     sched = Cpu()
     try:
         if profile is None:
-            elapsed, leader = asyncio.run(catch_up(cfg, last_tso, sched))
+            forks = start_as_cdc_start(cfg.pipeline.source_processes)
+            elapsed, leader = asyncio.run(catch_up(cfg, last_tso, sched, forks=forks))
         else:
             import cProfile
 
             with cProfile.Profile() as prof:
-                elapsed, leader = asyncio.run(catch_up(cfg, last_tso, sched))
+                forks = start_as_cdc_start(cfg.pipeline.source_processes)
+                elapsed, leader = asyncio.run(catch_up(cfg, last_tso, sched, forks=forks))
             prof.dump_stats(profile)
         cpu = time.process_time() - cpu
         everything, effective = count_events(Path(cfg.dumper.binlog_dir))

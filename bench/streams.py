@@ -35,6 +35,7 @@ from bench.pipeline import (
     sched_s,
 )
 from bench.pipeline import catch_up as pipeline_catch_up
+from cdc.memory_tune import tune_memory
 from cdc.pauses import Pauses
 from cdc.streams import stream_dir
 from cdc.tasks import cancel_and_wait
@@ -143,6 +144,7 @@ def _run(cfg, work: Path, last_tso: int, streams: int) -> StreamsRun:
     _drop_meta(cfg)
     shutil.rmtree(cfg.dumper.binlog_dir, ignore_errors=True)
     try:
+        tune_memory()  # as `cdc start` does (dumper/service.run_service)
         run = asyncio.run(catch_up(cfg, last_tso, state))
         dirs = (
             [Path(cfg.dumper.binlog_dir)]

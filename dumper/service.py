@@ -37,6 +37,7 @@ from dumper.server import (
     check_archive,
 )
 from dumper.server import serve as serve_binlog
+from merge_source import ForkServer
 from read_path import SnapshotSource
 from topology import gms, migrate, server_uuid
 
@@ -114,7 +115,9 @@ def _server_uuid(config: Config, pauses: Pauses) -> str:
     return retry(read, "reading server_uuid at start", pauses)
 
 
-def _role_of(config: Config) -> Callable[[Config, str, bool, Pauses, Path], Role]:
+def _role_of(
+    config: Config,
+) -> Callable[[Config, str, bool, Pauses, Path, ForkServer | None], Role]:
     if config.dumper.peers:
         return _ha_node
     if config.dumper.streams > 1:
@@ -125,9 +128,14 @@ def _role_of(config: Config) -> Callable[[Config, str, bool, Pauses, Path], Role
 
 
 def _plain_leader(
-    config: Config, uuid: str, heartbeat: bool, pauses: Pauses, _state_dir: Path
+    config: Config,
+    uuid: str,
+    heartbeat: bool,
+    pauses: Pauses,
+    _state_dir: Path,
+    forks: ForkServer | None = None,
 ) -> Role:
-    leader = Leader(config, server_uuid=uuid, pauses=pauses)
+    leader = Leader(config, server_uuid=uuid, pauses=pauses, forks=forks)
     tasks = {"leader": leader.run}
     if heartbeat:
         tasks["heartbeat"] = functools.partial(heartbeats, config, leader.node, pauses)
@@ -141,7 +149,14 @@ def _plain_leader(
     )
 
 
-def _ha_node(config: Config, uuid: str, heartbeat: bool, pauses: Pauses, state_dir: Path) -> Role:
+def _ha_node(
+    config: Config,
+    uuid: str,
+    heartbeat: bool,
+    pauses: Pauses,
+    state_dir: Path,
+    forks: ForkServer | None = None,
+) -> Role:
     """The CN heartbeat runs only while this node leads (`on_lead`). With several streams each
     term's pipeline is the merge that feeds the stream processes (docs/streams.md, "HA
     followers"); this process's own port then answers `SHOW BINARY STREAMS` only."""
@@ -155,7 +170,7 @@ def _ha_node(config: Config, uuid: str, heartbeat: bool, pauses: Pauses, state_d
     node = HaNode(
         config,
         GmsLeaseStore(config),
-        DnLeaders(config, uuid, pauses, make=make),
+        DnLeaders(config, uuid, pauses, make=make, forks=forks),
         on_lead=(lambda: heartbeats(config, node.nodes.get, pauses)) if heartbeat else None,
         pauses=pauses,
         copy_servers=copy_servers,
@@ -218,6 +233,7 @@ async def serve(
     role: Role | None = None,
     server_uuid: str | None = None,
     pauses: Pauses | None = None,
+    forks: ForkServer | None = None,
 ) -> None:
     """Run everything until SIGTERM/SIGINT (or cancellation). `own_process`: this is the whole
     process (`cdc start`), so a stop that hangs on I/O may end it the hard way. The MySQL
@@ -226,7 +242,7 @@ async def serve(
     `server_uuid`: a stream's process passes its own (`dumper.streams`), and the `pauses` its
     role's tasks report to; by default the role is the plain leader, an HA node, or with
     `[dumper] streams` > 1 the merge process that feeds the streams, and the server_uuid is
-    the cluster's."""
+    the cluster's. `forks`: the MergeSource fork server `run_service` forked (closed here)."""
     state_dir.mkdir(parents=True, exist_ok=True)
     # Its presence says "this run serves" (below): never a file left by an earlier run.
     (state_dir / "status.json").unlink(missing_ok=True)
@@ -241,7 +257,7 @@ async def serve(
     uuid = server_uuid or await asyncio.to_thread(_server_uuid, config, pauses)
     # HA: lead or follow as the lease says; else the one leader. Either way one Role.
     if role is None:
-        role = _role_of(config)(config, uuid, heartbeat, pauses, state_dir)
+        role = _role_of(config)(config, uuid, heartbeat, pauses, state_dir, forks)
     tasks = [asyncio.create_task(run(), name=name) for name, run in role.tasks.items()]
     server = await _start_server(config, role, schema, uuid)
     # The status file only once the server listens: `cdc start --background` returns when it
@@ -273,6 +289,8 @@ async def serve(
         if own_process:
             watchdog.start()
         await cancel_and_wait([*tasks, stopper])
+        if forks is not None:
+            await forks.aclose()
         await server.close()
         if metrics is not None:
             metrics.close()
@@ -282,5 +300,8 @@ async def serve(
 
 def run_service(config: Config, state_dir: Path) -> int:
     tune_memory()  # the leader makes a few objects per transaction, like a MergeSource
-    asyncio.run(serve(config, state_dir, own_process=True))
+    # Forked now, while this process has one thread and its imports done: the MergeSource
+    # processes' server then costs a fork, not a second Python importing them all again.
+    forks = ForkServer.fork_here() if config.pipeline.source_processes else None
+    asyncio.run(serve(config, state_dir, own_process=True, forks=forks))
     return 0

@@ -11,6 +11,14 @@ of wall time and 400-500 ms of CPU; forking them from a running server 13-38 ms,
 started for the occasion 350-510 ms. So a leader starts its server before it reads the GMS,
 and an HA follower keeps one running for the takeover (`dumper/ha/deps.py`, `DnLeaders`).
 
+Where it comes from: a new `python -m merge_source.fork_server`, which imports the worker's
+modules again (0.12-0.19 s of CPU per start, measured in `cdc bench pipeline`), or
+`ForkServer.fork_here()`: a fork of the calling process, which has imported them already
+(`cdc start` calls it before its event loop starts, `dumper.service.run_service`; so does the
+pipeline bench). Only while the process has a single thread: a thread holding a lock inside
+a C library (OpenSSL, the resolver) at the fork would leave it locked in every worker; with
+more, or once the forked server died, a new Python is started instead.
+
 Control socket (the server's stdin, a Unix stream socket): the leader sends one byte `F` with
 two descriptors (the worker's stdin read end, its stdout write end); the server answers
 `P` + pid when it forked, and `X` + pid + exit code when a worker ended (it is their parent:
@@ -24,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import gc
 import logging
 import os
 import select
@@ -31,6 +40,7 @@ import signal
 import socket
 import struct
 import sys
+import threading
 import traceback
 from collections import deque
 
@@ -111,10 +121,37 @@ def _child(worker, fds: list[int], server_fds: tuple) -> None:
         os.dup2(fds[1], 1)
         os.close(fds[0])
         os.close(fds[1])
+        # The standard streams as files of these descriptors: a server forked from another
+        # program (`fork_here`) holds that program's `sys.std*` objects, which may be anything
+        # (a test runner's capture).
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 (for the process's life)
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
         rc = worker.main(parent=os.getppid())
         sys.stdout.flush()
     except SystemExit as exc:
         rc = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        os._exit(rc)
+
+
+def _forked(control: socket.socket) -> None:
+    """In the process `ForkServer.fork_here` forked: become the server; never returns."""
+    rc = 1
+    try:
+        gc.freeze()  # what the caller made stays unscanned and its finalizers never run here
+        # Its handlers are the caller's: kept alive and unused (closing them here could close
+        # a descriptor number a worker reuses), so that a worker's `basicConfig` applies.
+        kept = logging.root.handlers[:]  # noqa: F841 (this frame never returns)
+        logging.root.handlers.clear()
+        # Nothing of the caller's stays open here (its GMS connections, a pid file's lock)
+        # but the standard streams and the control socket.
+        keep = control.fileno()
+        os.closerange(3, keep)
+        os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
+        rc = _serve(control)
     except BaseException:
         traceback.print_exc()
     finally:
@@ -162,18 +199,67 @@ class ForkedWorker:
         os.kill(self.pid, signal.SIGKILL)
 
 
+class _ForkedServer:
+    """A server `ForkServer.fork_here` forked, with the face `ForkServer` uses of an
+    `asyncio.subprocess.Process` (our child: reaped here, not by asyncio's watcher)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._code: int | None = None
+
+    @property
+    def returncode(self) -> int | None:
+        if self._code is None:
+            with contextlib.suppress(ChildProcessError):
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    self._code = os.waitstatus_to_exitcode(status)
+        return self._code
+
+    async def wait(self) -> int:
+        while (code := self.returncode) is None:
+            await asyncio.sleep(0.02)  # (only when it stops: its control socket's end)
+        return code
+
+    def kill(self) -> None:
+        if self.returncode is not None:
+            raise ProcessLookupError(self.pid)
+        os.kill(self.pid, signal.SIGKILL)
+
+
 class ForkServer:
     """The leader's side: starts the server on first use (and again if it died), forks workers.
     One per event loop; `aclose` when done."""
 
-    def __init__(self) -> None:
-        self._proc: asyncio.subprocess.Process | None = None
+    def __init__(self, forked: tuple[_ForkedServer, socket.socket] | None = None) -> None:
+        """`forked`: a server already forked and its control socket (`fork_here`)."""
+        self._forked = forked
+        self._proc: asyncio.subprocess.Process | _ForkedServer | None = None
         self._sock: socket.socket | None = None
         self._reader: asyncio.Task | None = None
         self._lock = asyncio.Lock()
         # Per request in flight: its pid and the future of its exit code.
         self._replies: deque[asyncio.Future[tuple[int, asyncio.Future[int]]]] = deque()
         self._exits: dict[int, asyncio.Future[int]] = {}
+
+    @classmethod
+    def fork_here(cls) -> ForkServer:
+        """A server forked from this process now, if it has a single thread (else, one that a
+        new Python starts on first use). Call it before the event loop runs: the server and
+        its workers inherit this process's imports instead of paying them again."""
+        if threading.active_count() != 1:
+            log.debug("%d threads: the fork server will be a new Python", threading.active_count())
+            return cls()
+        from merge_source import worker  # noqa: F401 (imported here: the forks inherit it)
+
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:
+            ours.close()
+            _forked(theirs)
+        theirs.close()
+        log.info("MergeSource fork server %d forked", pid)
+        return cls((_ForkedServer(pid), ours))
 
     @property
     def pid(self) -> int | None:
@@ -230,16 +316,19 @@ class ForkServer:
 
     async def _start(self) -> None:
         await self._stop()
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            self._proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "merge_source.fork_server", stdin=theirs.fileno()
-            )
-        except BaseException:
-            ours.close()
-            raise
-        finally:
-            theirs.close()
+        if self._forked is not None:  # the one `fork_here` made, on its first use
+            (self._proc, ours), self._forked = self._forked, None
+        else:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                self._proc = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "merge_source.fork_server", stdin=theirs.fileno()
+                )
+            except BaseException:
+                ours.close()
+                raise
+            finally:
+                theirs.close()
         ours.setblocking(False)
         self._sock = ours
         self._reader = asyncio.create_task(self._read(ours), name="fork-server")
@@ -305,6 +394,9 @@ class ForkServer:
 
     async def aclose(self) -> None:
         await self._stop()
+        if self._forked is not None:  # forked, never used: stopped like a used one
+            (self._proc, self._sock), self._forked = self._forked, None
+            await self._stop()
 
 
 if __name__ == "__main__":

@@ -123,14 +123,21 @@ class DnLeaders:
         server_uuid: str | None = None,
         pauses: Pauses | None = None,
         make: Callable[..., Leader] = Leader,
+        forks: ForkServer | None = None,
     ):
         """`make`: builds the pipeline from `Leader`'s arguments (a multi-stream binlog passes
-        its `stream_leader`, whose output is the stream processes)."""
+        its `stream_leader`, whose output is the stream processes); `forks`: the fork server
+        (None: its own; `cdc start` passes the one it forked before its event loop ran)."""
         self.config = config
         self._make = make
         self.server_uuid = server_uuid  # the GTIDs' sid (None: read from the GMS per build)
         self.pauses = pauses or Pauses()  # every term's pipeline reports its waits here
-        self._forks = ForkServer() if config.pipeline.source_processes else None
+        self._own_forks = forks is None
+        self._forks = (
+            forks
+            if forks is not None
+            else (ForkServer() if config.pipeline.source_processes else None)
+        )
 
     async def standby(self) -> None:
         if self._forks is not None:
@@ -151,5 +158,5 @@ class DnLeaders:
         )
 
     async def close(self) -> None:
-        if self._forks is not None:
+        if self._forks is not None and self._own_forks:
             await self._forks.aclose()

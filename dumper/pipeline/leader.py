@@ -46,7 +46,7 @@ from dumper.pipeline.sources import DnSourceFactory, Source, SourceFactory
 from dumper.pipeline.status import LeaderStats
 from dumper.pipeline.term import Takeover, Term
 from merge_joint import MergeJoint, Transaction
-from merge_source import NameMap, SourceProcessDied, SpillFull
+from merge_source import ForkServer, NameMap, SourceProcessDied, SpillFull
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,10 @@ class Leader:
         server_uuid: str | None = None,
         term: Term | None = None,
         pauses: Pauses | None = None,
+        forks: ForkServer | None = None,
     ):
+        """`forks`: the fork server of its MergeSource processes (None: its own, started for
+        the occasion; `cdc start` passes the one it forked before its event loop ran)."""
         self.config = config
         self.pauses = pauses or Pauses()  # what it waits for now (`cdc status`, the metrics)
         self.metadata: PipelineMetadata = metadata or GmsMetadata(config, self.pauses)
@@ -82,7 +85,9 @@ class Leader:
             writer,
             None if writer is not None else gtids_of(config, server_uuid, self.metadata),
         )
-        self.factory: SourceFactory = factory or DnSourceFactory(config, self.metadata.names_at)
+        self.factory: SourceFactory = factory or DnSourceFactory(
+            config, self.metadata.names_at, forks
+        )
         # DN id -> its address; HA passes one dict to every term's Leader, so that a DN added
         # by StorageChange (not in cdc.toml) is known to the next term of this process too.
         self.nodes = nodes if nodes is not None else {n.id: n for n in config.dn}

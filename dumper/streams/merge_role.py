@@ -9,6 +9,7 @@ import functools
 import json
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cdc.config import Config
 from cdc.pauses import Pauses
@@ -17,6 +18,9 @@ from dumper.heartbeats import heartbeats
 from dumper.pipeline import Leader, leader_status
 from dumper.role import Role
 from dumper.streams.stream_output import stream_leader
+
+if TYPE_CHECKING:
+    from merge_source import ForkServer
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +52,17 @@ def _status(leader: Leader, config: Config, state_dir: Path) -> dict:
 
 
 def stream_merge_role(
-    config: Config, uuid: str, heartbeat: bool, pauses: Pauses, state_dir: Path
+    config: Config,
+    uuid: str,
+    heartbeat: bool,
+    pauses: Pauses,
+    state_dir: Path,
+    forks: ForkServer | None = None,
 ) -> Role:
     """The merge process's `Role`: the pipeline into the streams (and the CN heartbeat)."""
-    leader = stream_leader(config, state_dir=state_dir, server_uuid=uuid, pauses=pauses)
+    leader = stream_leader(
+        config, state_dir=state_dir, server_uuid=uuid, pauses=pauses, forks=forks
+    )
     tasks = {"leader": leader.run}
     if heartbeat:
         tasks["heartbeat"] = functools.partial(heartbeats, config, leader.node, pauses)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -291,6 +293,38 @@ async def test_forked_workers_end_reaped_die_with_their_fork_server_which_restar
     finally:
         await forks.aclose()
     assert await _gone(again.pid)
+
+
+def _cmdline(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
+async def test_a_fork_server_forked_from_this_process_serves_then_a_new_python_replaces_it():
+    if threading.active_count() != 1:
+        pytest.skip("this test process has threads: fork_here starts a new Python instead")
+    unused = ForkServer.fork_here()  # never used: closing it still reaps it
+    unused_pid = unused._forked[0].pid  # type: ignore[index]
+    await unused.aclose()
+    assert await _gone(unused_pid)
+    forks = ForkServer.fork_here()
+    try:
+        idle = await forks.spawn()
+        server = forks.pid
+        assert server is not None and _cmdline(server) == _cmdline(os.getpid())  # a fork of us
+        idle.stdin.close()
+        assert await asyncio.wait_for(idle.wait(), 20) == 0
+        orphan = await forks.spawn()
+        os.kill(server, signal.SIGKILL)
+        assert await asyncio.wait_for(orphan.wait(), 20) == -signal.SIGKILL  # (noticed)
+        again = await forks.spawn()  # the forked one is gone: a new Python
+        assert forks.pid not in (None, server) and b"merge_source.fork_server" in _cmdline(
+            forks.pid
+        )
+        assert await _gone(server)  # reaped
+        again.stdin.close()
+        assert await asyncio.wait_for(again.wait(), 20) == 0
+    finally:
+        await forks.aclose()
 
 
 def _protobuf_frame(items, spill_dir=None) -> bytes:
