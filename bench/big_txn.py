@@ -1,11 +1,12 @@
 """`cdc bench big-txn`: one huge CN transaction through the whole pipeline, with its memory.
 
 A throw-away cluster, the pipeline as its own process (`cdc start`, MergeSources as children),
-then one CN transaction inserting `--mb` rows of 1 MB over every DN. The pipeline's resident
-memory (its process plus its MergeSource processes, sampled every 50 ms) is printed next to the
+then one CN transaction inserting `--mb` rows of 1 MB over every DN. The pipeline's memory
+(its process and every process under it, the MergeSource processes included, sampled every
+50 ms; their PSS, which counts a page forked processes share once) is printed next to the
 transaction's size, with the time until the global binlog holds it whole. The goal for 1 GB:
-peak RSS of the pipeline ≤ 300 MB: a huge transaction spills at the MergeSource, crosses to the
-leader as a handoff file and streams into the binlog file part by part.
+peak memory (PSS) of the pipeline ≤ 300 MB: a huge transaction spills at the MergeSource,
+crosses to the leader as a handoff file and streams into the binlog file part by part.
 """
 
 from __future__ import annotations
@@ -32,27 +33,38 @@ WRITE_ROWS_V2 = 30
 _HEADER = struct.Struct("<IBIII")
 
 
-def rss_kb(pid: int) -> int:
+def pss_kb(pid: int) -> int:
+    """A process's proportional set size: its private pages plus its share of those it shares
+    (forked processes share their parent's pages until they write them: a sum of their RSS
+    would count each such page once per process)."""
     try:
-        with open(f"/proc/{pid}/status") as f:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith("Pss:"):
                     return int(line.split()[1])
     except OSError:
         pass
     return 0
 
 
-def children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except OSError:
-        return []
+def descendants(pid: int) -> list[int]:
+    """Its children, theirs, and so on (the MergeSource processes are the fork server's)."""
+    out, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            with open(f"/proc/{parent}/task/{parent}/children") as f:
+                kids = [int(p) for p in f.read().split()]
+        except OSError:
+            kids = []
+        out += kids
+        todo += kids
+    return out
 
 
 class RssSampler(threading.Thread):
-    """Peak RSS of a process and its children (summed at each sample), and per process."""
+    """Peak memory (PSS) of a process and all its descendants (summed at each sample), and per
+    process."""
 
     def __init__(self, pid: int, interval: float = 0.05):
         super().__init__(daemon=True)
@@ -64,8 +76,8 @@ class RssSampler(threading.Thread):
     def run(self) -> None:
         while not self._stop_event.is_set():
             total = 0
-            for pid in [self.pid, *children(self.pid)]:
-                kb = rss_kb(pid)
+            for pid in [self.pid, *descendants(self.pid)]:
+                kb = pss_kb(pid)
                 total += kb
                 self.peak_by_pid[pid] = max(self.peak_by_pid.get(pid, 0), kb)
             self.peak_total = max(self.peak_total, total)
@@ -178,9 +190,9 @@ def main(argv: list[str] | None = None, figures: Figures | None = None) -> int:
         print(f"  global binlog: {rows:,} rows events, {rows_size / 2**20:,.0f} MB of rows")
         other = "" if args.mb == 1024 else f"ran {args.mb} MB"
         peaks = ", ".join(f"{kb / 1024:.0f}" for kb in sampler.peak_by_pid.values())
-        print(f"  peak RSS per process (MB): {peaks}")
+        print(f"  peak PSS per process (MB): {peaks}")
         print(
-            f"  peak RSS of the pipeline (sum)     {sampler.peak_total / 1024:7.0f} MB"
+            f"  peak PSS of the pipeline (sum)     {sampler.peak_total / 1024:7.0f} MB"
             f"   {figures.goal('big-txn', sampler.peak_total / 1024, unmeasured=other)}"
         )
         if rows_size < args.mb * ROW_BYTES:

@@ -76,7 +76,11 @@ GOALS: dict[str, Goal] = {
         "merge CPU per DN event, most streams / 1 stream", STREAMS_TOLERANCE, ceiling=True
     ),
     "big-txn": Goal(
-        "peak RSS of the pipeline, one 1 GB transaction", 300, ceiling=True, unit=" MB", digits=0
+        "peak memory (PSS) of the pipeline, one 1 GB transaction",
+        300,
+        ceiling=True,
+        unit=" MB",
+        digits=0,
     ),
 }
 
