@@ -3,6 +3,8 @@
 # the leader's encoder reads a Transaction's the same way (txn_encoder.pxd cimports it).
 import cython
 
+from cdc cimport named_tuple
+
 # (Aliased: the .py imports the same classes by merge_source's public names, which a cimport of
 # those names would shadow.)
 from merge_source.fragment cimport Fragment as CFragment, Statement as CStatement

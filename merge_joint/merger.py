@@ -21,14 +21,13 @@ classes (fragment.pxd), where interpreted code pays a descriptor call for each.
 
 from __future__ import annotations
 
+from cdc import named_tuple  # NamedTuples built in C (compiled: named_tuple.pxd)
 from cdc.keys import GlobalKey, Kind, SortKey, lift
 from merge_source import Fragment, FragmentKind, Statement, Watermark
 
 _NO_TRACE = (1 << 62, 0)  # a statement without a TraceId sorts after those with one
 _BRANCH = Kind.BRANCH
 _INSTRUCTION = FragmentKind.INSTRUCTION  # a module constant: the Enum class lookup costs more
-# Builds a GlobalKey in C (its NamedTuple __new__ is interpreted): once per fragment/watermark.
-_new_tuple = tuple.__new__
 
 
 class MergeError(RuntimeError):
@@ -98,9 +97,9 @@ class _Entry:
     def global_key(self) -> GlobalKey:
         """The key as a `GlobalKey` (`global_key()`, inlined: C builds the tuple)."""
         if self.kind == 0:  # a branch (Kind.BRANCH), its key shared by every fragment
-            return _new_tuple(GlobalKey, (self.item.key.tso, _BRANCH, 0, 0))
+            return named_tuple.new4(GlobalKey, self.item.key.tso, _BRANCH, 0, 0)
         tso, kind, seq = self.item.key  # (unpacked: see push_fragment)
-        return _new_tuple(GlobalKey, (tso, kind, self.item.dn, seq))
+        return named_tuple.new4(GlobalKey, tso, kind, self.item.dn, seq)
 
 
 def _less(a: _Entry, b: _Entry) -> bool:  # C types: merger.pxd
@@ -200,7 +199,7 @@ class Merger:
         if dn not in self._wm:
             raise MergeError(f"watermark from unknown source dn{dn}")
         tso, kind, seq = item.key  # (unpacked: see push_fragment)
-        mark = _new_tuple(GlobalKey, (tso, kind, dn, seq))  # lift(), inlined
+        mark = named_tuple.new4(GlobalKey, tso, kind, dn, seq)  # lift(), inlined
         old = self._wm[dn]
         if old is not None and mark < old:
             raise MergeError(f"dn{dn} watermark went back from {old} to {mark}")

@@ -2,6 +2,7 @@
 # Python). A `cdef class` with typed fields: the processor reads them as C struct members.
 import cython
 
+from cdc cimport named_tuple
 from cdc.binlog cimport constants, header, query, splice
 from cdc.protocol cimport dump_packets
 from merge_source.fragment cimport Statement
@@ -32,6 +33,9 @@ cpdef bytes xa_key(bytes gtid)
                start=Py_ssize_t, prefix=bytes, plen=Py_ssize_t, fmt="unsigned int",
                k=Py_ssize_t, txn="long long", digit=int)
 cpdef object xa_txn(bytes gtid)
+
+@cython.locals(c=Classified)
+cdef Classified _classified(object kind, object txn_id, bytes xid, object fragment_kind)
 
 cdef Classified _prepared(Classified out, object txn_id, bytes gtid)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, NamedTuple
 
+from cdc import named_tuple  # NamedTuples built in C (compiled: named_tuple.pxd)
 from cdc.binlog import constants, header, query, splice
 from cdc.binlog.constants import ROWS_TYPES, UPDATE_TYPES, ColumnType
 from cdc.binlog.events import body_view
@@ -132,9 +133,6 @@ class CommitRecord(NamedTuple):
     aborted: bool
 
 
-_new_tuple = tuple.__new__  # builds a NamedTuple in C (its own __new__ is interpreted)
-
-
 class Classified:
     """What a group is; a plain slots class, not a dataclass: one per group, built in the hot
     loop (its lists are made only when something goes in)."""
@@ -181,6 +179,20 @@ XA_PREPARE, XA_COMMIT, XA_ROLLBACK = (
 )
 LOCAL, COMMIT_RECORD, PRIVATE = GroupKind.LOCAL, GroupKind.COMMIT_RECORD, GroupKind.PRIVATE
 F_LOCAL = FragmentKind.LOCAL
+F_DATA = FragmentKind.DATA
+
+
+def _classified(kind, txn_id, xid, fragment_kind) -> Classified:  # C types: classifier.pxd
+    """`Classified(kind, txn_id, xid, fragment_kind)` set field by field (compiled: no
+    constructor call, one per group)."""
+    c = Classified.__new__(Classified)
+    c.kind = kind
+    c.txn_id = txn_id
+    c.xid = xid
+    c.fragment_kind = fragment_kind
+    c.statements = c.records = c.markers = _NONE
+    c.query = b""
+    return c
 
 
 def table_name(event: bytes) -> tuple[bytes, bytes]:
@@ -277,8 +289,8 @@ def _resolved(commit, txn_id, gtid):  # C types: classifier.pxd
     processor reads it from the GTID when it holds another program's branches)."""
     kind = XA_COMMIT if commit else XA_ROLLBACK
     if txn_id is None:
-        return Classified(kind, 0, xa_key(gtid))
-    return Classified(kind, txn_id)
+        return _classified(kind, 0, xa_key(gtid), F_DATA)
+    return _classified(kind, txn_id, b"", F_DATA)
 
 
 def is_xa_commit(event: bytes) -> bool:  # C types: classifier.pxd
@@ -364,7 +376,7 @@ class Classifier:
             statements = packed_statements(data, first, last, PRIVATE_DB_B)
             if statements is None:
                 return None
-            out = Classified(XA_PREPARE)
+            out = _classified(XA_PREPARE, 0, b"", F_DATA)
             out.statements = statements
             return _prepared(out, xa_txn(group.gtid), group.gtid)
         if flags2 & FL_COMPLETED_XA:  # its XA COMMIT or XA ROLLBACK, read in place
@@ -379,7 +391,7 @@ class Classifier:
         statements = packed_statements(data, first, last, PRIVATE_DB_B)
         if statements is None:  # a private table: a commit record, read in place if it can be
             return self._packed_records(group)
-        out = Classified(LOCAL, fragment_kind=F_LOCAL)
+        out = _classified(LOCAL, 0, b"", F_LOCAL)
         out.statements = statements
         return out
 
@@ -428,7 +440,7 @@ class Classifier:
             q += 4 + n
         if not records:
             return None
-        out = Classified(COMMIT_RECORD, 0, b"", F_LOCAL)
+        out = _classified(COMMIT_RECORD, 0, b"", F_LOCAL)
         out.records = records
         return out
 
@@ -677,7 +689,7 @@ def commit_records_at(rows: bytes, at, end) -> list[CommitRecord] | None:  # C: 
                 except ValueError:
                     return None
                 break
-        out.append(_new_tuple(CommitRecord, (txn, tso, tuple(parts), p[stop] != 0)))
+        out.append(named_tuple.new4(CommitRecord, txn, tso, tuple(parts), p[stop] != 0))
         pos = stop + 1
     return out if pos == end else None
 

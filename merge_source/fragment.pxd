@@ -3,6 +3,8 @@
 # the thousand (processor, classifier, wire) cimport these and reach the fields as C struct
 # members; everything else sees ordinary attributes. (A key is a cdc.keys.SortKey, a NamedTuple:
 # a `tuple` field would refuse it.)
+import cython
+
 cdef class Statement:
     cdef public object trace_id
     cdef public list in_memory
@@ -19,6 +21,11 @@ cdef class Fragment:
     cdef public list statements
     cdef public list markers
     cdef public object timestamp
+
+# Fragment(...) without its constructor's argument parsing (the hot paths: decode, release).
+@cython.locals(f=Fragment)
+cpdef Fragment new_fragment(object key, object dn, object txn_id, tuple participants, object kind,
+                             list statements, list markers, object timestamp)
 
 cdef class Watermark:
     cdef public object dn

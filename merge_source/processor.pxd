@@ -2,10 +2,11 @@
 # Python): the per-group objects it reads are cdef classes, their fields C struct members.
 import cython
 
+from cdc cimport named_tuple
 from cdc.binlog cimport constants, header
 from cdc.protocol cimport dump_packets
 from merge_source.classifier cimport Classified, Classifier, xa_key
-from merge_source.fragment cimport Fragment, Statement, Watermark
+from merge_source.fragment cimport Fragment, Statement, Watermark, new_fragment
 from merge_source.group cimport BinlogGroup
 
 from merge_source.renamer cimport PackedRenamer
@@ -16,6 +17,9 @@ cdef class _Held:
     cdef public Classified classified
     cdef public object timestamp
     cdef public tuple participants
+
+@cython.locals(h=_Held)
+cdef _Held _held(Classified classified, object timestamp)
 
 cdef class SourceProcessor:
     cdef public object dn_id

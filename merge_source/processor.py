@@ -10,6 +10,7 @@ import json
 import logging
 from collections.abc import Iterable
 
+from cdc import named_tuple  # NamedTuples built in C (compiled: named_tuple.pxd)
 from cdc.binlog import constants
 from cdc.binlog.fde import FormatDescription
 from cdc.cn_protocol.schema import CDC_START, META_CHANGE
@@ -22,6 +23,7 @@ from merge_source.fragment import (
     Statement,
     Watermark,
     global_key,
+    new_fragment,
 )
 from merge_source.group import BinlogGroup, GroupAssembler
 from merge_source.renamer import NameMap, PackedRenamer
@@ -44,7 +46,6 @@ def file_number(name: str) -> int:
         raise ValueError(f"not a numbered binlog file name: {name!r}") from None
 
 
-_new_tuple = tuple.__new__  # builds a NamedTuple in C (its own __new__ is interpreted)
 # Enum members as module constants: compiled, `GroupKind.X` is a global and an attribute lookup
 # each time; these are one global lookup (the order of the tests below follows their frequency).
 XA_PREPARE, XA_COMMIT, XA_ROLLBACK = (
@@ -68,6 +69,15 @@ class _Held:
         self.classified = classified
         self.timestamp = timestamp
         self.participants: tuple[int, ...] = ()
+
+
+def _held(classified, timestamp) -> _Held:  # C types: processor.pxd
+    """`_Held(classified, timestamp)` set field by field (compiled: no constructor call)."""
+    h = _Held.__new__(_Held)
+    h.classified = classified
+    h.timestamp = timestamp
+    h.participants = ()
+    return h
 
 
 class SourceProcessor:
@@ -238,7 +248,7 @@ class SourceProcessor:
         sorter: Sorter = self.sorter  # compiled: its methods are C calls (sorter.pxd)
         kind = c.kind
         if kind is XA_PREPARE:
-            return sorter.prepare(c.txn_id, _Held(c, timestamp), seq)
+            return sorter.prepare(c.txn_id, _held(c, timestamp), seq)
         if kind is XA_COMMIT:
             # (a CN branch's xid key is made only while another program's branches are held)
             foreign = (
@@ -261,13 +271,13 @@ class SourceProcessor:
         if kind is LOCAL:
             if not c.statements:
                 return []
-            return sorter.local(_Held(c, timestamp), seq)
+            return sorter.local(_held(c, timestamp), seq)
         if kind is XA_ROLLBACK:
             if self._foreign and self._foreign.pop(c.xid or xa_key(group.gtid), None) is not None:
                 return []
             return sorter.rollback(c.txn_id)
         if kind is FOREIGN_PREPARE:
-            self._foreign[c.xid] = _Held(c, timestamp)
+            self._foreign[c.xid] = _held(c, timestamp)
             return []
         if kind is DDL:
             log.info(
@@ -309,7 +319,7 @@ class SourceProcessor:
             statements = self._rename(c.statements)
             if kind is F_LOCAL and not statements:
                 continue
-            fragment = Fragment(
+            fragment = new_fragment(
                 r.key,
                 dn,
                 c.txn_id,
@@ -473,7 +483,7 @@ class SourceProcessor:
             if last_end is None:
                 return None
             file, pos = last_end
-            return _new_tuple(Checkpoint, (self._stream, file, pos, max_tso_seen))
+            return named_tuple.new4(Checkpoint, self._stream, file, pos, max_tso_seen)
         number = seq >> 32
         if base != self._base:  # (noted before a FORMAT_DESCRIPTION changed it)
             name = f"{base}.{number:06d}"
@@ -481,4 +491,4 @@ class SourceProcessor:
             if number != self._cp_file_no:  # the name, made once per file
                 self._cp_file_no, self._cp_file = number, f"{base}.{number:06d}"
             name = self._cp_file
-        return _new_tuple(Checkpoint, (self._stream, name, seq & 0xFFFFFFFF, max_tso))
+        return named_tuple.new4(Checkpoint, self._stream, name, seq & 0xFFFFFFFF, max_tso)

@@ -1,5 +1,7 @@
 import cython
 
+from cdc cimport named_tuple
+
 # C types for sorter.py when Cython compiles it (an augmenting .pxd: the .py stays plain Python).
 cdef class Release:
     cdef public object key
@@ -15,6 +17,11 @@ cdef class _Branch:
     cdef public object record_seq
     cdef public bint committed
     cdef public bint rolled_back
+
+@cython.locals(r=Release)
+cdef Release _release(object key, object xid, object payload)
+@cython.locals(b=_Branch)
+cdef _Branch _new_branch(object xid, object prepare_seq, object payload, object max_tso_before)
 
 cdef class Sorter:
     cdef public dict _branches

@@ -18,6 +18,7 @@ from collections.abc import Hashable
 from heapq import heappop, heappush  # names, not `heapq.x`: a module attribute per call
 from typing import Any, TypeVar
 
+from cdc import named_tuple  # NamedTuples built in C (compiled: named_tuple.pxd)
 from cdc.keys import Kind, SortKey
 
 P = TypeVar("P")
@@ -27,7 +28,6 @@ P = TypeVar("P")
 # cost a conversion per group). Any hashable works; compiled, a `str` annotation would refuse it.
 Xid = Hashable
 BRANCH, LOCAL = Kind.BRANCH, Kind.LOCAL
-_new_tuple = tuple.__new__  # builds a SortKey in C (a NamedTuple's own __new__ is interpreted)
 
 
 class Release:  # typed fields in sorter.pxd (compiled: a cdef class)
@@ -40,6 +40,15 @@ class Release:  # typed fields in sorter.pxd (compiled: a cdef class)
 
     def __repr__(self) -> str:
         return f"Release(key={self.key!r}, xid={self.xid!r}, payload={self.payload!r})"
+
+
+def _release(key, xid, payload) -> Release:  # C types: sorter.pxd
+    """`Release(key, xid, payload)` set field by field (compiled: no constructor call)."""
+    r = Release.__new__(Release)
+    r.key = key
+    r.xid = xid
+    r.payload = payload
+    return r
 
 
 def binlog_seq(file_number: int, pos: int) -> int:
@@ -72,6 +81,20 @@ class _Branch:  # typed fields in sorter.pxd (compiled: a cdef class)
         self.record_seq = -1
         self.committed = False
         self.rolled_back = False
+
+
+def _new_branch(xid, prepare_seq, payload, max_tso_before) -> _Branch:  # C types: sorter.pxd
+    """`_Branch(...)` set field by field (compiled: no constructor call, one per prepare)."""
+    b = _Branch.__new__(_Branch)
+    b.xid = xid
+    b.prepare_seq = prepare_seq
+    b.payload = payload
+    b.max_tso_before = max_tso_before
+    b.tso = None
+    b.record_seq = -1
+    b.committed = False
+    b.rolled_back = False
+    return b
 
 
 class Sorter:
@@ -155,7 +178,7 @@ class Sorter:
     def prepare(self, xid: Xid, payload: P, seq) -> list[Release]:
         if xid in self._branches:
             raise SorterError(f"xid {xid!r} prepared twice without commit or rollback")
-        self._branches[xid] = _Branch(xid, seq, payload, self.max_tso_seen)
+        self._branches[xid] = _new_branch(xid, seq, payload, self.max_tso_seen)
         self._unknown[xid] = seq
         self._unknown_seqs.append(seq)
         self._unknown_xids.append(xid)
@@ -174,7 +197,7 @@ class Sorter:
             return []
         branch.tso, branch.record_seq = tso, seq
         del self._unknown[xid]
-        heappush(self._heap, (_new_tuple(SortKey, (tso, BRANCH, seq)), xid, None))
+        heappush(self._heap, (named_tuple.new3(SortKey, tso, BRANCH, seq), xid, None))
         return self._drain()
 
     def commit(self, xid: Xid) -> list[Release]:
@@ -196,7 +219,9 @@ class Sorter:
 
     def local(self, payload: P, seq) -> list[Release]:
         self._locals[seq] = self.max_tso_seen
-        heappush(self._heap, (_new_tuple(SortKey, (self.max_tso_seen, LOCAL, seq)), None, payload))
+        heappush(
+            self._heap, (named_tuple.new3(SortKey, self.max_tso_seen, LOCAL, seq), None, payload)
+        )
         return self._drain()
 
     def _bound(self) -> int:
@@ -248,5 +273,5 @@ class Sorter:
             if self.watermark is not None and key <= self.watermark:
                 raise SorterError(f"release {key} would go back behind {self.watermark}")
             self.watermark = key
-            out.append(Release(key, xid, payload))
+            out.append(_release(key, xid, payload))
         return out

@@ -1,8 +1,9 @@
 # C types for wire.py when Cython compiles it (an augmenting .pxd: the .py stays plain Python).
 import cython
 
+from cdc cimport named_tuple
 from cdc.binlog cimport constants, header
-from merge_source.fragment cimport Fragment, Statement, Watermark
+from merge_source.fragment cimport Fragment, Statement, Watermark, new_fragment
 
 @cython.locals(p="const unsigned char*", n=Py_ssize_t, pos=Py_ssize_t, stop=Py_ssize_t)
 cpdef check_events(bytes body)

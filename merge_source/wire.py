@@ -26,10 +26,11 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
+from cdc import named_tuple  # NamedTuples built in C (compiled: named_tuple.pxd)
 from cdc.binlog import constants, header
 from cdc.frames import FRAME, framed
 from cdc.keys import Checkpoint, Kind, SortKey, stream_name
-from merge_source.fragment import Fragment, FragmentKind, Statement, Watermark
+from merge_source.fragment import Fragment, FragmentKind, Statement, Watermark, new_fragment
 from merge_source.frames_pb2 import Checkpoint as CheckpointMessage
 from merge_source.frames_pb2 import Frame, Marker
 from merge_source.spill import EventSpan, SpillFile, write_handoff
@@ -40,9 +41,6 @@ KIND_CODE = {k: i for i, k in enumerate(KINDS)}
 _DATA = FragmentKind.DATA
 assert KIND_CODE[_DATA] == 0
 SORT_KINDS = tuple(Kind)  # by value (BRANCH 0, LOCAL 1): an index, not an Enum call per record
-# SortKey(...) runs the NamedTuple's interpreted __new__; tuple.__new__ builds the same key in C
-# (a third of the cost, once per record).
-_new_tuple = tuple.__new__
 
 
 class WireError(RuntimeError):
@@ -383,7 +381,7 @@ def _read_batch(b, out: list) -> None:  # C types: wire.pxd
                 check_events(data)
                 statements.append(Statement(trace, None, None, data))  # packed: no split
             j += 1
-        key = _new_tuple(SortKey, (head[i], SORT_KINDS[head[i + 1]], head[i + 2]))
+        key = named_tuple.new3(SortKey, head[i], SORT_KINDS[head[i + 1]], head[i + 2])
         kind = KINDS[head[i + 4]]
         out.append(Fragment(key, dn, head[i + 3], participants, kind, statements, [], head[i + 5]))
     if j != m or p != len(parts):
@@ -401,7 +399,7 @@ def _read_batch(b, out: list) -> None:  # C types: wire.pxd
         if checkpoints is not None and i // 3 in checkpoints:
             ck = checkpoints.pop(i // 3)
             cp = Checkpoint(stream_name(dn), ck.file, ck.pos, ck.max_tso_seen)
-        key = _new_tuple(SortKey, (marks[i], SORT_KINDS[marks[i + 1]], marks[i + 2]))
+        key = named_tuple.new3(SortKey, marks[i], SORT_KINDS[marks[i + 1]], marks[i + 2])
         out.append(Watermark(dn, key, cp))
     if checkpoints:
         raise ValueError("the batch holds checkpoints of no watermark")
@@ -584,16 +582,10 @@ def _batch_items(body, start, stop):  # C types: wire.pxd
             st.packed = data
             statements.append(st)
         j += c
-        f = Fragment.__new__(Fragment)
-        f.key = _new_tuple(SortKey, (tso, SORT_KINDS[sort_kind], seq))
-        f.dn = dn
-        f.txn_id = txn_id
-        f.participants = participants
-        f.kind = KINDS[kind]
-        f.statements = statements
-        f.markers = []
-        f.timestamp = timestamp
-        out.append(f)
+        key = named_tuple.new3(SortKey, tso, SORT_KINDS[sort_kind], seq)
+        out.append(
+            new_fragment(key, dn, txn_id, participants, KINDS[kind], statements, [], timestamp)
+        )
     if j != m or p != np:
         raise ValueError("the batch holds statements or participants of no fragment")
     if nm % 3:
@@ -608,7 +600,7 @@ def _batch_items(body, start, stop):  # C types: wire.pxd
         tso = marks.varint()
         sort_kind = marks.varint()
         seq = marks.varint()
-        out.append(Watermark(dn, _new_tuple(SortKey, (tso, SORT_KINDS[sort_kind], seq)), cp))
+        out.append(Watermark(dn, named_tuple.new3(SortKey, tso, SORT_KINDS[sort_kind], seq), cp))
     if checkpoints:
         raise ValueError("the batch holds checkpoints of no watermark")
     return out
