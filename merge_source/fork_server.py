@@ -151,6 +151,9 @@ def _forked(control: socket.socket) -> None:
         keep = control.fileno()
         os.closerange(3, keep)
         os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
+        devnull = os.open(os.devnull, os.O_RDONLY)  # nor the caller's stdin (as `main`)
+        os.dup2(devnull, 0)
+        os.close(devnull)
         rc = _serve(control)
     except BaseException:
         traceback.print_exc()
