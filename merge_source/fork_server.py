@@ -66,6 +66,7 @@ def _serve(control: socket.socket) -> int:
     from merge_source import worker  # the point: import once, fork many times
 
     worker.die_with_parent(os.getppid())
+    worker.name_process(b"cdc-forks")
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -127,6 +128,7 @@ def _child(worker, fds: list[int], server_fds: tuple) -> None:
         sys.stdin = open(0, closefd=False)  # noqa: SIM115 (for the process's life)
         sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+        worker.name_process(b"cdc-source")
         rc = worker.main(parent=os.getppid())
         sys.stdout.flush()
     except SystemExit as exc:

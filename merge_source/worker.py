@@ -33,11 +33,19 @@ log = logging.getLogger(__name__)
 STATUS_INTERVAL_S = 0.5
 FRAME_BATCHES = 16  # source batches waiting in the queue that go out as one frame
 PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15
 EXIT_SOURCE_FAILED = 2
 # The exit code when the spill directory is full: the leader (source_process.py) waits for room
 # and restarts the pipeline (a pause, docs/faults.md), where any other error of the source stops
 # it.
 EXIT_SPILL_FULL = 3
+
+
+def name_process(name: bytes) -> None:
+    """The process's name as `ps -o comm`, `top` and `pgrep` show it (15 bytes at most): a
+    fork server forked from `cdc start` and its workers carry its command line, not their own."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(PR_SET_NAME, ctypes.c_char_p(name[:15]))
 
 
 def die_with_parent(parent: int) -> None:

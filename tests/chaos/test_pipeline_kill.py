@@ -53,13 +53,10 @@ def _children(pid: int) -> list[tuple[int, bytes]]:
 
 
 def source_processes(pipeline_pid: int) -> list[int]:
-    """The MergeSource worker processes of the pipeline: forked by its fork server (they
-    carry the server's command line)."""
-    pids = []
-    for pid, cmdline in _children(pipeline_pid):
-        if b"merge_source.fork_server" in cmdline:
-            pids += [child for child, _ in _children(pid)]
-    return pids
+    """The MergeSource worker processes of the pipeline: the children of its fork server, a
+    child of the pipeline (forked from it, with its command line, or a Python of its own). The
+    pipeline's other child, its protocol server, has none."""
+    return [worker for child, _ in _children(pipeline_pid) for worker, _ in _children(child)]
 
 
 @pytest.mark.parametrize("target", ["pipeline", "merge-source"])
