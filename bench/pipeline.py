@@ -148,7 +148,8 @@ async def catch_up(
 ) -> tuple[float, Leader]:
     """Until `leader` (default: a `Leader` of `cfg`, its MergeSource processes forked by
     `forks`, closed at the end) wrote `last_tso`, then `finish(leader)` (e.g. until its stream
-    processes synced) inside the time: (seconds, the leader). Call `start_as_cdc_start` first."""
+    processes synced) inside the time: (seconds, the leader). Before the loop, the caller does
+    what `cdc start` does (`start_as_cdc_start`; the streams bench only tunes the memory)."""
     leader = leader or Leader(cfg, forks=forks)
     task = asyncio.create_task(leader.run())
     start = progress_at = time.perf_counter()
